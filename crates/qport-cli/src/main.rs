@@ -1,0 +1,194 @@
+//! `qport`: platform-aware quantization and portability checks for ONNX
+//! models. This file owns the command line (clap), the exit-code contract
+//! and the one place where errors and panics are printed.
+//!
+//! Exit codes: `0` success; `1` a check ran and failed its threshold; `2`
+//! usage or input error (bad flags, missing or malformed files, wrong input
+//! shapes). A closed stdout (`qport info m.onnx | head -1`) exits `0`
+//! quietly. A panic is a bug in qport: it prints a short report request and
+//! exits `101`.
+
+mod demo;
+mod info;
+mod model_file;
+mod output;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::process::ExitCode;
+
+/// The outcome of a command that did not fail with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Everything ran and every check passed (exit 0).
+    Success,
+    /// A check ran and failed its threshold (exit 1).
+    #[allow(dead_code)] // reserved: verify/agree/lint return it
+    Failure,
+}
+
+/// Exit code for usage and input errors.
+const EXIT_ERROR: u8 = 2;
+
+impl From<ExitStatus> for ExitCode {
+    fn from(s: ExitStatus) -> ExitCode {
+        match s {
+            ExitStatus::Success => ExitCode::SUCCESS,
+            ExitStatus::Failure => ExitCode::from(1),
+        }
+    }
+}
+
+const ABOUT: &str = "Quantize ONNX models for embedded targets and check that the result is portable.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  qport demo                                  run the bundled text-direction classifier
+  qport info model.onnx                       inputs, outputs, ops and parameters of a model
+  qport run model.onnx --input x=x.npy        run a model on a .npy tensor
+  qport run model.onnx --inputs in.npz --output out.npz --format json
+
+Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
+Machine-readable output: --format json (schemas in docs/cli-json.md).
+Colour is used only on a terminal; set NO_COLOR to turn it off.";
+
+/// The `qport` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "qport",
+    version,
+    about = ABOUT,
+    after_help = AFTER_HELP,
+    propagate_version = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// No progress bars or notes on stderr (results and errors still print).
+    #[arg(long, short, global = true)]
+    quiet: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Describe a model: file hash, opsets, inputs/outputs, op histogram,
+    /// parameters, unsupported ops.
+    #[command(after_help = info::AFTER_HELP)]
+    Info(info::InfoArgs),
+    /// Run a model on tensors from .npy/.npz files with qport's engine.
+    #[command(after_help = run::AFTER_HELP)]
+    Run(run::RunArgs),
+    /// Run the bundled PP-OCR text-direction classifier on bundled crops.
+    #[command(after_help = demo::AFTER_HELP)]
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print to stdout and succeed; everything
+            // else is a usage error.
+            let code = if e.use_stderr() { EXIT_ERROR } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let ui = output::Ui::new(cli.quiet);
+    let result = match &cli.command {
+        Command::Info(a) => info::run(a, &ui),
+        Command::Run(a) => run::run(a, &ui),
+        Command::Demo(a) => demo::run(a, &ui),
+    };
+    match result {
+        Ok(status) => status.into(),
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            report_error(&err, &ui);
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// True when the error comes from writing to a closed stdout.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Prints `qport: error: <headline>` and one `  cause: ...` line per further
+/// link of the chain, skipping links whose text the previous line already
+/// contains (many errors embed their source's message).
+fn report_error(err: &anyhow::Error, ui: &output::Ui) {
+    let mut lines = vec![];
+    let mut prev = String::new();
+    for (i, link) in err.chain().enumerate() {
+        let text = link.to_string();
+        if i > 0 && prev.contains(&text) {
+            continue;
+        }
+        lines.push(if i == 0 {
+            format!("qport: {} {text}", ui.err_style("error:"))
+        } else {
+            format!("  cause: {text}")
+        });
+        prev = text;
+    }
+    let mut stderr = std::io::stderr().lock();
+    for l in lines {
+        let _ = writeln!(stderr, "{l}");
+    }
+}
+
+/// Replaces Rust's panic message with a short bug-report request (the
+/// default hook still runs when `RUST_BACKTRACE` is set).
+fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            default(info);
+        }
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "qport: internal error: {msg}{at}");
+        let _ = writeln!(
+            e,
+            "  this is a bug in qport {}, please report it with the command line you ran",
+            env!("CARGO_PKG_VERSION")
+        );
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn broken_pipe_is_detected_through_context() {
+        let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let err = anyhow::Error::new(io).context("writing the table");
+        assert!(is_broken_pipe(&err));
+        assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
+    }
+}

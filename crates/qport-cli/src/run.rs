@@ -1,0 +1,442 @@
+//! `qport run MODEL`: feed tensors from `.npy`/`.npz` files through qport's
+//! engine, summarise each output and optionally save them to an `.npz`.
+//!
+//! # JSON schema (`--format json`), `"schema": "qport.run/1"`
+//!
+//! ```text
+//! {
+//!   "schema": "qport.run/1",
+//!   "qport_version": str,
+//!   "model": { "path": str, "size_bytes": int, "sha256": str },
+//!   "inputs": [ { "name": str, "dtype": str, "shape": [int], "source": str } ],
+//!   "outputs": [ {
+//!       "name": str, "dtype": str, "shape": [int],
+//!       "min": float | null, "max": float | null, "mean": float | null,
+//!       "nan_count": int,
+//!       "top5": [ { "index": int, "value": float } ] | null
+//!   } ],
+//!   "output_file": str | null,
+//!   "timing_ms": { "load": float, "plan": float, "run": float }
+//! }
+//! ```
+//!
+//! `source` is `FILE` for a `.npy` or `FILE:KEY` for an `.npz` member.
+//! `min`/`max`/`mean` ignore NaN and are `null` for empty or string
+//! tensors (or when every element is NaN). `top5` (largest first, ties by
+//! lower index, NaN skipped) is given only for a float output of shape
+//! `[1, K]`.
+
+use crate::info::FileJson;
+use crate::model_file;
+use crate::output::{self, fmt_ms, fmt_num, Align, Format, Style, Table, Ui};
+use crate::ExitStatus;
+use anyhow::{anyhow, bail, Context, Result};
+use qport_core::{DType, Tensor};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Examples shown by `qport run --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  qport run model.onnx --input x=x.npy
+  qport run model.onnx --input x=x.npy --input mask=mask.npy --output out.npz
+  qport run model.onnx --inputs inputs.npz --format json
+
+Inputs: each --input NAME=FILE gives one graph input (FILE is .npy, or .npz
+holding an array named NAME); --inputs FILE.npz gives every input, one array
+per input name. Outputs are written to --output as an .npz keyed by output
+name (np.load(\"out.npz\")[\"logits\"]). Exit code 2 for a missing, unknown or
+mis-shaped input or an unreadable file.";
+
+/// Arguments of `qport run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The ONNX model file.
+    pub model: PathBuf,
+    /// One graph input as NAME=FILE.npy (or NAME=FILE.npz holding NAME);
+    /// repeat for each input.
+    #[arg(long = "input", short = 'i', value_name = "NAME=FILE", conflicts_with = "inputs")]
+    pub input: Vec<String>,
+    /// An .npz holding every graph input, keyed by input name.
+    #[arg(long, value_name = "FILE.npz")]
+    pub inputs: Option<PathBuf>,
+    /// Write the outputs to this .npz, keyed by output name (atomic write).
+    #[arg(long, short = 'o', value_name = "OUT.npz")]
+    pub output: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+/// `qport.run/1`: the JSON document of `qport run --format json`.
+#[derive(Debug, Serialize)]
+pub struct RunJson {
+    /// Always `"qport.run/1"`.
+    pub schema: &'static str,
+    /// Version of qport that wrote this.
+    pub qport_version: &'static str,
+    /// The model file.
+    pub model: FileJson,
+    /// The tensors fed, in the model's input order.
+    pub inputs: Vec<InputJson>,
+    /// One summary per graph output, in graph order.
+    pub outputs: Vec<OutputJson>,
+    /// The `.npz` written, if any.
+    pub output_file: Option<String>,
+    /// Wall-clock times in milliseconds.
+    pub timing_ms: TimingJson,
+}
+
+/// A tensor fed to the model.
+#[derive(Debug, Serialize)]
+pub struct InputJson {
+    /// Graph input name.
+    pub name: String,
+    /// Element type.
+    pub dtype: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// `FILE` or `FILE:KEY`.
+    pub source: String,
+}
+
+/// Summary of one output tensor.
+#[derive(Debug, Serialize)]
+pub struct OutputJson {
+    /// Graph output name.
+    pub name: String,
+    /// Element type.
+    pub dtype: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Smallest non-NaN value.
+    pub min: Option<f64>,
+    /// Largest non-NaN value.
+    pub max: Option<f64>,
+    /// Mean of the non-NaN values.
+    pub mean: Option<f64>,
+    /// Number of NaN elements.
+    pub nan_count: usize,
+    /// For a float `[1, K]` output: the 5 largest entries.
+    pub top5: Option<Vec<TopJson>>,
+}
+
+/// One entry of a top-k list.
+#[derive(Debug, Serialize)]
+pub struct TopJson {
+    /// Index along the last axis.
+    pub index: usize,
+    /// The value there.
+    pub value: f64,
+}
+
+/// Wall-clock times in milliseconds.
+#[derive(Debug, Serialize)]
+pub struct TimingJson {
+    /// Reading and converting the model file.
+    pub load: f64,
+    /// Building the execution plan.
+    pub plan: f64,
+    /// Running the plan once (input files are read before).
+    pub run: f64,
+}
+
+/// Summarises an output tensor.
+pub fn summarize(name: &str, t: &Tensor) -> OutputJson {
+    let (mut min, mut max, mut sum, mut n, mut nan) = (f64::INFINITY, f64::NEG_INFINITY, 0f64, 0usize, 0usize);
+    let values: Option<Vec<f64>> = if t.dtype() == DType::Str {
+        None
+    } else {
+        t.cast(DType::F64).ok().and_then(|c| c.into_vec::<f64>().ok())
+    };
+    if let Some(v) = &values {
+        for &x in v {
+            if x.is_nan() {
+                nan += 1;
+                continue;
+            }
+            min = min.min(x);
+            max = max.max(x);
+            sum += x;
+            n += 1;
+        }
+    }
+    let some = n > 0;
+    let top5 = match (t.shape(), t.dtype().is_float()) {
+        (&[1, k], true) if k > 0 => t.to_f32_vec().ok().map(|v| top_k_finite(&v, 5)),
+        _ => None,
+    };
+    OutputJson {
+        name: name.to_string(),
+        dtype: t.dtype().name().to_string(),
+        shape: t.shape().to_vec(),
+        min: some.then_some(min),
+        max: some.then_some(max),
+        mean: some.then(|| sum / n as f64),
+        nan_count: nan,
+        top5,
+    }
+}
+
+/// The `k` largest non-NaN entries, largest first, ties by lower index.
+fn top_k_finite(v: &[f32], k: usize) -> Vec<TopJson> {
+    let mut idx: Vec<usize> = (0..v.len()).filter(|&i| !v[i].is_nan()).collect();
+    idx.sort_by(|&i, &j| v[j].total_cmp(&v[i]).then(i.cmp(&j)));
+    idx.into_iter()
+        .take(k)
+        .map(|i| TopJson {
+            index: i,
+            value: v[i] as f64,
+        })
+        .collect()
+}
+
+/// Reads one `NAME=FILE` argument.
+fn read_named(spec: &str) -> Result<(String, Tensor, String)> {
+    let (name, file) = spec
+        .split_once('=')
+        .filter(|(n, f)| !n.is_empty() && !f.is_empty())
+        .ok_or_else(|| anyhow!("--input expects NAME=FILE (e.g. --input x=x.npy), got '{spec}'"))?;
+    let path = Path::new(file);
+    let is_npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    if is_npz {
+        let t = qport_data::npz::read_key(path, name)
+            .with_context(|| format!("cannot read input '{name}' from '{file}'"))?;
+        Ok((name.to_string(), t, format!("{file}:{name}")))
+    } else {
+        let t = qport_data::npy::read(path)
+            .with_context(|| format!("cannot read input '{name}' from '{file}'"))?;
+        Ok((name.to_string(), t, file.to_string()))
+    }
+}
+
+/// Collects the inputs named on the command line: (name, tensor, source).
+fn gather_inputs(args: &RunArgs) -> Result<Vec<(String, Tensor, String)>> {
+    let mut out: Vec<(String, Tensor, String)> = vec![];
+    if let Some(npz) = &args.inputs {
+        let arrays = qport_data::npz::read(npz)
+            .with_context(|| format!("cannot read inputs from '{}'", npz.display()))?;
+        for (k, t) in arrays {
+            let src = format!("{}:{k}", npz.display());
+            out.push((k, t, src));
+        }
+    }
+    for spec in &args.input {
+        let (name, t, src) = read_named(spec)?;
+        if out.iter().any(|(n, _, _)| *n == name) {
+            bail!("input '{name}' is given more than once");
+        }
+        out.push((name, t, src));
+    }
+    Ok(out)
+}
+
+/// Runs `qport run`.
+pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
+    if let Some(out) = &args.output {
+        check_output_path(out)?;
+    }
+    let spinner = ui.spinner("loading model");
+    let loaded = model_file::load(&args.model)?;
+    spinner.set_message("building plan");
+    let t_plan = Instant::now();
+    let plan = qport_engine::Plan::new(&loaded.model)
+        .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+    let plan_time = t_plan.elapsed();
+    spinner.set_message("reading inputs");
+    let given = gather_inputs(args)?;
+
+    // Unknown and missing inputs: name them and say how to pass them (the
+    // engine checks too, but cannot know about command-line flags).
+    let declared: Vec<&qport_onnx::ValueInfo> = plan.inputs().collect();
+    for (name, _, src) in &given {
+        if !declared.iter().any(|v| v.name == *name) {
+            let names: Vec<&str> = declared.iter().map(|v| v.name.as_str()).collect();
+            bail!(
+                "unknown input '{name}' (from {src}); the model's inputs are: {}",
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            );
+        }
+    }
+    for vi in &declared {
+        if !given.iter().any(|(n, _, _)| *n == vi.name) {
+            let dtype = vi.dtype.map(|d| d.name()).unwrap_or("?");
+            bail!(
+                "missing input '{}' ({dtype} {}); pass it with --input {}=FILE.npy or in --inputs FILE.npz",
+                vi.name,
+                vi.shape_string(),
+                vi.name
+            );
+        }
+    }
+    let mut inputs_json: Vec<InputJson> = given
+        .iter()
+        .map(|(n, t, src)| InputJson {
+            name: n.clone(),
+            dtype: t.dtype().name().to_string(),
+            shape: t.shape().to_vec(),
+            source: src.clone(),
+        })
+        .collect();
+    let order = |n: &str| declared.iter().position(|v| v.name == n).unwrap_or(usize::MAX);
+    inputs_json.sort_by_key(|i| order(&i.name));
+
+    spinner.set_message("running");
+    let feed: Vec<(String, Tensor)> = given.into_iter().map(|(n, t, _)| (n, t)).collect();
+    let t_run = Instant::now();
+    let outputs = plan
+        .run(feed)
+        .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+    let run_time = t_run.elapsed();
+    spinner.finish_and_clear();
+
+    if let Some(out) = &args.output {
+        qport_data::npz::write(out, &outputs)
+            .with_context(|| format!("cannot write outputs to '{}'", out.display()))?;
+    }
+    let report = RunJson {
+        schema: "qport.run/1",
+        qport_version: env!("CARGO_PKG_VERSION"),
+        model: (&loaded.facts).into(),
+        inputs: inputs_json,
+        outputs: outputs.iter().map(|(n, t)| summarize(n, t)).collect(),
+        output_file: args.output.as_ref().map(|p| p.display().to_string()),
+        timing_ms: TimingJson {
+            load: output::ms(loaded.load_time),
+            plan: output::ms(plan_time),
+            run: output::ms(run_time),
+        },
+    };
+    match args.format {
+        Format::Json => output::print_json(&report)?,
+        Format::Human => {
+            let times = [loaded.load_time, plan_time, run_time];
+            output::print(&render_human(&report, &times, ui))?
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// Fails early (before running) when the output's directory does not exist.
+fn check_output_path(out: &Path) -> Result<()> {
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        bail!(
+            "cannot write outputs to '{}': directory '{}' does not exist",
+            out.display(),
+            dir.display()
+        );
+    }
+    if out.is_dir() {
+        bail!("cannot write outputs to '{}': it is a directory", out.display());
+    }
+    Ok(())
+}
+
+fn shape_text(s: &[usize]) -> String {
+    format!(
+        "[{}]",
+        s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")
+    )
+}
+
+fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> String {
+    let mut s = String::new();
+    let opt = |v: Option<f64>| v.map(fmt_num).unwrap_or_else(|| "-".into());
+    s.push_str(&format!(
+        "{}  {} (sha256 {})\n\n",
+        ui.paint("model", Style::Bold),
+        r.model.path,
+        &r.model.sha256[..12]
+    ));
+    let mut t = Table::new(&["input", "dtype", "shape", "from"], &[Align::Left; 4]);
+    for i in &r.inputs {
+        t.row(vec![i.name.clone(), i.dtype.clone(), shape_text(&i.shape), i.source.clone()]);
+    }
+    if !r.inputs.is_empty() {
+        s.push_str(&t.render(ui, ""));
+        s.push('\n');
+    }
+    let mut t = Table::new(
+        &["output", "dtype", "shape", "min", "max", "mean"],
+        &[Align::Left, Align::Left, Align::Left, Align::Right, Align::Right, Align::Right],
+    );
+    for o in &r.outputs {
+        t.row(vec![
+            o.name.clone(),
+            o.dtype.clone(),
+            shape_text(&o.shape),
+            opt(o.min),
+            opt(o.max),
+            opt(o.mean),
+        ]);
+    }
+    s.push_str(&t.render(ui, ""));
+    for o in &r.outputs {
+        if o.nan_count > 0 {
+            s.push_str(&format!(
+                "{}\n",
+                ui.paint(&format!("{}: {} NaN values", o.name, o.nan_count), Style::Bad)
+            ));
+        }
+        if let Some(top) = &o.top5 {
+            let items: Vec<String> = top
+                .iter()
+                .map(|e| format!("{} ({})", e.index, fmt_num(e.value)))
+                .collect();
+            s.push_str(&format!("{} top-5: {}\n", o.name, items.join(", ")));
+        }
+    }
+    if let Some(f) = &r.output_file {
+        s.push_str(&format!(
+            "\nwrote {} ({} array{})\n",
+            f,
+            r.outputs.len(),
+            if r.outputs.len() == 1 { "" } else { "s" }
+        ));
+    }
+    s.push_str(&format!(
+        "\ntime: load {}, plan {}, run {}\n",
+        fmt_ms(times[0]),
+        fmt_ms(times[1]),
+        fmt_ms(times[2])
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_ignores_nan_and_gives_top5_for_1xk() {
+        let t = Tensor::from_vec(vec![1, 6], vec![0.1f32, f32::NAN, 0.7, 0.2, 0.9, -1.0]).unwrap();
+        let s = summarize("y", &t);
+        assert_eq!(s.nan_count, 1);
+        assert_eq!(s.min, Some(-1.0));
+        assert!((s.max.unwrap() - 0.9).abs() < 1e-6);
+        let idx: Vec<usize> = s.top5.unwrap().iter().map(|e| e.index).collect();
+        assert_eq!(idx, [4, 2, 3, 0, 5]);
+    }
+
+    #[test]
+    fn summary_of_ints_and_empty() {
+        let t = Tensor::from_vec(vec![3], vec![1i64, 2, 6]).unwrap();
+        let s = summarize("n", &t);
+        assert_eq!((s.min, s.max, s.mean), (Some(1.0), Some(6.0), Some(3.0)));
+        assert!(s.top5.is_none());
+        let e = Tensor::zeros(DType::F32, vec![1, 0]).unwrap();
+        let s = summarize("e", &e);
+        assert_eq!((s.min, s.max, s.mean), (None, None, None));
+        assert!(s.top5.is_none());
+    }
+
+    #[test]
+    fn bad_input_specs_are_explained() {
+        for spec in ["x", "=a.npy", "x="] {
+            let e = read_named(spec).unwrap_err().to_string();
+            assert!(e.contains("NAME=FILE"), "{spec}: {e}");
+        }
+    }
+}

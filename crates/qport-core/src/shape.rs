@@ -1,0 +1,188 @@
+//! Shape arithmetic: checked element counts, row-major strides, numpy
+//! broadcasting and axis normalisation.
+
+use crate::error::{Error, Result};
+
+/// The largest element count qport will allocate for one tensor (2^34).
+///
+/// Models declaring larger tensors are refused with [`Error::TooLarge`]
+/// before any allocation, so a malformed file cannot exhaust memory.
+pub const MAX_ELEMENTS: u64 = 1 << 34;
+
+/// Product of `shape`, refusing overflow and counts above [`MAX_ELEMENTS`].
+///
+/// ```
+/// use qport_core::shape::checked_numel;
+/// assert_eq!(checked_numel(&[2, 3, 4]).unwrap(), 24);
+/// assert_eq!(checked_numel(&[]).unwrap(), 1);
+/// assert!(checked_numel(&[1 << 20, 1 << 20]).is_err());
+/// ```
+pub fn checked_numel(shape: &[usize]) -> Result<usize> {
+    let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    checked_numel_u64(&dims)
+}
+
+/// Like [`checked_numel`] for declared (untrusted) 64-bit dimensions.
+pub fn checked_numel_u64(shape: &[u64]) -> Result<usize> {
+    let mut n: u64 = 1;
+    for &d in shape {
+        n = n.checked_mul(d).ok_or_else(|| Error::TooLarge {
+            shape: shape.to_vec(),
+            reason: "element count overflows 64 bits".into(),
+        })?;
+    }
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    if n > MAX_ELEMENTS {
+        return Err(Error::TooLarge {
+            shape: shape.to_vec(),
+            reason: format!("{n} elements exceeds the limit of {MAX_ELEMENTS}"),
+        });
+    }
+    Ok(n as usize)
+}
+
+/// Row-major strides (in elements) of `shape`.
+///
+/// ```
+/// assert_eq!(qport_core::shape::strides(&[2, 3, 4]), vec![12, 4, 1]);
+/// ```
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// The numpy broadcast of two shapes.
+///
+/// ```
+/// use qport_core::shape::broadcast_shapes;
+/// assert_eq!(broadcast_shapes(&[2, 1, 4], &[3, 1]).unwrap(), vec![2, 3, 4]);
+/// assert!(broadcast_shapes(&[2], &[3]).is_err());
+/// ```
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(Error::Broadcast {
+                a: a.to_vec(),
+                b: b.to_vec(),
+            });
+        };
+    }
+    Ok(out)
+}
+
+/// The numpy broadcast of any number of shapes.
+pub fn broadcast_many(shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    let mut out: Vec<usize> = vec![];
+    for s in shapes {
+        out = broadcast_shapes(&out, s)?;
+    }
+    Ok(out)
+}
+
+/// For each element of `out_shape` (row-major), the flat index of the
+/// element of a tensor of shape `in_shape` that broadcasts to it.
+///
+/// `in_shape` must broadcast to `out_shape` (see [`broadcast_shapes`]).
+///
+/// ```
+/// use qport_core::shape::broadcast_index_map;
+/// assert_eq!(broadcast_index_map(&[2, 1], &[2, 3]), vec![0, 0, 0, 1, 1, 1]);
+/// ```
+pub fn broadcast_index_map(in_shape: &[usize], out_shape: &[usize]) -> Vec<usize> {
+    let n = out_shape.len();
+    let off = n - in_shape.len();
+    let in_strides = strides(in_shape);
+    // Effective stride per output axis: 0 where the input is broadcast.
+    let eff: Vec<usize> = (0..n)
+        .map(|i| {
+            if i < off || in_shape[i - off] == 1 {
+                0
+            } else {
+                in_strides[i - off]
+            }
+        })
+        .collect();
+    let total: usize = out_shape.iter().product();
+    let mut out = Vec::with_capacity(total);
+    if total == 0 {
+        return out;
+    }
+    let mut idx = vec![0usize; n];
+    let mut flat = 0usize;
+    for _ in 0..total {
+        out.push(flat);
+        for ax in (0..n).rev() {
+            idx[ax] += 1;
+            flat += eff[ax];
+            if idx[ax] < out_shape[ax] {
+                break;
+            }
+            flat -= eff[ax] * idx[ax];
+            idx[ax] = 0;
+        }
+    }
+    out
+}
+
+/// Normalises a possibly negative ONNX axis against `rank`; `None` when out
+/// of range.
+///
+/// ```
+/// use qport_core::shape::normalize_axis;
+/// assert_eq!(normalize_axis(-1, 4), Some(3));
+/// assert_eq!(normalize_axis(4, 4), None);
+/// ```
+pub fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    (0..r).contains(&a).then_some(a as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn index_map_matches_naive(a in proptest::collection::vec(1usize..4, 0..4), b in proptest::collection::vec(1usize..4, 0..4)) {
+            // make `a` broadcastable to `out` by replacing mismatches with 1
+            let out = {
+                let n = a.len().max(b.len());
+                let mut o = vec![1; n];
+                for i in 0..b.len() { o[n - b.len() + i] = b[i]; }
+                o
+            };
+            let a: Vec<usize> = a.iter().enumerate().map(|(i, &d)| {
+                let j = out.len() as isize - a.len() as isize + i as isize;
+                if j >= 0 && out[j as usize] == d { d } else { 1 }
+            }).collect();
+            let map = broadcast_index_map(&a, &out);
+            let st = strides(&a);
+            let off = out.len() - a.len();
+            for (flat, &got) in map.iter().enumerate() {
+                let mut rem = flat;
+                let mut want = 0;
+                for ax in (0..out.len()).rev() {
+                    let i = rem % out[ax];
+                    rem /= out[ax];
+                    if ax >= off && a[ax - off] != 1 { want += i * st[ax - off]; }
+                }
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! [`Tensor`]: a dense, row-major, owned n-dimensional array with a runtime
+//! [`DType`], and [`TensorData`], the typed storage behind it.
+
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::shape;
+use half::{bf16, f16};
+
+/// Typed storage of a tensor: one vector per supported element type.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum TensorData {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I8(Vec<i8>),
+    U8(Vec<u8>),
+    I16(Vec<i16>),
+    U16(Vec<u16>),
+    I32(Vec<i32>),
+    U32(Vec<u32>),
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    Bool(Vec<bool>),
+    Str(Vec<String>),
+}
+
+/// Runs `$body` with `$v` bound to the inner vector of a [`TensorData`],
+/// whatever its element type. `$data` may be a value, `&` or `&mut`.
+#[macro_export]
+macro_rules! match_data {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            $crate::TensorData::F32($v) => $body,
+            $crate::TensorData::F64($v) => $body,
+            $crate::TensorData::F16($v) => $body,
+            $crate::TensorData::BF16($v) => $body,
+            $crate::TensorData::I8($v) => $body,
+            $crate::TensorData::U8($v) => $body,
+            $crate::TensorData::I16($v) => $body,
+            $crate::TensorData::U16($v) => $body,
+            $crate::TensorData::I32($v) => $body,
+            $crate::TensorData::U32($v) => $body,
+            $crate::TensorData::I64($v) => $body,
+            $crate::TensorData::U64($v) => $body,
+            $crate::TensorData::Bool($v) => $body,
+            $crate::TensorData::Str($v) => $body,
+        }
+    };
+}
+
+/// Like [`match_data!`] but rebuilds a `TensorData` of the same variant from
+/// the body's `Vec` result, e.g. to gather or permute elements of any type.
+#[macro_export]
+macro_rules! map_data {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            $crate::TensorData::F32($v) => $crate::TensorData::F32($body),
+            $crate::TensorData::F64($v) => $crate::TensorData::F64($body),
+            $crate::TensorData::F16($v) => $crate::TensorData::F16($body),
+            $crate::TensorData::BF16($v) => $crate::TensorData::BF16($body),
+            $crate::TensorData::I8($v) => $crate::TensorData::I8($body),
+            $crate::TensorData::U8($v) => $crate::TensorData::U8($body),
+            $crate::TensorData::I16($v) => $crate::TensorData::I16($body),
+            $crate::TensorData::U16($v) => $crate::TensorData::U16($body),
+            $crate::TensorData::I32($v) => $crate::TensorData::I32($body),
+            $crate::TensorData::U32($v) => $crate::TensorData::U32($body),
+            $crate::TensorData::I64($v) => $crate::TensorData::I64($body),
+            $crate::TensorData::U64($v) => $crate::TensorData::U64($body),
+            $crate::TensorData::Bool($v) => $crate::TensorData::Bool($body),
+            $crate::TensorData::Str($v) => $crate::TensorData::Str($body),
+        }
+    };
+}
+
+impl TensorData {
+    /// The element type stored.
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorData::F32(_) => DType::F32,
+            TensorData::F64(_) => DType::F64,
+            TensorData::F16(_) => DType::F16,
+            TensorData::BF16(_) => DType::BF16,
+            TensorData::I8(_) => DType::I8,
+            TensorData::U8(_) => DType::U8,
+            TensorData::I16(_) => DType::I16,
+            TensorData::U16(_) => DType::U16,
+            TensorData::I32(_) => DType::I32,
+            TensorData::U32(_) => DType::U32,
+            TensorData::I64(_) => DType::I64,
+            TensorData::U64(_) => DType::U64,
+            TensorData::Bool(_) => DType::Bool,
+            TensorData::Str(_) => DType::Str,
+        }
+    }
+
+    /// Number of elements stored.
+    pub fn len(&self) -> usize {
+        match_data!(self, v => v.len())
+    }
+
+    /// True when no element is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `n` zero elements of `dtype`.
+    pub fn zeros(dtype: DType, n: usize) -> TensorData {
+        match dtype {
+            DType::F32 => TensorData::F32(vec![0.0; n]),
+            DType::F64 => TensorData::F64(vec![0.0; n]),
+            DType::F16 => TensorData::F16(vec![f16::ZERO; n]),
+            DType::BF16 => TensorData::BF16(vec![bf16::ZERO; n]),
+            DType::I8 => TensorData::I8(vec![0; n]),
+            DType::U8 => TensorData::U8(vec![0; n]),
+            DType::I16 => TensorData::I16(vec![0; n]),
+            DType::U16 => TensorData::U16(vec![0; n]),
+            DType::I32 => TensorData::I32(vec![0; n]),
+            DType::U32 => TensorData::U32(vec![0; n]),
+            DType::I64 => TensorData::I64(vec![0; n]),
+            DType::U64 => TensorData::U64(vec![0; n]),
+            DType::Bool => TensorData::Bool(vec![false; n]),
+            DType::Str => TensorData::Str(vec![String::new(); n]),
+        }
+    }
+
+    /// Gathers elements by index into a new storage of the same dtype.
+    ///
+    /// # Panics
+    /// Panics if an index is out of bounds (callers compute indices from
+    /// validated shapes).
+    pub fn gather(&self, indices: &[usize]) -> TensorData {
+        map_data!(self, v => indices.iter().map(|&i| v[i].clone()).collect())
+    }
+}
+
+/// A dense, row-major n-dimensional array.
+///
+/// A rank-0 tensor (shape `[]`) holds exactly one element.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    data: TensorData,
+}
+
+impl Tensor {
+    /// Builds a tensor, checking that the data length matches the shape.
+    ///
+    /// ```
+    /// use qport_core::{Tensor, TensorData};
+    /// let t = Tensor::new(vec![2, 2], TensorData::F32(vec![1.0, 2.0, 3.0, 4.0])).unwrap();
+    /// assert_eq!(t.shape(), &[2, 2]);
+    /// assert!(Tensor::new(vec![3], TensorData::F32(vec![1.0])).is_err());
+    /// ```
+    pub fn new(shape: Vec<usize>, data: TensorData) -> Result<Tensor> {
+        let expected = shape::checked_numel(&shape)?;
+        if expected != data.len() {
+            return Err(Error::LengthMismatch {
+                shape,
+                expected,
+                actual: data.len(),
+            });
+        }
+        Ok(Tensor { shape, data })
+    }
+
+    /// Builds a tensor from a typed vector.
+    pub fn from_vec<T: Element>(shape: Vec<usize>, v: Vec<T>) -> Result<Tensor> {
+        Tensor::new(shape, T::wrap(v))
+    }
+
+    /// A rank-0 tensor holding `v`.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        Tensor {
+            shape: vec![],
+            data: T::wrap(vec![v]),
+        }
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
+        let n = shape::checked_numel(&shape)?;
+        Ok(Tensor {
+            shape,
+            data: TensorData::zeros(dtype, n),
+        })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
+    }
+
+    /// The shape (dimensions, outermost first).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// True when the tensor has no elements (some dimension is 0).
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The typed storage.
+    pub fn data(&self) -> &TensorData {
+        &self.data
+    }
+
+    /// The typed storage, mutably (the length must not change).
+    pub fn data_mut(&mut self) -> &mut TensorData {
+        &mut self.data
+    }
+
+    /// Splits into shape and storage.
+    pub fn into_parts(self) -> (Vec<usize>, TensorData) {
+        (self.shape, self.data)
+    }
+
+    /// Borrows the elements as `&[T]`, failing if the dtype differs.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        T::slice(&self.data).ok_or(Error::DTypeMismatch {
+            expected: T::DTYPE,
+            actual: self.dtype(),
+        })
+    }
+
+    /// Borrows the elements mutably as `&mut [T]`, failing if the dtype differs.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
+        let actual = self.dtype();
+        T::slice_mut(&mut self.data).ok_or(Error::DTypeMismatch {
+            expected: T::DTYPE,
+            actual,
+        })
+    }
+
+    /// Takes the elements out as `Vec<T>`, failing if the dtype differs.
+    pub fn into_vec<T: Element>(self) -> Result<Vec<T>> {
+        let actual = self.dtype();
+        T::into_vec(self.data).map_err(|_| Error::DTypeMismatch {
+            expected: T::DTYPE,
+            actual,
+        })
+    }
+
+    /// Same data, new shape (element count must match).
+    pub fn reshape(self, shape: Vec<usize>) -> Result<Tensor> {
+        let to_len = shape::checked_numel(&shape)?;
+        if to_len != self.len() {
+            return Err(Error::Reshape {
+                from: self.shape.clone(),
+                from_len: self.len(),
+                to: shape,
+                to_len,
+            });
+        }
+        Ok(Tensor {
+            shape,
+            data: self.data,
+        })
+    }
+
+    /// Converts every element to `f32` (numeric and bool dtypes).
+    pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
+        if let TensorData::F32(v) = &self.data {
+            return Ok(v.clone());
+        }
+        Ok(self.cast(DType::F32)?.into_vec::<f32>()?)
+    }
+
+    /// Converts every element to `i64` (integer and bool dtypes; floats truncate).
+    pub fn to_i64_vec(&self) -> Result<Vec<i64>> {
+        if let TensorData::I64(v) = &self.data {
+            return Ok(v.clone());
+        }
+        Ok(self.cast(DType::I64)?.into_vec::<i64>()?)
+    }
+
+    /// Converts to another dtype with numpy `astype` semantics: floats to
+    /// integers truncate toward zero (NaN becomes 0, out-of-range values
+    /// saturate), integers wrap, anything to bool is `!= 0`. Strings convert
+    /// only to strings, and from/to numbers by parsing/formatting.
+    pub fn cast(&self, to: DType) -> Result<Tensor> {
+        let data = crate::tensor::cast_data(&self.data, to)?;
+        Ok(Tensor {
+            shape: self.shape.clone(),
+            data,
+        })
+    }
+}
+
+/// Conversion helpers per element type, through i64/f64 as appropriate.
+trait Num: Copy {
+    fn to_f64(self) -> f64;
+    fn to_i64(self) -> i64;
+    fn from_f64(v: f64) -> Self;
+    fn from_i64(v: i64) -> Self;
+    const IS_FLOAT: bool;
+}
+
+macro_rules! num_int {
+    ($t:ty) => {
+        impl Num for $t {
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            const IS_FLOAT: bool = false;
+        }
+    };
+}
+num_int!(i8);
+num_int!(u8);
+num_int!(i16);
+num_int!(u16);
+num_int!(i32);
+num_int!(u32);
+num_int!(i64);
+num_int!(u64);
+
+impl Num for f32 {
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn from_i64(v: i64) -> Self {
+        v as f32
+    }
+    const IS_FLOAT: bool = true;
+}
+impl Num for f64 {
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn from_i64(v: i64) -> Self {
+        v as f64
+    }
+    const IS_FLOAT: bool = true;
+}
+impl Num for f16 {
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn to_i64(self) -> i64 {
+        f64::from(self) as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+    fn from_i64(v: i64) -> Self {
+        f16::from_f64(v as f64)
+    }
+    const IS_FLOAT: bool = true;
+}
+impl Num for bf16 {
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn to_i64(self) -> i64 {
+        f64::from(self) as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+    fn from_i64(v: i64) -> Self {
+        bf16::from_f64(v as f64)
+    }
+    const IS_FLOAT: bool = true;
+}
+impl Num for bool {
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    fn from_i64(v: i64) -> Self {
+        v != 0
+    }
+    const IS_FLOAT: bool = false;
+}
+
+fn conv<S: Num, D: Num>(v: &[S]) -> Vec<D> {
+    if S::IS_FLOAT || D::IS_FLOAT {
+        v.iter().map(|&x| D::from_f64(x.to_f64())).collect()
+    } else {
+        v.iter().map(|&x| D::from_i64(x.to_i64())).collect()
+    }
+}
+
+fn conv_to<S: Num>(v: &[S], to: DType) -> Option<TensorData> {
+    Some(match to {
+        DType::F32 => TensorData::F32(conv(v)),
+        DType::F64 => TensorData::F64(conv(v)),
+        DType::F16 => TensorData::F16(conv(v)),
+        DType::BF16 => TensorData::BF16(conv(v)),
+        DType::I8 => TensorData::I8(conv(v)),
+        DType::U8 => TensorData::U8(conv(v)),
+        DType::I16 => TensorData::I16(conv(v)),
+        DType::U16 => TensorData::U16(conv(v)),
+        DType::I32 => TensorData::I32(conv(v)),
+        DType::U32 => TensorData::U32(conv(v)),
+        DType::I64 => TensorData::I64(conv(v)),
+        DType::U64 => TensorData::U64(conv(v)),
+        DType::Bool => TensorData::Bool(conv(v)),
+        DType::Str => TensorData::Str(v.iter().map(|x| fmt_num(*x)).collect()),
+    })
+}
+
+fn fmt_num<S: Num>(x: S) -> String {
+    if S::IS_FLOAT {
+        format!("{}", x.to_f64())
+    } else {
+        format!("{}", x.to_i64())
+    }
+}
+
+/// Casts storage to another dtype (see [`Tensor::cast`]).
+pub(crate) fn cast_data(data: &TensorData, to: DType) -> Result<TensorData> {
+    let from = data.dtype();
+    if from == to {
+        return Ok(data.clone());
+    }
+    let out = match data {
+        TensorData::F32(v) => conv_to(v, to),
+        TensorData::F64(v) => conv_to(v, to),
+        TensorData::F16(v) => conv_to(v, to),
+        TensorData::BF16(v) => conv_to(v, to),
+        TensorData::I8(v) => conv_to(v, to),
+        TensorData::U8(v) => conv_to(v, to),
+        TensorData::I16(v) => conv_to(v, to),
+        TensorData::U16(v) => conv_to(v, to),
+        TensorData::I32(v) => conv_to(v, to),
+        TensorData::U32(v) => conv_to(v, to),
+        TensorData::I64(v) => conv_to(v, to),
+        TensorData::U64(v) => conv_to(v, to),
+        TensorData::Bool(v) => conv_to(v, to),
+        TensorData::Str(v) => {
+            let parsed: Option<Vec<f64>> = v.iter().map(|s| s.trim().parse::<f64>().ok()).collect();
+            match parsed {
+                Some(p) => conv_to(&p, to),
+                None => None,
+            }
+        }
+    };
+    out.ok_or(Error::Conversion { from, to })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cast_float_to_int_truncates() {
+        let t = Tensor::from_vec(vec![3], vec![1.7f32, -1.7, 300.0]).unwrap();
+        assert_eq!(t.cast(DType::I32).unwrap().into_vec::<i32>().unwrap(), vec![1, -1, 300]);
+        assert_eq!(t.cast(DType::U8).unwrap().into_vec::<u8>().unwrap(), vec![1, 0, 255]);
+    }
+
+    #[test]
+    fn cast_large_i64_is_exact() {
+        let t = Tensor::from_vec(vec![1], vec![i64::MAX - 1]).unwrap();
+        assert_eq!(t.cast(DType::U64).unwrap().into_vec::<u64>().unwrap(), vec![(i64::MAX - 1) as u64]);
+    }
+
+    #[test]
+    fn dtype_mismatch_is_reported() {
+        let t = Tensor::scalar(1.0f32);
+        let err = t.as_slice::<i64>().unwrap_err();
+        assert_eq!(err.to_string(), "expected a int64 tensor, got float32");
+    }
+}

@@ -1,0 +1,453 @@
+//! numpy `.npy` files to and from [`Tensor`].
+//!
+//! Reads format versions 1.0, 2.0 and 3.0 with little-endian (or
+//! byte-order-free) element types `f2 f4 f8 i1 u1 i2 u2 i4 u4 i8 u8 b1` in C
+//! order. Fortran-order and big-endian arrays are refused with a message
+//! saying how to convert them in numpy; so are structured, string and object
+//! arrays. A declared shape is checked with
+//! [`qport_core::shape::checked_numel_u64`] and against the bytes actually
+//! present before anything is allocated, so a corrupt header cannot exhaust
+//! memory.
+//!
+//! Writes version 1.0 headers (2.0 when the header would not fit), padded so
+//! the data starts on a 64-byte boundary as numpy does. `bfloat16` and string
+//! tensors have no `.npy` form and are refused.
+
+use crate::atomic::write_atomic;
+use crate::error::{DataError, Result};
+use qport_core::{f16, shape, DType, Tensor, TensorData};
+use std::path::Path;
+
+/// The `.npy` magic string.
+pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// Largest header accepted when reading (numpy's own default limit is 10 000
+/// bytes; this is more generous but still bounded).
+pub const MAX_HEADER_LEN: usize = 1 << 20;
+
+/// Reads a `.npy` file.
+pub fn read(path: &Path) -> Result<Tensor> {
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    decode_named(&bytes, path, None)
+}
+
+/// Writes `tensor` to a `.npy` file atomically.
+pub fn write(path: &Path, tensor: &Tensor) -> Result<()> {
+    let bytes = encode_named(tensor, path, None)?;
+    write_atomic(path, &bytes)
+}
+
+/// Decodes `.npy` bytes held in memory (errors name the file `<memory>`).
+///
+/// ```
+/// use qport_core::Tensor;
+/// let t = Tensor::from_vec(vec![2, 2], vec![1i32, 2, 3, 4]).unwrap();
+/// let bytes = qport_data::npy::encode(&t).unwrap();
+/// assert_eq!(qport_data::npy::decode(&bytes).unwrap(), t);
+/// ```
+pub fn decode(bytes: &[u8]) -> Result<Tensor> {
+    decode_named(bytes, Path::new("<memory>"), None)
+}
+
+/// Encodes `tensor` as `.npy` bytes.
+pub fn encode(tensor: &Tensor) -> Result<Vec<u8>> {
+    encode_named(tensor, Path::new("<memory>"), None)
+}
+
+/// The numpy type string (`descr`) for a dtype, if `.npy` can hold it.
+pub fn descr(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+        DType::F16 => "<f2",
+        DType::I8 => "|i1",
+        DType::U8 => "|u1",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::I64 => "<i8",
+        DType::U64 => "<u8",
+        DType::Bool => "|b1",
+        DType::BF16 | DType::Str => return None,
+    })
+}
+
+/// Decodes `.npy` bytes; errors name `path` (and `key` for an `.npz` member).
+pub(crate) fn decode_named(bytes: &[u8], path: &Path, key: Option<&str>) -> Result<Tensor> {
+    let err = |reason: String| DataError::Npy {
+        path: path.to_path_buf(),
+        key: key.map(str::to_string),
+        reason,
+    };
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(err(if bytes.is_empty() {
+            "empty file, not a .npy array".into()
+        } else {
+            "not a .npy file (missing the \\x93NUMPY magic)".into()
+        }));
+    }
+    let (major, minor) = match bytes.get(6..8) {
+        Some(v) => (v[0], v[1]),
+        None => return Err(err("truncated .npy header".into())),
+    };
+    let (len_bytes, utf8) = match major {
+        1 => (2usize, false),
+        2 => (4, false),
+        3 => (4, true),
+        _ => {
+            return Err(err(format!(
+                "unsupported .npy format version {major}.{minor} (qport reads 1.0, 2.0 and 3.0)"
+            )))
+        }
+    };
+    let start = 8 + len_bytes;
+    let len_field = bytes
+        .get(8..start)
+        .ok_or_else(|| err("truncated .npy header".into()))?;
+    let header_len = if len_bytes == 2 {
+        u16::from_le_bytes([len_field[0], len_field[1]]) as usize
+    } else {
+        u32::from_le_bytes([len_field[0], len_field[1], len_field[2], len_field[3]]) as usize
+    };
+    if header_len > MAX_HEADER_LEN {
+        return Err(err(format!(
+            "header of {header_len} bytes exceeds the limit of {MAX_HEADER_LEN}"
+        )));
+    }
+    let header_bytes = bytes.get(start..start + header_len).ok_or_else(|| {
+        err(format!(
+            "truncated .npy header: declares {header_len} bytes, file has {}",
+            bytes.len().saturating_sub(start)
+        ))
+    })?;
+    let header: String = if utf8 {
+        std::str::from_utf8(header_bytes)
+            .map_err(|_| err("header is not valid UTF-8".into()))?
+            .to_string()
+    } else {
+        header_bytes.iter().map(|&b| b as char).collect()
+    };
+    let h = parse_header(&header).map_err(|r| err(format!("malformed header {header:?}: {r}")))?;
+    if h.fortran_order {
+        return Err(err(
+            "Fortran-order arrays are not supported; save with np.ascontiguousarray(a)".into(),
+        ));
+    }
+    let dtype = dtype_of_descr(&h.descr).map_err(err)?;
+    let numel = shape::checked_numel_u64(&h.shape).map_err(|e| err(e.to_string()))?;
+    let data = &bytes[start + header_len..];
+    let need = numel as u128 * dtype.size_of() as u128;
+    if (data.len() as u128) < need {
+        return Err(err(format!(
+            "truncated data: shape {:?} of {} needs {need} bytes, only {} present",
+            h.shape,
+            h.descr,
+            data.len()
+        )));
+    }
+    if (data.len() as u128) > need {
+        return Err(err(format!(
+            "{} unexpected bytes after the array data (shape {:?} of {})",
+            data.len() as u128 - need,
+            h.shape,
+            h.descr
+        )));
+    }
+    let shape: Vec<usize> = h.shape.iter().map(|&d| d as usize).collect();
+    let td = decode_data(dtype, data);
+    Tensor::new(shape, td).map_err(|e| err(e.to_string()))
+}
+
+/// Encodes `tensor` as `.npy` bytes; errors name `path` and `key`.
+pub(crate) fn encode_named(tensor: &Tensor, path: &Path, key: Option<&str>) -> Result<Vec<u8>> {
+    let d = descr(tensor.dtype()).ok_or_else(|| DataError::UnsupportedDType {
+        path: path.to_path_buf(),
+        key: key.map(str::to_string),
+        dtype: tensor.dtype(),
+    })?;
+    let shape_txt = match tensor.shape() {
+        [] => "()".to_string(),
+        [n] => format!("({n},)"),
+        s => format!(
+            "({})",
+            s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut header = format!("{{'descr': '{d}', 'fortran_order': False, 'shape': {shape_txt}, }}");
+    // magic(6) + version(2) + length(2 or 4) + header + '\n', padded to 64.
+    let (major, len_bytes) = if header.len() + 1 + 10 <= u16::MAX as usize {
+        (1u8, 2usize)
+    } else {
+        (2, 4)
+    };
+    let unpadded = 8 + len_bytes + header.len() + 1;
+    let pad = (64 - unpadded % 64) % 64;
+    header.extend(std::iter::repeat_n(' ', pad));
+    header.push('\n');
+    let mut out = Vec::with_capacity(8 + len_bytes + header.len() + tensor.len() * tensor.dtype().size_of());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[major, 0]);
+    if len_bytes == 2 {
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(header.as_bytes());
+    encode_data(tensor.data(), &mut out);
+    Ok(out)
+}
+
+fn dtype_of_descr(descr: &str) -> std::result::Result<DType, String> {
+    let (order, code) = match descr.chars().next() {
+        Some(c @ ('<' | '>' | '|' | '=')) => (c, &descr[1..]),
+        _ => ('=', descr),
+    };
+    let dtype = match code {
+        "f2" | "e" => DType::F16,
+        "f4" | "f" => DType::F32,
+        "f8" | "d" => DType::F64,
+        "i1" | "b" => DType::I8,
+        "u1" | "B" => DType::U8,
+        "i2" | "h" => DType::I16,
+        "u2" | "H" => DType::U16,
+        "i4" | "i" => DType::I32,
+        "u4" | "I" => DType::U32,
+        "i8" | "q" => DType::I64,
+        "u8" | "Q" => DType::U64,
+        "b1" | "?" => DType::Bool,
+        _ => {
+            return Err(format!(
+                "unsupported numpy dtype '{descr}' (qport reads float16/32/64, int8-64, uint8-64 and bool)"
+            ))
+        }
+    };
+    let big = order == '>' || (order == '=' && cfg!(target_endian = "big"));
+    if big && dtype.size_of() > 1 {
+        return Err(format!(
+            "big-endian arrays ('{descr}') are not supported; convert with a.astype(a.dtype.newbyteorder('<'))"
+        ));
+    }
+    Ok(dtype)
+}
+
+fn decode_data(dtype: DType, b: &[u8]) -> TensorData {
+    macro_rules! le {
+        ($t:ty, $n:expr) => {
+            b.chunks_exact($n)
+                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk size")))
+                .collect()
+        };
+    }
+    match dtype {
+        DType::F32 => TensorData::F32(le!(f32, 4)),
+        DType::F64 => TensorData::F64(le!(f64, 8)),
+        DType::F16 => TensorData::F16(
+            b.chunks_exact(2)
+                .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+        ),
+        DType::I8 => TensorData::I8(b.iter().map(|&x| x as i8).collect()),
+        DType::U8 => TensorData::U8(b.to_vec()),
+        DType::I16 => TensorData::I16(le!(i16, 2)),
+        DType::U16 => TensorData::U16(le!(u16, 2)),
+        DType::I32 => TensorData::I32(le!(i32, 4)),
+        DType::U32 => TensorData::U32(le!(u32, 4)),
+        DType::I64 => TensorData::I64(le!(i64, 8)),
+        DType::U64 => TensorData::U64(le!(u64, 8)),
+        DType::Bool => TensorData::Bool(b.iter().map(|&x| x != 0).collect()),
+        DType::BF16 | DType::Str => unreachable!("not produced by dtype_of_descr"),
+    }
+}
+
+fn encode_data(data: &TensorData, out: &mut Vec<u8>) {
+    macro_rules! le {
+        ($v:expr) => {
+            for x in $v {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        };
+    }
+    match data {
+        TensorData::F32(v) => le!(v),
+        TensorData::F64(v) => le!(v),
+        TensorData::F16(v) => le!(v.iter().map(|x| x.to_bits())),
+        TensorData::I8(v) => le!(v),
+        TensorData::U8(v) => out.extend_from_slice(v),
+        TensorData::I16(v) => le!(v),
+        TensorData::U16(v) => le!(v),
+        TensorData::I32(v) => le!(v),
+        TensorData::U32(v) => le!(v),
+        TensorData::I64(v) => le!(v),
+        TensorData::U64(v) => le!(v),
+        TensorData::Bool(v) => out.extend(v.iter().map(|&x| x as u8)),
+        TensorData::BF16(_) | TensorData::Str(_) => unreachable!("refused by descr()"),
+    }
+}
+
+/// The fields of a `.npy` header dictionary.
+#[derive(Debug, PartialEq)]
+struct Header {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<u64>,
+}
+
+#[derive(Debug, PartialEq)]
+enum Tok {
+    Punct(char),
+    Str(String),
+    Int(u64),
+    Ident(String),
+}
+
+fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
+    let mut toks = vec![];
+    let cs: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        match c {
+            c if c.is_whitespace() => i += 1,
+            '{' | '}' | '(' | ')' | '[' | ']' | ',' | ':' => {
+                toks.push(Tok::Punct(c));
+                i += 1;
+            }
+            '\'' | '"' => {
+                let q = c;
+                let mut j = i + 1;
+                let mut out = String::new();
+                while j < cs.len() && cs[j] != q {
+                    out.push(cs[j]);
+                    j += 1;
+                }
+                if j >= cs.len() {
+                    return Err("unterminated string".into());
+                }
+                toks.push(Tok::Str(out));
+                i = j + 1;
+            }
+            c if c.is_ascii_digit() => {
+                let mut j = i;
+                while j < cs.len() && cs[j].is_ascii_digit() {
+                    j += 1;
+                }
+                let txt: String = cs[i..j].iter().collect();
+                let n = txt
+                    .parse::<u64>()
+                    .map_err(|_| format!("dimension {txt} does not fit in 64 bits"))?;
+                // Python 2 wrote long integers with an `L` suffix.
+                if j < cs.len() && (cs[j] == 'L' || cs[j] == 'l') {
+                    j += 1;
+                }
+                toks.push(Tok::Int(n));
+                i = j;
+            }
+            '-' => return Err("negative dimension".into()),
+            c if c.is_alphabetic() || c == '_' => {
+                let mut j = i;
+                while j < cs.len() && (cs[j].is_alphanumeric() || cs[j] == '_') {
+                    j += 1;
+                }
+                toks.push(Tok::Ident(cs[i..j].iter().collect()));
+                i = j;
+            }
+            c => return Err(format!("unexpected character {c:?}")),
+        }
+    }
+    Ok(toks)
+}
+
+fn parse_header(s: &str) -> std::result::Result<Header, String> {
+    let toks = tokenize(s)?;
+    let mut it = toks.iter().peekable();
+    let expect = |t: Option<&Tok>, c: char| -> std::result::Result<(), String> {
+        match t {
+            Some(Tok::Punct(p)) if *p == c => Ok(()),
+            other => Err(format!("expected '{c}', found {other:?}")),
+        }
+    };
+    expect(it.next(), '{')?;
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    loop {
+        match it.next() {
+            Some(Tok::Punct('}')) => break,
+            Some(Tok::Str(k)) => {
+                expect(it.next(), ':')?;
+                match k.as_str() {
+                    "descr" => match it.next() {
+                        Some(Tok::Str(d)) => descr = Some(d.clone()),
+                        Some(Tok::Punct('[')) => {
+                            return Err("structured (record) dtypes are not supported".into())
+                        }
+                        other => return Err(format!("'descr' must be a string, found {other:?}")),
+                    },
+                    "fortran_order" => match it.next() {
+                        Some(Tok::Ident(b)) if b == "True" => fortran = Some(true),
+                        Some(Tok::Ident(b)) if b == "False" => fortran = Some(false),
+                        other => {
+                            return Err(format!("'fortran_order' must be True or False, found {other:?}"))
+                        }
+                    },
+                    "shape" => {
+                        expect(it.next(), '(')?;
+                        let mut dims = vec![];
+                        loop {
+                            match it.next() {
+                                Some(Tok::Punct(')')) => break,
+                                Some(Tok::Int(n)) => {
+                                    dims.push(*n);
+                                    match it.next() {
+                                        Some(Tok::Punct(',')) => {}
+                                        Some(Tok::Punct(')')) => break,
+                                        other => {
+                                            return Err(format!("bad shape tuple near {other:?}"))
+                                        }
+                                    }
+                                }
+                                other => return Err(format!("bad shape tuple near {other:?}")),
+                            }
+                        }
+                        shape = Some(dims);
+                    }
+                    other => return Err(format!("unknown key '{other}'")),
+                }
+                match it.peek() {
+                    Some(Tok::Punct(',')) => {
+                        it.next();
+                    }
+                    Some(Tok::Punct('}')) => {}
+                    other => return Err(format!("expected ',' or '}}', found {other:?}")),
+                }
+            }
+            other => return Err(format!("expected a key, found {other:?}")),
+        }
+    }
+    if let Some(t) = it.next() {
+        return Err(format!("unexpected {t:?} after the dictionary"));
+    }
+    Ok(Header {
+        descr: descr.ok_or("missing 'descr'")?,
+        fortran_order: fortran.ok_or("missing 'fortran_order'")?,
+        shape: shape.ok_or("missing 'shape'")?,
+    })
+}
+
+/// Builds raw `.npy` bytes from a header string and data, for tests.
+#[cfg(test)]
+pub(crate) fn raw_npy(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&[major, 0]);
+    if major == 1 {
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+#[cfg(test)]
+#[path = "npy_tests.rs"]
+pub(crate) mod tests;

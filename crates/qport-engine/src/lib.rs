@@ -1,0 +1,20 @@
+//! Executable plans built from qport's ONNX IR.
+//!
+//! - [`Plan`]: a model compiled into a list of operator steps over value
+//!   slots; runs with inputs resolved at run time (dynamic dimensions are
+//!   bound by the actual input shapes), frees intermediates after their last
+//!   use, and can report every intermediate value to a tap.
+//! - [`ops`]: the operator registry ([`ops::registry`]) and the operator
+//!   implementations, one builder per ONNX op type.
+//! - [`conformance`]: runs ONNX backend node tests (model + protobuf
+//!   test data sets) against the engine.
+#![deny(missing_docs)]
+
+pub mod conformance;
+pub mod error;
+pub mod ops;
+pub mod plan;
+
+pub use error::{EngineError, OpError};
+pub use ops::{BuildCtx, Op, OpBuilder, Registry};
+pub use plan::{unsupported_ops, Plan};

@@ -1,0 +1,290 @@
+//! Numpy broadcasting for binary and ternary elementwise kernels.
+//!
+//! [`zip_broadcast`] applies a function to two operands broadcast together.
+//! Equal shapes and scalar operands take direct loops; everything else is
+//! iterated as an outer odometer over collapsed dimensions around a
+//! contiguous inner loop, so a per-channel vector (`[C,1,1]` against
+//! `[N,C,H,W]`) runs as `N*C` tight loops with a constant operand.
+
+use crate::error::{OpError, OpResult};
+use crate::ops::{input, BuildCtx, Op};
+use qport_core::shape::{broadcast_index_map, broadcast_many, broadcast_shapes, checked_numel};
+use qport_core::{DType, Element, Tensor};
+
+/// Strides of `shape` aligned to `out` (rank `out.len()`), zero where the
+/// operand is broadcast.
+fn aligned_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let off = out.len() - shape.len();
+    let st = qport_core::shape::strides(shape);
+    (0..out.len())
+        .map(|i| {
+            if i < off || shape[i - off] == 1 {
+                0
+            } else {
+                st[i - off]
+            }
+        })
+        .collect()
+}
+
+/// Applies `f` elementwise to `a` (shape `ash`) and `b` (shape `bsh`)
+/// broadcast together; returns the output shape and values.
+pub(crate) fn zip_broadcast<A, B, O>(
+    a: &[A],
+    ash: &[usize],
+    b: &[B],
+    bsh: &[usize],
+    f: impl Fn(&A, &B) -> O,
+) -> OpResult<(Vec<usize>, Vec<O>)> {
+    if ash == bsh {
+        return Ok((
+            ash.to_vec(),
+            a.iter().zip(b).map(|(x, y)| f(x, y)).collect(),
+        ));
+    }
+    let out = broadcast_shapes(ash, bsh)?;
+    let n = checked_numel(&out)?;
+    if n == 0 {
+        return Ok((out, Vec::new()));
+    }
+    // A side whose element count equals the output's differs from it only
+    // by leading 1s, so its elements map one to one.
+    if a.len() == n && b.len() == n {
+        return Ok((out, a.iter().zip(b).map(|(x, y)| f(x, y)).collect()));
+    }
+    if a.len() == n && b.len() == 1 {
+        let y = &b[0];
+        return Ok((out, a.iter().map(|x| f(x, y)).collect()));
+    }
+    if b.len() == n && a.len() == 1 {
+        let x = &a[0];
+        return Ok((out, b.iter().map(|y| f(x, y)).collect()));
+    }
+    let sa = aligned_strides(ash, &out);
+    let sb = aligned_strides(bsh, &out);
+    // Collapse: drop unit dims, merge neighbours that are contiguous (or
+    // both broadcast) in both operands.
+    let mut dims: Vec<(usize, usize, usize)> = Vec::with_capacity(out.len());
+    for i in 0..out.len() {
+        let d = out[i];
+        if d == 1 {
+            continue;
+        }
+        if let Some(last) = dims.last_mut() {
+            if last.1 == sa[i] * d && last.2 == sb[i] * d {
+                *last = (last.0 * d, sa[i], sb[i]);
+                continue;
+            }
+        }
+        dims.push((d, sa[i], sb[i]));
+    }
+    let (len, ia, ib) = dims.pop().unwrap_or((1, 0, 0));
+    let mut res = Vec::with_capacity(n);
+    let mut idx = vec![0usize; dims.len()];
+    let (mut oa, mut ob) = (0usize, 0usize);
+    for _ in 0..n / len {
+        match (ia, ib) {
+            (1, 1) => res.extend(
+                a[oa..oa + len]
+                    .iter()
+                    .zip(&b[ob..ob + len])
+                    .map(|(x, y)| f(x, y)),
+            ),
+            (1, 0) => {
+                let y = &b[ob];
+                res.extend(a[oa..oa + len].iter().map(|x| f(x, y)));
+            }
+            (0, 1) => {
+                let x = &a[oa];
+                res.extend(b[ob..ob + len].iter().map(|y| f(x, y)));
+            }
+            _ => res.extend((0..len).map(|k| f(&a[oa + k * ia], &b[ob + k * ib]))),
+        }
+        for d in (0..dims.len()).rev() {
+            idx[d] += 1;
+            oa += dims[d].1;
+            ob += dims[d].2;
+            if idx[d] < dims[d].0 {
+                break;
+            }
+            oa -= dims[d].1 * dims[d].0;
+            ob -= dims[d].2 * dims[d].0;
+            idx[d] = 0;
+        }
+    }
+    Ok((out, res))
+}
+
+/// [`zip_broadcast`] wrapped into a tensor.
+pub(crate) fn zip_tensor<A, B, O: Element>(
+    a: &[A],
+    ash: &[usize],
+    b: &[B],
+    bsh: &[usize],
+    f: impl Fn(&A, &B) -> O,
+) -> OpResult<Tensor> {
+    let (shape, v) = zip_broadcast(a, ash, b, bsh, f)?;
+    Ok(Tensor::from_vec(shape, v)?)
+}
+
+/// Selects `x` where `c` is true and `y` elsewhere, all three broadcast
+/// together.
+pub(crate) fn select_broadcast<T: Clone>(
+    c: &[bool],
+    cs: &[usize],
+    x: &[T],
+    xs: &[usize],
+    y: &[T],
+    ys: &[usize],
+) -> OpResult<(Vec<usize>, Vec<T>)> {
+    if cs == xs && xs == ys {
+        let v = c
+            .iter()
+            .zip(x.iter().zip(y))
+            .map(|(&c, (x, y))| if c { x.clone() } else { y.clone() })
+            .collect();
+        return Ok((cs.to_vec(), v));
+    }
+    let out = broadcast_many(&[cs, xs, ys])?;
+    checked_numel(&out)?;
+    let (mc, mx, my) = (
+        broadcast_index_map(cs, &out),
+        broadcast_index_map(xs, &out),
+        broadcast_index_map(ys, &out),
+    );
+    let v = mc
+        .iter()
+        .zip(mx.iter().zip(&my))
+        .map(|(&ic, (&ix, &iy))| if c[ic] { x[ix].clone() } else { y[iy].clone() })
+        .collect();
+    Ok((out, v))
+}
+
+/// Fails unless both inputs have the same dtype.
+pub(crate) fn same_dtype(a: &Tensor, b: &Tensor, names: (&str, &str)) -> OpResult<DType> {
+    if a.dtype() != b.dtype() {
+        return Err(OpError::invalid(format!(
+            "inputs {} ({}) and {} ({}) must have the same dtype",
+            names.0,
+            a.dtype(),
+            names.1,
+            b.dtype()
+        )));
+    }
+    Ok(a.dtype())
+}
+
+/// A binary operator: input 0 (A) and input 1 (B) combined by `f`, which
+/// receives B's shape separately (see [`binary_op`]).
+pub(crate) struct BinaryOp<F> {
+    /// `Some(axis)` for the pre-opset-7 `broadcast=1` form, which aligns B
+    /// with A at `axis` (or at the trailing dimensions when absent).
+    legacy: Option<Option<i64>>,
+    f: F,
+}
+
+impl<F> Op for BinaryOp<F>
+where
+    F: Fn(&Tensor, &Tensor, &[usize]) -> OpResult<Tensor> + Send + Sync,
+{
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let a = input(inputs, 0)?;
+        let b = input(inputs, 1)?;
+        let bsh = match self.legacy {
+            Some(Some(axis)) => legacy_shape(a.shape(), b.shape(), axis)?,
+            _ => b.shape().to_vec(),
+        };
+        Ok(vec![(self.f)(a, b, &bsh)?])
+    }
+}
+
+/// B's shape padded with trailing 1s so that it starts at `axis` of A.
+fn legacy_shape(ash: &[usize], bsh: &[usize], axis: i64) -> OpResult<Vec<usize>> {
+    let r = ash.len() as i64;
+    let ax = if axis < 0 { axis + r } else { axis };
+    if ax < 0 || ax + bsh.len() as i64 > r {
+        return Err(OpError::invalid(format!(
+            "attribute axis={axis} cannot align B of shape {bsh:?} with A of shape {ash:?}"
+        )));
+    }
+    let mut s = bsh.to_vec();
+    s.resize((r - ax) as usize, 1);
+    Ok(s)
+}
+
+/// Builds a binary operator evaluating `f(a, b, b_shape)`, honouring the
+/// `broadcast`/`axis` attributes of opsets before 7.
+pub(crate) fn binary_op<F>(ctx: &BuildCtx, f: F) -> OpResult<Box<dyn Op>>
+where
+    F: Fn(&Tensor, &Tensor, &[usize]) -> OpResult<Tensor> + Send + Sync + 'static,
+{
+    let mut legacy = None;
+    if ctx.opset < 7 && ctx.node.attr_int("broadcast", 0)? != 0 {
+        legacy = Some(
+            ctx.node
+                .attr("axis")
+                .map(|_| ctx.node.attr_int("axis", 0))
+                .transpose()?,
+        );
+    }
+    Ok(Box::new(BinaryOp { legacy, f }))
+}
+
+/// Matches two `TensorData` values of the same variant among the listed
+/// ones, binding their vectors to `$x` and `$y`; other pairs evaluate
+/// `$other`.
+macro_rules! match_pair {
+    ($a:expr, $b:expr, $x:ident, $y:ident => $body:expr; [$($v:ident),*]; $other:expr) => {
+        match ($a, $b) {
+            $( (qport_core::TensorData::$v($x), qport_core::TensorData::$v($y)) => $body, )*
+            #[allow(unreachable_patterns)]
+            _ => $other,
+        }
+    };
+}
+pub(crate) use match_pair;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(ash: &[usize], bsh: &[usize]) -> Vec<(usize, usize)> {
+        let out = broadcast_shapes(ash, bsh).unwrap();
+        let ma = broadcast_index_map(ash, &out);
+        let mb = broadcast_index_map(bsh, &out);
+        ma.into_iter().zip(mb).collect()
+    }
+
+    #[test]
+    fn zip_matches_index_maps() {
+        let shapes: &[(&[usize], &[usize])] = &[
+            (&[2, 3, 4, 5], &[3, 1, 1]),
+            (&[2, 3, 4, 5], &[5]),
+            (&[2, 1, 4], &[3, 1]),
+            (&[1, 3, 1, 5], &[2, 1, 4, 1]),
+            (&[4, 1], &[1, 4]),
+            (&[], &[2, 2]),
+            (&[3, 1, 2], &[3, 4, 2]),
+            (&[1], &[1, 1, 3]),
+        ];
+        for &(ash, bsh) in shapes {
+            let a: Vec<usize> = (0..ash.iter().product()).collect();
+            let b: Vec<usize> = (0..bsh.iter().product()).collect();
+            let (_, got) = zip_broadcast(&a, ash, &b, bsh, |&x, &y| (x, y)).unwrap();
+            assert_eq!(got, naive(ash, bsh), "{ash:?} vs {bsh:?}");
+            let (_, got) = zip_broadcast(&b, bsh, &a, ash, |&x, &y| (y, x)).unwrap();
+            assert_eq!(got, naive(ash, bsh), "{bsh:?} vs {ash:?}");
+        }
+        assert!(zip_broadcast(&[1.0f32; 3], &[3], &[1.0f32; 2], &[2], |x, y| x + y).is_err());
+    }
+
+    #[test]
+    fn legacy_axis_alignment() {
+        assert_eq!(
+            legacy_shape(&[2, 3, 4, 5], &[3, 4], 1).unwrap(),
+            vec![3, 4, 1]
+        );
+        assert_eq!(legacy_shape(&[2, 3, 4, 5], &[5], -1).unwrap(), vec![5]);
+        assert!(legacy_shape(&[2, 3], &[3, 4], 1).is_err());
+    }
+}

@@ -1,0 +1,108 @@
+//! Comparison operators (Equal, Greater, GreaterOrEqual, Less,
+//! LessOrEqual), producing bool tensors, and Where.
+
+use super::broadcast::{binary_op, match_pair, same_dtype, select_broadcast, zip_tensor};
+use crate::error::{OpError, OpResult};
+use crate::ops::{fn_op, input, Registry};
+use qport_core::{DType, Tensor};
+
+#[derive(Debug, Clone, Copy)]
+enum Cmp {
+    Eq,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+fn cmp_typed<T: PartialOrd>(
+    k: Cmp,
+    x: &[T],
+    xs: &[usize],
+    y: &[T],
+    ys: &[usize],
+) -> OpResult<Tensor> {
+    match k {
+        Cmp::Eq => zip_tensor(x, xs, y, ys, |p, q| p == q),
+        Cmp::Gt => zip_tensor(x, xs, y, ys, |p, q| p > q),
+        Cmp::Ge => zip_tensor(x, xs, y, ys, |p, q| p >= q),
+        Cmp::Lt => zip_tensor(x, xs, y, ys, |p, q| p < q),
+        Cmp::Le => zip_tensor(x, xs, y, ys, |p, q| p <= q),
+    }
+}
+
+fn compare(k: Cmp, a: &Tensor, b: &Tensor, bsh: &[usize]) -> OpResult<Tensor> {
+    let dt = same_dtype(a, b, ("A", "B"))?;
+    if dt == DType::Str && !matches!(k, Cmp::Eq) {
+        return Err(OpError::dtype("ordering comparison input", dt));
+    }
+    let ash = a.shape();
+    match_pair!(a.data(), b.data(), x, y => cmp_typed(k, x, ash, y, bsh);
+        [F32, F64, F16, BF16, I8, U8, I16, U16, I32, U32, I64, U64, Bool, Str];
+        Err(OpError::dtype("input", dt)))
+}
+
+/// `condition ? X : Y`, all three broadcast together.
+fn where_op(c: &Tensor, x: &Tensor, y: &Tensor) -> OpResult<Tensor> {
+    let cv = c.as_slice::<bool>().map_err(|_| {
+        OpError::invalid(format!(
+            "input 0 (condition) must be bool, got {}",
+            c.dtype()
+        ))
+    })?;
+    let dt = same_dtype(x, y, ("X", "Y"))?;
+    let (cs, xs, ys) = (c.shape(), x.shape(), y.shape());
+    match_pair!(x.data(), y.data(), p, q => {
+            let (shape, v) = select_broadcast(cv, cs, p, xs, q, ys)?;
+            Ok(Tensor::from_vec(shape, v)?)
+        };
+        [F32, F64, F16, BF16, I8, U8, I16, U16, I32, U32, I64, U64, Bool, Str];
+        Err(OpError::dtype("input", dt)))
+}
+
+/// Registers the comparison operators and Where.
+pub(crate) fn register(r: &mut Registry) {
+    r.register("Equal", |ctx| {
+        binary_op(ctx, |a, b, s| compare(Cmp::Eq, a, b, s))
+    });
+    r.register("Greater", |ctx| {
+        binary_op(ctx, |a, b, s| compare(Cmp::Gt, a, b, s))
+    });
+    r.register("GreaterOrEqual", |ctx| {
+        binary_op(ctx, |a, b, s| compare(Cmp::Ge, a, b, s))
+    });
+    r.register("Less", |ctx| {
+        binary_op(ctx, |a, b, s| compare(Cmp::Lt, a, b, s))
+    });
+    r.register("LessOrEqual", |ctx| {
+        binary_op(ctx, |a, b, s| compare(Cmp::Le, a, b, s))
+    });
+    r.register("Where", |_| {
+        Ok(fn_op(|inputs| {
+            Ok(vec![where_op(
+                input(inputs, 0)?,
+                input(inputs, 1)?,
+                input(inputs, 2)?,
+            )?])
+        }))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn where_broadcasts_strings_and_compare_handles_nan() {
+        let c = Tensor::from_vec(vec![2, 1], vec![true, false]).unwrap();
+        let x = Tensor::from_vec(vec![2], vec!["a".to_string(), "b".to_string()]).unwrap();
+        let y = Tensor::scalar("z".to_string());
+        let r = where_op(&c, &x, &y).unwrap();
+        assert_eq!(r.shape(), &[2, 2]);
+        assert_eq!(r.as_slice::<String>().unwrap(), &["a", "b", "z", "z"]);
+        let a = Tensor::from_vec(vec![2], vec![f32::NAN, 1.0]).unwrap();
+        let b = Tensor::scalar(1.0f32);
+        let r = compare(Cmp::Ge, &a, &b, &[]).unwrap();
+        assert_eq!(r.as_slice::<bool>().unwrap(), &[false, true]);
+    }
+}

@@ -1,0 +1,137 @@
+//! The operator registry and operator implementations.
+//!
+//! Each ONNX op type has one builder ([`OpBuilder`]) that reads the node's
+//! attributes (and, when useful, constant inputs such as weights) once at
+//! plan time and returns an [`Op`] that evaluates tensors at run time.
+//! Builders are grouped by family in the submodules, each with a
+//! `register` function called by [`registry`].
+
+use crate::error::{OpError, OpResult};
+use qport_core::Tensor;
+use qport_onnx::Node;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+pub mod elementwise;
+pub mod nn;
+pub mod quant;
+pub mod reduce;
+pub mod shape;
+
+/// An operator ready to evaluate.
+pub trait Op: Send + Sync {
+    /// Evaluates the operator. `inputs[i]` is `None` for an omitted
+    /// optional input. Returns one tensor per node output (trailing optional
+    /// outputs may be omitted).
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>>;
+}
+
+/// What a builder sees at plan time.
+pub struct BuildCtx<'a> {
+    /// The node being built.
+    pub node: &'a Node,
+    /// The opset version of the node's domain imported by the model.
+    pub opset: i64,
+    /// Constant tensors of the graph (initializers and folded constants).
+    pub initializers: &'a BTreeMap<String, Tensor>,
+}
+
+impl BuildCtx<'_> {
+    /// The constant value of input `i`, if that input is an initializer.
+    pub fn const_input(&self, i: usize) -> Option<&Tensor> {
+        self.node.input(i).and_then(|n| self.initializers.get(n))
+    }
+}
+
+/// Builds an [`Op`] from a node.
+pub type OpBuilder = fn(&BuildCtx) -> OpResult<Box<dyn Op>>;
+
+/// An [`Op`] defined by a closure, for operators with no plan-time state
+/// beyond captured attributes.
+pub struct FnOp<F>(pub F);
+
+impl<F> Op for FnOp<F>
+where
+    F: Fn(&[Option<&Tensor>]) -> OpResult<Vec<Tensor>> + Send + Sync,
+{
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        (self.0)(inputs)
+    }
+}
+
+/// Boxes a closure as an [`Op`].
+pub fn fn_op<F>(f: F) -> Box<dyn Op>
+where
+    F: Fn(&[Option<&Tensor>]) -> OpResult<Vec<Tensor>> + Send + Sync + 'static,
+{
+    Box::new(FnOp(f))
+}
+
+/// Operator builders keyed by (domain, op type).
+#[derive(Default)]
+pub struct Registry {
+    map: HashMap<(String, String), OpBuilder>,
+}
+
+impl Registry {
+    /// Registers a builder for an op type of the default ONNX domain.
+    pub fn register(&mut self, op_type: &str, builder: OpBuilder) {
+        self.register_in("", op_type, builder);
+    }
+
+    /// Registers a builder for an op type of `domain`.
+    pub fn register_in(&mut self, domain: &str, op_type: &str, builder: OpBuilder) {
+        self.map
+            .insert((normalize_domain(domain), op_type.to_string()), builder);
+    }
+
+    /// The builder for `op_type` in `domain`, if supported.
+    pub fn get(&self, domain: &str, op_type: &str) -> Option<OpBuilder> {
+        self.map
+            .get(&(normalize_domain(domain), op_type.to_string()))
+            .copied()
+    }
+
+    /// All supported `(domain, op_type)` pairs, sorted.
+    pub fn supported(&self) -> Vec<(String, String)> {
+        let mut v: Vec<_> = self.map.keys().cloned().collect();
+        v.sort();
+        v
+    }
+}
+
+fn normalize_domain(d: &str) -> String {
+    if d == "ai.onnx" {
+        String::new()
+    } else {
+        d.to_string()
+    }
+}
+
+/// The global registry with every operator qport implements.
+pub fn registry() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| {
+        let mut r = Registry::default();
+        elementwise::register(&mut r);
+        reduce::register(&mut r);
+        nn::register(&mut r);
+        shape::register(&mut r);
+        quant::register(&mut r);
+        r
+    })
+}
+
+/// Input `i`, which must be present.
+pub fn input<'a>(inputs: &[Option<&'a Tensor>], i: usize) -> OpResult<&'a Tensor> {
+    inputs
+        .get(i)
+        .copied()
+        .flatten()
+        .ok_or_else(|| OpError::invalid(format!("required input {i} is missing")))
+}
+
+/// Input `i` if present.
+pub fn opt_input<'a>(inputs: &[Option<&'a Tensor>], i: usize) -> Option<&'a Tensor> {
+    inputs.get(i).copied().flatten()
+}

@@ -1,0 +1,284 @@
+//! Gemm and MatMul.
+//!
+//! MatMul follows numpy: 1-D operands are promoted to a matrix and the added
+//! axis removed afterwards, leading (batch) axes broadcast. When the right
+//! operand has no batch (the usual `activations x weights` case) the left
+//! batch is folded into the rows of one GEMM.
+
+use super::{read_real, real_tensor, with_real, Real};
+use crate::error::{OpError, OpResult};
+use crate::ops::{input, opt_input, BuildCtx, Op, Registry};
+use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
+use qport_core::{DType, Element, Tensor};
+use qport_kernels::gemm::{gemm, GemmScalar, MatRef};
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("Gemm", build_gemm);
+    r.register("MatMul", build_matmul);
+}
+
+struct Gemm {
+    alpha: f32,
+    beta: f32,
+    trans_a: bool,
+    trans_b: bool,
+}
+
+fn build_gemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let n = ctx.node;
+    Ok(Box::new(Gemm {
+        alpha: n.attr_float("alpha", 1.0)?,
+        beta: n.attr_float("beta", 1.0)?,
+        trans_a: n.attr_int("transA", 0)? != 0,
+        trans_b: n.attr_int("transB", 0)? != 0,
+    }))
+}
+
+impl Op for Gemm {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let a = input(inputs, 0)?;
+        let b = input(inputs, 1)?;
+        let c = opt_input(inputs, 2);
+        with_real!(a.dtype(), "input 0 (A)", T => self.run::<T>(a, b, c))
+    }
+}
+
+impl Gemm {
+    fn run<T: Real>(&self, a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
+        let (ash, bsh) = (a.shape(), b.shape());
+        if ash.len() != 2 || bsh.len() != 2 {
+            return Err(OpError::invalid(format!(
+                "inputs A {ash:?} and B {bsh:?} must both be matrices"
+            )));
+        }
+        let (m, k) = if self.trans_a {
+            (ash[1], ash[0])
+        } else {
+            (ash[0], ash[1])
+        };
+        let (kb, n) = if self.trans_b {
+            (bsh[1], bsh[0])
+        } else {
+            (bsh[0], bsh[1])
+        };
+        if k != kb {
+            return Err(OpError::invalid(format!(
+                "A {ash:?} (transA={}) and B {bsh:?} (transB={}) disagree on the inner dimension: {k} vs {kb}",
+                self.trans_a as u8, self.trans_b as u8
+            )));
+        }
+        let total = checked_numel(&[m, n])?;
+        let mut y = vec![T::ZERO; total];
+        let mut beta = T::ZERO;
+        if let Some(c) = c {
+            if self.beta != 0.0 {
+                let cs = c.shape();
+                let ok = cs.len() <= 2 && broadcast_shapes(cs, &[m, n]).is_ok_and(|s| s == [m, n]);
+                if !ok {
+                    return Err(OpError::invalid(format!(
+                        "input 2 (C) of shape {cs:?} does not broadcast to [{m}, {n}]"
+                    )));
+                }
+                let cv = read_real::<T>(c, "input 2 (C)")?;
+                for (dst, src) in y.iter_mut().zip(broadcast_index_map(cs, &[m, n])) {
+                    *dst = cv[src];
+                }
+                beta = T::from_f64(self.beta as f64);
+            }
+        }
+        let av = read_real::<T>(a, "input 0 (A)")?;
+        let bv = read_real::<T>(b, "input 1 (B)")?;
+        let a_ref = MatRef {
+            data: &av,
+            ld: ash[1],
+            trans: self.trans_a,
+        };
+        let b_ref = MatRef {
+            data: &bv,
+            ld: bsh[1],
+            trans: self.trans_b,
+        };
+        let alpha = T::from_f64(self.alpha as f64);
+        gemm(m, n, k, alpha, a_ref, b_ref, beta, &mut y, n);
+        Ok(vec![real_tensor(vec![m, n], y, a.dtype())?])
+    }
+}
+
+fn build_matmul(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(crate::ops::fn_op(|inputs| {
+        let a = input(inputs, 0)?;
+        let b = input(inputs, 1)?;
+        Ok(vec![matmul(a, b)?])
+    }))
+}
+
+/// Shapes of a numpy matmul: batch of A, batch of B, broadcast batch,
+/// `m`, `k`, `n`, and the output shape.
+pub(crate) struct MatMulShape {
+    batch_a: Vec<usize>,
+    batch_b: Vec<usize>,
+    batch: Vec<usize>,
+    m: usize,
+    k: usize,
+    n: usize,
+    out: Vec<usize>,
+}
+
+impl MatMulShape {
+    /// Checks `a @ b` shapes with numpy's rules.
+    pub(crate) fn new(ash: &[usize], bsh: &[usize]) -> OpResult<Self> {
+        if ash.is_empty() || bsh.is_empty() {
+            return Err(OpError::invalid(format!(
+                "MatMul operands must have rank >= 1, got {ash:?} and {bsh:?}"
+            )));
+        }
+        let (ra, rb) = (ash.len(), bsh.len());
+        let (m, k) = if ra == 1 {
+            (1, ash[0])
+        } else {
+            (ash[ra - 2], ash[ra - 1])
+        };
+        let (kb, n) = if rb == 1 {
+            (bsh[0], 1)
+        } else {
+            (bsh[rb - 2], bsh[rb - 1])
+        };
+        if k != kb {
+            return Err(OpError::invalid(format!(
+                "A {ash:?} and B {bsh:?} disagree on the inner dimension: {k} vs {kb}"
+            )));
+        }
+        let batch_a = ash[..ra.saturating_sub(2)].to_vec();
+        let batch_b = bsh[..rb.saturating_sub(2)].to_vec();
+        let batch = broadcast_shapes(&batch_a, &batch_b).map_err(|_| {
+            OpError::invalid(format!(
+                "batch dimensions of A {ash:?} and B {bsh:?} do not broadcast"
+            ))
+        })?;
+        let mut out = batch.clone();
+        if ra > 1 {
+            out.push(m);
+        }
+        if rb > 1 {
+            out.push(n);
+        }
+        checked_numel(&out)?;
+        Ok(MatMulShape {
+            batch_a,
+            batch_b,
+            batch,
+            m,
+            k,
+            n,
+            out,
+        })
+    }
+
+    /// Computes the product of `a` and `b` (row-major, shaped as given to
+    /// [`MatMulShape::new`]).
+    pub(crate) fn compute<T: GemmScalar>(&self, a: &[T], b: &[T]) -> Vec<T> {
+        let (m, k, n) = (self.m, self.k, self.n);
+        let nb: usize = self.batch.iter().product();
+        let mut y = vec![T::ZERO; nb * m * n];
+        let b_batched = self.batch_b.iter().product::<usize>() > 1;
+        let a_full = self.batch_a.len() == self.batch.len() && self.batch_a == self.batch;
+        if !b_batched && (a_full || nb <= 1) {
+            // one GEMM with the batch folded into the rows of A
+            gemm(
+                nb * m,
+                n,
+                k,
+                T::ONE,
+                MatRef::new(a, k),
+                MatRef::new(b, n),
+                T::ZERO,
+                &mut y,
+                n,
+            );
+            return y;
+        }
+        let map_a = broadcast_index_map(&self.batch_a, &self.batch);
+        let map_b = broadcast_index_map(&self.batch_b, &self.batch);
+        for (i, yb) in y.chunks_exact_mut((m * n).max(1)).take(nb).enumerate() {
+            let ab = &a[map_a[i] * m * k..][..m * k];
+            let bb = &b[map_b[i] * k * n..][..k * n];
+            gemm(
+                m,
+                n,
+                k,
+                T::ONE,
+                MatRef::new(ab, k),
+                MatRef::new(bb, n),
+                T::ZERO,
+                yb,
+                n,
+            );
+        }
+        y
+    }
+}
+
+fn typed<T: GemmScalar + Element>(s: &MatMulShape, a: &Tensor, b: &Tensor) -> OpResult<Tensor> {
+    let y = s.compute(a.as_slice::<T>()?, b.as_slice::<T>()?);
+    Ok(Tensor::from_vec(s.out.clone(), y)?)
+}
+
+/// numpy `a @ b` for float and integer tensors of the same dtype.
+pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> OpResult<Tensor> {
+    if a.dtype() != b.dtype() {
+        return Err(OpError::invalid(format!(
+            "inputs A ({}) and B ({}) have different dtypes",
+            a.dtype(),
+            b.dtype()
+        )));
+    }
+    let s = MatMulShape::new(a.shape(), b.shape())?;
+    match a.dtype() {
+        DType::F32 => typed::<f32>(&s, a, b),
+        DType::F64 => typed::<f64>(&s, a, b),
+        DType::F16 | DType::BF16 => {
+            let av = read_real::<f32>(a, "input 0 (A)")?;
+            let bv = read_real::<f32>(b, "input 1 (B)")?;
+            real_tensor(s.out.clone(), s.compute(&av, &bv), a.dtype())
+        }
+        DType::I32 => typed::<i32>(&s, a, b),
+        DType::I64 => typed::<i64>(&s, a, b),
+        DType::U32 => typed::<u32>(&s, a, b),
+        DType::U64 => typed::<u64>(&s, a, b),
+        DType::I8 => typed::<i8>(&s, a, b),
+        DType::U8 => typed::<u8>(&s, a, b),
+        DType::I16 => typed::<i16>(&s, a, b),
+        DType::U16 => typed::<u16>(&s, a, b),
+        d => Err(OpError::dtype("input 0 (A)", d)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(shape: &[usize], v: Vec<f32>) -> Tensor {
+        Tensor::from_vec(shape.to_vec(), v).unwrap()
+    }
+
+    #[test]
+    fn matmul_one_d_and_broadcast() {
+        // [3] @ [3] -> scalar
+        let y = matmul(&t(&[3], vec![1., 2., 3.]), &t(&[3], vec![4., 5., 6.])).unwrap();
+        assert_eq!(y.shape(), &[] as &[usize]);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[32.0]);
+        // [2, 1, 2, 2] @ [3, 2, 1] -> [2, 3, 2, 1]
+        let a = t(&[2, 1, 2, 2], (0..8).map(|v| v as f32).collect());
+        let b = t(&[3, 2, 1], (0..6).map(|v| v as f32).collect());
+        let y = matmul(&a, &b).unwrap();
+        assert_eq!(y.shape(), &[2, 3, 2, 1]);
+        let v = y.as_slice::<f32>().unwrap();
+        // batch (1, 2): a[1] = [[4,5],[6,7]], b[2] = [4,5] -> [41, 59]
+        assert_eq!(&v[10..12], &[41.0, 59.0]);
+        // [2, 2] @ [2] -> [2]; integer path
+        let a = Tensor::from_vec(vec![2, 2], vec![1i64, 2, 3, 4]).unwrap();
+        let b = Tensor::from_vec(vec![2], vec![1i64, 1]).unwrap();
+        assert_eq!(matmul(&a, &b).unwrap().as_slice::<i64>().unwrap(), &[3, 7]);
+        assert!(matmul(&t(&[2, 3], vec![0.; 6]), &t(&[2, 3], vec![0.; 6])).is_err());
+    }
+}

@@ -1,0 +1,412 @@
+//! MaxPool, AveragePool, LpPool and GlobalAveragePool / GlobalMaxPool /
+//! GlobalLpPool over channel-first tensors with any number of spatial axes.
+//!
+//! A pool first lists, for every output position, the flat offsets of the
+//! input elements its window covers (padding excluded) and how many window
+//! taps lie within the padded input; the same table serves every (N, C)
+//! plane.
+
+use super::spatial::{Window, WindowAttrs};
+use super::{read_real, real_tensor, with_real, Real};
+use crate::error::{OpError, OpResult};
+use crate::ops::{input, BuildCtx, Op, Registry};
+use qport_core::shape::{checked_numel, strides};
+use qport_core::{bf16, f16, Element, Tensor, TensorData};
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("MaxPool", build_max);
+    r.register("AveragePool", build_avg);
+    r.register("LpPool", build_lp);
+    r.register("GlobalAveragePool", |_| {
+        Ok(Box::new(Global(GlobalKind::Avg)))
+    });
+    r.register("GlobalMaxPool", |_| Ok(Box::new(Global(GlobalKind::Max))));
+    r.register("GlobalLpPool", |ctx| {
+        let p = ctx.node.attr_int("p", 2)?;
+        Ok(Box::new(Global(GlobalKind::Lp(p as f64))))
+    });
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Max,
+    Avg { count_include_pad: bool },
+    Lp { p: f64 },
+}
+
+struct Pool {
+    kind: Kind,
+    attrs: WindowAttrs,
+    ceil_mode: bool,
+    column_major: bool,
+    want_indices: bool,
+}
+
+fn build(ctx: &BuildCtx, kind: Kind) -> OpResult<Box<dyn Op>> {
+    let n = ctx.node;
+    let attrs = WindowAttrs::parse(n)?;
+    if attrs.kernel_shape.is_none() {
+        return Err(OpError::invalid("attribute kernel_shape is required"));
+    }
+    Ok(Box::new(Pool {
+        kind,
+        attrs,
+        ceil_mode: n.attr_int("ceil_mode", 0)? != 0,
+        column_major: n.attr_int("storage_order", 0)? != 0,
+        want_indices: n.outputs.get(1).is_some_and(|o| !o.is_empty()),
+    }))
+}
+
+fn build_max(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    build(ctx, Kind::Max)
+}
+
+fn build_avg(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let cip = ctx.node.attr_int("count_include_pad", 0)? != 0;
+    build(
+        ctx,
+        Kind::Avg {
+            count_include_pad: cip,
+        },
+    )
+}
+
+fn build_lp(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let p = ctx.node.attr_int("p", 2)?;
+    if p < 1 {
+        return Err(OpError::invalid(format!(
+            "attribute p is {p}, expected >= 1"
+        )));
+    }
+    build(ctx, Kind::Lp { p: p as f64 })
+}
+
+/// For every output position: the input offsets its window reads (within
+/// one plane) and the number of taps inside the padded input.
+struct Table {
+    starts: Vec<usize>,
+    offsets: Vec<usize>,
+    padded: Vec<usize>,
+}
+
+fn table(input: &[usize], wins: &[Window]) -> OpResult<Table> {
+    let r = input.len();
+    // per axis, per output index: valid input coordinates and padded count
+    let mut axes: Vec<Vec<(Vec<usize>, usize)>> = Vec::with_capacity(r);
+    for (a, w) in wins.iter().enumerate() {
+        let (pb, pe) = (w.pad_begin as isize, w.pad_end as isize);
+        let n_in = input[a] as isize;
+        let per = (0..w.out)
+            .map(|o| {
+                let start = (o * w.stride) as isize - pb;
+                let mut valid = vec![];
+                let mut padded = 0;
+                for j in 0..w.kernel {
+                    let p = start + (j * w.dilation) as isize;
+                    if (0..n_in).contains(&p) {
+                        valid.push(p as usize);
+                    }
+                    if (-pb..n_in + pe).contains(&p) {
+                        padded += 1;
+                    }
+                }
+                (valid, padded)
+            })
+            .collect();
+        axes.push(per);
+    }
+    let out: Vec<usize> = wins.iter().map(|w| w.out).collect();
+    let osz = checked_numel(&out)?;
+    let ksz: usize = wins.iter().map(|w| w.kernel).product();
+    checked_numel(&[osz, ksz])?;
+    let st = strides(input);
+    let mut t = Table {
+        starts: Vec::with_capacity(osz + 1),
+        offsets: vec![],
+        padded: Vec::with_capacity(osz),
+    };
+    t.starts.push(0);
+    if osz == 0 {
+        return Ok(t);
+    }
+    let mut o = vec![0usize; r];
+    loop {
+        // cartesian product of the per-axis valid coordinates
+        let lists: Vec<&Vec<usize>> = (0..r).map(|a| &axes[a][o[a]].0).collect();
+        t.padded.push((0..r).map(|a| axes[a][o[a]].1).product());
+        if lists.iter().all(|l| !l.is_empty()) {
+            let mut j = vec![0usize; r];
+            loop {
+                t.offsets
+                    .push((0..r).map(|a| lists[a][j[a]] * st[a]).sum::<usize>());
+                if !advance(&mut j, |a| lists[a].len()) {
+                    break;
+                }
+            }
+        }
+        t.starts.push(t.offsets.len());
+        if !advance(&mut o, |a| out[a]) {
+            break;
+        }
+    }
+    Ok(t)
+}
+
+/// Increments a row-major multi-index; false after the last one.
+fn advance(idx: &mut [usize], dim: impl Fn(usize) -> usize) -> bool {
+    for a in (0..idx.len()).rev() {
+        idx[a] += 1;
+        if idx[a] < dim(a) {
+            return true;
+        }
+        idx[a] = 0;
+    }
+    false
+}
+
+/// Converts a row-major offset within `dims` to the column-major one.
+fn column_major(mut off: usize, dims: &[usize]) -> usize {
+    let mut out = 0;
+    let mut stride = 1;
+    let mut coords = vec![0; dims.len()];
+    for a in (0..dims.len()).rev() {
+        coords[a] = off % dims[a];
+        off /= dims[a];
+    }
+    for (a, &c) in coords.iter().enumerate() {
+        out += c * stride;
+        stride *= dims[a];
+    }
+    out
+}
+
+impl Op for Pool {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let xs = x.shape();
+        if xs.len() < 3 {
+            return Err(OpError::invalid(format!(
+                "input 0 (X) has shape {xs:?}; expected [N, C, D1, ...] with at least one spatial axis"
+            )));
+        }
+        let spatial = &xs[2..];
+        let kernel = self.attrs.kernel(spatial.len())?.unwrap_or_default();
+        let wins = self.attrs.windows(spatial, &kernel, self.ceil_mode)?;
+        let mut out_shape = xs[..2].to_vec();
+        out_shape.extend(wins.iter().map(|w| w.out));
+        checked_numel(&out_shape)?;
+        let planes = xs[0] * xs[1];
+        let t = table(spatial, &wins)?;
+        match self.kind {
+            Kind::Max => {
+                let (y, idx) = max_dispatch(x, &t, planes)?;
+                let mut outs = vec![Tensor::new(out_shape.clone(), y)?];
+                if self.want_indices {
+                    let isz: usize = spatial.iter().product();
+                    let idx = if self.column_major {
+                        idx.into_iter()
+                            .map(|i| {
+                                let i = i as usize;
+                                let (p, off) = (i / isz.max(1), i % isz.max(1));
+                                (p * isz + column_major(off, spatial)) as i64
+                            })
+                            .collect()
+                    } else {
+                        idx
+                    };
+                    outs.push(Tensor::from_vec(out_shape, idx)?);
+                }
+                Ok(outs)
+            }
+            Kind::Avg { count_include_pad } => with_real!(x.dtype(), "input 0 (X)", T => {
+                let xv = read_real::<T>(x, "input 0 (X)")?;
+                let y = avg::<T>(&xv, &t, planes, count_include_pad);
+                Ok(vec![real_tensor(out_shape, y, x.dtype())?])
+            }),
+            Kind::Lp { p } => with_real!(x.dtype(), "input 0 (X)", T => {
+                let xv = read_real::<T>(x, "input 0 (X)")?;
+                let y = lp::<T>(&xv, &t, planes, p);
+                Ok(vec![real_tensor(out_shape, y, x.dtype())?])
+            }),
+        }
+    }
+}
+
+/// Element types MaxPool accepts, with the value an empty window gives.
+trait MaxElem: Copy + PartialOrd + Element {
+    const LOWEST: Self;
+}
+macro_rules! max_elem {
+    ($($t:ty => $v:expr),*) => {$(impl MaxElem for $t { const LOWEST: Self = $v; })*};
+}
+max_elem!(f32 => f32::MIN, f64 => f64::MIN, f16 => f16::MIN, bf16 => bf16::MIN,
+    i8 => i8::MIN, u8 => u8::MIN, i16 => i16::MIN, u16 => u16::MIN,
+    i32 => i32::MIN, u32 => u32::MIN, i64 => i64::MIN, u64 => u64::MIN);
+
+fn max_dispatch(x: &Tensor, t: &Table, planes: usize) -> OpResult<(TensorData, Vec<i64>)> {
+    fn run<T: MaxElem>(v: &[T], t: &Table, planes: usize) -> (TensorData, Vec<i64>) {
+        let (y, i) = max::<T>(v, t, planes);
+        (T::wrap(y), i)
+    }
+    Ok(match x.data() {
+        TensorData::F32(v) => run(v, t, planes),
+        TensorData::F64(v) => run(v, t, planes),
+        TensorData::F16(v) => run(v, t, planes),
+        TensorData::BF16(v) => run(v, t, planes),
+        TensorData::I8(v) => run(v, t, planes),
+        TensorData::U8(v) => run(v, t, planes),
+        TensorData::I16(v) => run(v, t, planes),
+        TensorData::U16(v) => run(v, t, planes),
+        TensorData::I32(v) => run(v, t, planes),
+        TensorData::U32(v) => run(v, t, planes),
+        TensorData::I64(v) => run(v, t, planes),
+        TensorData::U64(v) => run(v, t, planes),
+        _ => return Err(OpError::dtype("input 0 (X)", x.dtype())),
+    })
+}
+
+/// Window maxima and the flat input index of each (the first maximum).
+fn max<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> (Vec<T>, Vec<i64>) {
+    let osz = t.padded.len();
+    let isz = if planes == 0 { 0 } else { x.len() / planes };
+    let mut y = Vec::with_capacity(planes * osz);
+    let mut idx = Vec::with_capacity(planes * osz);
+    for p in 0..planes {
+        let base = p * isz;
+        let plane = &x[base..base + isz];
+        for o in 0..osz {
+            let offs = &t.offsets[t.starts[o]..t.starts[o + 1]];
+            let mut best = T::LOWEST;
+            let mut at: i64 = -1;
+            for &off in offs {
+                let v = plane[off];
+                if at < 0 || v > best {
+                    best = v;
+                    at = (base + off) as i64;
+                }
+            }
+            y.push(best);
+            idx.push(at);
+        }
+    }
+    (y, idx)
+}
+
+fn avg<T: Real>(x: &[T], t: &Table, planes: usize, count_include_pad: bool) -> Vec<T> {
+    let osz = t.padded.len();
+    let isz = if planes == 0 { 0 } else { x.len() / planes };
+    let mut y = Vec::with_capacity(planes * osz);
+    for p in 0..planes {
+        let plane = &x[p * isz..(p + 1) * isz];
+        for o in 0..osz {
+            let offs = &t.offsets[t.starts[o]..t.starts[o + 1]];
+            let mut s = T::ZERO;
+            for &off in offs {
+                s += plane[off];
+            }
+            let n = if count_include_pad {
+                t.padded[o]
+            } else {
+                offs.len()
+            };
+            y.push(s / T::from_f64(n as f64));
+        }
+    }
+    y
+}
+
+fn lp<T: Real>(x: &[T], t: &Table, planes: usize, p: f64) -> Vec<T> {
+    let osz = t.padded.len();
+    let isz = if planes == 0 { 0 } else { x.len() / planes };
+    let pe = T::from_f64(p);
+    let inv = T::from_f64(1.0 / p);
+    let mut y = Vec::with_capacity(planes * osz);
+    for pl in 0..planes {
+        let plane = &x[pl * isz..(pl + 1) * isz];
+        for o in 0..osz {
+            let mut s = T::ZERO;
+            for &off in &t.offsets[t.starts[o]..t.starts[o + 1]] {
+                s += plane[off].abs().powf(pe);
+            }
+            y.push(s.powf(inv));
+        }
+    }
+    y
+}
+
+#[derive(Clone, Copy)]
+enum GlobalKind {
+    Avg,
+    Max,
+    Lp(f64),
+}
+
+struct Global(GlobalKind);
+
+impl Op for Global {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let xs = x.shape();
+        if xs.len() < 2 {
+            return Err(OpError::invalid(format!(
+                "input 0 (X) has shape {xs:?}; expected [N, C, ...]"
+            )));
+        }
+        let planes = xs[0] * xs[1];
+        let isz: usize = xs[2..].iter().product();
+        let mut out_shape = xs[..2].to_vec();
+        out_shape.extend(std::iter::repeat_n(1, xs.len() - 2));
+        if isz == 0 && planes > 0 {
+            return Err(OpError::invalid(format!(
+                "input 0 (X) has shape {xs:?} with an empty spatial extent"
+            )));
+        }
+        with_real!(x.dtype(), "input 0 (X)", T => {
+            let xv = read_real::<T>(x, "input 0 (X)")?;
+            let y: Vec<T> = xv
+                .chunks_exact(isz.max(1))
+                .take(planes)
+                .map(|c| match self.0 {
+                    GlobalKind::Avg => {
+                        let s: f64 = c.iter().map(|v| v.to_f64()).sum();
+                        T::from_f64(s / isz as f64)
+                    }
+                    GlobalKind::Max => c
+                        .iter()
+                        .copied()
+                        .fold(c[0], |m, v| if v > m { v } else { m }),
+                    GlobalKind::Lp(p) => {
+                        let s: f64 = c.iter().map(|v| v.to_f64().abs().powf(p)).sum();
+                        T::from_f64(s.powf(1.0 / p))
+                    }
+                })
+                .collect();
+            Ok(vec![real_tensor(out_shape, y, x.dtype())?])
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spatial::{window, AutoPad};
+    use super::*;
+
+    #[test]
+    fn table_counts_padding_and_dilation() {
+        // 1-D: 4 inputs, kernel 2, dilation 2, pad 1 each side
+        let w = window(4, 2, 1, 2, (1, 1), AutoPad::NotSet, false).unwrap();
+        assert_eq!(w.out, 4);
+        let t = table(&[4], &[w]).unwrap();
+        // windows start at -1, 0, 1, 2 and read p, p + 2
+        assert_eq!(t.starts, vec![0, 1, 3, 5, 6]);
+        assert_eq!(t.offsets, vec![1, 0, 2, 1, 3, 2]);
+        assert_eq!(t.padded, vec![2, 2, 2, 2]);
+    }
+
+    #[test]
+    fn column_major_offsets() {
+        // [2, 3]: row-major offset 4 is (1, 1) -> column-major 1 + 1*2 = 3
+        assert_eq!(column_major(4, &[2, 3]), 3);
+        assert_eq!(column_major(2, &[2, 3]), 4);
+    }
+}

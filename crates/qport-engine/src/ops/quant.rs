@@ -1,0 +1,107 @@
+//! Operators: the quantization family.
+//!
+//! - [`linear`]: `QuantizeLinear`, `DequantizeLinear` (opsets 10–25 forms:
+//!   per-tensor, per-axis, blocked; u8/i8/u16/i16, and i32 for dequantized
+//!   biases) and `DynamicQuantizeLinear`.
+//! - [`matmul`]: `MatMulInteger`, `QLinearMatMul`, `com.microsoft.QGemm`.
+//! - [`conv`]: `ConvInteger`, `QLinearConv`.
+//! - [`contrib`]: onnxruntime's QOperator-format ops in `com.microsoft`
+//!   (`QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearLeakyRelu`,
+//!   `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat`,
+//!   `QLinearSoftmax`).
+//!
+//! Integer products are exact ([`qport_kernels::igemm`]); rounding is half
+//! to even and results saturate to the output type. Requantization uses the
+//! onnxruntime reference arithmetic (f32 multiplier applied to the exact
+//! accumulator); other integer-arithmetic profiles build on the same
+//! accumulators elsewhere.
+
+use super::Registry;
+
+pub mod common;
+pub mod contrib;
+pub mod conv;
+pub mod linear;
+pub mod matmul;
+
+/// Registers this family's builders.
+pub(crate) fn register(r: &mut Registry) {
+    r.register("QuantizeLinear", linear::build_quantize);
+    r.register("DequantizeLinear", linear::build_dequantize);
+    r.register("DynamicQuantizeLinear", linear::build_dynamic);
+    r.register("MatMulInteger", matmul::build_matmul_integer);
+    r.register("QLinearMatMul", matmul::build_qlinear_matmul);
+    r.register("ConvInteger", conv::build_conv_integer);
+    r.register("QLinearConv", conv::build_qlinear_conv);
+
+    const MS: &str = "com.microsoft";
+    r.register_in(MS, "QuantizeLinear", linear::build_quantize);
+    r.register_in(MS, "DequantizeLinear", linear::build_dequantize);
+    r.register_in(MS, "QGemm", matmul::build_qgemm);
+    r.register_in(MS, "QLinearAdd", contrib::build_add);
+    r.register_in(MS, "QLinearMul", contrib::build_mul);
+    r.register_in(MS, "QLinearSigmoid", contrib::build_sigmoid);
+    r.register_in(MS, "QLinearLeakyRelu", contrib::build_leaky_relu);
+    r.register_in(
+        MS,
+        "QLinearGlobalAveragePool",
+        contrib::build_global_average_pool,
+    );
+    r.register_in(MS, "QLinearAveragePool", contrib::build_average_pool);
+    r.register_in(MS, "QLinearConcat", contrib::build_concat);
+    r.register_in(MS, "QLinearSoftmax", contrib::build_softmax);
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    //! Helpers for the family's unit tests: build one node and run it.
+
+    use crate::ops::{BuildCtx, OpBuilder};
+    use qport_core::Tensor;
+    use qport_onnx::{Attribute, Node};
+    use std::collections::BTreeMap;
+
+    /// Builds `op` with `attrs` at `opset` and evaluates it on `inputs`.
+    pub(crate) fn run(
+        builder: OpBuilder,
+        op: &str,
+        attrs: Vec<(&str, Attribute)>,
+        opset: i64,
+        inputs: &[Option<&Tensor>],
+    ) -> crate::error::OpResult<Vec<Tensor>> {
+        let node = Node {
+            name: "n".into(),
+            op_type: op.into(),
+            domain: String::new(),
+            inputs: (0..inputs.len()).map(|i| format!("i{i}")).collect(),
+            outputs: vec!["y".into()],
+            attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            doc_string: String::new(),
+        };
+        let init = BTreeMap::new();
+        let ctx = BuildCtx {
+            node: &node,
+            opset,
+            initializers: &init,
+        };
+        builder(&ctx)?.eval(inputs)
+    }
+
+    /// A tensor from a shape and values.
+    pub(crate) fn t<T: qport_core::Element>(shape: &[usize], v: Vec<T>) -> Tensor {
+        Tensor::from_vec(shape.to_vec(), v).unwrap()
+    }
+
+    /// A deterministic pseudo-random byte stream.
+    pub(crate) fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 33) as u8
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,310 @@
+//! Shared pieces of the quantized operators: quantized element types,
+//! round-half-to-even quantization and requantization, reading scales and
+//! zero points, and the per-tensor / per-axis / blocked parameter layout.
+
+use crate::error::{OpError, OpResult};
+use qport_core::{bf16, f16, DType, Tensor, TensorData};
+
+/// An integer type a quantized tensor is stored in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QType {
+    U8,
+    I8,
+    U16,
+    I16,
+}
+
+impl QType {
+    /// The quantized type stored as `dtype`, if it is one.
+    pub(crate) fn from_dtype(dtype: DType) -> Option<QType> {
+        match dtype {
+            DType::U8 => Some(QType::U8),
+            DType::I8 => Some(QType::I8),
+            DType::U16 => Some(QType::U16),
+            DType::I16 => Some(QType::I16),
+            _ => None,
+        }
+    }
+
+    /// Like [`QType::from_dtype`], failing with a message naming `what`.
+    pub(crate) fn of(what: &str, dtype: DType) -> OpResult<QType> {
+        QType::from_dtype(dtype).ok_or_else(|| OpError::dtype(what, dtype))
+    }
+
+    /// The 8-bit quantized type of `dtype` (u8 or i8 only).
+    pub(crate) fn of8(what: &str, dtype: DType) -> OpResult<QType> {
+        match dtype {
+            DType::U8 => Ok(QType::U8),
+            DType::I8 => Ok(QType::I8),
+            d => Err(OpError::dtype(what, d)),
+        }
+    }
+
+    /// Smallest representable value.
+    pub(crate) fn min(self) -> i32 {
+        match self {
+            QType::U8 | QType::U16 => 0,
+            QType::I8 => -128,
+            QType::I16 => -32768,
+        }
+    }
+
+    /// Largest representable value.
+    pub(crate) fn max(self) -> i32 {
+        match self {
+            QType::U8 => 255,
+            QType::I8 => 127,
+            QType::U16 => 65535,
+            QType::I16 => 32767,
+        }
+    }
+
+    /// Packs values already saturated to this type's range.
+    pub(crate) fn pack(self, v: Vec<i32>) -> TensorData {
+        match self {
+            QType::U8 => TensorData::U8(v.into_iter().map(|x| x as u8).collect()),
+            QType::I8 => TensorData::I8(v.into_iter().map(|x| x as i8).collect()),
+            QType::U16 => TensorData::U16(v.into_iter().map(|x| x as u16).collect()),
+            QType::I16 => TensorData::I16(v.into_iter().map(|x| x as i16).collect()),
+        }
+    }
+}
+
+/// Quantizes one value the way ONNX `QuantizeLinear` and onnxruntime's MLAS
+/// do: `saturate(round_half_even(x / scale) + zero_point)`, computed in f32.
+/// NaN maps to the type's minimum (as onnxruntime's clamp does).
+#[inline]
+pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: QType) -> i32 {
+    saturate_rounded((x / scale).round_ties_even(), zero, q)
+}
+
+/// Requantizes an exact integer accumulator with a real multiplier: the
+/// onnxruntime reference arithmetic `saturate(round_half_even(f32(acc) *
+/// multiplier) + zero_point)`, with the product in f32.
+#[inline]
+pub(crate) fn requantize(acc: i32, multiplier: f32, zero: i32, q: QType) -> i32 {
+    saturate_rounded((acc as f32 * multiplier).round_ties_even(), zero, q)
+}
+
+/// `clamp(r + zero)` for an already-rounded float `r`; NaN gives the minimum.
+#[inline]
+pub(crate) fn saturate_rounded(r: f32, zero: i32, q: QType) -> i32 {
+    if r.is_nan() {
+        return q.min();
+    }
+    let v = r + zero as f32;
+    v.clamp(q.min() as f32, q.max() as f32) as i32
+}
+
+/// Values of a float tensor (f32, f16, bf16, f64) as f32; integer tensors
+/// are converted too (scales may be int32 from opset 23).
+pub(crate) fn f32_values(t: &Tensor, what: &str) -> OpResult<Vec<f32>> {
+    match t.data() {
+        TensorData::F32(v) => Ok(v.clone()),
+        TensorData::F16(v) => Ok(v.iter().map(|x| x.to_f32()).collect()),
+        TensorData::BF16(v) => Ok(v.iter().map(|x| x.to_f32()).collect()),
+        TensorData::F64(v) => Ok(v.iter().map(|&x| x as f32).collect()),
+        TensorData::I32(v) => Ok(v.iter().map(|&x| x as f32).collect()),
+        _ => Err(OpError::dtype(what, t.dtype())),
+    }
+}
+
+/// Values of an integer tensor (8/16/32-bit) as i32.
+pub(crate) fn i32_values(t: &Tensor, what: &str) -> OpResult<Vec<i32>> {
+    match t.data() {
+        TensorData::U8(v) => Ok(v.iter().map(|&x| x as i32).collect()),
+        TensorData::I8(v) => Ok(v.iter().map(|&x| x as i32).collect()),
+        TensorData::U16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
+        TensorData::I16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
+        TensorData::I32(v) => Ok(v.clone()),
+        _ => Err(OpError::dtype(what, t.dtype())),
+    }
+}
+
+/// The single value of a one-element float tensor (a per-tensor scale).
+pub(crate) fn scalar_f32(t: &Tensor, what: &str) -> OpResult<f32> {
+    let v = f32_values(t, what)?;
+    if v.len() != 1 {
+        return Err(OpError::invalid(format!(
+            "{what} must be a scalar (per-tensor), got shape {:?}",
+            t.shape()
+        )));
+    }
+    Ok(v[0])
+}
+
+/// The single value of an optional one-element integer tensor (a per-tensor
+/// zero point); 0 when absent.
+pub(crate) fn scalar_zero(t: Option<&Tensor>, what: &str) -> OpResult<i32> {
+    let Some(t) = t else { return Ok(0) };
+    let v = i32_values(t, what)?;
+    if v.len() != 1 {
+        return Err(OpError::invalid(format!(
+            "{what} must be a scalar (per-tensor), got shape {:?}",
+            t.shape()
+        )));
+    }
+    Ok(v[0])
+}
+
+/// Scales or zero points that are a scalar or a vector of length `n` (e.g.
+/// one per output channel), expanded to length `n`.
+pub(crate) fn per_channel<T: Copy>(
+    v: Vec<T>,
+    shape: &[usize],
+    n: usize,
+    what: &str,
+) -> OpResult<Vec<T>> {
+    if v.len() == 1 {
+        return Ok(vec![v[0]; n]);
+    }
+    if shape.len() == 1 && v.len() == n {
+        return Ok(v);
+    }
+    Err(OpError::invalid(format!(
+        "{what} must be a scalar or have {n} elements, got shape {shape:?}"
+    )))
+}
+
+/// Converts f32 results to the float dtype `to` (f32, f16, bf16, f64).
+pub(crate) fn pack_float(v: Vec<f32>, to: DType) -> OpResult<TensorData> {
+    Ok(match to {
+        DType::F32 => TensorData::F32(v),
+        DType::F16 => TensorData::F16(v.into_iter().map(f16::from_f32).collect()),
+        DType::BF16 => TensorData::BF16(v.into_iter().map(bf16::from_f32).collect()),
+        DType::F64 => TensorData::F64(v.into_iter().map(|x| x as f64).collect()),
+        d => return Err(OpError::dtype("output", d)),
+    })
+}
+
+/// How a scale / zero-point tensor maps onto the elements of the tensor it
+/// quantizes (ONNX `QuantizeLinear` / `DequantizeLinear`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// One parameter for every element.
+    PerTensor,
+    /// One parameter per index along an axis of extent `dim`; `inner` is the
+    /// product of the dimensions after the axis.
+    PerAxis { dim: usize, inner: usize },
+    /// One parameter per block of `block` consecutive indices along an axis
+    /// of extent `dim`; the parameter tensor has `ceil(dim / block)` there.
+    Blocked {
+        dim: usize,
+        inner: usize,
+        block: usize,
+        blocks: usize,
+    },
+}
+
+impl Layout {
+    /// Works out the layout from the shapes and the `axis` / `block_size`
+    /// attributes, validating the parameter shape.
+    pub(crate) fn new(
+        x: &[usize],
+        param: &[usize],
+        axis: i64,
+        block_size: i64,
+    ) -> OpResult<Layout> {
+        let numel: usize = param.iter().product();
+        if block_size < 0 {
+            return Err(OpError::invalid(format!(
+                "block_size must be >= 0, got {block_size}"
+            )));
+        }
+        if block_size == 0 && numel == 1 && param.len() <= 1 {
+            return Ok(Layout::PerTensor);
+        }
+        let ax = qport_core::shape::normalize_axis(axis, x.len()).ok_or_else(|| {
+            OpError::invalid(format!(
+                "axis {axis} is out of range for input of rank {}",
+                x.len()
+            ))
+        })?;
+        let dim = x[ax];
+        let inner: usize = x[ax + 1..].iter().product();
+        if block_size == 0 {
+            if param.len() != 1 || param[0] != dim {
+                return Err(OpError::invalid(format!(
+                    "scale shape {param:?} is neither a scalar nor a vector of length {dim} (input dimension {ax})"
+                )));
+            }
+            return Ok(Layout::PerAxis { dim, inner });
+        }
+        let block = block_size as usize;
+        let blocks = dim.div_ceil(block);
+        let ok = param.len() == x.len()
+            && param
+                .iter()
+                .zip(x)
+                .enumerate()
+                .all(|(i, (&p, &d))| if i == ax { p == blocks } else { p == d });
+        if !ok {
+            return Err(OpError::invalid(format!(
+                "blocked quantization with block_size {block} on axis {ax} of input {x:?} needs scale shape with {blocks} on that axis and the input's dimensions elsewhere, got {param:?}"
+            )));
+        }
+        Ok(Layout::Blocked {
+            dim,
+            inner,
+            block,
+            blocks,
+        })
+    }
+
+    /// The parameter index for flat element index `i`.
+    #[inline]
+    pub(crate) fn index(&self, i: usize) -> usize {
+        match *self {
+            Layout::PerTensor => 0,
+            Layout::PerAxis { dim, inner } => (i / inner) % dim,
+            Layout::Blocked {
+                dim,
+                inner,
+                block,
+                blocks,
+            } => {
+                let within = i % inner;
+                let a = (i / inner) % dim;
+                let outer = i / (inner * dim);
+                (outer * blocks + a / block) * inner + within
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_half_to_even_and_saturates() {
+        let q = QType::U8;
+        assert_eq!(quantize(0.5, 1.0, 0, q), 0);
+        assert_eq!(quantize(1.5, 1.0, 0, q), 2);
+        assert_eq!(quantize(2.5, 1.0, 0, q), 2);
+        assert_eq!(quantize(-2.5, 1.0, 128, q), 126);
+        assert_eq!(quantize(1000.0, 1.0, 128, q), 255);
+        assert_eq!(quantize(-1000.0, 1.0, 128, q), 0);
+        assert_eq!(quantize(f32::NAN, 1.0, 128, q), 0);
+        assert_eq!(quantize(-3.5, 1.0, 0, QType::I8), -4);
+        assert_eq!(requantize(5, 0.5, 0, QType::I8), 2);
+        assert_eq!(requantize(7, 0.5, 0, QType::I8), 4);
+        assert_eq!(requantize(-1000, 1.0, 0, QType::I16), -1000);
+    }
+
+    #[test]
+    fn layouts() {
+        assert_eq!(Layout::new(&[2, 3], &[], 1, 0).unwrap(), Layout::PerTensor);
+        assert_eq!(Layout::new(&[2, 3], &[1], 1, 0).unwrap(), Layout::PerTensor);
+        let l = Layout::new(&[2, 3, 2], &[3], 1, 0).unwrap();
+        let idx: Vec<usize> = (0..12).map(|i| l.index(i)).collect();
+        assert_eq!(idx, [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2]);
+        assert!(Layout::new(&[2, 3], &[2], 1, 0).is_err());
+        assert!(Layout::new(&[2, 3], &[3], 2, 0).is_err());
+        // x [2, 5] blocked along axis 1 by 2 -> scale [2, 3]
+        let l = Layout::new(&[2, 5], &[2, 3], 1, 2).unwrap();
+        let idx: Vec<usize> = (0..10).map(|i| l.index(i)).collect();
+        assert_eq!(idx, [0, 0, 1, 1, 2, 3, 3, 4, 4, 5]);
+        assert!(Layout::new(&[2, 5], &[2, 2], 1, 2).is_err());
+    }
+}

@@ -1,0 +1,717 @@
+//! onnxruntime's QOperator-format contrib ops (domain `com.microsoft`):
+//! `QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearLeakyRelu`,
+//! `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat` and
+//! `QLinearSoftmax`.
+//!
+//! Each follows onnxruntime's reference (non-SIMD) arithmetic in f32 with
+//! round-half-to-even: dequantize, compute, quantize — except
+//! `QLinearGlobalAveragePool`, which like onnxruntime sums the integers
+//! exactly and requantizes the sum with `x_scale / (y_scale * pixels)`.
+//! Unary ops use a 256-entry lookup table, as onnxruntime does.
+
+use super::common::{i32_values, quantize, saturate_rounded, scalar_f32, scalar_zero, QType};
+use crate::error::{OpError, OpResult};
+use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
+use qport_core::shape::{broadcast_index_map, broadcast_shapes, normalize_axis};
+use qport_core::Tensor;
+
+/// Quantization parameters of one 8-bit tensor.
+#[derive(Debug, Clone, Copy)]
+struct QParams {
+    scale: f32,
+    zero: i32,
+}
+
+impl QParams {
+    fn read(
+        inputs: &[Option<&Tensor>],
+        scale: usize,
+        zero: usize,
+        name: &str,
+    ) -> OpResult<QParams> {
+        Ok(QParams {
+            scale: scalar_f32(input(inputs, scale)?, &format!("{name}_scale"))?,
+            zero: scalar_zero(opt_input(inputs, zero), &format!("{name}_zero_point"))?,
+        })
+    }
+
+    #[inline]
+    fn dequant(&self, v: i32) -> f32 {
+        (v - self.zero) as f32 * self.scale
+    }
+}
+
+/// The output's quantized type: that of its zero point, else of `x`.
+fn out_type(inputs: &[Option<&Tensor>], zero: usize, x: &Tensor) -> OpResult<QType> {
+    QType::of8(
+        "output",
+        opt_input(inputs, zero).map_or(x.dtype(), |t| t.dtype()),
+    )
+}
+
+#[derive(Clone, Copy)]
+enum Binary {
+    Add,
+    Mul,
+}
+
+fn build_binary(kind: Binary) -> Box<dyn Op> {
+    fn_op(move |inputs| {
+        let a = input(inputs, 0)?;
+        let b = input(inputs, 3)?;
+        let q = QType::of8("A", a.dtype())?;
+        if b.dtype() != a.dtype() {
+            return Err(OpError::invalid(format!(
+                "A is {} but B is {}",
+                a.dtype(),
+                b.dtype()
+            )));
+        }
+        let pa = QParams::read(inputs, 1, 2, "A")?;
+        let pb = QParams::read(inputs, 4, 5, "B")?;
+        let pc = QParams::read(inputs, 6, 7, "C")?;
+        let qc = out_type(inputs, 7, a)?;
+        if qc != q {
+            return Err(OpError::invalid("C_zero_point type differs from A's"));
+        }
+        let shape = broadcast_shapes(a.shape(), b.shape())?;
+        qport_core::shape::checked_numel(&shape)?;
+        let (av, bv) = (i32_values(a, "A")?, i32_values(b, "B")?);
+        let am = broadcast_index_map(a.shape(), &shape);
+        let bm = broadcast_index_map(b.shape(), &shape);
+        let round = |r: f32| saturate_rounded(r.round_ties_even(), 0, q);
+        let out: Vec<i32> = match kind {
+            Binary::Add => {
+                // onnxruntime's MLAS QLinearAdd (x86): ratios to the output
+                // scale, the zero points folded into one constant, fused
+                // multiply-adds, then round half to even and saturate.
+                let r_ac = pa.scale / pc.scale;
+                let r_bc = pb.scale / pc.scale;
+                let fixed = pc.zero as f32 - r_ac.mul_add(pa.zero as f32, r_bc * pb.zero as f32);
+                if av.len() == 1 {
+                    let f = fixed + av[0] as f32 * r_ac;
+                    bm.iter()
+                        .map(|&j| round((bv[j] as f32).mul_add(r_bc, f)))
+                        .collect()
+                } else if bv.len() == 1 {
+                    let f = fixed + bv[0] as f32 * r_bc;
+                    am.iter()
+                        .map(|&i| round((av[i] as f32).mul_add(r_ac, f)))
+                        .collect()
+                } else {
+                    am.iter()
+                        .zip(&bm)
+                        .map(|(&i, &j)| {
+                            round((av[i] as f32).mul_add(r_ac, (bv[j] as f32).mul_add(r_bc, fixed)))
+                        })
+                        .collect()
+                }
+            }
+            Binary::Mul => am
+                .iter()
+                .zip(&bm)
+                .map(|(&i, &j)| {
+                    let r = pa.dequant(av[i]) * pb.dequant(bv[j]) / pc.scale;
+                    saturate_rounded(r.round_ties_even(), pc.zero, q)
+                })
+                .collect(),
+        };
+        Ok(vec![Tensor::new(shape, q.pack(out))?])
+    })
+}
+
+/// `QLinearAdd`: `C = quantize(dequant(A) + dequant(B))`, broadcasting.
+pub(crate) fn build_add(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(build_binary(Binary::Add))
+}
+
+/// `QLinearMul`: `C = quantize(dequant(A) * dequant(B))`, broadcasting.
+pub(crate) fn build_mul(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(build_binary(Binary::Mul))
+}
+
+/// A unary op through a lookup table over all 256 input values.
+fn build_lut(f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> Box<dyn Op> {
+    fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let qx = QType::of8("X", x.dtype())?;
+        let px = QParams::read(inputs, 1, 2, "X")?;
+        let py = QParams::read(inputs, 3, 4, "Y")?;
+        let qy = out_type(inputs, 4, x)?;
+        let table: Vec<i32> = (qx.min()..=qx.max())
+            .map(|v| quantize(f(px.dequant(v)), py.scale, py.zero, qy))
+            .collect();
+        let out: Vec<i32> = i32_values(x, "X")?
+            .into_iter()
+            .map(|v| table[(v - qx.min()) as usize])
+            .collect();
+        Ok(vec![Tensor::new(x.shape().to_vec(), qy.pack(out))?])
+    })
+}
+
+/// `QLinearSigmoid`.
+pub(crate) fn build_sigmoid(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(build_lut(|v| 1.0 / (1.0 + (-v).exp())))
+}
+
+/// `QLinearLeakyRelu` (`alpha`, default 0.01).
+pub(crate) fn build_leaky_relu(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let alpha = ctx.node.attr_float("alpha", 0.01)?;
+    Ok(build_lut(move |v| if v >= 0.0 { v } else { alpha * v }))
+}
+
+/// Index arithmetic for `[N, C, spatial...]` (or channels-last
+/// `[N, spatial..., C]`) tensors: element `(n, c, s)` is at
+/// `base(n, c) + s * step`.
+struct Planes {
+    batch: usize,
+    channels: usize,
+    spatial: Vec<usize>,
+    channels_last: bool,
+}
+
+impl Planes {
+    fn new(shape: &[usize], channels_last: bool) -> OpResult<Planes> {
+        if shape.len() < 3 {
+            return Err(OpError::invalid(format!(
+                "input X has rank {}, expected >= 3",
+                shape.len()
+            )));
+        }
+        let r = shape.len();
+        let (channels, spatial) = if channels_last {
+            (shape[r - 1], shape[1..r - 1].to_vec())
+        } else {
+            (shape[1], shape[2..].to_vec())
+        };
+        Ok(Planes {
+            batch: shape[0],
+            channels,
+            spatial,
+            channels_last,
+        })
+    }
+
+    fn size(&self) -> usize {
+        self.spatial.iter().product()
+    }
+
+    fn base(&self, n: usize, c: usize, size: usize) -> (usize, usize) {
+        if self.channels_last {
+            (n * size * self.channels + c, self.channels)
+        } else {
+            ((n * self.channels + c) * size, 1)
+        }
+    }
+
+    fn shape_with(&self, spatial: &[usize]) -> Vec<usize> {
+        let mut s = vec![self.batch];
+        if !self.channels_last {
+            s.push(self.channels);
+        }
+        s.extend(spatial);
+        if self.channels_last {
+            s.push(self.channels);
+        }
+        s
+    }
+}
+
+/// `QLinearGlobalAveragePool` (`channels_last` attribute): the exact integer
+/// sum of each plane, minus `x_zero_point * pixels`, requantized with
+/// `x_scale / (y_scale * pixels)` in f32, as onnxruntime's MLAS kernel does.
+pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let qx = QType::of8("X", x.dtype())?;
+        let px = QParams::read(inputs, 1, 2, "x")?;
+        let py = QParams::read(inputs, 3, 4, "y")?;
+        let qy = out_type(inputs, 4, x)?;
+        if qy != qx {
+            return Err(OpError::invalid("y_zero_point type differs from X's"));
+        }
+        let p = Planes::new(x.shape(), channels_last)?;
+        let size = p.size();
+        if size == 0 {
+            return Err(OpError::invalid("input X has an empty spatial extent"));
+        }
+        let xv = i32_values(x, "X")?;
+        let scale = px.scale / (py.scale * size as f32);
+        let mut out = Vec::with_capacity(p.batch * p.channels);
+        for n in 0..p.batch {
+            for c in 0..p.channels {
+                let (base, step) = p.base(n, c, size);
+                let sum: i64 = (0..size).map(|s| xv[base + s * step] as i64).sum();
+                let acc = (sum - px.zero as i64 * size as i64) as i32;
+                out.push(saturate_rounded(
+                    (acc as f32 * scale).round_ties_even(),
+                    py.zero,
+                    qy,
+                ));
+            }
+        }
+        // out is [N, C]; for channels-last that is already the memory order.
+        let shape = p.shape_with(&vec![1; p.spatial.len()]);
+        Ok(vec![Tensor::new(shape, qy.pack(out))?])
+    }))
+}
+
+/// Pooling attributes resolved against one input.
+struct PoolGeom {
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    pad_begin: Vec<usize>,
+    pad_end: Vec<usize>,
+    output: Vec<usize>,
+}
+
+fn pool_geometry(node: &qport_onnx::Node, input: &[usize]) -> OpResult<PoolGeom> {
+    let nd = input.len();
+    let kernel = node
+        .attr_ints("kernel_shape")?
+        .ok_or_else(|| OpError::invalid("kernel_shape is required"))?;
+    if kernel.len() != nd || kernel.iter().any(|&k| k < 1) {
+        return Err(OpError::invalid(format!(
+            "kernel_shape {kernel:?} must have {nd} positive values"
+        )));
+    }
+    let kernel: Vec<usize> = kernel.iter().map(|&k| k as usize).collect();
+    let strides: Vec<usize> = match node.attr_ints("strides")? {
+        None => vec![1; nd],
+        Some(s) if s.len() == nd && s.iter().all(|&v| v >= 1) => {
+            s.iter().map(|&v| v as usize).collect()
+        }
+        Some(s) => {
+            return Err(OpError::invalid(format!(
+                "strides {s:?} must have {nd} positive values"
+            )))
+        }
+    };
+    let ceil_mode = node.attr_int("ceil_mode", 0)? != 0;
+    let auto_pad = node.attr_string("auto_pad", "NOTSET")?;
+    let (mut pad_begin, mut pad_end, mut output) = (vec![0; nd], vec![0; nd], vec![0; nd]);
+    for d in 0..nd {
+        match auto_pad.as_str() {
+            "NOTSET" | "" => {
+                if let Some(p) = node.attr_ints("pads")? {
+                    if p.len() != 2 * nd || p.iter().any(|&v| !(0..1 << 31).contains(&v)) {
+                        return Err(OpError::invalid(format!(
+                            "pads {p:?} must have {} non-negative values",
+                            2 * nd
+                        )));
+                    }
+                    pad_begin[d] = p[d] as usize;
+                    pad_end[d] = p[d + nd] as usize;
+                }
+                let padded = input[d] + pad_begin[d] + pad_end[d];
+                if padded < kernel[d] {
+                    return Err(OpError::invalid(format!(
+                        "spatial dimension {d}: padded input {padded} is smaller than the kernel {}",
+                        kernel[d]
+                    )));
+                }
+                let span = padded - kernel[d];
+                let mut o = if ceil_mode {
+                    span.div_ceil(strides[d])
+                } else {
+                    span / strides[d]
+                } + 1;
+                if ceil_mode && (o - 1) * strides[d] >= input[d] + pad_begin[d] {
+                    o -= 1;
+                }
+                output[d] = o;
+            }
+            "VALID" => {
+                if input[d] < kernel[d] {
+                    return Err(OpError::invalid("input is smaller than the kernel"));
+                }
+                output[d] = (input[d] - kernel[d]) / strides[d] + 1;
+            }
+            "SAME_UPPER" | "SAME_LOWER" => {
+                let o = input[d].div_ceil(strides[d]);
+                let need =
+                    ((o.saturating_sub(1)) * strides[d] + kernel[d]).saturating_sub(input[d]);
+                let small = need / 2;
+                (pad_begin[d], pad_end[d]) = if auto_pad == "SAME_UPPER" {
+                    (small, need - small)
+                } else {
+                    (need - small, small)
+                };
+                output[d] = o;
+            }
+            other => return Err(OpError::invalid(format!("unknown auto_pad '{other}'"))),
+        }
+    }
+    Ok(PoolGeom {
+        kernel,
+        strides,
+        pad_begin,
+        pad_end,
+        output,
+    })
+}
+
+/// `QLinearAveragePool`: dequantize, average each window in f32
+/// (`count_include_pad` as in `AveragePool`), quantize.
+pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let node = ctx.node.clone();
+    let channels_last = node.attr_int("channels_last", 0)? != 0;
+    let include_pad = node.attr_int("count_include_pad", 0)? != 0;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        QType::of8("X", x.dtype())?;
+        let px = QParams::read(inputs, 1, 2, "x")?;
+        let py = QParams::read(inputs, 3, 4, "y")?;
+        let qy = out_type(inputs, 4, x)?;
+        let p = Planes::new(x.shape(), channels_last)?;
+        let g = pool_geometry(&node, &p.spatial)?;
+        let nd = p.spatial.len();
+        let out_shape = p.shape_with(&g.output);
+        let total = qport_core::shape::checked_numel(&out_shape)?;
+        let (isize, osize) = (p.size(), g.output.iter().product::<usize>());
+        let in_strides = qport_core::shape::strides(&p.spatial);
+        let xv = i32_values(x, "X")?;
+        let mut out = vec![0i32; total];
+        let mut oidx = vec![0usize; nd];
+        let (mut lo, mut hi) = (vec![0usize; nd], vec![0usize; nd]);
+        for n in 0..p.batch {
+            for c in 0..p.channels {
+                let (ib, istep) = p.base(n, c, isize);
+                let (ob, ostep) = p.base(n, c, osize);
+                for o in 0..osize {
+                    let mut rem = o;
+                    for d in (0..nd).rev() {
+                        oidx[d] = rem % g.output[d];
+                        rem /= g.output[d];
+                    }
+                    let mut padded_count = 1usize;
+                    let mut count = 1usize;
+                    for d in 0..nd {
+                        let start = (oidx[d] * g.strides[d]) as i64 - g.pad_begin[d] as i64;
+                        let end =
+                            (start + g.kernel[d] as i64).min((p.spatial[d] + g.pad_end[d]) as i64);
+                        padded_count *= (end - start).max(0) as usize;
+                        lo[d] = start.max(0) as usize;
+                        hi[d] = (end.max(0) as usize).min(p.spatial[d]);
+                        count *= hi[d].saturating_sub(lo[d]);
+                    }
+                    let mut sum = 0.0f32;
+                    if count > 0 {
+                        let mut w = lo.clone();
+                        loop {
+                            let s: usize = w.iter().zip(&in_strides).map(|(a, b)| a * b).sum();
+                            sum += px.dequant(xv[ib + s * istep]);
+                            let mut done = true;
+                            for d in (0..nd).rev() {
+                                w[d] += 1;
+                                if w[d] < hi[d] {
+                                    done = false;
+                                    break;
+                                }
+                                w[d] = lo[d];
+                            }
+                            if done {
+                                break;
+                            }
+                        }
+                    }
+                    let div = if include_pad { padded_count } else { count };
+                    let avg = if div == 0 { 0.0 } else { sum / div as f32 };
+                    out[ob + o * ostep] = quantize(avg, py.scale, py.zero, qy);
+                }
+            }
+        }
+        Ok(vec![Tensor::new(out_shape, qy.pack(out))?])
+    }))
+}
+
+/// `QLinearConcat`: inputs `Y_scale, Y_zero_point, (X, X_scale,
+/// X_zero_point)...`; each input is requantized to the output's parameters
+/// (copied when they are equal) and concatenated along `axis`.
+pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let axis = ctx.node.req_int("axis")?;
+    Ok(fn_op(move |inputs| {
+        let py = QParams::read(inputs, 0, 1, "Y")?;
+        if inputs.len() < 5 || (inputs.len() - 2) % 3 != 0 {
+            return Err(OpError::invalid(format!(
+                "expected Y_scale, Y_zero_point and triples (X, X_scale, X_zero_point), got {} inputs",
+                inputs.len()
+            )));
+        }
+        let xs: Vec<&Tensor> = (2..inputs.len())
+            .step_by(3)
+            .map(|i| input(inputs, i))
+            .collect::<OpResult<_>>()?;
+        let qy = match opt_input(inputs, 1) {
+            Some(z) => QType::of8("Y_zero_point", z.dtype())?,
+            None => QType::of8("X", xs[0].dtype())?,
+        };
+        let first = xs[0].shape();
+        let ax = normalize_axis(axis, first.len()).ok_or_else(|| {
+            OpError::invalid(format!(
+                "axis {axis} is out of range for rank {}",
+                first.len()
+            ))
+        })?;
+        let mut shape = first.to_vec();
+        shape[ax] = 0;
+        for (j, x) in xs.iter().enumerate() {
+            let s = x.shape();
+            if s.len() != first.len()
+                || s.iter()
+                    .zip(first)
+                    .enumerate()
+                    .any(|(d, (a, b))| d != ax && a != b)
+            {
+                return Err(OpError::invalid(format!(
+                    "input {j} shape {s:?} does not match {first:?} outside axis {ax}"
+                )));
+            }
+            shape[ax] += s[ax];
+        }
+        let total = qport_core::shape::checked_numel(&shape)?;
+        let outer: usize = first[..ax].iter().product();
+        let inner: usize = first[ax + 1..].iter().product();
+        let mut parts = Vec::with_capacity(xs.len());
+        for (j, x) in xs.iter().enumerate() {
+            let px = QParams::read(inputs, 2 + 3 * j + 1, 2 + 3 * j + 2, "X")?;
+            let qx = QType::of8("X", x.dtype())?;
+            let v = i32_values(x, "X")?;
+            let same = qx == qy && px.zero == py.zero && px.scale == py.scale;
+            let v = if same {
+                v
+            } else {
+                let table: Vec<i32> = (qx.min()..=qx.max())
+                    .map(|q| quantize(px.dequant(q), py.scale, py.zero, qy))
+                    .collect();
+                v.into_iter()
+                    .map(|q| table[(q - qx.min()) as usize])
+                    .collect()
+            };
+            parts.push((v, x.shape()[ax] * inner));
+        }
+        let mut out = Vec::with_capacity(total);
+        for o in 0..outer {
+            for (v, chunk) in &parts {
+                out.extend_from_slice(&v[o * chunk..(o + 1) * chunk]);
+            }
+        }
+        Ok(vec![Tensor::new(shape, qy.pack(out))?])
+    }))
+}
+
+/// `QLinearSoftmax` (`axis`, default -1; `opset` attribute: below 13 the
+/// input is flattened to 2-D at `axis`). Computed in f32 from integer
+/// differences to each row's maximum, then quantized.
+pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let axis = ctx.node.attr_int("axis", -1)?;
+    let opset = ctx.node.attr_int("opset", 13)?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        QType::of8("X", x.dtype())?;
+        let px = QParams::read(inputs, 1, 2, "X")?;
+        let py = QParams::read(inputs, 3, 4, "Y")?;
+        let qy = out_type(inputs, 4, x)?;
+        let shape = x.shape();
+        let ax = normalize_axis(axis, shape.len()).ok_or_else(|| {
+            OpError::invalid(format!(
+                "axis {axis} is out of range for rank {}",
+                shape.len()
+            ))
+        })?;
+        let (outer, dim, inner) = if opset < 13 {
+            (
+                shape[..ax].iter().product(),
+                shape[ax..].iter().product(),
+                1,
+            )
+        } else {
+            (
+                shape[..ax].iter().product::<usize>(),
+                shape[ax],
+                shape[ax + 1..].iter().product::<usize>(),
+            )
+        };
+        let xv = i32_values(x, "X")?;
+        let mut out = vec![0i32; xv.len()];
+        let mut e = vec![0f32; dim];
+        for o in 0..outer {
+            for i in 0..inner {
+                let at = |k: usize| (o * dim + k) * inner + i;
+                let mx = (0..dim).map(|k| xv[at(k)]).max().unwrap_or(0);
+                let mut sum = 0.0f32;
+                for (k, ek) in e.iter_mut().enumerate() {
+                    *ek = ((xv[at(k)] - mx) as f32 * px.scale).exp();
+                    sum += *ek;
+                }
+                for (k, &ek) in e.iter().enumerate() {
+                    out[at(k)] = quantize(ek / sum, py.scale, py.zero, qy);
+                }
+            }
+        }
+        Ok(vec![Tensor::new(shape.to_vec(), qy.pack(out))?])
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::quant::test_util::{run, t};
+    use qport_onnx::Attribute;
+
+    fn s(v: f32) -> Tensor {
+        Tensor::scalar(v)
+    }
+
+    #[test]
+    fn qlinear_add_broadcasts_and_matches_dequant_add_quant() {
+        let a = t(&[2, 2], vec![10u8, 20, 30, 40]);
+        let b = t(&[2], vec![5u8, 250]);
+        let (sa, za, sb, zb, sc, zc) = (
+            s(0.1),
+            Tensor::scalar(10u8),
+            s(0.2),
+            Tensor::scalar(5u8),
+            s(0.25),
+            Tensor::scalar(3u8),
+        );
+        let ins = [
+            Some(&a),
+            Some(&sa),
+            Some(&za),
+            Some(&b),
+            Some(&sb),
+            Some(&zb),
+            Some(&sc),
+            Some(&zc),
+        ];
+        let y = run(build_add, "QLinearAdd", vec![], 1, &ins).unwrap();
+        let want: Vec<u8> = [(10, 5), (20, 250), (30, 5), (40, 250)]
+            .iter()
+            .map(|&(x, y): &(i32, i32)| {
+                let v = ((x - 10) as f32 * 0.1 + (y - 5) as f32 * 0.2) / 0.25;
+                (v.round_ties_even() + 3.0).clamp(0.0, 255.0) as u8
+            })
+            .collect();
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &want[..]);
+    }
+
+    #[test]
+    fn lookup_table_ops() {
+        let x = t(&[4], vec![-128i8, -10, 0, 100]);
+        let (sx, zx, sy, zy) = (s(0.5), Tensor::scalar(0i8), s(0.25), Tensor::scalar(0i8));
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run(
+            build_leaky_relu,
+            "QLinearLeakyRelu",
+            vec![("alpha", Attribute::Float(0.1))],
+            1,
+            &ins,
+        )
+        .unwrap();
+        // -64 * 0.1 / 0.25 = -25.6 -> -26; -5 * 0.1 / 0.25 = -2; 50 / 0.25 = 200 -> 127
+        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-26, -2, 0, 127]);
+        let sy = s(1.0 / 256.0);
+        let zy = Tensor::scalar(-128i8);
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run(build_sigmoid, "QLinearSigmoid", vec![], 1, &ins).unwrap();
+        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-128, -126, 0, 127]);
+    }
+
+    #[test]
+    fn global_average_pool_both_layouts() {
+        // [1, 2, 2, 2] NCHW: channel sums 10 and 26 over 4 pixels, zp 1
+        let x = t(&[1, 2, 2, 2], vec![1u8, 2, 3, 4, 5, 6, 7, 8]);
+        let (sx, zx, sy, zy) = (s(1.0), Tensor::scalar(1u8), s(0.5), Tensor::scalar(0u8));
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run(
+            build_global_average_pool,
+            "QLinearGlobalAveragePool",
+            vec![],
+            1,
+            &ins,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape(), &[1, 2, 1, 1]);
+        // (10 - 4) / 4 / 0.5 = 3; (26 - 4) / 4 / 0.5 = 11
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[3, 11]);
+        let xl = t(&[1, 2, 2, 2], vec![1u8, 5, 2, 6, 3, 7, 4, 8]);
+        let ins = [Some(&xl), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let attrs = vec![("channels_last", Attribute::Int(1))];
+        let y = run(
+            build_global_average_pool,
+            "QLinearGlobalAveragePool",
+            attrs,
+            1,
+            &ins,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape(), &[1, 1, 1, 2]);
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[3, 11]);
+    }
+
+    #[test]
+    fn average_pool_counts_padding_only_when_asked() {
+        let x = t(&[1, 1, 2, 2], vec![4u8, 8, 12, 16]);
+        let (sx, zx, sy, zy) = (s(1.0), Tensor::scalar(0u8), s(1.0), Tensor::scalar(0u8));
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let attrs = |inc: i64| {
+            vec![
+                ("kernel_shape", Attribute::Ints(vec![2, 2])),
+                ("pads", Attribute::Ints(vec![1, 1, 0, 0])),
+                ("count_include_pad", Attribute::Int(inc)),
+            ]
+        };
+        let y = run(build_average_pool, "QLinearAveragePool", attrs(0), 1, &ins).unwrap();
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[4, 6, 8, 10]);
+        let y = run(build_average_pool, "QLinearAveragePool", attrs(1), 1, &ins).unwrap();
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[1, 3, 4, 10]);
+    }
+
+    #[test]
+    fn concat_requantizes_inputs() {
+        let a = t(&[1, 2], vec![10u8, 20]);
+        let b = t(&[1, 1], vec![4u8]);
+        let (sy, zy) = (s(1.0), Tensor::scalar(0u8));
+        let (sa, za) = (s(1.0), Tensor::scalar(0u8));
+        let (sb, zb) = (s(2.0), Tensor::scalar(1u8));
+        let ins = [
+            Some(&sy),
+            Some(&zy),
+            Some(&a),
+            Some(&sa),
+            Some(&za),
+            Some(&b),
+            Some(&sb),
+            Some(&zb),
+        ];
+        let y = run(
+            build_concat,
+            "QLinearConcat",
+            vec![("axis", Attribute::Int(1))],
+            1,
+            &ins,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape(), &[1, 3]);
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[10, 20, 6]);
+    }
+
+    #[test]
+    fn softmax_rows_sum_to_about_one() {
+        let x = t(&[2, 3], vec![0u8, 0, 0, 10, 0, 0]);
+        let (sx, zx, sy, zy) = (
+            s(1.0),
+            Tensor::scalar(0u8),
+            s(1.0 / 256.0),
+            Tensor::scalar(0u8),
+        );
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run(build_softmax, "QLinearSoftmax", vec![], 1, &ins).unwrap();
+        let v = y[0].as_slice::<u8>().unwrap();
+        assert_eq!(&v[..3], &[85, 85, 85]);
+        assert_eq!(v[3], 255);
+        assert_eq!(&v[4..], &[0, 0]);
+    }
+}

@@ -1,0 +1,456 @@
+//! Integer matrix products: `MatMulInteger`, `QLinearMatMul` and
+//! onnxruntime's `com.microsoft.QGemm`, all on the exact
+//! [`qport_kernels::igemm`] kernel. Requantization is the onnxruntime
+//! reference arithmetic (see [`super::common::requantize`]).
+
+use super::common::{f32_values, i32_values, requantize, scalar_f32, scalar_zero, QType};
+use crate::error::{OpError, OpResult};
+use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
+use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
+use qport_core::{Tensor, TensorData};
+use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+
+/// Shapes of a numpy-style (batched, broadcasting) matrix product.
+pub(crate) struct MatMulGeom {
+    /// Output shape.
+    pub out_shape: Vec<usize>,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    /// For each output batch, the batch index into A and into B.
+    pub pairs: Vec<(usize, usize)>,
+    /// Number of batches of A and of B (before broadcasting).
+    pub a_batches: usize,
+    pub b_batches: usize,
+}
+
+impl MatMulGeom {
+    /// Geometry of `A @ B` with ONNX `MatMul` rules (1-D operands promoted).
+    pub(crate) fn new(a: &[usize], b: &[usize]) -> OpResult<MatMulGeom> {
+        if a.is_empty() || b.is_empty() {
+            return Err(OpError::invalid("MatMul operands must have rank >= 1"));
+        }
+        let a2: Vec<usize> = if a.len() == 1 {
+            vec![1, a[0]]
+        } else {
+            a.to_vec()
+        };
+        let b2: Vec<usize> = if b.len() == 1 {
+            vec![b[0], 1]
+        } else {
+            b.to_vec()
+        };
+        let (ra, rb) = (a2.len(), b2.len());
+        let (m, k) = (a2[ra - 2], a2[ra - 1]);
+        let (k2, n) = (b2[rb - 2], b2[rb - 1]);
+        if k != k2 {
+            return Err(OpError::invalid(format!(
+                "A shape {a:?} and B shape {b:?} disagree on the inner dimension ({k} vs {k2})"
+            )));
+        }
+        let (ab, bb) = (&a2[..ra - 2], &b2[..rb - 2]);
+        let batch = broadcast_shapes(ab, bb)?;
+        let nb = checked_numel(&batch)?;
+        let amap = broadcast_index_map(ab, &batch);
+        let bmap = broadcast_index_map(bb, &batch);
+        let mut out_shape = batch.clone();
+        if a.len() > 1 {
+            out_shape.push(m);
+        }
+        if b.len() > 1 {
+            out_shape.push(n);
+        }
+        checked_numel(&out_shape)?;
+        Ok(MatMulGeom {
+            out_shape,
+            m,
+            k,
+            n,
+            pairs: (0..nb).map(|i| (amap[i], bmap[i])).collect(),
+            a_batches: ab.iter().product(),
+            b_batches: bb.iter().product(),
+        })
+    }
+}
+
+/// Zero points of one operand of a batched product: one value, one per row
+/// (A) or column (B) shared by all batches, or one per batch and row/column.
+pub(crate) enum BatchZero {
+    Scalar(i32),
+    Shared(Vec<i32>),
+    PerBatch(Vec<i32>, usize),
+}
+
+impl BatchZero {
+    /// Interprets a zero-point tensor for an operand with `batches` batches of
+    /// `len` rows (A) or columns (B).
+    pub(crate) fn new(
+        t: Option<&Tensor>,
+        batches: usize,
+        len: usize,
+        what: &str,
+    ) -> OpResult<BatchZero> {
+        let Some(t) = t else {
+            return Ok(BatchZero::Scalar(0));
+        };
+        let v = i32_values(t, what)?;
+        if v.len() == 1 {
+            Ok(BatchZero::Scalar(v[0]))
+        } else if v.len() == len && t.shape().iter().filter(|&&d| d != 1).count() <= 1 {
+            Ok(BatchZero::Shared(v))
+        } else if v.len() == batches * len {
+            Ok(BatchZero::PerBatch(v, len))
+        } else {
+            Err(OpError::invalid(format!(
+                "{what} shape {:?} is neither a scalar, nor one value per row/column ({len}), nor per batch and row/column",
+                t.shape()
+            )))
+        }
+    }
+
+    fn view(&self, batch: usize) -> ZeroPoints<'_> {
+        match self {
+            BatchZero::Scalar(z) => ZeroPoints::Scalar(*z),
+            BatchZero::Shared(v) => ZeroPoints::PerSlice(v),
+            BatchZero::PerBatch(v, len) => ZeroPoints::PerSlice(&v[batch * len..(batch + 1) * len]),
+        }
+    }
+}
+
+/// Exact batched product into a fresh `i32` buffer of the output's size.
+pub(crate) fn batched<A: QInt, B: QInt>(
+    a: &[A],
+    b: &[B],
+    g: &MatMulGeom,
+    za: &BatchZero,
+    zb: &BatchZero,
+) -> Vec<i32> {
+    let (m, k, n) = (g.m, g.k, g.n);
+    let mut out = vec![0i32; g.pairs.len() * m * n];
+    for (i, &(ia, ib)) in g.pairs.iter().enumerate() {
+        igemm(
+            MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k),
+            za.view(ia),
+            MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n),
+            zb.view(ib),
+            &mut out[i * m * n..(i + 1) * m * n],
+            n,
+            false,
+        );
+    }
+    out
+}
+
+/// Runs `$body` with `$a` / `$b` bound to the u8/i8 slices of two tensors.
+macro_rules! with_q8_pair {
+    ($ta:expr, $tb:expr, |$a:ident, $b:ident| $body:expr) => {
+        match ($ta.data(), $tb.data()) {
+            (TensorData::U8($a), TensorData::U8($b)) => $body,
+            (TensorData::U8($a), TensorData::I8($b)) => $body,
+            (TensorData::I8($a), TensorData::U8($b)) => $body,
+            (TensorData::I8($a), TensorData::I8($b)) => $body,
+            (TensorData::U8(_) | TensorData::I8(_), _) => {
+                return Err(OpError::dtype("B", $tb.dtype()))
+            }
+            _ => return Err(OpError::dtype("A", $ta.dtype())),
+        }
+    };
+}
+
+/// `MatMulInteger`: int32 `(A - a_zero_point) @ (B - b_zero_point)`.
+pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| {
+        let a = input(inputs, 0)?;
+        let b = input(inputs, 1)?;
+        let g = MatMulGeom::new(a.shape(), b.shape())?;
+        let za = BatchZero::new(opt_input(inputs, 2), g.a_batches, g.m, "a_zero_point")?;
+        let zb = BatchZero::new(opt_input(inputs, 3), g.b_batches, g.n, "b_zero_point")?;
+        let out = with_q8_pair!(a, b, |av, bv| batched(av, bv, &g, &za, &zb));
+        Ok(vec![Tensor::new(g.out_shape, TensorData::I32(out))?])
+    }))
+}
+
+/// `QLinearMatMul`: the exact integer product requantized with
+/// `a_scale * b_scale / y_scale` (per-row `a` and per-column `b` scales and
+/// zero points accepted).
+pub(crate) fn build_qlinear_matmul(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| {
+        let a = input(inputs, 0)?;
+        let b = input(inputs, 3)?;
+        let g = MatMulGeom::new(a.shape(), b.shape())?;
+        let a_scale = f32_values(input(inputs, 1)?, "a_scale")?;
+        let b_scale = f32_values(input(inputs, 4)?, "b_scale")?;
+        check_len(&a_scale, g.m, "a_scale")?;
+        check_len(&b_scale, g.n, "b_scale")?;
+        let za = BatchZero::new(opt_input(inputs, 2), g.a_batches, g.m, "a_zero_point")?;
+        let zb = BatchZero::new(opt_input(inputs, 5), g.b_batches, g.n, "b_zero_point")?;
+        let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
+        let yz = opt_input(inputs, 7);
+        let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
+        let y_zero = scalar_zero(yz, "y_zero_point")?;
+        let acc = with_q8_pair!(a, b, |av, bv| batched(av, bv, &g, &za, &zb));
+        let (m, n) = (g.m, g.n);
+        let mult: Vec<f32> = (0..m * n)
+            .map(|i| pick(&a_scale, i / n) * pick(&b_scale, i % n) / y_scale)
+            .collect();
+        let out: Vec<i32> = acc
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| requantize(v, mult[i % (m * n)], y_zero, q))
+            .collect();
+        Ok(vec![Tensor::new(g.out_shape, q.pack(out))?])
+    }))
+}
+
+/// `com.microsoft.QGemm`: `alpha * (A' - za) @ (B' - zb) * a_scale * b_scale
+/// (+ C as int32)`, requantized to `y_scale` / `y_zero_point` when given,
+/// float32 otherwise.
+pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let node = ctx.node;
+    let trans_a = node.attr_int("transA", 0)? != 0;
+    let trans_b = node.attr_int("transB", 0)? != 0;
+    let alpha = node.attr_float("alpha", 1.0)?;
+    Ok(fn_op(move |inputs| {
+        let a = input(inputs, 0)?;
+        let b = input(inputs, 3)?;
+        if a.rank() != 2 || b.rank() != 2 {
+            return Err(OpError::invalid(format!(
+                "A and B must be 2-D, got {:?} and {:?}",
+                a.shape(),
+                b.shape()
+            )));
+        }
+        let (m, k) = if trans_a {
+            (a.shape()[1], a.shape()[0])
+        } else {
+            (a.shape()[0], a.shape()[1])
+        };
+        let (k2, n) = if trans_b {
+            (b.shape()[1], b.shape()[0])
+        } else {
+            (b.shape()[0], b.shape()[1])
+        };
+        if k != k2 {
+            return Err(OpError::invalid(format!(
+                "inner dimensions differ: {k} vs {k2}"
+            )));
+        }
+        let a_scale = scalar_f32(input(inputs, 1)?, "a_scale")?;
+        let za = scalar_zero(opt_input(inputs, 2), "a_zero_point")?;
+        let bs = input(inputs, 4)?;
+        let b_scale =
+            super::common::per_channel(f32_values(bs, "b_scale")?, bs.shape(), n, "b_scale")?;
+        let zb = match opt_input(inputs, 5) {
+            Some(t) => super::common::per_channel(
+                i32_values(t, "b_zero_point")?,
+                t.shape(),
+                n,
+                "b_zero_point",
+            )?,
+            None => vec![0; n],
+        };
+        let mut acc = vec![0i32; m * n];
+        if let Some(c) = opt_input(inputs, 6) {
+            let cv = c
+                .as_slice::<i32>()
+                .map_err(|_| OpError::dtype("C", c.dtype()))?;
+            let bshape = broadcast_shapes(c.shape(), &[m, n])?;
+            if bshape != [m, n] {
+                return Err(OpError::invalid(format!(
+                    "C shape {:?} does not broadcast to [{m}, {n}]",
+                    c.shape()
+                )));
+            }
+            for (o, i) in acc.iter_mut().zip(broadcast_index_map(c.shape(), &[m, n])) {
+                *o = cv[i];
+            }
+        }
+        with_q8_pair!(a, b, |av, bv| {
+            let mut am = MatRef::row_major(av, a.shape()[0], a.shape()[1]);
+            if trans_a {
+                am = am.t();
+            }
+            let mut bm = MatRef::row_major(bv, b.shape()[0], b.shape()[1]);
+            if trans_b {
+                bm = bm.t();
+            }
+            igemm(
+                am,
+                ZeroPoints::Scalar(za),
+                bm,
+                ZeroPoints::PerSlice(&zb),
+                &mut acc,
+                n,
+                true,
+            );
+        });
+        match opt_input(inputs, 7) {
+            Some(ys) => {
+                let y_scale = scalar_f32(ys, "y_scale")?;
+                let yz = opt_input(inputs, 8);
+                let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
+                let y_zero = scalar_zero(yz, "y_zero_point")?;
+                let mult: Vec<f32> = b_scale
+                    .iter()
+                    .map(|&s| alpha * a_scale * s / y_scale)
+                    .collect();
+                let out: Vec<i32> = acc
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| requantize(v, mult[i % n], y_zero, q))
+                    .collect();
+                Ok(vec![Tensor::new(vec![m, n], q.pack(out))?])
+            }
+            None => {
+                let mult: Vec<f32> = b_scale.iter().map(|&s| alpha * a_scale * s).collect();
+                let out: Vec<f32> = acc
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| v as f32 * mult[i % n])
+                    .collect();
+                Ok(vec![Tensor::new(vec![m, n], TensorData::F32(out))?])
+            }
+        }
+    }))
+}
+
+fn check_len(v: &[f32], n: usize, what: &str) -> OpResult<()> {
+    if v.len() == 1 || v.len() == n {
+        Ok(())
+    } else {
+        Err(OpError::invalid(format!(
+            "{what} has {} elements; expected 1 or {n}",
+            v.len()
+        )))
+    }
+}
+
+#[inline]
+fn pick(v: &[f32], i: usize) -> f32 {
+    if v.len() == 1 {
+        v[0]
+    } else {
+        v[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::quant::test_util::{bytes, run, t};
+    use qport_onnx::Attribute;
+
+    #[test]
+    fn matmul_integer_broadcasts_batches_with_per_row_and_column_zero_points() {
+        // A [2, 2, 3] u8, B [3, 2] i8 (broadcast over the batch)
+        let a: Vec<u8> = bytes(1, 12);
+        let b: Vec<i8> = bytes(2, 6).into_iter().map(|v| v as i8).collect();
+        let za = vec![3u8, 200];
+        let zb = vec![-5i8, 7];
+        let ta = t(&[2, 2, 3], a.clone());
+        let tb = t(&[3, 2], b.clone());
+        let (tza, tzb) = (t(&[2], za.clone()), t(&[2], zb.clone()));
+        let y = run(
+            build_matmul_integer,
+            "MatMulInteger",
+            vec![],
+            10,
+            &[Some(&ta), Some(&tb), Some(&tza), Some(&tzb)],
+        )
+        .unwrap();
+        assert_eq!(y[0].shape(), &[2, 2, 2]);
+        let got = y[0].as_slice::<i32>().unwrap();
+        for bt in 0..2 {
+            for i in 0..2 {
+                for j in 0..2 {
+                    let want: i32 = (0..3)
+                        .map(|p| {
+                            (a[bt * 6 + i * 3 + p] as i32 - za[i] as i32)
+                                * (b[p * 2 + j] as i32 - zb[j] as i32)
+                        })
+                        .sum();
+                    assert_eq!(got[bt * 4 + i * 2 + j], want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn qlinear_matmul_requantizes_half_to_even() {
+        // [1, 1] x [1, 2]: accumulators 5 and 7; multiplier 0.5 -> 2.5, 3.5
+        let a = t(&[1, 1], vec![1u8]);
+        let b = t(&[1, 2], vec![5u8, 7]);
+        let one = Tensor::scalar(1.0f32);
+        let half = Tensor::scalar(2.0f32);
+        let z = Tensor::scalar(0u8);
+        let y = run(
+            build_qlinear_matmul,
+            "QLinearMatMul",
+            vec![],
+            10,
+            &[
+                Some(&a),
+                Some(&one),
+                Some(&z),
+                Some(&b),
+                Some(&one),
+                Some(&z),
+                Some(&half),
+                Some(&z),
+            ],
+        )
+        .unwrap();
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[2, 4]);
+    }
+
+    #[test]
+    fn qgemm_trans_b_bias_and_float_output() {
+        // A [1, 2] u8 zp 1, B^T [2, 2] i8 per-column scales, C int32 bias
+        let a = t(&[1, 2], vec![3u8, 1]);
+        let b = t(&[2, 2], vec![1i8, 2, -1, 4]); // rows are output columns
+        let a_scale = Tensor::scalar(0.5f32);
+        let a_zero = Tensor::scalar(1u8);
+        let b_scale = t(&[2], vec![1.0f32, 2.0]);
+        let b_zero = t(&[2], vec![0i8, 0]);
+        let c = t(&[2], vec![10i32, -10]);
+        let attrs = vec![
+            ("transB", Attribute::Int(1)),
+            ("alpha", Attribute::Float(2.0)),
+        ];
+        let ins = [
+            Some(&a),
+            Some(&a_scale),
+            Some(&a_zero),
+            Some(&b),
+            Some(&b_scale),
+            Some(&b_zero),
+            Some(&c),
+        ];
+        let y = run(build_qgemm, "QGemm", attrs, 1, &ins).unwrap();
+        // acc = [2*1 + 0*2 + 10, 2*-1 + 0*4 - 10] = [12, -12]
+        assert_eq!(y[0].as_slice::<f32>().unwrap(), &[12.0, -24.0]);
+    }
+
+    #[test]
+    fn mismatched_inner_dimensions_are_errors() {
+        let a = t(&[2, 3], vec![0u8; 6]);
+        let b = t(&[2, 2], vec![0u8; 4]);
+        assert!(run(
+            build_matmul_integer,
+            "MatMulInteger",
+            vec![],
+            10,
+            &[Some(&a), Some(&b)]
+        )
+        .is_err());
+        let s = t(&[2], vec![0i8; 2]);
+        assert!(run(
+            build_matmul_integer,
+            "MatMulInteger",
+            vec![],
+            10,
+            &[Some(&a), Some(&s)]
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,653 @@
+//! Layout operators: Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
+//! Concat, Split, Expand, Tile, DepthToSpace, SpaceToDepth, Identity,
+//! Dropout, Shape and Size.
+
+use super::{
+    axis_map_indices, check_shape, dim, gather_into, int_list, norm_axes, norm_axis, transpose,
+};
+use crate::error::{OpError, OpResult};
+use crate::ops::{fn_op, input, opt_input, BuildCtx, Op, Registry};
+use qport_core::{map_data, Element, Tensor};
+
+pub(super) fn register(r: &mut Registry) {
+    r.register("Flatten", build_flatten);
+    r.register("Reshape", build_reshape);
+    r.register("Transpose", build_transpose);
+    r.register("Squeeze", build_squeeze);
+    r.register("Unsqueeze", build_unsqueeze);
+    r.register("Concat", build_concat);
+    r.register("Split", build_split);
+    r.register("Expand", build_expand);
+    r.register("Tile", build_tile);
+    r.register("DepthToSpace", build_depth_to_space);
+    r.register("SpaceToDepth", build_space_to_depth);
+    r.register("Identity", build_identity);
+    r.register("Dropout", build_dropout);
+    r.register("Shape", build_shape);
+    r.register("Size", build_size);
+}
+
+fn reshaped(t: &Tensor, shape: Vec<usize>) -> OpResult<Tensor> {
+    Ok(Tensor::new(shape, t.data().clone())?)
+}
+
+fn build_flatten(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let axis = ctx.node.attr_int("axis", 1)?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let r = x.rank();
+        let a = if axis < 0 { axis + r as i64 } else { axis };
+        if !(0..=r as i64).contains(&a) {
+            return Err(OpError::invalid(format!(
+                "axis {axis} is out of range for rank {r} (expected [-{r}, {r}])"
+            )));
+        }
+        let a = a as usize;
+        let outer: usize = x.shape()[..a].iter().product();
+        let inner: usize = x.shape()[a..].iter().product();
+        Ok(vec![reshaped(x, vec![outer, inner])?])
+    }))
+}
+
+/// Resolves a Reshape target against the input shape (0 copies a dimension
+/// unless `allowzero`, one -1 is inferred).
+pub(crate) fn reshape_target(
+    in_shape: &[usize],
+    target: &[i64],
+    allowzero: bool,
+) -> OpResult<Vec<usize>> {
+    let numel: usize = in_shape.iter().product();
+    let mut out = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (i, &d) in target.iter().enumerate() {
+        match d {
+            -1 => {
+                if infer.is_some() {
+                    return Err(OpError::invalid(format!(
+                        "shape {target:?} has more than one -1"
+                    )));
+                }
+                infer = Some(i);
+                out.push(1);
+            }
+            0 if !allowzero => {
+                let v = *in_shape.get(i).ok_or_else(|| {
+                    OpError::invalid(format!(
+                        "shape {target:?}: 0 at position {i} copies a dimension the input (shape {in_shape:?}) does not have"
+                    ))
+                })?;
+                out.push(v);
+            }
+            d if d < 0 => {
+                return Err(OpError::invalid(format!(
+                    "shape {target:?} has invalid dimension {d}"
+                )))
+            }
+            d => out.push(dim(d, "shape value")?),
+        }
+    }
+    if let Some(i) = infer {
+        if allowzero && target.contains(&0) {
+            return Err(OpError::invalid(format!(
+                "shape {target:?} has both 0 and -1 with allowzero=1"
+            )));
+        }
+        let known = out
+            .iter()
+            .try_fold(1u128, |a, &d| a.checked_mul(d as u128))
+            .unwrap_or(0);
+        if (numel as u128).checked_rem(known) != Some(0) {
+            return Err(OpError::invalid(format!(
+                "cannot reshape {in_shape:?} ({numel} elements) to {target:?}"
+            )));
+        }
+        out[i] = (numel as u128 / known) as usize;
+    }
+    let n = out
+        .iter()
+        .try_fold(1u128, |a, &d| a.checked_mul(d as u128))
+        .unwrap_or(u128::MAX);
+    if n != numel as u128 {
+        return Err(OpError::invalid(format!(
+            "cannot reshape {in_shape:?} ({numel} elements) to {target:?}"
+        )));
+    }
+    Ok(out)
+}
+
+fn build_reshape(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let allowzero = ctx.node.attr_int("allowzero", 0)? != 0;
+    if ctx.opset < 5 {
+        let shape = ctx
+            .node
+            .attr_ints("shape")?
+            .ok_or_else(|| OpError::invalid("attribute 'shape' is required before opset 5"))?;
+        return Ok(fn_op(move |inputs| {
+            let x = input(inputs, 0)?;
+            let s = reshape_target(x.shape(), &shape, false)?;
+            Ok(vec![reshaped(x, s)?])
+        }));
+    }
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let target = int_list(input(inputs, 1)?, "input 1 (shape)")?;
+        let s = reshape_target(x.shape(), &target, allowzero)?;
+        Ok(vec![reshaped(x, s)?])
+    }))
+}
+
+fn build_transpose(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let perm = ctx.node.attr_ints("perm")?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let r = x.rank();
+        let p: Vec<usize> = match &perm {
+            None => (0..r).rev().collect(),
+            Some(p) => {
+                if p.len() != r {
+                    return Err(OpError::invalid(format!(
+                        "perm {p:?} has {} entries for an input of rank {r}",
+                        p.len()
+                    )));
+                }
+                norm_axes(p, r, "perm entry")?
+            }
+        };
+        Ok(vec![transpose(x, &p)?])
+    }))
+}
+
+fn axes_input_or_attr(ctx: &BuildCtx) -> OpResult<AxesSrc> {
+    if ctx.opset < 13 {
+        Ok(AxesSrc::Attr(ctx.node.attr_ints("axes")?))
+    } else {
+        Ok(AxesSrc::Input(1))
+    }
+}
+
+enum AxesSrc {
+    Attr(Option<Vec<i64>>),
+    Input(usize),
+}
+
+impl AxesSrc {
+    fn get(&self, inputs: &[Option<&Tensor>]) -> OpResult<Option<Vec<i64>>> {
+        match self {
+            AxesSrc::Attr(a) => Ok(a.clone()),
+            AxesSrc::Input(i) => opt_input(inputs, *i)
+                .map(|t| int_list(t, "input 1 (axes)"))
+                .transpose(),
+        }
+    }
+}
+
+fn build_squeeze(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let src = axes_input_or_attr(ctx)?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let shape = x.shape();
+        let axes = match src.get(inputs)? {
+            Some(a) => {
+                let a = norm_axes(&a, x.rank(), "axis")?;
+                for &ax in &a {
+                    if shape[ax] != 1 {
+                        return Err(OpError::invalid(format!(
+                            "cannot squeeze axis {ax} of shape {shape:?}: its size is not 1"
+                        )));
+                    }
+                }
+                a
+            }
+            None => (0..x.rank()).filter(|&i| shape[i] == 1).collect(),
+        };
+        let out: Vec<usize> = (0..x.rank())
+            .filter(|i| !axes.contains(i))
+            .map(|i| shape[i])
+            .collect();
+        Ok(vec![reshaped(x, out)?])
+    }))
+}
+
+fn build_unsqueeze(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let src = axes_input_or_attr(ctx)?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let axes = src
+            .get(inputs)?
+            .ok_or_else(|| OpError::invalid("axes are required"))?;
+        let r = x.rank() + axes.len();
+        let axes = norm_axes(&axes, r, "axis")?;
+        let mut rest = x.shape().iter();
+        let out: Vec<usize> = (0..r)
+            .map(|i| {
+                if axes.contains(&i) {
+                    1
+                } else {
+                    *rest.next().unwrap_or(&1)
+                }
+            })
+            .collect();
+        Ok(vec![reshaped(x, out)?])
+    }))
+}
+
+fn concat_typed<T: Element>(
+    first: &[T],
+    parts: &[&Tensor],
+    outer: usize,
+    total: usize,
+) -> OpResult<Vec<T>> {
+    let mut slices: Vec<&[T]> = vec![first];
+    for p in &parts[1..] {
+        slices.push(T::slice(p.data()).ok_or_else(|| OpError::invalid("dtype mismatch"))?);
+    }
+    let mut out = Vec::with_capacity(total);
+    for o in 0..outer {
+        for s in &slices {
+            let block = s.len() / outer.max(1);
+            out.extend_from_slice(&s[o * block..(o + 1) * block]);
+        }
+    }
+    Ok(out)
+}
+
+/// Concatenates tensors along `axis` (already validated against their rank).
+pub(crate) fn concat(parts: &[&Tensor], axis: i64) -> OpResult<Tensor> {
+    let first = parts
+        .first()
+        .ok_or_else(|| OpError::invalid("Concat needs at least one input"))?;
+    let r = first.rank();
+    let ax = norm_axis(axis, r, "axis")?;
+    let mut out_shape = first.shape().to_vec();
+    out_shape[ax] = 0;
+    for (i, p) in parts.iter().enumerate() {
+        if p.dtype() != first.dtype() {
+            return Err(OpError::invalid(format!(
+                "input {i} has dtype {}, input 0 has {}",
+                p.dtype(),
+                first.dtype()
+            )));
+        }
+        let ok = p.rank() == r && (0..r).all(|d| d == ax || p.shape()[d] == first.shape()[d]);
+        if !ok {
+            return Err(OpError::invalid(format!(
+                "input {i} has shape {:?}, incompatible with input 0 shape {:?} for concatenation on axis {ax}",
+                p.shape(),
+                first.shape()
+            )));
+        }
+        out_shape[ax] += p.shape()[ax];
+    }
+    let total = check_shape(&out_shape)?;
+    let outer: usize = out_shape[..ax].iter().product();
+    let data = map_data!(first.data(), v => concat_typed(v, parts, outer, total)?);
+    Ok(Tensor::new(out_shape, data)?)
+}
+
+fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let axis = ctx
+        .node
+        .req_int("axis")
+        .or_else(|e| if ctx.opset < 4 { Ok(1) } else { Err(e) })?;
+    Ok(fn_op(move |inputs| {
+        let parts: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
+        Ok(vec![concat(&parts, axis)?])
+    }))
+}
+
+fn split_part<T: Element>(
+    v: &[T],
+    outer: usize,
+    d: usize,
+    inner: usize,
+    off: usize,
+    len: usize,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(outer * len * inner);
+    for o in 0..outer {
+        let base = (o * d + off) * inner;
+        out.extend_from_slice(&v[base..base + len * inner]);
+    }
+    out
+}
+
+fn build_split(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let axis = ctx.node.attr_int("axis", 0)?;
+    let n_out = ctx.node.outputs.len();
+    let num_outputs = if ctx.opset >= 18 {
+        ctx.node
+            .attr("num_outputs")
+            .map(|_| ctx.node.req_int("num_outputs"))
+            .transpose()?
+    } else {
+        None
+    };
+    if let Some(n) = num_outputs {
+        if n < 1 || n as usize != n_out {
+            return Err(OpError::invalid(format!(
+                "num_outputs {n} does not match the node's {n_out} outputs"
+            )));
+        }
+    }
+    let attr_split = if ctx.opset < 13 {
+        ctx.node.attr_ints("split")?
+    } else {
+        None
+    };
+    // Split-1 accepted the sizes as an optional second input; 2..=12 only as an attribute.
+    let use_input = ctx.opset >= 13 || ctx.opset < 2;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let ax = norm_axis(axis, x.rank(), "axis")?;
+        let d = x.shape()[ax];
+        let split: Vec<usize> = match (
+            &attr_split,
+            use_input.then(|| opt_input(inputs, 1)).flatten(),
+        ) {
+            (Some(s), _) => s
+                .iter()
+                .map(|&v| dim(v, "split value"))
+                .collect::<OpResult<_>>()?,
+            (None, Some(t)) => int_list(t, "input 1 (split)")?
+                .iter()
+                .map(|&v| dim(v, "split value"))
+                .collect::<OpResult<_>>()?,
+            (None, None) => {
+                let n = n_out.max(1);
+                if num_outputs.is_some() {
+                    let chunk = d.div_ceil(n);
+                    let mut s = vec![chunk; n];
+                    let used = chunk * (n - 1);
+                    if used > d {
+                        return Err(OpError::invalid(format!(
+                            "cannot split a dimension of size {d} into {n} chunks of size {chunk}"
+                        )));
+                    }
+                    s[n - 1] = d - used;
+                    s
+                } else {
+                    if d % n != 0 {
+                        return Err(OpError::invalid(format!(
+                            "cannot split a dimension of size {d} into {n} equal parts"
+                        )));
+                    }
+                    vec![d / n; n]
+                }
+            }
+        };
+        if split.iter().sum::<usize>() != d {
+            return Err(OpError::invalid(format!(
+                "split {split:?} does not sum to the size {d} of axis {ax}"
+            )));
+        }
+        if split.len() != n_out {
+            return Err(OpError::invalid(format!(
+                "split has {} entries but the node has {n_out} outputs",
+                split.len()
+            )));
+        }
+        let outer: usize = x.shape()[..ax].iter().product();
+        let inner: usize = x.shape()[ax + 1..].iter().product();
+        let mut outs = Vec::with_capacity(split.len());
+        let mut off = 0;
+        for &len in &split {
+            let mut shape = x.shape().to_vec();
+            shape[ax] = len;
+            let data = map_data!(x.data(), v => split_part(v, outer, d, inner, off, len));
+            outs.push(Tensor::new(shape, data)?);
+            off += len;
+        }
+        Ok(outs)
+    }))
+}
+
+/// Expands `x` to the bidirectional broadcast of its shape and `shape`.
+fn expand(x: &Tensor, shape: &[i64]) -> OpResult<Tensor> {
+    let target: Vec<usize> = shape
+        .iter()
+        .map(|&v| dim(v, "shape value"))
+        .collect::<OpResult<_>>()?;
+    let out = qport_core::shape::broadcast_shapes(x.shape(), &target).map_err(|_| {
+        OpError::invalid(format!(
+            "input shape {:?} cannot be expanded to {shape:?}",
+            x.shape()
+        ))
+    })?;
+    check_shape(&out)?;
+    if out == x.shape() {
+        return Ok(x.clone());
+    }
+    let idx = qport_core::shape::broadcast_index_map(x.shape(), &out);
+    gather_into(x, out, &idx)
+}
+
+fn build_expand(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| {
+        let x = input(inputs, 0)?;
+        let s = int_list(input(inputs, 1)?, "input 1 (shape)")?;
+        Ok(vec![expand(x, &s)?])
+    }))
+}
+
+fn build_tile(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| {
+        let x = input(inputs, 0)?;
+        let reps = int_list(input(inputs, 1)?, "input 1 (repeats)")?;
+        if reps.len() != x.rank() {
+            return Err(OpError::invalid(format!(
+                "repeats has {} entries for an input of rank {}",
+                reps.len(),
+                x.rank()
+            )));
+        }
+        let st = qport_core::shape::strides(x.shape());
+        let mut out = Vec::with_capacity(x.rank());
+        for (i, &r) in reps.iter().enumerate() {
+            let r = dim(r, "repeats value")?;
+            out.push(x.shape()[i].checked_mul(r).ok_or_else(|| {
+                OpError::invalid(format!("repeats {reps:?} overflow the output size"))
+            })?);
+        }
+        check_shape(&out)?;
+        let contrib: Vec<Vec<usize>> = (0..x.rank())
+            .map(|a| (0..out[a]).map(|i| (i % x.shape()[a]) * st[a]).collect())
+            .collect();
+        let idx = axis_map_indices(&out, &contrib);
+        Ok(vec![gather_into(x, out, &idx)?])
+    }))
+}
+
+fn rank4(x: &Tensor) -> OpResult<[usize; 4]> {
+    match *x.shape() {
+        [n, c, h, w] => Ok([n, c, h, w]),
+        _ => Err(OpError::invalid(format!(
+            "input must have rank 4, got shape {:?}",
+            x.shape()
+        ))),
+    }
+}
+
+fn blocksize(ctx: &BuildCtx) -> OpResult<usize> {
+    let b = ctx.node.req_int("blocksize")?;
+    if b < 1 {
+        return Err(OpError::invalid(format!("blocksize must be >= 1, got {b}")));
+    }
+    Ok(b as usize)
+}
+
+fn crd_mode(ctx: &BuildCtx) -> OpResult<bool> {
+    match ctx.node.attr_string("mode", "DCR")?.as_str() {
+        "DCR" => Ok(false),
+        "CRD" => Ok(true),
+        m => Err(OpError::invalid(format!("mode '{m}' is not DCR or CRD"))),
+    }
+}
+
+fn build_depth_to_space(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let b = blocksize(ctx)?;
+    let crd = crd_mode(ctx)?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let [n, c, h, w] = rank4(x)?;
+        let bb = b
+            .checked_mul(b)
+            .filter(|&bb| c == 0 || bb <= c)
+            .unwrap_or(0);
+        if bb == 0 || c % bb != 0 {
+            return Err(OpError::invalid(format!(
+                "channels {c} are not divisible by blocksize^2 = {}",
+                b.saturating_mul(b)
+            )));
+        }
+        let cc = c / bb;
+        let (hb, wb) = h
+            .checked_mul(b)
+            .zip(w.checked_mul(b))
+            .ok_or_else(|| OpError::invalid("output size overflows"))?;
+        let (tmp, perm) = if crd {
+            (vec![n, cc, b, b, h, w], [0, 1, 4, 2, 5, 3])
+        } else {
+            (vec![n, b, b, cc, h, w], [0, 3, 4, 1, 5, 2])
+        };
+        let t = transpose(&reshaped(x, tmp)?, &perm)?;
+        Ok(vec![t.reshape(vec![n, cc, hb, wb])?])
+    }))
+}
+
+fn build_space_to_depth(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let b = blocksize(ctx)?;
+    let crd = crd_mode(ctx)?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let [n, c, h, w] = rank4(x)?;
+        let cbb = c
+            .checked_mul(b)
+            .and_then(|v| v.checked_mul(b))
+            .ok_or_else(|| OpError::invalid("output size overflows"))?;
+        if h % b != 0 || w % b != 0 {
+            return Err(OpError::invalid(format!(
+                "spatial size {h}x{w} is not divisible by blocksize {b}"
+            )));
+        }
+        let tmp = vec![n, c, h / b, b, w / b, b];
+        let perm = if crd {
+            [0, 1, 3, 5, 2, 4]
+        } else {
+            [0, 3, 5, 1, 2, 4]
+        };
+        let t = transpose(&reshaped(x, tmp)?, &perm)?;
+        Ok(vec![t.reshape(vec![n, cbb, h / b, w / b])?])
+    }))
+}
+
+fn build_identity(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| Ok(vec![input(inputs, 0)?.clone()])))
+}
+
+fn build_dropout(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let want_mask = ctx.node.outputs.get(1).is_some_and(|s| !s.is_empty());
+    let opset = ctx.opset;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        if opset >= 12 {
+            if let Some(t) = opt_input(inputs, 2) {
+                let training = t.to_i64_vec()?.first().copied().unwrap_or(0) != 0;
+                let ratio = match opt_input(inputs, 1) {
+                    Some(r) => r.to_f32_vec()?.first().copied().unwrap_or(0.5),
+                    None => 0.5,
+                };
+                if training && ratio != 0.0 {
+                    return Err(OpError::unsupported(
+                        "training_mode=true with a non-zero ratio (random dropout)",
+                    ));
+                }
+            }
+        }
+        let mut out = vec![x.clone()];
+        if want_mask {
+            let mask = if opset < 10 {
+                Tensor::new(
+                    x.shape().to_vec(),
+                    Tensor::scalar(1u8)
+                        .cast(x.dtype())?
+                        .data()
+                        .gather(&vec![0; x.len()]),
+                )?
+            } else {
+                Tensor::from_vec(x.shape().to_vec(), vec![true; x.len()])?
+            };
+            out.push(mask);
+        }
+        Ok(out)
+    }))
+}
+
+fn build_shape(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let start = ctx.node.attr_int("start", 0)?;
+    let end = ctx
+        .node
+        .attr("end")
+        .map(|_| ctx.node.req_int("end"))
+        .transpose()?;
+    Ok(fn_op(move |inputs| {
+        let x = input(inputs, 0)?;
+        let r = x.rank() as i64;
+        let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+        let s = clamp(start);
+        let e = clamp(end.unwrap_or(r));
+        let dims: Vec<i64> = if s < e {
+            x.shape()[s..e].iter().map(|&d| d as i64).collect()
+        } else {
+            vec![]
+        };
+        Ok(vec![Tensor::from_vec(vec![dims.len()], dims)?])
+    }))
+}
+
+fn build_size(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| {
+        let x = input(inputs, 0)?;
+        Ok(vec![Tensor::scalar(x.len() as i64)])
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_zero_and_infer() {
+        assert_eq!(
+            reshape_target(&[2, 3, 4], &[0, -1], false).unwrap(),
+            vec![2, 12]
+        );
+        assert_eq!(
+            reshape_target(&[0, 3, 4], &[3, 4, 0], true).unwrap(),
+            vec![3, 4, 0]
+        );
+        assert!(reshape_target(&[2, 3], &[-1, -1], false).is_err());
+        assert!(reshape_target(&[2, 3], &[4, -1], false).is_err());
+        assert!(reshape_target(&[2, 3], &[0, 0, 0], false).is_err());
+        assert!(reshape_target(&[2, 3], &[-2, 3], false).is_err());
+        assert!(reshape_target(&[2, 3], &[i64::MAX, i64::MAX], false).is_err());
+    }
+
+    #[test]
+    fn concat_axis1() {
+        let a = Tensor::from_vec(vec![2, 1], vec![1i64, 2]).unwrap();
+        let b = Tensor::from_vec(vec![2, 2], vec![3i64, 4, 5, 6]).unwrap();
+        let c = concat(&[&a, &b], -1).unwrap();
+        assert_eq!(c.shape(), &[2, 3]);
+        assert_eq!(c.as_slice::<i64>().unwrap(), &[1, 3, 4, 2, 5, 6]);
+        assert!(concat(&[&a, &b], 0).is_err());
+    }
+
+    #[test]
+    fn expand_rejects_bad_shapes() {
+        let a = Tensor::from_vec(vec![3, 1], vec![1.0f32, 2.0, 3.0]).unwrap();
+        assert_eq!(expand(&a, &[2, 1, 2]).unwrap().shape(), &[2, 3, 2]);
+        assert!(expand(&a, &[2, 2]).is_err());
+        assert!(expand(&a, &[-1]).is_err());
+        assert!(expand(&a, &[1 << 40, 1 << 40]).is_err());
+    }
+}

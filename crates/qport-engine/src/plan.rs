@@ -1,0 +1,308 @@
+//! [`Plan`]: a model compiled into operator steps over numbered value slots.
+
+use crate::error::EngineError;
+use crate::ops::{registry, BuildCtx, Op};
+use qport_core::Tensor;
+use qport_onnx::{Model, ValueInfo};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+struct Step {
+    node: String,
+    op_type: String,
+    op: Box<dyn Op>,
+    inputs: Vec<Option<usize>>,
+    outputs: Vec<Option<usize>>,
+    output_names: Vec<String>,
+    /// Slots whose last reader is this step (freed after it runs).
+    frees: Vec<usize>,
+}
+
+/// An executable float plan of a model.
+///
+/// Build once with [`Plan::new`], run many times with [`Plan::run`]. Runs
+/// are independent and a plan can be shared between threads.
+///
+/// ```no_run
+/// use qport_engine::Plan;
+/// let model = qport_onnx::load::load("model.onnx").unwrap();
+/// let plan = Plan::new(&model).unwrap();
+/// let x = qport_core::Tensor::zeros(qport_core::DType::F32, vec![1, 3, 224, 224]).unwrap();
+/// let outputs = plan.run(vec![("input".to_string(), x)]).unwrap();
+/// println!("{:?}", outputs[0].1.shape());
+/// ```
+pub struct Plan {
+    steps: Vec<Step>,
+    n_slots: usize,
+    constants: Vec<(usize, Arc<Tensor>)>,
+    inputs: Vec<(ValueInfo, usize)>,
+    outputs: Vec<(String, usize)>,
+}
+
+/// Op types in `model` that qport cannot run, with their node counts,
+/// sorted by op type (`domain:Op` outside the default domain).
+pub fn unsupported_ops(model: &Model) -> Vec<(String, usize)> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for n in &model.graph.nodes {
+        if registry().get(&n.domain, &n.op_type).is_none() {
+            *counts.entry(qualified(&n.domain, &n.op_type)).or_default() += 1;
+        }
+    }
+    counts.into_iter().collect()
+}
+
+fn qualified(domain: &str, op: &str) -> String {
+    if domain.is_empty() || domain == "ai.onnx" {
+        op.to_string()
+    } else {
+        format!("{domain}:{op}")
+    }
+}
+
+impl Plan {
+    /// Compiles `model`. Fails with [`EngineError::Unsupported`] listing
+    /// every unsupported op type, or with the first builder error naming its
+    /// node. Nodes must be in topological order (as `qport_onnx::load`
+    /// leaves them).
+    pub fn new(model: &Model) -> Result<Plan, EngineError> {
+        let unsupported = unsupported_ops(model);
+        if !unsupported.is_empty() {
+            return Err(EngineError::Unsupported {
+                ops: unsupported
+                    .iter()
+                    .map(|(op, n)| format!("{op} ({n} node{})", if *n == 1 { "" } else { "s" }))
+                    .collect(),
+            });
+        }
+        let g = &model.graph;
+        let mut slots: HashMap<String, usize> = HashMap::new();
+        let slot = |name: &str, slots: &mut HashMap<String, usize>| -> usize {
+            let n = slots.len();
+            *slots.entry(name.to_string()).or_insert(n)
+        };
+        let mut constants = vec![];
+        for (name, t) in &g.initializers {
+            let s = slot(name, &mut slots);
+            constants.push((s, Arc::new(t.clone())));
+        }
+        let mut inputs = vec![];
+        for vi in &g.inputs {
+            if g.initializers.contains_key(&vi.name) {
+                continue;
+            }
+            let s = slot(&vi.name, &mut slots);
+            inputs.push((vi.clone(), s));
+        }
+        let mut produced: Vec<bool> = vec![true; slots.len()];
+        let mut steps = vec![];
+        for node in &g.nodes {
+            let opset = model.opset(&node.domain).unwrap_or(if node.domain.is_empty() {
+                model.opset("").unwrap_or(21)
+            } else {
+                1
+            });
+            let ctx = BuildCtx {
+                node,
+                opset,
+                initializers: &g.initializers,
+            };
+            let builder = registry()
+                .get(&node.domain, &node.op_type)
+                .expect("checked by unsupported_ops");
+            let op = builder(&ctx).map_err(|source| EngineError::Node {
+                node: node.name.clone(),
+                op: qualified(&node.domain, &node.op_type),
+                source,
+            })?;
+            let mut ins = vec![];
+            for name in &node.inputs {
+                if name.is_empty() {
+                    ins.push(None);
+                    continue;
+                }
+                match slots.get(name) {
+                    Some(&s) if produced.get(s).copied().unwrap_or(false) => ins.push(Some(s)),
+                    _ => {
+                        return Err(EngineError::Graph(format!(
+                            "node '{}' ({}) reads '{}' which is not produced before it",
+                            node.name, node.op_type, name
+                        )))
+                    }
+                }
+            }
+            let mut outs = vec![];
+            for name in &node.outputs {
+                if name.is_empty() {
+                    outs.push(None);
+                    continue;
+                }
+                let s = slot(name, &mut slots);
+                if produced.len() <= s {
+                    produced.resize(s + 1, false);
+                }
+                produced[s] = true;
+                outs.push(Some(s));
+            }
+            steps.push(Step {
+                node: node.name.clone(),
+                op_type: qualified(&node.domain, &node.op_type),
+                op,
+                inputs: ins,
+                outputs: outs,
+                output_names: node.outputs.clone(),
+                frees: vec![],
+            });
+        }
+        let mut outputs = vec![];
+        for o in &g.outputs {
+            match slots.get(&o.name) {
+                Some(&s) if produced.get(s).copied().unwrap_or(false) => {
+                    outputs.push((o.name.clone(), s))
+                }
+                _ => {
+                    return Err(EngineError::Graph(format!(
+                        "graph output '{}' is never produced",
+                        o.name
+                    )))
+                }
+            }
+        }
+        // Liveness: free each non-output slot after its last reader.
+        let n_slots = slots.len();
+        let mut last: Vec<Option<usize>> = vec![None; n_slots];
+        for (i, st) in steps.iter().enumerate() {
+            for s in st.inputs.iter().flatten() {
+                last[*s] = Some(i);
+            }
+        }
+        for (_, s) in &outputs {
+            last[*s] = None;
+        }
+        for (s, l) in last.iter().enumerate() {
+            if let Some(i) = l {
+                steps[*i].frees.push(s);
+            }
+        }
+        Ok(Plan {
+            steps,
+            n_slots,
+            constants,
+            inputs,
+            outputs,
+        })
+    }
+
+    /// The graph inputs a caller must feed, with declared dtype and shape.
+    pub fn inputs(&self) -> impl Iterator<Item = &ValueInfo> {
+        self.inputs.iter().map(|(v, _)| v)
+    }
+
+    /// The graph output names, in order.
+    pub fn output_names(&self) -> impl Iterator<Item = &str> {
+        self.outputs.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// Number of operator steps.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// True for a plan with no operator steps.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Runs the plan on named inputs and returns the graph outputs in order.
+    pub fn run(&self, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, EngineError> {
+        self.run_with_tap(inputs, &mut |_, _| {})
+    }
+
+    /// Like [`Plan::run`], calling `tap(value_name, tensor)` for every value
+    /// a node produces, in execution order.
+    pub fn run_with_tap(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+        tap: &mut dyn FnMut(&str, &Tensor),
+    ) -> Result<Vec<(String, Tensor)>, EngineError> {
+        let mut vals: Vec<Option<Arc<Tensor>>> = vec![None; self.n_slots];
+        for (s, t) in &self.constants {
+            vals[*s] = Some(t.clone());
+        }
+        let mut given: HashMap<String, Tensor> = HashMap::new();
+        for (name, t) in inputs {
+            if !self.inputs.iter().any(|(v, _)| v.name == name) {
+                return Err(EngineError::UnknownInput {
+                    name,
+                    expected: self.inputs.iter().map(|(v, _)| v.name.clone()).collect(),
+                });
+            }
+            given.insert(name, t);
+        }
+        for (vi, s) in &self.inputs {
+            let t = given.remove(&vi.name).ok_or_else(|| EngineError::MissingInput {
+                name: vi.name.clone(),
+                dtype: vi.dtype.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
+                shape: vi.shape_string(),
+            })?;
+            if let Some(d) = vi.dtype {
+                if d != t.dtype() {
+                    return Err(EngineError::InputDType {
+                        name: vi.name.clone(),
+                        expected: d,
+                        actual: t.dtype(),
+                    });
+                }
+            }
+            if !vi.accepts_shape(t.shape()) {
+                return Err(EngineError::InputShape {
+                    name: vi.name.clone(),
+                    expected: vi.shape_string(),
+                    actual: t.shape().to_vec(),
+                });
+            }
+            vals[*s] = Some(Arc::new(t));
+        }
+        for st in &self.steps {
+            let args: Vec<Option<&Tensor>> = st
+                .inputs
+                .iter()
+                .map(|s| s.and_then(|s| vals[s].as_deref()))
+                .collect();
+            let outs = st.op.eval(&args).map_err(|source| EngineError::Node {
+                node: st.node.clone(),
+                op: st.op_type.clone(),
+                source,
+            })?;
+            drop(args);
+            for (i, t) in outs.into_iter().enumerate() {
+                if let Some(Some(s)) = st.outputs.get(i) {
+                    vals[*s] = Some(Arc::new(t));
+                }
+            }
+            for (s, name) in st.outputs.iter().zip(&st.output_names) {
+                let Some(s) = s else { continue };
+                match vals[*s].as_deref() {
+                    Some(t) => tap(name, t),
+                    None => {
+                        return Err(EngineError::Node {
+                            node: st.node.clone(),
+                            op: st.op_type.clone(),
+                            source: crate::OpError::invalid("operator did not produce all outputs"),
+                        })
+                    }
+                }
+            }
+            for s in &st.frees {
+                vals[*s] = None;
+            }
+        }
+        Ok(self
+            .outputs
+            .iter()
+            .map(|(n, s)| {
+                let t = vals[*s].clone().expect("outputs are produced");
+                (n.clone(), Arc::try_unwrap(t).unwrap_or_else(|a| (*a).clone()))
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,516 @@
+//! Patch extraction for convolution as matrix multiply, in channel-first
+//! (NCHW-like) layout, for any number of spatial dimensions.
+//!
+//! [`im2col`] turns one image `[C, D1, .., Dn]` into a column matrix
+//! `[C * K1 * .. * Kn, O1 * .. * On]` whose row `(c, k1, .., kn)` holds, for
+//! every output position `o`, the input element at
+//! `o * stride - pad_begin + k * dilation` (or zero where that falls in the
+//! padding). Convolution is then `W[M, C*K] x col`. [`col2im`] is the adjoint:
+//! it adds a column matrix back into an image (transposed convolution).
+
+/// The geometry shared by one convolution's image and column matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvGeometry {
+    /// Spatial dimensions of the image.
+    pub image: Vec<usize>,
+    /// Kernel spatial dimensions.
+    pub kernel: Vec<usize>,
+    /// Output (column) spatial dimensions.
+    pub output: Vec<usize>,
+    /// Strides per spatial axis.
+    pub strides: Vec<usize>,
+    /// Dilations per spatial axis.
+    pub dilations: Vec<usize>,
+    /// Padding before each spatial axis (negative values crop).
+    pub pads_begin: Vec<isize>,
+}
+
+impl ConvGeometry {
+    /// Number of spatial axes.
+    pub fn rank(&self) -> usize {
+        self.image.len()
+    }
+
+    /// Elements of one image channel.
+    pub fn image_size(&self) -> usize {
+        self.image.iter().product()
+    }
+
+    /// Kernel elements per channel.
+    pub fn kernel_size(&self) -> usize {
+        self.kernel.iter().product()
+    }
+
+    /// Output positions (columns of the column matrix).
+    pub fn output_size(&self) -> usize {
+        self.output.iter().product()
+    }
+
+    fn validate(&self) {
+        let r = self.rank();
+        assert!(r >= 1, "im2col: at least one spatial axis");
+        assert!(
+            self.kernel.len() == r
+                && self.output.len() == r
+                && self.strides.len() == r
+                && self.dilations.len() == r
+                && self.pads_begin.len() == r,
+            "im2col: geometry vectors must all have {r} entries"
+        );
+    }
+
+    /// For the last axis, kernel tap `k`: the range of output positions
+    /// whose input coordinate is inside the image, and the input coordinate
+    /// of output position 0.
+    fn last_axis_run(&self, k: usize) -> (usize, usize, isize) {
+        let a = self.rank() - 1;
+        let base = k as isize * self.dilations[a] as isize - self.pads_begin[a];
+        let (lo, hi) = valid_range(
+            base,
+            self.strides[a] as isize,
+            self.image[a] as isize,
+            self.output[a],
+        );
+        (lo, hi, base)
+    }
+}
+
+/// Output positions `o` in `0..n_out` with `0 <= base + o*stride < extent`,
+/// as a half-open range.
+fn valid_range(base: isize, stride: isize, extent: isize, n_out: usize) -> (usize, usize) {
+    // smallest o with base + o*s >= 0
+    let lo = if base >= 0 {
+        0
+    } else {
+        ((-base + stride - 1) / stride) as usize
+    };
+    // smallest o with base + o*s >= extent
+    let hi = if base >= extent {
+        0
+    } else {
+        ((extent - base + stride - 1) / stride) as usize
+    };
+    let hi = hi.min(n_out);
+    (lo.min(hi), hi)
+}
+
+/// Iterates the multi-indices of `dims` (row-major), calling `f` with each
+/// (once, with `[]`, when `dims` is empty).
+fn for_each_index(dims: &[usize], mut f: impl FnMut(&[usize])) {
+    if dims.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0usize; dims.len()];
+    loop {
+        f(&idx);
+        let mut ax = dims.len();
+        loop {
+            if ax == 0 {
+                return;
+            }
+            ax -= 1;
+            idx[ax] += 1;
+            if idx[ax] < dims[ax] {
+                break;
+            }
+            idx[ax] = 0;
+        }
+    }
+}
+
+/// Calls `f(col_offset, image_offset_or_none, lo, hi, base)` for each run of
+/// one column-matrix row along the last output axis.
+///
+/// For channel `c` and kernel tap `kidx`, each combination of the leading
+/// output coordinates gives one run of `output[last]` columns starting at
+/// `col_offset`; `image_row` is the offset of the image row those columns
+/// read (`None` when the row lies in the padding), and `lo..hi`, `base` are
+/// as in [`ConvGeometry::last_axis_run`].
+fn for_each_run(
+    g: &ConvGeometry,
+    channels: usize,
+    mut f: impl FnMut(usize, Option<usize>, usize, usize, isize),
+) {
+    let r = g.rank();
+    let lead_out = &g.output[..r - 1];
+    let ow = g.output[r - 1];
+    let osize = g.output_size();
+    let ksize = g.kernel_size();
+    let isize_ = g.image_size();
+    let img_strides = {
+        let mut s = vec![1usize; r];
+        for i in (0..r - 1).rev() {
+            s[i] = s[i + 1] * g.image[i + 1];
+        }
+        s
+    };
+    for c in 0..channels {
+        let mut row = c * ksize;
+        for_each_index(&g.kernel, |k| {
+            let (lo, hi, base) = g.last_axis_run(k[r - 1]);
+            let mut col = row * osize;
+            for_each_index(lead_out, |o| {
+                let mut off = c * isize_;
+                let mut inside = true;
+                for a in 0..r - 1 {
+                    let p = o[a] as isize * g.strides[a] as isize
+                        + k[a] as isize * g.dilations[a] as isize
+                        - g.pads_begin[a];
+                    if p < 0 || p >= g.image[a] as isize {
+                        inside = false;
+                        break;
+                    }
+                    off += p as usize * img_strides[a];
+                }
+                f(col, inside.then_some(off), lo, hi, base);
+                col += ow;
+            });
+            row += 1;
+        });
+    }
+}
+
+/// Fills `col` (`[channels * kernel_size, output_size]`, row-major) from
+/// `image` (`[channels, image...]`), writing `zero` for padding.
+///
+/// # Panics
+/// Panics if the geometry vectors disagree in length or a slice is shorter
+/// than the geometry requires.
+pub fn im2col<T: Copy>(g: &ConvGeometry, channels: usize, image: &[T], zero: T, col: &mut [T]) {
+    g.validate();
+    let rows = channels * g.kernel_size();
+    assert!(
+        image.len() >= channels * g.image_size(),
+        "im2col: image too short"
+    );
+    assert!(col.len() >= rows * g.output_size(), "im2col: col too short");
+    let ow = g.output[g.rank() - 1];
+    let s = g.strides[g.rank() - 1];
+    for_each_run(g, channels, |col_off, img, lo, hi, base| {
+        let dst = &mut col[col_off..col_off + ow];
+        match img {
+            None => dst.fill(zero),
+            Some(img_off) => {
+                dst[..lo].fill(zero);
+                dst[hi..].fill(zero);
+                if hi > lo {
+                    let start = (img_off as isize + base + (lo * s) as isize) as usize;
+                    let run = &mut dst[lo..hi];
+                    if s == 1 {
+                        run.copy_from_slice(&image[start..start + (hi - lo)]);
+                    } else {
+                        for (j, v) in run.iter_mut().enumerate() {
+                            *v = image[start + j * s];
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Adds `col` (`[channels * kernel_size, output_size]`) into `image`
+/// (`[channels, image...]`), skipping entries that fall in the padding: the
+/// adjoint of [`im2col`].
+///
+/// # Panics
+/// As [`im2col`].
+pub fn col2im<T: Copy + std::ops::AddAssign>(
+    g: &ConvGeometry,
+    channels: usize,
+    col: &[T],
+    image: &mut [T],
+) {
+    g.validate();
+    let rows = channels * g.kernel_size();
+    assert!(
+        image.len() >= channels * g.image_size(),
+        "col2im: image too short"
+    );
+    assert!(col.len() >= rows * g.output_size(), "col2im: col too short");
+    let s = g.strides[g.rank() - 1];
+    for_each_run(g, channels, |col_off, img, lo, hi, base| {
+        if let Some(img_off) = img {
+            if hi > lo {
+                let start = (img_off as isize + base + (lo * s) as isize) as usize;
+                let src = &col[col_off + lo..col_off + hi];
+                if s == 1 {
+                    for (d, &v) in image[start..start + (hi - lo)].iter_mut().zip(src) {
+                        *d += v;
+                    }
+                } else {
+                    for (j, &v) in src.iter().enumerate() {
+                        image[start + j * s] += v;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Direct 2-D convolution of one image channel (`[H, W]`) with one kernel
+/// (`[KH, KW]`), added into `out` (`[OH, OW]`): the per-channel step of a
+/// depthwise convolution, with no column matrix.
+///
+/// The image is first split into `stride_h * stride_w` zero-padded phase
+/// planes so that every kernel tap becomes one long contiguous
+/// multiply-add over a block of output rows (computed with the phase
+/// plane's row pitch, the extra columns discarded). Each output sums its
+/// taps in kernel row-major order with separate multiplies and adds, as
+/// [`im2col`] followed by the scalar GEMM would, on every CPU. `scratch` is
+/// reused between calls.
+///
+/// # Panics
+/// Panics unless the geometry has two spatial axes and non-negative
+/// padding, and the slices are as long as it requires.
+pub fn conv2d_direct<T>(
+    g: &ConvGeometry,
+    image: &[T],
+    kernel: &[T],
+    zero: T,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) where
+    T: Copy + std::ops::Mul<Output = T> + std::ops::AddAssign,
+{
+    g.validate();
+    assert_eq!(g.rank(), 2, "conv2d_direct: needs two spatial axes");
+    assert!(
+        g.pads_begin.iter().all(|&p| p >= 0),
+        "conv2d_direct: negative padding"
+    );
+    assert!(
+        image.len() >= g.image_size(),
+        "conv2d_direct: image too short"
+    );
+    assert!(
+        kernel.len() >= g.kernel_size(),
+        "conv2d_direct: kernel too short"
+    );
+    assert!(out.len() >= g.output_size(), "conv2d_direct: out too short");
+    #[cfg(target_arch = "x86_64")]
+    if !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        unsafe { direct_avx2(g, image, kernel, zero, out, scratch) };
+        return;
+    }
+    direct_body(g, image, kernel, zero, out, scratch);
+}
+
+/// [`direct_body`] compiled with AVX2 enabled (wider vectors, same
+/// operations and order, so the same results).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn direct_avx2<T>(
+    g: &ConvGeometry,
+    image: &[T],
+    kernel: &[T],
+    zero: T,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) where
+    T: Copy + std::ops::Mul<Output = T> + std::ops::AddAssign,
+{
+    direct_body(g, image, kernel, zero, out, scratch)
+}
+
+#[inline(always)]
+fn direct_body<T>(
+    g: &ConvGeometry,
+    image: &[T],
+    kernel: &[T],
+    zero: T,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) where
+    T: Copy + std::ops::Mul<Output = T> + std::ops::AddAssign,
+{
+    let (h, w) = (g.image[0], g.image[1]);
+    let (kh, kw) = (g.kernel[0], g.kernel[1]);
+    let (oh, ow) = (g.output[0], g.output[1]);
+    let (sh, sw) = (g.strides[0], g.strides[1]);
+    let (dh, dw) = (g.dilations[0], g.dilations[1]);
+    let (pt, pl) = (g.pads_begin[0] as usize, g.pads_begin[1] as usize);
+    if oh == 0 || ow == 0 {
+        return;
+    }
+    // phase plane (a, b) holds padded[i * sh + a][j * sw + b]
+    let hq = oh + (kh - 1) * dh / sh;
+    let wq = ow + (kw - 1) * dw / sw;
+    let plane = hq * wq;
+    let phases = sh * sw;
+    let block_rows = (4096 / wq).clamp(1, oh);
+    scratch.clear();
+    scratch.resize(phases * plane + block_rows * wq, zero);
+    let (planes, acc) = scratch.split_at_mut(phases * plane);
+    for a in 0..sh {
+        for b in 0..sw {
+            let dst = &mut planes[(a * sw + b) * plane..][..plane];
+            for i in 0..hq {
+                let y = (i * sh + a) as isize - pt as isize;
+                if y < 0 || y >= h as isize {
+                    continue;
+                }
+                let row = &image[y as usize * w..][..w];
+                let base = b as isize - pl as isize;
+                let (lo, hi) = valid_range(base, sw as isize, w as isize, wq);
+                let drow = &mut dst[i * wq..][..wq];
+                for (j, d) in drow[lo..hi].iter_mut().enumerate() {
+                    *d = row[(base + ((lo + j) * sw) as isize) as usize];
+                }
+            }
+        }
+    }
+    let mut r0 = 0;
+    while r0 < oh {
+        let rows = block_rows.min(oh - r0);
+        let len = (rows - 1) * wq + ow;
+        let acc = &mut acc[..len];
+        acc.fill(zero);
+        for ki in 0..kh {
+            let (a, ro) = ((ki * dh) % sh, (ki * dh) / sh);
+            for kj in 0..kw {
+                let (b, co) = ((kj * dw) % sw, (kj * dw) / sw);
+                let wv = kernel[ki * kw + kj];
+                let src = &planes[(a * sw + b) * plane + (r0 + ro) * wq + co..][..len];
+                for (o, &x) in acc.iter_mut().zip(src) {
+                    *o += wv * x;
+                }
+            }
+        }
+        for r in 0..rows {
+            let orow = &mut out[(r0 + r) * ow..][..ow];
+            for (o, &v) in orow.iter_mut().zip(&acc[r * wq..][..ow]) {
+                *o += v;
+            }
+        }
+        r0 += rows;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Direct definition of the column matrix.
+    fn naive(g: &ConvGeometry, channels: usize, image: &[i32]) -> Vec<i32> {
+        let r = g.rank();
+        let mut out = vec![];
+        for c in 0..channels {
+            for_each_index(&g.kernel, |k| {
+                for_each_index(&g.output, |o| {
+                    let mut off = c;
+                    let mut ok = true;
+                    for a in 0..r {
+                        let p = (o[a] * g.strides[a] + k[a] * g.dilations[a]) as isize
+                            - g.pads_begin[a];
+                        if p < 0 || p >= g.image[a] as isize {
+                            ok = false;
+                        }
+                        off = off * g.image[a] + p.max(0) as usize;
+                    }
+                    out.push(if ok { image[off] } else { 0 });
+                });
+            });
+        }
+        out
+    }
+
+    fn geometry() -> impl Strategy<Value = (ConvGeometry, usize)> {
+        (1usize..4, 1usize..3).prop_flat_map(|(r, ch)| {
+            (
+                proptest::collection::vec(
+                    (1usize..6, 1usize..4, 1usize..4, 1usize..3, -1isize..3),
+                    r,
+                ),
+                Just(ch),
+            )
+                .prop_map(|(axes, ch)| {
+                    let mut g = ConvGeometry {
+                        image: vec![],
+                        kernel: vec![],
+                        output: vec![],
+                        strides: vec![],
+                        dilations: vec![],
+                        pads_begin: vec![],
+                    };
+                    for (i, k, s, d, p) in axes {
+                        g.image.push(i);
+                        g.kernel.push(k);
+                        g.strides.push(s);
+                        g.dilations.push(d);
+                        g.pads_begin.push(p);
+                        // any output count works for the kernels; use a
+                        // few more than fit to exercise the right padding
+                        g.output.push(i / s + 2);
+                    }
+                    (g, ch)
+                })
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn im2col_matches_definition((g, ch) in geometry()) {
+            let image: Vec<i32> = (1..=(ch * g.image_size()) as i32).collect();
+            let mut col = vec![-7; ch * g.kernel_size() * g.output_size()];
+            im2col(&g, ch, &image, 0, &mut col);
+            prop_assert_eq!(col, naive(&g, ch, &image));
+        }
+
+        #[test]
+        fn col2im_is_the_adjoint((g, ch) in geometry()) {
+            // <im2col(x), y> == <x, col2im(y)> for all x, y
+            let n_img = ch * g.image_size();
+            let n_col = ch * g.kernel_size() * g.output_size();
+            let x: Vec<i64> = (0..n_img).map(|i| (i as i64 * 7) % 5 - 2).collect();
+            let y: Vec<i64> = (0..n_col).map(|i| (i as i64 * 3) % 7 - 3).collect();
+            let mut cx = vec![0; n_col];
+            im2col(&g, ch, &x, 0, &mut cx);
+            let mut ty = vec![0; n_img];
+            col2im(&g, ch, &y, &mut ty);
+            let lhs: i64 = cx.iter().zip(&y).map(|(a, b)| a * b).sum();
+            let rhs: i64 = x.iter().zip(&ty).map(|(a, b)| a * b).sum();
+            prop_assert_eq!(lhs, rhs);
+        }
+    }
+
+    #[test]
+    fn two_d_with_padding() {
+        // 1 channel 3x3 image, 2x2 kernel, stride 2, pad 1: 2x2 output
+        let g = ConvGeometry {
+            image: vec![3, 3],
+            kernel: vec![2, 2],
+            output: vec![2, 2],
+            strides: vec![2, 2],
+            dilations: vec![1, 1],
+            pads_begin: vec![1, 1],
+        };
+        let img: Vec<i32> = (1..=9).collect();
+        let mut col = vec![0; 16];
+        im2col(&g, 1, &img, 0, &mut col);
+        assert_eq!(col, vec![0, 0, 0, 5, 0, 0, 4, 6, 0, 2, 0, 8, 1, 3, 7, 9]);
+    }
+
+    proptest! {
+        #[test]
+        fn direct_matches_im2col((g, _ch) in geometry()) {
+            prop_assume!(g.rank() == 2);
+            let image: Vec<i64> = (0..g.image_size() as i64).map(|i| i % 7 - 3).collect();
+            let kernel: Vec<i64> = (0..g.kernel_size() as i64).map(|i| i % 5 - 2).collect();
+            let mut col = vec![0; g.kernel_size() * g.output_size()];
+            im2col(&g, 1, &image, 0, &mut col);
+            let mut want = vec![0i64; g.output_size()];
+            for (r, &kv) in kernel.iter().enumerate() {
+                for (o, w) in want.iter_mut().enumerate() {
+                    *w += kv * col[r * g.output_size() + o];
+                }
+            }
+            prop_assume!(g.pads_begin.iter().all(|&p| p >= 0));
+            let mut got = vec![0i64; g.output_size()];
+            conv2d_direct(&g, &image, &kernel, 0, &mut got, &mut vec![]);
+            prop_assert_eq!(got, want);
+        }
+    }
+}

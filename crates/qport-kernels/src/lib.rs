@@ -1,0 +1,26 @@
+//! Math on slices, independent of graphs and tensors' metadata.
+//!
+//! - [`gemm`]: single-precision matrix multiply (strided, with optional
+//!   accumulation), backed by the `gemm` crate's runtime-dispatched SIMD.
+//! - [`im2col`]: patch extraction for convolution as GEMM.
+//! - [`igemm`]: integer matrix multiply (u8/i8 operands, exact i32
+//!   accumulation) with zero points, the reference for quantized ops.
+//!
+//! Fast paths are chosen at run time from CPU features; setting the
+//! environment variable `QPORT_FORCE_GENERIC=1` forces the portable scalar
+//! path everywhere so every kernel path can be tested on any machine.
+#![deny(missing_docs)]
+
+pub mod gemm;
+pub mod igemm;
+pub mod im2col;
+
+/// True when `QPORT_FORCE_GENERIC` is set to a non-empty value other than `0`.
+pub fn force_generic() -> bool {
+    static FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FLAG.get_or_init(|| {
+        std::env::var("QPORT_FORCE_GENERIC")
+            .map(|v| !v.is_empty() && v != "0")
+            .unwrap_or(false)
+    })
+}

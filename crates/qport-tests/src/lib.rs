@@ -1,0 +1,51 @@
+//! Support for qport's fixture-based integration tests.
+//!
+//! Fixtures (real models, photos, ONNX node tests, onnxruntime reference
+//! outputs) are produced by `scripts/fetch-fixtures` into the cache
+//! directory [`fixtures_dir`]. A missing fixture is a test failure with a
+//! message saying how to produce it, never a silent skip.
+#![deny(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+/// The fixture cache: `$QPORT_FIXTURES`, else `~/.cache/qport/fixtures`.
+pub fn fixtures_dir() -> PathBuf {
+    match std::env::var_os("QPORT_FIXTURES") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/qport/fixtures"),
+    }
+}
+
+/// The path of fixture `rel` inside the cache.
+///
+/// # Panics
+/// Panics (failing the test) when the fixture is missing, telling the user
+/// to run `scripts/fetch-fixtures`.
+pub fn fixture(rel: &str) -> PathBuf {
+    let p = fixtures_dir().join(rel);
+    assert!(
+        p.exists(),
+        "missing fixture {}: run `bash scripts/fetch-fixtures` (the README's test command does)",
+        p.display()
+    );
+    p
+}
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+/// The Python interpreter of the oracle venv: `$QPORT_PYTHON`, else
+/// `<repo>/.venv/bin/python`.
+///
+/// # Panics
+/// Panics when the venv is missing (run `bash scripts/setup-venv`).
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("QPORT_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let p = repo_root().join(".venv/bin/python");
+    assert!(p.exists(), "missing {}: run `bash scripts/setup-venv`", p.display());
+    p
+}
