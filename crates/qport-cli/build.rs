@@ -27,7 +27,12 @@ fn main() {
     for p in &crops {
         let name = p.file_name().expect("file").to_string_lossy();
         let abs = p.canonicalize().expect("readable asset");
-        writeln!(src, "    ({name:?}, include_bytes!({:?})),", abs.to_string_lossy()).unwrap();
+        writeln!(
+            src,
+            "    ({name:?}, include_bytes!({:?})),",
+            abs.to_string_lossy()
+        )
+        .unwrap();
     }
     src.push_str("];\n");
     let model = dir.join("ppocr-cls.onnx");

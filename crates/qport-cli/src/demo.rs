@@ -170,7 +170,9 @@ pub fn preprocess(img: &RgbImage) -> Result<Tensor> {
 /// Class probabilities from the model output: used as they are when they
 /// already form a distribution, otherwise passed through a softmax.
 fn probabilities(out: &Tensor) -> Result<Vec<f64>> {
-    let v = out.to_f32_vec().context("the model output is not numeric")?;
+    let v = out
+        .to_f32_vec()
+        .context("the model output is not numeric")?;
     if v.len() != CLASSES_DEGREES.len() {
         bail!(
             "expected {} class scores, the model gave shape {:?}",
@@ -180,7 +182,11 @@ fn probabilities(out: &Tensor) -> Result<Vec<f64>> {
     }
     let sum: f32 = v.iter().sum();
     let is_dist = v.iter().all(|&p| (0.0..=1.0).contains(&p)) && (sum - 1.0).abs() < 1e-3;
-    let p = if is_dist { v } else { qport_core::metrics::softmax(&v) };
+    let p = if is_dist {
+        v
+    } else {
+        qport_core::metrics::softmax(&v)
+    };
     Ok(p.into_iter().map(f64::from).collect())
 }
 
@@ -216,7 +222,9 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
             .with_context(|| format!("running the classifier on {name} failed"))?;
         let latency = t.elapsed();
         latencies.push(latency);
-        let first = out.first().ok_or_else(|| anyhow!("the model produced no output"))?;
+        let first = out
+            .first()
+            .ok_or_else(|| anyhow!("the model produced no output"))?;
         let p = probabilities(&first.1).with_context(|| format!("bad output for {name}"))?;
         let class = if p[1] > p[0] { 1 } else { 0 };
         let expected = expected_degrees(name);
@@ -234,7 +242,7 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
         });
         pb.inc(1);
     }
-    pb.finish_and_clear();
+    drop(pb);
 
     let labelled = crops.iter().filter(|c| c.correct.is_some()).count();
     let correct = crops.iter().filter(|c| c.correct == Some(true)).count();
@@ -261,7 +269,13 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     match args.format {
         Format::Json => output::print_json(&report)?,
-        Format::Human => output::print(&render_human(&report, &latencies, mean_latency, load_time, ui))?,
+        Format::Human => output::print(&render_human(
+            &report,
+            &latencies,
+            mean_latency,
+            load_time,
+            ui,
+        ))?,
     }
     Ok(ExitStatus::Success)
 }
@@ -280,7 +294,15 @@ fn render_human(
         r.crops.len()
     );
     let mut t = Table::new(
-        &["crop", "size", "expected", "predicted", "confidence", "ok", "latency"],
+        &[
+            "crop",
+            "size",
+            "expected",
+            "predicted",
+            "confidence",
+            "ok",
+            "latency",
+        ],
         &[
             Align::Left,
             Align::Right,
@@ -301,7 +323,9 @@ fn render_human(
             (c.file.clone(), Style::Plain),
             (format!("{}x{}", c.width, c.height), Style::Plain),
             (
-                c.expected_degrees.map(|d| format!("{d}°")).unwrap_or_else(|| "?".into()),
+                c.expected_degrees
+                    .map(|d| format!("{d}°"))
+                    .unwrap_or_else(|| "?".into()),
                 Style::Plain,
             ),
             (format!("{}°", c.predicted_degrees), Style::Plain),
@@ -313,7 +337,12 @@ fn render_human(
     s.push_str(&t.render(ui, ""));
     s.push('\n');
     let acc = match r.summary.accuracy {
-        Some(a) => format!("{}/{} ({:.1}%)", r.summary.correct, r.summary.labelled, a * 100.0),
+        Some(a) => format!(
+            "{}/{} ({:.1}%)",
+            r.summary.correct,
+            r.summary.labelled,
+            a * 100.0
+        ),
         None => "n/a (no labelled crops)".into(),
     };
     s.push_str(&format!(
@@ -357,7 +386,10 @@ mod tests {
         assert_eq!(v[96], 0.0);
         // very wide crops are clamped to 192
         let wide = RgbImage::new(400, 10, vec![0; 12000]).unwrap();
-        assert_eq!(preprocess(&wide).unwrap().as_slice::<f32>().unwrap()[191], -1.0);
+        assert_eq!(
+            preprocess(&wide).unwrap().as_slice::<f32>().unwrap()[191],
+            -1.0
+        );
     }
 
     /// sha256 of the float32 little-endian bytes of
@@ -384,13 +416,37 @@ mod tests {
     }
 
     const REFERENCE_INPUT_SHA256: &[(&str, &str)] = &[
-        ("line_00_0deg.png", "6be82ec0791bcdd3fab65d46b3312b8ed88e46103cd941957223dd58b309513c"),
-        ("line_01_180deg.png", "cc137bbca231df77fd27eab8d233df8c23c20d5c796e4c6966f0c02fafdcd7a0"),
-        ("line_02_0deg.png", "d1d797b3e4da03040d3af8ba110774a311d72318cdcbe6b11847bb7e92047ca3"),
-        ("line_03_180deg.png", "3f0693b7875b4fab37b8212f64a03ad9b2214d9184598168d536f13d05fc25da"),
-        ("line_04_0deg.png", "8610c9d4322c6b9020c90df24bd34b60b4657e0384197e819b7ee4f9a4644f1f"),
-        ("line_05_180deg.png", "ced9cb12a4afe9b31269a99ebf46277021f5f6de715901ab4e8b5f3c2b65dedc"),
-        ("line_06_0deg.png", "4391fdcd1bb0c1cbe0d35db6ba76a94cf24646592b720ad1fccc7826cc0cc67a"),
-        ("line_07_180deg.png", "6b84e5030e359ab5abd20d27eb4f62f38dd23943f784fb5ced642c7bc6ebe190"),
+        (
+            "line_00_0deg.png",
+            "6be82ec0791bcdd3fab65d46b3312b8ed88e46103cd941957223dd58b309513c",
+        ),
+        (
+            "line_01_180deg.png",
+            "cc137bbca231df77fd27eab8d233df8c23c20d5c796e4c6966f0c02fafdcd7a0",
+        ),
+        (
+            "line_02_0deg.png",
+            "d1d797b3e4da03040d3af8ba110774a311d72318cdcbe6b11847bb7e92047ca3",
+        ),
+        (
+            "line_03_180deg.png",
+            "3f0693b7875b4fab37b8212f64a03ad9b2214d9184598168d536f13d05fc25da",
+        ),
+        (
+            "line_04_0deg.png",
+            "8610c9d4322c6b9020c90df24bd34b60b4657e0384197e819b7ee4f9a4644f1f",
+        ),
+        (
+            "line_05_180deg.png",
+            "ced9cb12a4afe9b31269a99ebf46277021f5f6de715901ab4e8b5f3c2b65dedc",
+        ),
+        (
+            "line_06_0deg.png",
+            "4391fdcd1bb0c1cbe0d35db6ba76a94cf24646592b720ad1fccc7826cc0cc67a",
+        ),
+        (
+            "line_07_180deg.png",
+            "6b84e5030e359ab5abd20d27eb4f62f38dd23943f784fb5ced642c7bc6ebe190",
+        ),
     ];
 }

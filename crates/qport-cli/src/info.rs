@@ -210,7 +210,8 @@ pub fn describe(model: &Model, facts: &FileFacts) -> InfoJson {
     for n in &g.nodes {
         *hist.entry(qualified(&n.domain, &n.op_type)).or_default() += 1;
     }
-    let unsupported: BTreeMap<String, usize> = qport_engine::unsupported_ops(model).into_iter().collect();
+    let unsupported: BTreeMap<String, usize> =
+        qport_engine::unsupported_ops(model).into_iter().collect();
     let unsupported_node_count = unsupported.values().sum();
     let parameters = ParamsJson {
         tensors: g.initializers.len(),
@@ -254,7 +255,10 @@ pub fn unsupported_sentence(ops: &[OpCountJson], nodes: usize) -> Option<String>
     if ops.is_empty() {
         return None;
     }
-    let list: Vec<String> = ops.iter().map(|o| format!("{} ({})", o.op, o.count)).collect();
+    let list: Vec<String> = ops
+        .iter()
+        .map(|o| format!("{} ({})", o.op, o.count))
+        .collect();
     Some(format!(
         "{nodes} node{} use{} unsupported ops: {}",
         if nodes == 1 { "" } else { "s" },
@@ -283,7 +287,10 @@ fn shape_text(v: &ValueJson) -> String {
 fn render_human(info: &InfoJson, ui: &Ui) -> String {
     let mut s = String::new();
     let kv = |s: &mut String, k: &str, v: String| {
-        s.push_str(&format!("{}  {v}\n", ui.paint(&format!("{k:<10}"), Style::Bold)));
+        s.push_str(&format!(
+            "{}  {v}\n",
+            ui.paint(&format!("{k:<10}"), Style::Bold)
+        ));
     };
     kv(&mut s, "model", info.file.path.clone());
     kv(&mut s, "size", fmt_bytes(info.file.size_bytes));
@@ -292,7 +299,11 @@ fn render_human(info: &InfoJson, ui: &Ui) -> String {
         .opset_imports
         .iter()
         .map(|o| {
-            let d = if o.domain.is_empty() { "ai.onnx" } else { &o.domain };
+            let d = if o.domain.is_empty() {
+                "ai.onnx"
+            } else {
+                &o.domain
+            };
             format!("{d} {}", o.version)
         })
         .collect();
@@ -302,7 +313,11 @@ fn render_human(info: &InfoJson, ui: &Ui) -> String {
     kv(
         &mut s,
         "producer",
-        if producer.trim().is_empty() { "(not recorded)".into() } else { producer.trim().to_string() },
+        if producer.trim().is_empty() {
+            "(not recorded)".into()
+        } else {
+            producer.trim().to_string()
+        },
     );
     if !info.graph_name.is_empty() {
         kv(&mut s, "graph", info.graph_name.clone());
@@ -320,7 +335,10 @@ fn render_human(info: &InfoJson, ui: &Ui) -> String {
     );
     for (title, values) in [("inputs", &info.inputs), ("outputs", &info.outputs)] {
         s.push('\n');
-        let mut t = Table::new(&[title, "dtype", "shape"], &[Align::Left, Align::Left, Align::Left]);
+        let mut t = Table::new(
+            &[title, "dtype", "shape"],
+            &[Align::Left, Align::Left, Align::Left],
+        );
         for v in values.iter() {
             t.row(vec![
                 v.name.clone(),
@@ -335,8 +353,15 @@ fn render_human(info: &InfoJson, ui: &Ui) -> String {
         info.unsupported_ops.iter().map(|o| o.op.as_str()).collect();
     let mut t = Table::new(&["op", "nodes"], &[Align::Left, Align::Right]);
     for o in &info.op_histogram {
-        let style = if unsupported.contains(o.op.as_str()) { Style::Bad } else { Style::Plain };
-        t.styled_row(vec![(o.op.clone(), style), (o.count.to_string(), Style::Plain)]);
+        let style = if unsupported.contains(o.op.as_str()) {
+            Style::Bad
+        } else {
+            Style::Plain
+        };
+        t.styled_row(vec![
+            (o.op.clone(), style),
+            (o.count.to_string(), Style::Plain),
+        ]);
     }
     s.push_str(&t.render(ui, ""));
     s.push('\n');
@@ -368,8 +393,14 @@ mod tests {
     #[test]
     fn unsupported_sentence_grammar() {
         let ops = vec![
-            OpCountJson { op: "Foo".into(), count: 1 },
-            OpCountJson { op: "Bar".into(), count: 1 },
+            OpCountJson {
+                op: "Foo".into(),
+                count: 1,
+            },
+            OpCountJson {
+                op: "Bar".into(),
+                count: 1,
+            },
         ];
         assert_eq!(
             unsupported_sentence(&ops, 2).unwrap(),
@@ -384,8 +415,12 @@ mod tests {
 
     #[test]
     fn histogram_sorted_by_count_then_name() {
-        let m: BTreeMap<String, usize> =
-            [("B".to_string(), 2), ("A".to_string(), 2), ("C".to_string(), 5)].into();
+        let m: BTreeMap<String, usize> = [
+            ("B".to_string(), 2),
+            ("A".to_string(), 2),
+            ("C".to_string(), 5),
+        ]
+        .into();
         let v: Vec<String> = by_count(m).into_iter().map(|o| o.op).collect();
         assert_eq!(v, ["C", "A", "B"]);
     }

@@ -40,7 +40,8 @@ impl From<ExitStatus> for ExitCode {
     }
 }
 
-const ABOUT: &str = "Quantize ONNX models for embedded targets and check that the result is portable.";
+const ABOUT: &str =
+    "Quantize ONNX models for embedded targets and check that the result is portable.";
 
 const AFTER_HELP: &str = "\
 Examples:

@@ -39,14 +39,17 @@ pub struct LoadedModel {
 /// Reads and converts the ONNX model at `path`; errors name the file.
 pub fn load(path: &Path) -> Result<LoadedModel> {
     let t0 = Instant::now();
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read model '{}'", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read model '{}'", path.display()))?;
     let facts = FileFacts {
         path: path.to_path_buf(),
         size: bytes.len() as u64,
         sha256: sha256_hex(&bytes),
     };
-    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let model = qport_onnx::from_bytes(&bytes, Some(base))
         .with_context(|| format!("cannot load model '{}'", path.display()))?;
     Ok(LoadedModel {

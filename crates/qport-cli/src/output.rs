@@ -89,7 +89,7 @@ impl Ui {
 
     /// A progress bar on stderr; hidden with `--quiet` or when stderr is
     /// not a terminal (indicatif checks the terminal itself).
-    pub fn progress(&self, len: u64, msg: &str) -> ProgressBar {
+    pub fn progress(&self, len: u64, msg: &str) -> Progress {
         let target = if self.quiet {
             ProgressDrawTarget::hidden()
         } else {
@@ -100,12 +100,12 @@ impl Ui {
             pb.set_style(style.progress_chars("=> "));
         }
         pb.set_message(msg.to_string());
-        pb
+        Progress(pb)
     }
 
     /// A spinner on stderr for a step of unknown length (hidden like
     /// [`Ui::progress`]).
-    pub fn spinner(&self, msg: &str) -> ProgressBar {
+    pub fn spinner(&self, msg: &str) -> Progress {
         let target = if self.quiet {
             ProgressDrawTarget::hidden()
         } else {
@@ -114,7 +114,24 @@ impl Ui {
         let pb = ProgressBar::with_draw_target(None, target);
         pb.set_message(msg.to_string());
         pb.enable_steady_tick(std::time::Duration::from_millis(120));
-        pb
+        Progress(pb)
+    }
+}
+
+/// A progress bar or spinner that is cleared from the terminal when
+/// dropped, so an error message never lands after a stale bar.
+pub struct Progress(ProgressBar);
+
+impl std::ops::Deref for Progress {
+    type Target = ProgressBar;
+    fn deref(&self) -> &ProgressBar {
+        &self.0
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
     }
 }
 
@@ -238,15 +255,13 @@ pub fn fmt_bytes(n: u64) -> String {
 
 /// A count with thousands separators: `1234567` → `1,234,567`.
 pub fn fmt_count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
+    let digits = n.to_string().into_bytes();
+    let groups: Vec<&str> = digits
+        .rchunks(3)
+        .rev()
+        .map(|g| std::str::from_utf8(g).expect("ASCII digits"))
+        .collect();
+    groups.join(",")
 }
 
 /// A number for tables: integers as integers, moderate magnitudes with up
@@ -316,7 +331,10 @@ mod tests {
     fn table_aligns_and_keeps_colour_out_of_widths() {
         let mut t = Table::new(&["name", "n"], &[Align::Left, Align::Right]);
         t.row(vec!["a".into(), "10".into()]);
-        t.styled_row(vec![("long".into(), Style::Good), ("2".into(), Style::Plain)]);
+        t.styled_row(vec![
+            ("long".into(), Style::Good),
+            ("2".into(), Style::Plain),
+        ]);
         let s = t.render(&plain(), "  ");
         assert_eq!(s, "  name   n\n  a     10\n  long   2\n");
         let colored = Ui {

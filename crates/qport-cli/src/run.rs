@@ -56,7 +56,12 @@ pub struct RunArgs {
     pub model: PathBuf,
     /// One graph input as NAME=FILE.npy (or NAME=FILE.npz holding NAME);
     /// repeat for each input.
-    #[arg(long = "input", short = 'i', value_name = "NAME=FILE", conflicts_with = "inputs")]
+    #[arg(
+        long = "input",
+        short = 'i',
+        value_name = "NAME=FILE",
+        conflicts_with = "inputs"
+    )]
     pub input: Vec<String>,
     /// An .npz holding every graph input, keyed by input name.
     #[arg(long, value_name = "FILE.npz")]
@@ -144,11 +149,14 @@ pub struct TimingJson {
 
 /// Summarises an output tensor.
 pub fn summarize(name: &str, t: &Tensor) -> OutputJson {
-    let (mut min, mut max, mut sum, mut n, mut nan) = (f64::INFINITY, f64::NEG_INFINITY, 0f64, 0usize, 0usize);
+    let (mut min, mut max, mut sum, mut n, mut nan) =
+        (f64::INFINITY, f64::NEG_INFINITY, 0f64, 0usize, 0usize);
     let values: Option<Vec<f64>> = if t.dtype() == DType::Str {
         None
     } else {
-        t.cast(DType::F64).ok().and_then(|c| c.into_vec::<f64>().ok())
+        t.cast(DType::F64)
+            .ok()
+            .and_then(|c| c.into_vec::<f64>().ok())
     };
     if let Some(v) = &values {
         for &x in v {
@@ -199,7 +207,9 @@ fn read_named(spec: &str) -> Result<(String, Tensor, String)> {
         .filter(|(n, f)| !n.is_empty() && !f.is_empty())
         .ok_or_else(|| anyhow!("--input expects NAME=FILE (e.g. --input x=x.npy), got '{spec}'"))?;
     let path = Path::new(file);
-    let is_npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    let is_npz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
     if is_npz {
         let t = qport_data::npz::read_key(path, name)
             .with_context(|| format!("cannot read input '{name}' from '{file}'"))?;
@@ -255,7 +265,11 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             let names: Vec<&str> = declared.iter().map(|v| v.name.as_str()).collect();
             bail!(
                 "unknown input '{name}' (from {src}); the model's inputs are: {}",
-                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
             );
         }
     }
@@ -279,7 +293,12 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             source: src.clone(),
         })
         .collect();
-    let order = |n: &str| declared.iter().position(|v| v.name == n).unwrap_or(usize::MAX);
+    let order = |n: &str| {
+        declared
+            .iter()
+            .position(|v| v.name == n)
+            .unwrap_or(usize::MAX)
+    };
     inputs_json.sort_by_key(|i| order(&i.name));
 
     spinner.set_message("running");
@@ -289,7 +308,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
         .run(feed)
         .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
     let run_time = t_run.elapsed();
-    spinner.finish_and_clear();
+    drop(spinner);
 
     if let Some(out) = &args.output {
         qport_data::npz::write(out, &outputs)
@@ -320,7 +339,10 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
 
 /// Fails early (before running) when the output's directory does not exist.
 fn check_output_path(out: &Path) -> Result<()> {
-    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if !dir.is_dir() {
         bail!(
             "cannot write outputs to '{}': directory '{}' does not exist",
@@ -329,7 +351,10 @@ fn check_output_path(out: &Path) -> Result<()> {
         );
     }
     if out.is_dir() {
-        bail!("cannot write outputs to '{}': it is a directory", out.display());
+        bail!(
+            "cannot write outputs to '{}': it is a directory",
+            out.display()
+        );
     }
     Ok(())
 }
@@ -337,7 +362,10 @@ fn check_output_path(out: &Path) -> Result<()> {
 fn shape_text(s: &[usize]) -> String {
     format!(
         "[{}]",
-        s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")
+        s.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     )
 }
 
@@ -352,7 +380,12 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
     ));
     let mut t = Table::new(&["input", "dtype", "shape", "from"], &[Align::Left; 4]);
     for i in &r.inputs {
-        t.row(vec![i.name.clone(), i.dtype.clone(), shape_text(&i.shape), i.source.clone()]);
+        t.row(vec![
+            i.name.clone(),
+            i.dtype.clone(),
+            shape_text(&i.shape),
+            i.source.clone(),
+        ]);
     }
     if !r.inputs.is_empty() {
         s.push_str(&t.render(ui, ""));
@@ -360,7 +393,14 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
     }
     let mut t = Table::new(
         &["output", "dtype", "shape", "min", "max", "mean"],
-        &[Align::Left, Align::Left, Align::Left, Align::Right, Align::Right, Align::Right],
+        &[
+            Align::Left,
+            Align::Left,
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+        ],
     );
     for o in &r.outputs {
         t.row(vec![
@@ -377,7 +417,10 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
         if o.nan_count > 0 {
             s.push_str(&format!(
                 "{}\n",
-                ui.paint(&format!("{}: {} NaN values", o.name, o.nan_count), Style::Bad)
+                ui.paint(
+                    &format!("{}: {} NaN values", o.name, o.nan_count),
+                    Style::Bad
+                )
             ));
         }
         if let Some(top) = &o.top5 {

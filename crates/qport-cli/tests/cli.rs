@@ -44,7 +44,10 @@ fn repo() -> PathBuf {
 }
 
 fn model() -> String {
-    repo().join("assets/demo/ppocr-cls.onnx").display().to_string()
+    repo()
+        .join("assets/demo/ppocr-cls.onnx")
+        .display()
+        .to_string()
 }
 
 fn expected() -> Value {
@@ -88,7 +91,10 @@ fn crop_input(name: &str) -> Tensor {
     let img = load_png(&repo().join("assets/demo").join(name)).unwrap();
     let w = (48 * img.width()).div_ceil(img.height()).min(192);
     let chw = to_chw(&resize_bilinear(&img, w, 48).unwrap(), [0.5; 3], [0.5; 3]).unwrap();
-    pad_right(&chw, 192).unwrap().reshape(vec![1, 3, 48, 192]).unwrap()
+    pad_right(&chw, 192)
+        .unwrap()
+        .reshape(vec![1, 3, 48, 192])
+        .unwrap()
 }
 
 // ---------------------------------------------------------------- help
@@ -98,7 +104,15 @@ fn help_lists_commands_examples_and_exit_codes() {
     let o = qport(&["--help"]);
     assert_eq!(o.code, 0);
     assert!(o.stderr.is_empty());
-    for w in ["info", "run", "demo", "--quiet", "Examples:", "Exit codes: 0 success, 1", "NO_COLOR"] {
+    for w in [
+        "info",
+        "run",
+        "demo",
+        "--quiet",
+        "Examples:",
+        "Exit codes: 0 success, 1",
+        "NO_COLOR",
+    ] {
         assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
     }
 }
@@ -109,8 +123,16 @@ fn every_subcommand_help_has_an_example() {
         let o = qport(&[sub, "--help"]);
         assert_eq!(o.code, 0, "{sub}");
         assert!(o.stdout.contains("Examples:"), "{sub}:\n{}", o.stdout);
-        assert!(o.stdout.contains(&format!("qport {sub}")), "{sub}:\n{}", o.stdout);
-        assert!(o.stdout.contains("--format <FORMAT>"), "{sub}:\n{}", o.stdout);
+        assert!(
+            o.stdout.contains(&format!("qport {sub}")),
+            "{sub}:\n{}",
+            o.stdout
+        );
+        assert!(
+            o.stdout.contains("--format <FORMAT>"),
+            "{sub}:\n{}",
+            o.stdout
+        );
     }
 }
 
@@ -133,7 +155,10 @@ fn usage_errors_exit_2() {
 fn version_prints_to_stdout() {
     let o = qport(&["--version"]);
     assert_eq!(o.code, 0);
-    assert_eq!(o.stdout.trim(), format!("qport {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        o.stdout.trim(),
+        format!("qport {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 // ---------------------------------------------------------------- info
@@ -183,8 +208,14 @@ fn info_json_on_demo_model() {
     assert_eq!(j["outputs"][0]["shape"][1], 2);
     let hist = j["op_histogram"].as_array().unwrap();
     let counts: Vec<u64> = hist.iter().map(|h| h["count"].as_u64().unwrap()).collect();
-    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "not sorted: {counts:?}");
-    assert_eq!(counts.iter().sum::<u64>(), j["node_count"].as_u64().unwrap());
+    assert!(
+        counts.windows(2).all(|w| w[0] >= w[1]),
+        "not sorted: {counts:?}"
+    );
+    assert_eq!(
+        counts.iter().sum::<u64>(),
+        j["node_count"].as_u64().unwrap()
+    );
     assert_eq!(hist[0]["op"], "Conv");
     let p = &j["parameters"];
     assert!(p["count"].as_u64().unwrap() > 100_000);
@@ -217,7 +248,10 @@ fn write_unsupported_model(dir: &Path) -> PathBuf {
         metadata: vec![],
         graph: Graph {
             name: "g".into(),
-            nodes: vec![node("r", "Relu", "a", "b"), node("f", "FrobnicateXyz", "b", "c")],
+            nodes: vec![
+                node("r", "Relu", "a", "b"),
+                node("f", "FrobnicateXyz", "b", "c"),
+            ],
             inputs: vec![ValueInfo::known("a", DType::F32, &[1, 4])],
             outputs: vec![ValueInfo::known("c", DType::F32, &[1, 4])],
             ..Default::default()
@@ -234,10 +268,18 @@ fn info_names_unsupported_ops_and_run_refuses_them() {
     let m = write_unsupported_model(&d);
     let o = qport(&["info", &s(&m)]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("1 node uses unsupported ops: FrobnicateXyz (1)"), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("1 node uses unsupported ops: FrobnicateXyz (1)"),
+        "{}",
+        o.stdout
+    );
     let o = qport(&["info", &s(&m), "--format", "json"]);
     let j: Value = serde_json::from_str(&o.stdout).unwrap();
-    assert_eq!(j["unsupported_ops"], serde_json::json!([{"op": "FrobnicateXyz", "count": 1}]));
+    assert_eq!(
+        j["unsupported_ops"],
+        serde_json::json!([{"op": "FrobnicateXyz", "count": 1}])
+    );
     assert_eq!(j["unsupported_node_count"], 1);
     assert_eq!(j["node_count"], 2);
 
@@ -269,10 +311,18 @@ fn demo_human_predicts_every_crop() {
         assert!(line.contains(" ms"), "{line}");
     }
     let n = crops.len();
-    assert!(o.stdout.contains(&format!("accuracy {n}/{n} (100.0%)")), "{}", o.stdout);
+    assert!(
+        o.stdout.contains(&format!("accuracy {n}/{n} (100.0%)")),
+        "{}",
+        o.stdout
+    );
     assert!(o.stdout.contains("model load"), "{}", o.stdout);
     assert!(!o.stdout.contains('\x1b'));
-    assert!(o.stderr.is_empty(), "progress bar on a non-terminal: {}", o.stderr);
+    assert!(
+        o.stderr.is_empty(),
+        "progress bar on a non-terminal: {}",
+        o.stderr
+    );
 }
 
 #[test]
@@ -288,12 +338,24 @@ fn demo_json_matches_onnxruntime_reference() {
     assert_eq!(ours.len(), refs.len());
     let mut ref_correct = 0;
     for r in &refs {
-        let c = ours.iter().find(|c| c["file"] == r["file"]).expect("crop present");
+        let c = ours
+            .iter()
+            .find(|c| c["file"] == r["file"])
+            .expect("crop present");
         assert_eq!(c["predicted_class"], r["predicted"], "{}", r["file"]);
         assert_eq!(c["expected_degrees"], r["degrees"], "{}", r["file"]);
-        for (p, q) in c["probabilities"].as_array().unwrap().iter().zip(r["softmax"].as_array().unwrap()) {
+        for (p, q) in c["probabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(r["softmax"].as_array().unwrap())
+        {
             let (p, q) = (p.as_f64().unwrap(), q.as_f64().unwrap());
-            assert!((p - q).abs() < 1e-4, "{}: {p} vs onnxruntime {q}", r["file"]);
+            assert!(
+                (p - q).abs() < 1e-4,
+                "{}: {p} vs onnxruntime {q}",
+                r["file"]
+            );
         }
         let correct = r["predicted"] == r["label"];
         assert_eq!(c["correct"], correct);
@@ -323,7 +385,10 @@ fn colour_only_when_forced_and_never_with_no_color() {
     assert!(o.stdout.contains("\x1b[32m"), "{}", o.stdout);
     let o = qport_with_env(&["demo"], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]);
     assert!(!o.stdout.contains('\x1b'), "{}", o.stdout);
-    let o = qport_with_env(&["info", "/nonexistent.onnx"], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]);
+    let o = qport_with_env(
+        &["info", "/nonexistent.onnx"],
+        &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")],
+    );
     assert!(!o.stderr.contains('\x1b'), "{}", o.stderr);
 }
 
@@ -336,7 +401,16 @@ fn run_npz_in_npz_out_matches_reference() {
     let out = d.join("out.npz");
     let name = "line_01_180deg.png";
     qport_data::npz::write(&inp, &[("x".to_string(), crop_input(name))]).unwrap();
-    let o = qport(&["run", &model(), "--inputs", &s(&inp), "--output", &s(&out), "--format", "json"]);
+    let o = qport(&[
+        "run",
+        &model(),
+        "--inputs",
+        &s(&inp),
+        "--output",
+        &s(&out),
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let j: Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(j["schema"], "qport.run/1");
@@ -369,7 +443,10 @@ fn run_npz_in_npz_out_matches_reference() {
     }
     assert!((o0["max"].as_f64().unwrap() - probs[1] as f64).abs() < 1e-7);
     // no temporary files left next to the output
-    let names: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names.len(), 2, "{names:?}");
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -392,21 +469,43 @@ fn run_npy_input_human() {
 fn run_input_errors_exit_2() {
     let d = temp_dir("run-errors");
     let good = d.join("x.npy");
-    qport_data::npy::write(&good, &Tensor::zeros(DType::F32, vec![1, 3, 48, 192]).unwrap()).unwrap();
+    qport_data::npy::write(
+        &good,
+        &Tensor::zeros(DType::F32, vec![1, 3, 48, 192]).unwrap(),
+    )
+    .unwrap();
     let f64x = d.join("x64.npy");
-    qport_data::npy::write(&f64x, &Tensor::zeros(DType::F64, vec![1, 3, 48, 192]).unwrap()).unwrap();
+    qport_data::npy::write(
+        &f64x,
+        &Tensor::zeros(DType::F64, vec![1, 3, 48, 192]).unwrap(),
+    )
+    .unwrap();
     let short = d.join("short.npy");
     qport_data::npy::write(&short, &Tensor::zeros(DType::F32, vec![1, 3, 48]).unwrap()).unwrap();
     let text = d.join("notes.txt");
     std::fs::write(&text, "just some text\n").unwrap();
     let other = d.join("other.npz");
-    qport_data::npz::write(&other, &[("y".to_string(), Tensor::zeros(DType::F32, vec![1]).unwrap())]).unwrap();
+    qport_data::npz::write(
+        &other,
+        &[("y".to_string(), Tensor::zeros(DType::F32, vec![1]).unwrap())],
+    )
+    .unwrap();
     let m = model();
     let arg = |p: &Path| format!("x={}", s(p));
 
-    assert_input_error(&qport(&["run", &m]), &["missing input 'x'", "--input x=FILE.npy"]);
     assert_input_error(
-        &qport(&["run", &m, "--input", &arg(&good), "--input", &format!("y={}", s(&good))]),
+        &qport(&["run", &m]),
+        &["missing input 'x'", "--input x=FILE.npy"],
+    );
+    assert_input_error(
+        &qport(&[
+            "run",
+            &m,
+            "--input",
+            &arg(&good),
+            "--input",
+            &format!("y={}", s(&good)),
+        ]),
         &["unknown input 'y'", "the model's inputs are: x"],
     );
     assert_input_error(
@@ -435,7 +534,14 @@ fn run_input_errors_exit_2() {
         &["more than once"],
     );
     assert_input_error(
-        &qport(&["run", &m, "--input", &arg(&good), "--output", &s(&d.join("no/such/dir/o.npz"))]),
+        &qport(&[
+            "run",
+            &m,
+            "--input",
+            &arg(&good),
+            "--output",
+            &s(&d.join("no/such/dir/o.npz")),
+        ]),
         &["does not exist"],
     );
     let o = qport(&["run", &m, "--input", &arg(&good), "--inputs", &s(&other)]);
@@ -458,10 +564,20 @@ fn bad_model_files_exit_2_naming_the_problem() {
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
     let missing = d.join("missing.onnx");
     let cases: [(&Path, &[&str]); 4] = [
-        (&missing, &["cannot read model", "missing.onnx", "No such file"]),
+        (
+            &missing,
+            &["cannot read model", "missing.onnx", "No such file"],
+        ),
         (&empty, &["cannot load model", "empty.onnx", "empty"]),
         (&text, &["cannot load model", "readme.onnx", "text file"]),
-        (&truncated, &["cannot load model", "truncated.onnx", "truncated or corrupted"]),
+        (
+            &truncated,
+            &[
+                "cannot load model",
+                "truncated.onnx",
+                "truncated or corrupted",
+            ],
+        ),
     ];
     for (path, words) in cases {
         for cmd in ["info", "run"] {
@@ -485,5 +601,9 @@ fn closed_stdout_exits_0_quietly() {
     drop(child.stdout.take());
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0));
-    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -1,18 +1,26 @@
 //! Core data types shared by every qport crate: [`DType`], [`Tensor`],
 //! shape helpers (broadcasting, strides), the core [`Error`] type and
-//! comparison metrics used to judge numerical agreement.
+//! comparison metrics used to judge numerical agreement. ONNX's
+//! low-precision storage types (float8, float4, int4, int2) live in
+//! [`minifloat`] and [`subbyte`]; conversions between all types in [`cast`].
 //!
 //! This crate depends on nothing else in the workspace; everything above it
 //! (ONNX I/O, kernels, engine, quantization, studies) speaks in these types.
 #![deny(missing_docs)]
 
+pub mod cast;
 pub mod dtype;
 pub mod error;
 pub mod metrics;
+pub mod minifloat;
 pub mod shape;
+pub mod subbyte;
 pub mod tensor;
 
+pub use cast::CastOptions;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
+pub use minifloat::{RoundMode, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0};
+pub use subbyte::{I2, I4, U2, U4};
 pub use tensor::{Tensor, TensorData};

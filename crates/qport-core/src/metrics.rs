@@ -69,7 +69,7 @@ pub fn argmax(a: &[f32]) -> Option<usize> {
     let mut best: Option<(usize, f32)> = None;
     for (i, &x) in a.iter().enumerate() {
         match best {
-            Some((_, b)) if !(x > b) => {}
+            Some((_, b)) if x.partial_cmp(&b) != Some(std::cmp::Ordering::Greater) => {}
             _ => best = Some((i, x)),
         }
     }

@@ -1,9 +1,12 @@
 //! [`Tensor`]: a dense, row-major, owned n-dimensional array with a runtime
 //! [`DType`], and [`TensorData`], the typed storage behind it.
 
+use crate::cast::CastOptions;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::minifloat::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0};
 use crate::shape;
+use crate::subbyte::{I2, I4, U2, U4};
 use half::{bf16, f16};
 
 /// Typed storage of a tensor: one vector per supported element type.
@@ -24,6 +27,16 @@ pub enum TensorData {
     U64(Vec<u64>),
     Bool(Vec<bool>),
     Str(Vec<String>),
+    F8E4M3FN(Vec<F8E4M3FN>),
+    F8E4M3FNUZ(Vec<F8E4M3FNUZ>),
+    F8E5M2(Vec<F8E5M2>),
+    F8E5M2FNUZ(Vec<F8E5M2FNUZ>),
+    F8E8M0(Vec<F8E8M0>),
+    F4E2M1(Vec<F4E2M1>),
+    I4(Vec<I4>),
+    U4(Vec<U4>),
+    I2(Vec<I2>),
+    U2(Vec<U2>),
 }
 
 /// Runs `$body` with `$v` bound to the inner vector of a [`TensorData`],
@@ -46,6 +59,16 @@ macro_rules! match_data {
             $crate::TensorData::U64($v) => $body,
             $crate::TensorData::Bool($v) => $body,
             $crate::TensorData::Str($v) => $body,
+            $crate::TensorData::F8E4M3FN($v) => $body,
+            $crate::TensorData::F8E4M3FNUZ($v) => $body,
+            $crate::TensorData::F8E5M2($v) => $body,
+            $crate::TensorData::F8E5M2FNUZ($v) => $body,
+            $crate::TensorData::F8E8M0($v) => $body,
+            $crate::TensorData::F4E2M1($v) => $body,
+            $crate::TensorData::I4($v) => $body,
+            $crate::TensorData::U4($v) => $body,
+            $crate::TensorData::I2($v) => $body,
+            $crate::TensorData::U2($v) => $body,
         }
     };
 }
@@ -70,6 +93,16 @@ macro_rules! map_data {
             $crate::TensorData::U64($v) => $crate::TensorData::U64($body),
             $crate::TensorData::Bool($v) => $crate::TensorData::Bool($body),
             $crate::TensorData::Str($v) => $crate::TensorData::Str($body),
+            $crate::TensorData::F8E4M3FN($v) => $crate::TensorData::F8E4M3FN($body),
+            $crate::TensorData::F8E4M3FNUZ($v) => $crate::TensorData::F8E4M3FNUZ($body),
+            $crate::TensorData::F8E5M2($v) => $crate::TensorData::F8E5M2($body),
+            $crate::TensorData::F8E5M2FNUZ($v) => $crate::TensorData::F8E5M2FNUZ($body),
+            $crate::TensorData::F8E8M0($v) => $crate::TensorData::F8E8M0($body),
+            $crate::TensorData::F4E2M1($v) => $crate::TensorData::F4E2M1($body),
+            $crate::TensorData::I4($v) => $crate::TensorData::I4($body),
+            $crate::TensorData::U4($v) => $crate::TensorData::U4($body),
+            $crate::TensorData::I2($v) => $crate::TensorData::I2($body),
+            $crate::TensorData::U2($v) => $crate::TensorData::U2($body),
         }
     };
 }
@@ -92,6 +125,16 @@ impl TensorData {
             TensorData::U64(_) => DType::U64,
             TensorData::Bool(_) => DType::Bool,
             TensorData::Str(_) => DType::Str,
+            TensorData::F8E4M3FN(_) => DType::F8E4M3FN,
+            TensorData::F8E4M3FNUZ(_) => DType::F8E4M3FNUZ,
+            TensorData::F8E5M2(_) => DType::F8E5M2,
+            TensorData::F8E5M2FNUZ(_) => DType::F8E5M2FNUZ,
+            TensorData::F8E8M0(_) => DType::F8E8M0,
+            TensorData::F4E2M1(_) => DType::F4E2M1,
+            TensorData::I4(_) => DType::I4,
+            TensorData::U4(_) => DType::U4,
+            TensorData::I2(_) => DType::I2,
+            TensorData::U2(_) => DType::U2,
         }
     }
 
@@ -105,7 +148,8 @@ impl TensorData {
         self.len() == 0
     }
 
-    /// `n` zero elements of `dtype`.
+    /// `n` zero elements of `dtype` (bit pattern 0, i.e. `2^-127`, for
+    /// float8e8m0, which has no zero).
     pub fn zeros(dtype: DType, n: usize) -> TensorData {
         match dtype {
             DType::F32 => TensorData::F32(vec![0.0; n]),
@@ -122,6 +166,16 @@ impl TensorData {
             DType::U64 => TensorData::U64(vec![0; n]),
             DType::Bool => TensorData::Bool(vec![false; n]),
             DType::Str => TensorData::Str(vec![String::new(); n]),
+            DType::F8E4M3FN => TensorData::F8E4M3FN(vec![F8E4M3FN(0); n]),
+            DType::F8E4M3FNUZ => TensorData::F8E4M3FNUZ(vec![F8E4M3FNUZ(0); n]),
+            DType::F8E5M2 => TensorData::F8E5M2(vec![F8E5M2(0); n]),
+            DType::F8E5M2FNUZ => TensorData::F8E5M2FNUZ(vec![F8E5M2FNUZ(0); n]),
+            DType::F8E8M0 => TensorData::F8E8M0(vec![F8E8M0(0); n]),
+            DType::F4E2M1 => TensorData::F4E2M1(vec![F4E2M1(0); n]),
+            DType::I4 => TensorData::I4(vec![I4::default(); n]),
+            DType::U4 => TensorData::U4(vec![U4::default(); n]),
+            DType::I2 => TensorData::I2(vec![I2::default(); n]),
+            DType::U2 => TensorData::U2(vec![U2::default(); n]),
         }
     }
 
@@ -130,6 +184,7 @@ impl TensorData {
     /// # Panics
     /// Panics if an index is out of bounds (callers compute indices from
     /// validated shapes).
+    #[allow(clippy::clone_on_copy)] // the macro covers Copy and String storage alike
     pub fn gather(&self, indices: &[usize]) -> TensorData {
         map_data!(self, v => indices.iter().map(|&i| v[i].clone()).collect())
     }
@@ -275,7 +330,7 @@ impl Tensor {
         if let TensorData::F32(v) = &self.data {
             return Ok(v.clone());
         }
-        Ok(self.cast(DType::F32)?.into_vec::<f32>()?)
+        self.cast(DType::F32)?.into_vec::<f32>()
     }
 
     /// Converts every element to `i64` (integer and bool dtypes; floats truncate).
@@ -283,199 +338,29 @@ impl Tensor {
         if let TensorData::I64(v) = &self.data {
             return Ok(v.clone());
         }
-        Ok(self.cast(DType::I64)?.into_vec::<i64>()?)
+        self.cast(DType::I64)?.into_vec::<i64>()
     }
 
-    /// Converts to another dtype with numpy `astype` semantics: floats to
-    /// integers truncate toward zero (NaN becomes 0, out-of-range values
-    /// saturate), integers wrap, anything to bool is `!= 0`. Strings convert
-    /// only to strings, and from/to numbers by parsing/formatting.
+    /// Converts to another dtype with the semantics of the ONNX `Cast`
+    /// operator at its defaults (see [`crate::cast`]): floats to integers
+    /// truncate toward zero (NaN becomes 0; out of range saturates for the
+    /// 8- to 64-bit types and wraps for the sub-byte ones), integers wrap,
+    /// anything to bool is `!= 0`, conversions to float8/float4 round to
+    /// nearest even and saturate. Strings convert only to strings, and
+    /// from/to numbers by parsing/formatting.
     pub fn cast(&self, to: DType) -> Result<Tensor> {
-        let data = crate::tensor::cast_data(&self.data, to)?;
+        self.cast_with(to, CastOptions::default())
+    }
+
+    /// Like [`Tensor::cast`] with explicit float8 `saturate` / float8e8m0
+    /// `round_mode` options.
+    pub fn cast_with(&self, to: DType, opts: CastOptions) -> Result<Tensor> {
+        let data = crate::cast::cast_data(&self.data, to, opts)?;
         Ok(Tensor {
             shape: self.shape.clone(),
             data,
         })
     }
-}
-
-/// Conversion helpers per element type, through i64/f64 as appropriate.
-trait Num: Copy {
-    fn to_f64(self) -> f64;
-    fn to_i64(self) -> i64;
-    fn from_f64(v: f64) -> Self;
-    fn from_i64(v: i64) -> Self;
-    const IS_FLOAT: bool;
-}
-
-macro_rules! num_int {
-    ($t:ty) => {
-        impl Num for $t {
-            fn to_f64(self) -> f64 {
-                self as f64
-            }
-            fn to_i64(self) -> i64 {
-                self as i64
-            }
-            fn from_f64(v: f64) -> Self {
-                v as $t
-            }
-            fn from_i64(v: i64) -> Self {
-                v as $t
-            }
-            const IS_FLOAT: bool = false;
-        }
-    };
-}
-num_int!(i8);
-num_int!(u8);
-num_int!(i16);
-num_int!(u16);
-num_int!(i32);
-num_int!(u32);
-num_int!(i64);
-num_int!(u64);
-
-impl Num for f32 {
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    fn to_i64(self) -> i64 {
-        self as i64
-    }
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-    fn from_i64(v: i64) -> Self {
-        v as f32
-    }
-    const IS_FLOAT: bool = true;
-}
-impl Num for f64 {
-    fn to_f64(self) -> f64 {
-        self
-    }
-    fn to_i64(self) -> i64 {
-        self as i64
-    }
-    fn from_f64(v: f64) -> Self {
-        v
-    }
-    fn from_i64(v: i64) -> Self {
-        v as f64
-    }
-    const IS_FLOAT: bool = true;
-}
-impl Num for f16 {
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    fn to_i64(self) -> i64 {
-        f64::from(self) as i64
-    }
-    fn from_f64(v: f64) -> Self {
-        f16::from_f64(v)
-    }
-    fn from_i64(v: i64) -> Self {
-        f16::from_f64(v as f64)
-    }
-    const IS_FLOAT: bool = true;
-}
-impl Num for bf16 {
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    fn to_i64(self) -> i64 {
-        f64::from(self) as i64
-    }
-    fn from_f64(v: f64) -> Self {
-        bf16::from_f64(v)
-    }
-    fn from_i64(v: i64) -> Self {
-        bf16::from_f64(v as f64)
-    }
-    const IS_FLOAT: bool = true;
-}
-impl Num for bool {
-    fn to_f64(self) -> f64 {
-        self as u8 as f64
-    }
-    fn to_i64(self) -> i64 {
-        self as i64
-    }
-    fn from_f64(v: f64) -> Self {
-        v != 0.0
-    }
-    fn from_i64(v: i64) -> Self {
-        v != 0
-    }
-    const IS_FLOAT: bool = false;
-}
-
-fn conv<S: Num, D: Num>(v: &[S]) -> Vec<D> {
-    if S::IS_FLOAT || D::IS_FLOAT {
-        v.iter().map(|&x| D::from_f64(x.to_f64())).collect()
-    } else {
-        v.iter().map(|&x| D::from_i64(x.to_i64())).collect()
-    }
-}
-
-fn conv_to<S: Num>(v: &[S], to: DType) -> Option<TensorData> {
-    Some(match to {
-        DType::F32 => TensorData::F32(conv(v)),
-        DType::F64 => TensorData::F64(conv(v)),
-        DType::F16 => TensorData::F16(conv(v)),
-        DType::BF16 => TensorData::BF16(conv(v)),
-        DType::I8 => TensorData::I8(conv(v)),
-        DType::U8 => TensorData::U8(conv(v)),
-        DType::I16 => TensorData::I16(conv(v)),
-        DType::U16 => TensorData::U16(conv(v)),
-        DType::I32 => TensorData::I32(conv(v)),
-        DType::U32 => TensorData::U32(conv(v)),
-        DType::I64 => TensorData::I64(conv(v)),
-        DType::U64 => TensorData::U64(conv(v)),
-        DType::Bool => TensorData::Bool(conv(v)),
-        DType::Str => TensorData::Str(v.iter().map(|x| fmt_num(*x)).collect()),
-    })
-}
-
-fn fmt_num<S: Num>(x: S) -> String {
-    if S::IS_FLOAT {
-        format!("{}", x.to_f64())
-    } else {
-        format!("{}", x.to_i64())
-    }
-}
-
-/// Casts storage to another dtype (see [`Tensor::cast`]).
-pub(crate) fn cast_data(data: &TensorData, to: DType) -> Result<TensorData> {
-    let from = data.dtype();
-    if from == to {
-        return Ok(data.clone());
-    }
-    let out = match data {
-        TensorData::F32(v) => conv_to(v, to),
-        TensorData::F64(v) => conv_to(v, to),
-        TensorData::F16(v) => conv_to(v, to),
-        TensorData::BF16(v) => conv_to(v, to),
-        TensorData::I8(v) => conv_to(v, to),
-        TensorData::U8(v) => conv_to(v, to),
-        TensorData::I16(v) => conv_to(v, to),
-        TensorData::U16(v) => conv_to(v, to),
-        TensorData::I32(v) => conv_to(v, to),
-        TensorData::U32(v) => conv_to(v, to),
-        TensorData::I64(v) => conv_to(v, to),
-        TensorData::U64(v) => conv_to(v, to),
-        TensorData::Bool(v) => conv_to(v, to),
-        TensorData::Str(v) => {
-            let parsed: Option<Vec<f64>> = v.iter().map(|s| s.trim().parse::<f64>().ok()).collect();
-            match parsed {
-                Some(p) => conv_to(&p, to),
-                None => None,
-            }
-        }
-    };
-    out.ok_or(Error::Conversion { from, to })
 }
 
 #[cfg(test)]
@@ -485,14 +370,23 @@ mod tests {
     #[test]
     fn cast_float_to_int_truncates() {
         let t = Tensor::from_vec(vec![3], vec![1.7f32, -1.7, 300.0]).unwrap();
-        assert_eq!(t.cast(DType::I32).unwrap().into_vec::<i32>().unwrap(), vec![1, -1, 300]);
-        assert_eq!(t.cast(DType::U8).unwrap().into_vec::<u8>().unwrap(), vec![1, 0, 255]);
+        assert_eq!(
+            t.cast(DType::I32).unwrap().into_vec::<i32>().unwrap(),
+            vec![1, -1, 300]
+        );
+        assert_eq!(
+            t.cast(DType::U8).unwrap().into_vec::<u8>().unwrap(),
+            vec![1, 0, 255]
+        );
     }
 
     #[test]
     fn cast_large_i64_is_exact() {
         let t = Tensor::from_vec(vec![1], vec![i64::MAX - 1]).unwrap();
-        assert_eq!(t.cast(DType::U64).unwrap().into_vec::<u64>().unwrap(), vec![(i64::MAX - 1) as u64]);
+        assert_eq!(
+            t.cast(DType::U64).unwrap().into_vec::<u64>().unwrap(),
+            vec![(i64::MAX - 1) as u64]
+        );
     }
 
     #[test]

@@ -80,7 +80,8 @@ mod tests {
     use super::*;
 
     fn temp_dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("qport-data-atomic-{tag}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("qport-data-atomic-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
@@ -93,7 +94,10 @@ mod tests {
         fs::write(&p, b"old").unwrap();
         write_atomic(&p, b"new content").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"new content");
-        let names: Vec<_> = fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "{names:?}");
         fs::remove_dir_all(&d).unwrap();
     }

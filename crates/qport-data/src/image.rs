@@ -33,7 +33,8 @@ impl RgbImage {
         if need != Some(data.len()) {
             return Err(DataError::Preprocess(format!(
                 "a {width}x{height} RGB image needs {} bytes, got {}",
-                need.map(|n| n.to_string()).unwrap_or_else(|| "too many".into()),
+                need.map(|n| n.to_string())
+                    .unwrap_or_else(|| "too many".into()),
                 data.len()
             )));
         }
@@ -64,7 +65,10 @@ impl RgbImage {
     /// # Panics
     /// Panics when `(x, y)` is outside the image.
     pub fn pixel(&self, x: usize, y: usize) -> [u8; 3] {
-        assert!(x < self.width && y < self.height, "pixel ({x}, {y}) outside the image");
+        assert!(
+            x < self.width && y < self.height,
+            "pixel ({x}, {y}) outside the image"
+        );
         let i = (y * self.width + x) * 3;
         [self.data[i], self.data[i + 1], self.data[i + 2]]
     }
@@ -341,7 +345,10 @@ pub fn pad_right(chw: &Tensor, width: usize) -> Result<Tensor> {
         .as_slice::<f32>()
         .map_err(|e| DataError::Preprocess(e.to_string()))?;
     let mut out = vec![0f32; c * h * width];
-    for (row_in, row_out) in src.chunks_exact(w.max(1)).zip(out.chunks_exact_mut(width.max(1))) {
+    for (row_in, row_out) in src
+        .chunks_exact(w.max(1))
+        .zip(out.chunks_exact_mut(width.max(1)))
+    {
         if w > 0 {
             row_out[..w].copy_from_slice(row_in);
         }

@@ -1,6 +1,13 @@
 use super::*;
 
-fn encode_png(w: u32, h: u32, color: png::ColorType, depth: png::BitDepth, data: &[u8], palette: Option<(&[u8], Option<&[u8]>)>) -> Vec<u8> {
+fn encode_png(
+    w: u32,
+    h: u32,
+    color: png::ColorType,
+    depth: png::BitDepth,
+    data: &[u8],
+    palette: Option<(&[u8], Option<&[u8]>)>,
+) -> Vec<u8> {
     let mut out = Vec::new();
     {
         let mut enc = png::Encoder::new(&mut out, w, h);
@@ -26,9 +33,15 @@ fn name() -> &'static Path {
 fn decodes_every_color_type_to_rgb8() {
     use png::{BitDepth as D, ColorType as C};
     let rgb = encode_png(2, 1, C::Rgb, D::Eight, &[1, 2, 3, 4, 5, 6], None);
-    assert_eq!(decode_png(&rgb, name()).unwrap().as_bytes(), &[1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        decode_png(&rgb, name()).unwrap().as_bytes(),
+        &[1, 2, 3, 4, 5, 6]
+    );
     let gray = encode_png(2, 1, C::Grayscale, D::Eight, &[10, 200], None);
-    assert_eq!(decode_png(&gray, name()).unwrap().as_bytes(), &[10, 10, 10, 200, 200, 200]);
+    assert_eq!(
+        decode_png(&gray, name()).unwrap().as_bytes(),
+        &[10, 10, 10, 200, 200, 200]
+    );
     let ga = encode_png(1, 1, C::GrayscaleAlpha, D::Eight, &[77, 0], None);
     assert_eq!(decode_png(&ga, name()).unwrap().as_bytes(), &[77, 77, 77]);
     let rgba = encode_png(1, 2, C::Rgba, D::Eight, &[1, 2, 3, 0, 4, 5, 6, 255], None);
@@ -37,33 +50,63 @@ fn decodes_every_color_type_to_rgb8() {
     assert_eq!(img.as_bytes(), &[1, 2, 3, 4, 5, 6]);
     let pal = [9, 8, 7, 100, 110, 120];
     let idx = encode_png(3, 1, C::Indexed, D::Eight, &[1, 0, 1], Some((&pal, None)));
-    assert_eq!(decode_png(&idx, name()).unwrap().as_bytes(), &[100, 110, 120, 9, 8, 7, 100, 110, 120]);
+    assert_eq!(
+        decode_png(&idx, name()).unwrap().as_bytes(),
+        &[100, 110, 120, 9, 8, 7, 100, 110, 120]
+    );
     let idx_t = encode_png(1, 1, C::Indexed, D::Eight, &[0], Some((&pal, Some(&[0]))));
     assert_eq!(decode_png(&idx_t, name()).unwrap().as_bytes(), &[9, 8, 7]);
     // 16-bit keeps the high byte
-    let g16 = encode_png(2, 1, C::Grayscale, D::Sixteen, &[0x12, 0x34, 0xff, 0xff], None);
-    assert_eq!(decode_png(&g16, name()).unwrap().as_bytes(), &[0x12, 0x12, 0x12, 255, 255, 255]);
+    let g16 = encode_png(
+        2,
+        1,
+        C::Grayscale,
+        D::Sixteen,
+        &[0x12, 0x34, 0xff, 0xff],
+        None,
+    );
+    assert_eq!(
+        decode_png(&g16, name()).unwrap().as_bytes(),
+        &[0x12, 0x12, 0x12, 255, 255, 255]
+    );
     // 1-bit gray expands to 0/255
     let g1 = encode_png(3, 1, C::Grayscale, D::One, &[0b1010_0000], None);
-    assert_eq!(decode_png(&g1, name()).unwrap().as_bytes(), &[255, 255, 255, 0, 0, 0, 255, 255, 255]);
+    assert_eq!(
+        decode_png(&g1, name()).unwrap().as_bytes(),
+        &[255, 255, 255, 0, 0, 0, 255, 255, 255]
+    );
 }
 
 #[test]
 fn bad_files_give_clear_errors() {
     let e = decode_png(b"", name()).unwrap_err().to_string();
     assert!(e.contains("test.png") && e.contains("empty"), "{e}");
-    let e = decode_png(b"hello, I am text", name()).unwrap_err().to_string();
+    let e = decode_png(b"hello, I am text", name())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not a PNG"), "{e}");
-    let good = encode_png(4, 4, png::ColorType::Rgb, png::BitDepth::Eight, &[7; 48], None);
+    let good = encode_png(
+        4,
+        4,
+        png::ColorType::Rgb,
+        png::BitDepth::Eight,
+        &[7; 48],
+        None,
+    );
     for cut in [10, 30, good.len() - 14] {
         let e = decode_png(&good[..cut], name()).unwrap_err().to_string();
-        assert!(e.contains("corrupt PNG") || e.contains("test.png"), "{cut}: {e}");
+        assert!(
+            e.contains("corrupt PNG") || e.contains("test.png"),
+            "{cut}: {e}"
+        );
     }
     let mut flipped = good.clone();
     let n = flipped.len();
     flipped[n - 20] ^= 0xff; // inside IDAT: CRC or zlib check fails
     assert!(decode_png(&flipped, name()).is_err());
-    let e = load_png(Path::new("/no/such/dir/x.png")).unwrap_err().to_string();
+    let e = load_png(Path::new("/no/such/dir/x.png"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("/no/such/dir/x.png"), "{e}");
 }
 
@@ -97,7 +140,10 @@ fn resize_matches_pillow_exactly() {
         let w: usize = it.next().unwrap().parse().unwrap();
         let h: usize = it.next().unwrap().parse().unwrap();
         let hex = it.next().unwrap();
-        let want: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let want: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
         let got = resize_bilinear(&img, w, h).unwrap();
         assert_eq!(got.as_bytes(), &want[..], "{w}x{h}");
     }
@@ -143,7 +189,10 @@ fn pad_right_zero_fills() {
     let t = Tensor::from_vec(vec![1, 2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let p = pad_right(&t, 3).unwrap();
     assert_eq!(p.shape(), &[1, 2, 3]);
-    assert_eq!(p.as_slice::<f32>().unwrap(), &[1.0, 2.0, 0.0, 3.0, 4.0, 0.0]);
+    assert_eq!(
+        p.as_slice::<f32>().unwrap(),
+        &[1.0, 2.0, 0.0, 3.0, 4.0, 0.0]
+    );
     assert!(pad_right(&t, 1).is_err());
     assert!(pad_right(&Tensor::scalar(1.0f32), 3).is_err());
 }

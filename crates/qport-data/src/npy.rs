@@ -69,7 +69,19 @@ pub fn descr(dtype: DType) -> Option<&'static str> {
         DType::I64 => "<i8",
         DType::U64 => "<u8",
         DType::Bool => "|b1",
+        // numpy has no native bfloat16 or low-precision (float8, float4,
+        // int4, int2) dtypes; ml_dtypes' are not part of the .npy format.
         DType::BF16 | DType::Str => return None,
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => return None,
     })
 }
 
@@ -171,7 +183,10 @@ pub(crate) fn encode_named(tensor: &Tensor, path: &Path, key: Option<&str>) -> R
         [n] => format!("({n},)"),
         s => format!(
             "({})",
-            s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            s.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let mut header = format!("{{'descr': '{d}', 'fortran_order': False, 'shape': {shape_txt}, }}");
@@ -185,7 +200,8 @@ pub(crate) fn encode_named(tensor: &Tensor, path: &Path, key: Option<&str>) -> R
     let pad = (64 - unpadded % 64) % 64;
     header.extend(std::iter::repeat_n(' ', pad));
     header.push('\n');
-    let mut out = Vec::with_capacity(8 + len_bytes + header.len() + tensor.len() * tensor.dtype().size_of());
+    let mut out =
+        Vec::with_capacity(8 + len_bytes + header.len() + tensor.len() * tensor.dtype().size_of());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[major, 0]);
     if len_bytes == 2 {
@@ -257,6 +273,16 @@ fn decode_data(dtype: DType, b: &[u8]) -> TensorData {
         DType::U64 => TensorData::U64(le!(u64, 8)),
         DType::Bool => TensorData::Bool(b.iter().map(|&x| x != 0).collect()),
         DType::BF16 | DType::Str => unreachable!("not produced by dtype_of_descr"),
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => unreachable!("not produced by dtype_of_descr"),
     }
 }
 
@@ -282,6 +308,16 @@ fn encode_data(data: &TensorData, out: &mut Vec<u8>) {
         TensorData::U64(v) => le!(v),
         TensorData::Bool(v) => out.extend(v.iter().map(|&x| x as u8)),
         TensorData::BF16(_) | TensorData::Str(_) => unreachable!("refused by descr()"),
+        TensorData::F8E4M3FN(_)
+        | TensorData::F8E4M3FNUZ(_)
+        | TensorData::F8E5M2(_)
+        | TensorData::F8E5M2FNUZ(_)
+        | TensorData::F8E8M0(_)
+        | TensorData::F4E2M1(_)
+        | TensorData::I4(_)
+        | TensorData::U4(_)
+        | TensorData::I2(_)
+        | TensorData::U2(_) => unreachable!("refused by descr()"),
     }
 }
 
@@ -386,7 +422,9 @@ fn parse_header(s: &str) -> std::result::Result<Header, String> {
                         Some(Tok::Ident(b)) if b == "True" => fortran = Some(true),
                         Some(Tok::Ident(b)) if b == "False" => fortran = Some(false),
                         other => {
-                            return Err(format!("'fortran_order' must be True or False, found {other:?}"))
+                            return Err(format!(
+                                "'fortran_order' must be True or False, found {other:?}"
+                            ))
                         }
                     },
                     "shape" => {

@@ -18,7 +18,10 @@ const NUMPY_I16_V3: &str = "934e554d50590300740000007b276465736372273a20273c6932
 fn reads_numpy_v1_file() {
     let t = decode(&unhex(NUMPY_F32_2X3)).unwrap();
     assert_eq!(t.shape(), &[2, 3]);
-    assert_eq!(t.as_slice::<f32>().unwrap(), &[0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
+    assert_eq!(
+        t.as_slice::<f32>().unwrap(),
+        &[0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    );
 }
 
 #[test]
@@ -73,18 +76,33 @@ fn err_of(b: &[u8]) -> String {
 
 #[test]
 fn refuses_fortran_order() {
-    let b = raw_npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }\n", &[0; 4]);
+    let b = raw_npy(
+        1,
+        "{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }\n",
+        &[0; 4],
+    );
     let e = err_of(&b);
-    assert!(e.contains("Fortran-order") && e.contains("ascontiguousarray"), "{e}");
+    assert!(
+        e.contains("Fortran-order") && e.contains("ascontiguousarray"),
+        "{e}"
+    );
 }
 
 #[test]
 fn refuses_big_endian() {
-    let b = raw_npy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n", &[0; 4]);
+    let b = raw_npy(
+        1,
+        "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n",
+        &[0; 4],
+    );
     let e = err_of(&b);
     assert!(e.contains("big-endian") && e.contains(">f4"), "{e}");
     // A one-byte type has no byte order; '>' there is harmless.
-    let b = raw_npy(1, "{'descr': '>i1', 'fortran_order': False, 'shape': (1,), }\n", &[255]);
+    let b = raw_npy(
+        1,
+        "{'descr': '>i1', 'fortran_order': False, 'shape': (1,), }\n",
+        &[255],
+    );
     assert_eq!(decode(&b).unwrap().as_slice::<i8>().unwrap(), &[-1]);
 }
 
@@ -107,22 +125,51 @@ fn refuses_absurd_shape_without_allocating() {
 
 #[test]
 fn refuses_truncated_and_trailing_data() {
-    let b = raw_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n", &[0; 12]);
+    let b = raw_npy(
+        1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n",
+        &[0; 12],
+    );
     let e = err_of(&b);
-    assert!(e.contains("truncated data") && e.contains("16 bytes"), "{e}");
-    let b = raw_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n", &[0; 5]);
+    assert!(
+        e.contains("truncated data") && e.contains("16 bytes"),
+        "{e}"
+    );
+    let b = raw_npy(
+        1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n",
+        &[0; 5],
+    );
     assert!(err_of(&b).contains("1 unexpected bytes"));
 }
 
 #[test]
 fn refuses_unsupported_and_malformed_headers() {
     let cases = [
-        ("{'descr': '<U3', 'fortran_order': False, 'shape': (1,), }", "unsupported numpy dtype '<U3'"),
-        ("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", "unsupported numpy dtype"),
-        ("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", "structured"),
-        ("{'descr': '<f4', 'shape': (1,), }", "missing 'fortran_order'"),
-        ("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", "negative"),
-        ("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", "unknown key"),
+        (
+            "{'descr': '<U3', 'fortran_order': False, 'shape': (1,), }",
+            "unsupported numpy dtype '<U3'",
+        ),
+        (
+            "{'descr': '|O', 'fortran_order': False, 'shape': (1,), }",
+            "unsupported numpy dtype",
+        ),
+        (
+            "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+            "structured",
+        ),
+        (
+            "{'descr': '<f4', 'shape': (1,), }",
+            "missing 'fortran_order'",
+        ),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }",
+            "negative",
+        ),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}",
+            "unknown key",
+        ),
         ("not a dict", "expected '{'"),
     ];
     for (h, want) in cases {
@@ -137,7 +184,11 @@ fn refuses_non_npy_bytes() {
     assert!(err_of(b"hello world, not numpy").contains("magic"));
     assert!(err_of(b"\x93NUMPY\x01").contains("truncated"));
     assert!(err_of(b"\x93NUMPY\x09\x00\x00\x00").contains("version 9.0"));
-    let mut b = raw_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n", &[0; 4]);
+    let mut b = raw_npy(
+        1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n",
+        &[0; 4],
+    );
     b.truncate(20);
     assert!(err_of(&b).contains("truncated .npy header"));
 }
@@ -184,7 +235,8 @@ pub(crate) fn arb_tensor() -> impl Strategy<Value = Tensor> {
             1 => arb!(f64),
             2 => proptest::collection::vec(any::<u16>(), n)
                 .prop_map(move |v| {
-                    Tensor::from_vec(s.clone(), v.into_iter().map(f16::from_bits).collect()).unwrap()
+                    Tensor::from_vec(s.clone(), v.into_iter().map(f16::from_bits).collect())
+                        .unwrap()
                 })
                 .boxed(),
             3 => arb!(i8),

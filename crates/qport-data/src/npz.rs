@@ -61,7 +61,11 @@ pub fn write(path: &Path, arrays: &[(String, Tensor)]) -> Result<()> {
 }
 
 /// Writes `arrays` to an `.npz` file atomically with the given compression.
-pub fn write_with(path: &Path, arrays: &[(String, Tensor)], compression: Compression) -> Result<()> {
+pub fn write_with(
+    path: &Path,
+    arrays: &[(String, Tensor)],
+    compression: Compression,
+) -> Result<()> {
     let bytes = encode_named(arrays, compression, path)?;
     write_atomic(path, &bytes)
 }
@@ -191,14 +195,20 @@ mod tests {
     #[test]
     fn refuses_bad_archives() {
         assert!(decode(b"").unwrap_err().to_string().contains("empty file"));
-        let e = decode(b"this is text, not a zip archive").unwrap_err().to_string();
+        let e = decode(b"this is text, not a zip archive")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a valid .npz"), "{e}");
         // a zip whose member is not .npy
         let mut z = zip::ZipWriter::new(Cursor::new(Vec::new()));
-        z.start_file("notes.txt", SimpleFileOptions::default()).unwrap();
+        z.start_file("notes.txt", SimpleFileOptions::default())
+            .unwrap();
         z.write_all(b"hi").unwrap();
         let b = z.finish().unwrap().into_inner();
-        assert!(decode(&b).unwrap_err().to_string().contains("'notes.txt' is not a .npy"));
+        assert!(decode(&b)
+            .unwrap_err()
+            .to_string()
+            .contains("'notes.txt' is not a .npy"));
         // a member holding garbage names its key
         let mut z = zip::ZipWriter::new(Cursor::new(Vec::new()));
         z.start_file("w.npy", SimpleFileOptions::default()).unwrap();
@@ -215,7 +225,10 @@ mod tests {
     fn refuses_duplicate_and_empty_names_on_write() {
         let t = Tensor::scalar(1u8);
         let dup = vec![("a".to_string(), t.clone()), ("a".to_string(), t.clone())];
-        assert!(encode(&dup, Compression::Stored).unwrap_err().to_string().contains("duplicate"));
+        assert!(encode(&dup, Compression::Stored)
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate"));
         assert!(encode(&[(String::new(), t)], Compression::Stored).is_err());
     }
 
@@ -225,14 +238,23 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("a.npz");
         let arrays = vec![
-            ("logits".to_string(), Tensor::from_vec(vec![1, 2], vec![0.25f32, 0.75]).unwrap()),
-            ("mask".to_string(), Tensor::from_vec(vec![2], vec![true, false]).unwrap()),
+            (
+                "logits".to_string(),
+                Tensor::from_vec(vec![1, 2], vec![0.25f32, 0.75]).unwrap(),
+            ),
+            (
+                "mask".to_string(),
+                Tensor::from_vec(vec![2], vec![true, false]).unwrap(),
+            ),
         ];
         write_with(&p, &arrays, Compression::Deflated).unwrap();
         assert_eq!(read(&p).unwrap(), arrays);
         assert_eq!(read_key(&p, "mask").unwrap(), arrays[1].1);
         let e = read_key(&p, "nope").unwrap_err().to_string();
-        assert!(e.contains("no array named 'nope'") && e.contains("logits, mask"), "{e}");
+        assert!(
+            e.contains("no array named 'nope'") && e.contains("logits, mask"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

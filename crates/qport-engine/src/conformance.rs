@@ -62,7 +62,11 @@ fn run_case_inner(dir: &Path) -> Result<(), String> {
             .collect();
         let got = plan.run(named).map_err(|e| format!("run: {e}"))?;
         if got.len() < expected.len() {
-            return Err(format!("expected {} outputs, got {}", expected.len(), got.len()));
+            return Err(format!(
+                "expected {} outputs, got {}",
+                expected.len(),
+                got.len()
+            ));
         }
         for (j, ((_, want), (name, have))) in expected.iter().zip(&got).enumerate() {
             compare(want, have).map_err(|e| {
@@ -92,21 +96,31 @@ fn read_numbered(dir: &Path, prefix: &str) -> Result<Vec<(String, Tensor)>, Stri
 /// floats within [`RTOL`]/[`ATOL`] (NaN matches NaN), everything else exact.
 pub fn compare(want: &Tensor, have: &Tensor) -> Result<(), String> {
     if want.dtype() != have.dtype() {
-        return Err(format!("dtype {} expected, got {}", want.dtype(), have.dtype()));
+        return Err(format!(
+            "dtype {} expected, got {}",
+            want.dtype(),
+            have.dtype()
+        ));
     }
     if want.shape() != have.shape() {
-        return Err(format!("shape {:?} expected, got {:?}", want.shape(), have.shape()));
+        return Err(format!(
+            "shape {:?} expected, got {:?}",
+            want.shape(),
+            have.shape()
+        ));
     }
     if want.dtype().is_float() {
-        let a = want.cast(qport_core::DType::F64).map_err(|e| e.to_string())?;
-        let b = have.cast(qport_core::DType::F64).map_err(|e| e.to_string())?;
+        let a = want
+            .cast(qport_core::DType::F64)
+            .map_err(|e| e.to_string())?;
+        let b = have
+            .cast(qport_core::DType::F64)
+            .map_err(|e| e.to_string())?;
         let (a, b) = (a.as_slice::<f64>().unwrap(), b.as_slice::<f64>().unwrap());
         let mut bad = 0usize;
         let mut first = None;
         for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
-            let ok = (x.is_nan() && y.is_nan())
-                || x == y
-                || (x - y).abs() <= ATOL + RTOL * x.abs();
+            let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= ATOL + RTOL * x.abs();
             if !ok {
                 bad += 1;
                 first.get_or_insert((i, x, y));
@@ -175,9 +189,9 @@ impl Manifest {
             }
             if let Some(rest) = line.strip_prefix("exclude ") {
                 let rest = rest.trim();
-                let (pattern, reason) = rest.split_once(char::is_whitespace).ok_or_else(|| {
-                    format!("line {}: 'exclude {rest}' needs a reason", i + 1)
-                })?;
+                let (pattern, reason) = rest
+                    .split_once(char::is_whitespace)
+                    .ok_or_else(|| format!("line {}: 'exclude {rest}' needs a reason", i + 1))?;
                 entries.push(Entry::Exclude {
                     pattern: pattern.to_string(),
                     reason: reason.trim().to_string(),
@@ -251,10 +265,14 @@ mod tests {
 
     #[test]
     fn manifest_and_glob() {
-        let m = Manifest::parse("# c\ntest_abs\ntest_conv_*\nexclude test_conv_x needs foo\n").unwrap();
+        let m =
+            Manifest::parse("# c\ntest_abs\ntest_conv_*\nexclude test_conv_x needs foo\n").unwrap();
         assert_eq!(m.listing("test_abs"), Listing::Included);
         assert_eq!(m.listing("test_conv_y"), Listing::Included);
-        assert_eq!(m.listing("test_conv_x"), Listing::Excluded("needs foo".into()));
+        assert_eq!(
+            m.listing("test_conv_x"),
+            Listing::Excluded("needs foo".into())
+        );
         assert_eq!(m.listing("test_add"), Listing::Unlisted);
         assert!(Manifest::parse("exclude test_a").is_err());
         assert!(glob("a*b*c", "axxbyyc"));

@@ -50,9 +50,9 @@ pub enum EngineError {
         node: String,
         /// Op type (with domain prefix if not the default domain).
         op: String,
-        /// The operator's error.
+        /// The operator's error (boxed: keeps `Result<_, EngineError>` small).
         #[source]
-        source: OpError,
+        source: Box<OpError>,
     },
     /// The model uses operators qport does not implement.
     #[error("unsupported operator(s): {}", .ops.join(", "))]

@@ -3,18 +3,22 @@
 //! - [`Plan`]: a model compiled into a list of operator steps over value
 //!   slots; runs with inputs resolved at run time (dynamic dimensions are
 //!   bound by the actual input shapes), frees intermediates after their last
-//!   use, and can report every intermediate value to a tap.
+//!   use (recycling their storage), and can report every intermediate value
+//!   to a tap. [`PlanOptions`] controls plan-time fusion (Conv with
+//!   BatchNormalization and activations, see [`plan`]).
 //! - [`ops`]: the operator registry ([`ops::registry`]) and the operator
 //!   implementations, one builder per ONNX op type.
 //! - [`conformance`]: runs ONNX backend node tests (model + protobuf
 //!   test data sets) against the engine.
 #![deny(missing_docs)]
 
+mod buffers;
 pub mod conformance;
 pub mod error;
 pub mod ops;
+mod optimize;
 pub mod plan;
 
 pub use error::{EngineError, OpError};
 pub use ops::{BuildCtx, Op, OpBuilder, Registry};
-pub use plan::{unsupported_ops, Plan};
+pub use plan::{unsupported_ops, Plan, PlanOptions};

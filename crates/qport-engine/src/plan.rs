@@ -1,7 +1,22 @@
 //! [`Plan`]: a model compiled into operator steps over numbered value slots.
+//!
+//! Before building operators a plan rewrites the graph (unless
+//! [`PlanOptions::fuse`] is off). The fusions, each applied only where the
+//! value it removes has a single reader and is not a graph output:
+//!
+//! - Conv followed by an inference BatchNormalization, both with constant
+//!   `f32` parameters: the normalization is folded into the Conv's weight
+//!   and bias.
+//! - Conv (after any such fold) followed by Relu, LeakyRelu, HardSwish or
+//!   Clip with constant bounds: the activation is applied by the Conv to
+//!   each output element as it is produced.
+//!
+//! Numerics: folding changes rounding (within the FP32 parity bound
+//! against onnxruntime); results stay bit-identical run to run.
 
 use crate::error::EngineError;
 use crate::ops::{registry, BuildCtx, Op};
+use crate::optimize;
 use qport_core::Tensor;
 use qport_onnx::{Model, ValueInfo};
 use std::collections::{BTreeMap, HashMap};
@@ -20,8 +35,9 @@ struct Step {
 
 /// An executable float plan of a model.
 ///
-/// Build once with [`Plan::new`], run many times with [`Plan::run`]. Runs
-/// are independent and a plan can be shared between threads.
+/// Build once with [`Plan::new`] (or [`Plan::with_options`]), run many
+/// times with [`Plan::run`]. Runs are independent and a plan can be shared
+/// between threads.
 ///
 /// ```no_run
 /// use qport_engine::Plan;
@@ -59,12 +75,44 @@ fn qualified(domain: &str, op: &str) -> String {
     }
 }
 
+/// How [`Plan::with_options`] compiles a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Apply the plan-time fusions listed in the [module docs](self):
+    /// fewer, faster steps whose intermediate values (a Conv's output before
+    /// its BatchNormalization, say) are never produced, so
+    /// [`Plan::run_with_tap`] does not report them. With `fuse: false` every
+    /// node runs as written and every ONNX value is produced and tapped.
+    pub fuse: bool,
+}
+
+impl Default for PlanOptions {
+    /// Fusion on.
+    fn default() -> Self {
+        PlanOptions { fuse: true }
+    }
+}
+
+impl PlanOptions {
+    /// Every node as written, every value visible to taps (for
+    /// calibration and layer-by-layer comparison).
+    pub fn unfused() -> Self {
+        PlanOptions { fuse: false }
+    }
+}
+
 impl Plan {
-    /// Compiles `model`. Fails with [`EngineError::Unsupported`] listing
+    /// Compiles `model` with the default options (fusion on, see
+    /// [`PlanOptions`]). Fails with [`EngineError::Unsupported`] listing
     /// every unsupported op type, or with the first builder error naming its
     /// node. Nodes must be in topological order (as `qport_onnx::load`
     /// leaves them).
     pub fn new(model: &Model) -> Result<Plan, EngineError> {
+        Self::with_options(model, PlanOptions::default())
+    }
+
+    /// Compiles `model` with `options`; errors as [`Plan::new`].
+    pub fn with_options(model: &Model, options: PlanOptions) -> Result<Plan, EngineError> {
         let unsupported = unsupported_ops(model);
         if !unsupported.is_empty() {
             return Err(EngineError::Unsupported {
@@ -75,19 +123,19 @@ impl Plan {
             });
         }
         let g = &model.graph;
+        let rewritten = optimize::rewrite(model, options.fuse);
+        let initializers = rewritten.initializers;
         let mut slots: HashMap<String, usize> = HashMap::new();
         let slot = |name: &str, slots: &mut HashMap<String, usize>| -> usize {
             let n = slots.len();
             *slots.entry(name.to_string()).or_insert(n)
         };
-        let mut constants = vec![];
-        for (name, t) in &g.initializers {
-            let s = slot(name, &mut slots);
-            constants.push((s, Arc::new(t.clone())));
+        for name in initializers.keys() {
+            slot(name, &mut slots);
         }
         let mut inputs = vec![];
         for vi in &g.inputs {
-            if g.initializers.contains_key(&vi.name) {
+            if initializers.contains_key(&vi.name) {
                 continue;
             }
             let s = slot(&vi.name, &mut slots);
@@ -95,24 +143,33 @@ impl Plan {
         }
         let mut produced: Vec<bool> = vec![true; slots.len()];
         let mut steps = vec![];
-        for node in &g.nodes {
-            let opset = model.opset(&node.domain).unwrap_or(if node.domain.is_empty() {
-                model.opset("").unwrap_or(21)
-            } else {
-                1
-            });
+        for planned in &rewritten.nodes {
+            let node = &planned.node;
+            let opset = model
+                .opset(&node.domain)
+                .unwrap_or(if node.domain.is_empty() {
+                    model.opset("").unwrap_or(21)
+                } else {
+                    1
+                });
             let ctx = BuildCtx {
                 node,
                 opset,
-                initializers: &g.initializers,
+                initializers: &initializers,
             };
-            let builder = registry()
-                .get(&node.domain, &node.op_type)
-                .expect("checked by unsupported_ops");
-            let op = builder(&ctx).map_err(|source| EngineError::Node {
+            let built = match planned.act {
+                Some(act) => crate::ops::nn::conv::build_conv_fused(&ctx, act),
+                None => {
+                    let builder = registry()
+                        .get(&node.domain, &node.op_type)
+                        .expect("checked by unsupported_ops");
+                    builder(&ctx)
+                }
+            };
+            let op = built.map_err(|source| EngineError::Node {
                 node: node.name.clone(),
                 op: qualified(&node.domain, &node.op_type),
-                source,
+                source: Box::new(source),
             })?;
             let mut ins = vec![];
             for name in &node.inputs {
@@ -153,6 +210,10 @@ impl Plan {
                 frees: vec![],
             });
         }
+        let constants: Vec<(usize, Arc<Tensor>)> = initializers
+            .into_iter()
+            .map(|(name, t)| (slots[&name], Arc::new(t)))
+            .collect();
         let mut outputs = vec![];
         for o in &g.outputs {
             match slots.get(&o.name) {
@@ -239,11 +300,16 @@ impl Plan {
             given.insert(name, t);
         }
         for (vi, s) in &self.inputs {
-            let t = given.remove(&vi.name).ok_or_else(|| EngineError::MissingInput {
-                name: vi.name.clone(),
-                dtype: vi.dtype.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
-                shape: vi.shape_string(),
-            })?;
+            let t = given
+                .remove(&vi.name)
+                .ok_or_else(|| EngineError::MissingInput {
+                    name: vi.name.clone(),
+                    dtype: vi
+                        .dtype
+                        .map(|d| d.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    shape: vi.shape_string(),
+                })?;
             if let Some(d) = vi.dtype {
                 if d != t.dtype() {
                     return Err(EngineError::InputDType {
@@ -271,7 +337,7 @@ impl Plan {
             let outs = st.op.eval(&args).map_err(|source| EngineError::Node {
                 node: st.node.clone(),
                 op: st.op_type.clone(),
-                source,
+                source: Box::new(source),
             })?;
             drop(args);
             for (i, t) in outs.into_iter().enumerate() {
@@ -287,13 +353,17 @@ impl Plan {
                         return Err(EngineError::Node {
                             node: st.node.clone(),
                             op: st.op_type.clone(),
-                            source: crate::OpError::invalid("operator did not produce all outputs"),
+                            source: Box::new(crate::OpError::invalid(
+                                "operator did not produce all outputs",
+                            )),
                         })
                     }
                 }
             }
             for s in &st.frees {
-                vals[*s] = None;
+                if let Some(t) = vals[*s].take().and_then(|a| Arc::try_unwrap(a).ok()) {
+                    crate::buffers::recycle(t);
+                }
             }
         }
         Ok(self
@@ -301,7 +371,10 @@ impl Plan {
             .iter()
             .map(|(n, s)| {
                 let t = vals[*s].clone().expect("outputs are produced");
-                (n.clone(), Arc::try_unwrap(t).unwrap_or_else(|a| (*a).clone()))
+                (
+                    n.clone(),
+                    Arc::try_unwrap(t).unwrap_or_else(|a| (*a).clone()),
+                )
             })
             .collect())
     }

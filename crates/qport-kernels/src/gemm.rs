@@ -1,6 +1,6 @@
 //! Dense matrix multiply over row-major strided slices.
 //!
-//! [`gemm`] computes `C = alpha * op(A) * op(B) + beta * C` where `op(X)` is
+//! [`gemm()`] computes `C = alpha * op(A) * op(B) + beta * C` where `op(X)` is
 //! `X` or its transpose, in the style of BLAS but for row-major storage:
 //! element `(i, j)` of a matrix with leading dimension `ld` lives at
 //! `i * ld + j`. For `f32` and `f64` the fast path is the `gemm` crate (SIMD
@@ -12,7 +12,7 @@
 //! When `beta` is zero, `C` is write-only: whatever it held (NaN included)
 //! does not reach the result.
 
-/// An element type [`gemm`] accepts: floats (with a SIMD path) and integers
+/// An element type [`gemm()`] accepts: floats (with a SIMD path) and integers
 /// (scalar, wrapping arithmetic as numpy does).
 pub trait GemmScalar: Copy + Send + Sync + PartialEq + 'static {
     /// The additive identity.
@@ -26,14 +26,14 @@ pub trait GemmScalar: Copy + Send + Sync + PartialEq + 'static {
     /// Runs the SIMD kernel if this type has one; returns `false` otherwise.
     ///
     /// # Safety
-    /// The views must be in bounds (as checked by [`gemm`]).
+    /// The views must be in bounds (as checked by [`gemm()`]).
     #[doc(hidden)]
     unsafe fn simd(_p: &GemmArgs<Self>) -> bool {
         false
     }
 }
 
-/// Raw operands of one multiply, already bounds-checked by [`gemm`].
+/// Raw operands of one multiply, already bounds-checked by [`gemm()`].
 #[doc(hidden)]
 pub struct GemmArgs<T> {
     m: usize,
@@ -117,7 +117,7 @@ macro_rules! int_scalar {
 }
 int_scalar!(i8, u8, i16, u16, i32, u32, i64, u64);
 
-/// One operand of [`gemm`]: a row-major slice, its leading dimension (the
+/// One operand of [`gemm()`]: a row-major slice, its leading dimension (the
 /// distance between consecutive rows as stored) and whether it is used
 /// transposed.
 #[derive(Clone, Copy, Debug)]
@@ -223,13 +223,13 @@ pub fn gemm<T: GemmScalar>(
     }
 }
 
-/// The scalar reference of [`gemm`]: same contract, never uses SIMD.
+/// The scalar reference of [`gemm()`]: same contract, never uses SIMD.
 ///
 /// Each `C[i][j]` is `alpha * (sum over p in 0..k, in order, of
 /// A[i][p] * B[p][j]) + beta * C[i][j]` with separate multiplies and adds.
 ///
 /// # Panics
-/// As [`gemm`].
+/// As [`gemm()`].
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_reference<T: GemmScalar>(
     m: usize,
@@ -248,7 +248,7 @@ pub fn gemm_reference<T: GemmScalar>(
     }
 }
 
-/// Single-precision [`gemm`] with BLAS-like flat arguments.
+/// Single-precision [`gemm()`] with BLAS-like flat arguments.
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm(
     trans_a: bool,
@@ -278,7 +278,7 @@ pub fn sgemm(
     gemm(m, n, k, alpha, a, b, beta, c, ldc);
 }
 
-/// Double-precision [`gemm`] with BLAS-like flat arguments.
+/// Double-precision [`gemm()`] with BLAS-like flat arguments.
 #[allow(clippy::too_many_arguments)]
 pub fn dgemm(
     trans_a: bool,

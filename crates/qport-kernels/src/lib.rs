@@ -5,15 +5,26 @@
 //! - [`im2col`]: patch extraction for convolution as GEMM.
 //! - [`igemm`]: integer matrix multiply (u8/i8 operands, exact i32
 //!   accumulation) with zero points, the reference for quantized ops.
+//! - [`depthwise`]: depthwise 2-D convolution of `f32` planes with a fused
+//!   bias and [`activation::Activation`] epilogue.
+//! - [`activation`]: the epilogue activations and their scalar reference.
+//! - [`pgemm`]: `f32` GEMM with a pre-packed constant left operand and a
+//!   fused per-row bias and activation (convolution as GEMM).
 //!
 //! Fast paths are chosen at run time from CPU features; setting the
 //! environment variable `QPORT_FORCE_GENERIC=1` forces the portable scalar
-//! path everywhere so every kernel path can be tested on any machine.
+//! path everywhere so every kernel path can be tested on any machine;
+//! `QPORT_SIMD=avx2` caps the `f32` kernels of this crate at AVX2 + FMA on
+//! an AVX-512 machine.
 #![deny(missing_docs)]
 
+pub mod activation;
+pub mod depthwise;
 pub mod gemm;
 pub mod igemm;
 pub mod im2col;
+pub mod pgemm;
+mod simd;
 
 /// True when `QPORT_FORCE_GENERIC` is set to a non-empty value other than `0`.
 pub fn force_generic() -> bool {

@@ -12,7 +12,9 @@ use crate::proto::tensor_proto::{DataLocation, DataType};
 use crate::proto::TensorProto;
 use prost::Message;
 use qport_core::shape::checked_numel_u64;
+use qport_core::subbyte::{pack_bits, packed_len, unpack_bits};
 use qport_core::{bf16, f16, DType, Tensor, TensorData};
+use qport_core::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2, U4};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
@@ -28,9 +30,11 @@ pub fn onnx_type_name(code: i32) -> String {
 /// Converts a `TensorProto` to a [`Tensor`].
 ///
 /// Data may be in `raw_data` (little-endian), in the typed field for its
-/// dtype (`float_data`; `int32_data` for int8/uint8/int16/uint16/int32/bool
-/// and the bit patterns of float16/bfloat16; `int64_data`; `double_data`;
-/// `uint64_data` for uint32/uint64; `string_data`), or in an external file
+/// dtype (`float_data`; `int32_data` for int8/uint8/int16/uint16/int32/bool,
+/// the bit patterns of float16/bfloat16/float8 one per entry, and the packed
+/// bytes of int4/uint4/float4 (two values a byte) and int2/uint2 (four a
+/// byte) one byte per entry; `int64_data`; `double_data`; `uint64_data` for
+/// uint32/uint64; `string_data`), or in an external file
 /// (`data_location = EXTERNAL`) whose `location` is resolved relative to
 /// `base_dir` and must stay inside it.
 ///
@@ -79,7 +83,8 @@ pub fn tensor_from_proto(tp: &TensorProto, base_dir: Option<&Path>) -> Result<Te
 }
 
 /// Converts a [`Tensor`] to a `TensorProto` named `name`: numbers in
-/// little-endian `raw_data`, strings in `string_data`.
+/// little-endian `raw_data` (sub-byte types packed, first value in the low
+/// bits), strings in `string_data`.
 pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
     let mut tp = TensorProto {
         dims: t.shape().iter().map(|&d| d as i64).collect(),
@@ -140,8 +145,8 @@ fn len_mismatch(
     format!("{what} has {have} {unit} but shape {shape:?} of {dtype} needs {need}")
 }
 
-/// Little-endian bytes to typed storage; `raw.len()` must equal
-/// `n * dtype.size_of()`.
+/// Little-endian bytes to typed storage; `raw.len()` must equal the packed
+/// size of `n` elements of `dtype` (see [`stored_len`]).
 fn decode_raw(
     dtype: DType,
     raw: &[u8],
@@ -154,11 +159,13 @@ fn decode_raw(
             "string tensors cannot be stored in {what}; use string_data"
         ));
     }
-    let need = n
-        .checked_mul(dtype.size_of())
-        .ok_or_else(|| format!("shape {shape:?} of {dtype} is too large"))?;
+    let need = stored_len(dtype, n, shape)?;
     if raw.len() != need {
         return Err(len_mismatch(what, raw.len(), "bytes", shape, dtype, need));
+    }
+    if dtype.bits() < 8 {
+        let codes = unpack_bits(raw, n, dtype.bits()).ok_or("packed length mismatch")?;
+        return Ok(from_codes(dtype, codes));
     }
     macro_rules! le {
         ($t:ty, $w:expr) => {
@@ -185,7 +192,54 @@ fn decode_raw(
         DType::U32 => TensorData::U32(le!(u32, 4)),
         DType::I64 => TensorData::I64(le!(i64, 8)),
         DType::U64 => TensorData::U64(le!(u64, 8)),
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F8E8M0 => {
+            from_codes(dtype, raw.to_vec())
+        }
         DType::Str => unreachable!("handled above"),
+        DType::F4E2M1 | DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+            unreachable!("sub-byte types are unpacked above")
+        }
+    })
+}
+
+/// Bytes that `n` elements of `dtype` take in `raw_data` or external data.
+fn stored_len(dtype: DType, n: usize, shape: &[usize]) -> Result<usize, String> {
+    packed_len(n, dtype.bits()).ok_or_else(|| format!("shape {shape:?} of {dtype} is too large"))
+}
+
+/// Storage for one-byte codes (bit patterns of float8/float4, two's
+/// complement codes of the sub-byte integers) of a low-precision `dtype`.
+fn from_codes(dtype: DType, codes: Vec<u8>) -> TensorData {
+    let it = codes.into_iter();
+    match dtype {
+        DType::F8E4M3FN => TensorData::F8E4M3FN(it.map(F8E4M3FN).collect()),
+        DType::F8E4M3FNUZ => TensorData::F8E4M3FNUZ(it.map(F8E4M3FNUZ).collect()),
+        DType::F8E5M2 => TensorData::F8E5M2(it.map(F8E5M2).collect()),
+        DType::F8E5M2FNUZ => TensorData::F8E5M2FNUZ(it.map(F8E5M2FNUZ).collect()),
+        DType::F8E8M0 => TensorData::F8E8M0(it.map(F8E8M0).collect()),
+        DType::F4E2M1 => TensorData::F4E2M1(it.map(F4E2M1::from_nibble).collect()),
+        DType::I4 => TensorData::I4(it.map(I4::from_code).collect()),
+        DType::U4 => TensorData::U4(it.map(U4::from_code).collect()),
+        DType::I2 => TensorData::I2(it.map(I2::from_code).collect()),
+        DType::U2 => TensorData::U2(it.map(U2::from_code).collect()),
+        _ => unreachable!("from_codes is only called for low-precision dtypes"),
+    }
+}
+
+/// The one-byte codes of low-precision storage (`None` for other dtypes).
+fn to_codes(data: &TensorData) -> Option<Vec<u8>> {
+    Some(match data {
+        TensorData::F8E4M3FN(v) => v.iter().map(|x| x.0).collect(),
+        TensorData::F8E4M3FNUZ(v) => v.iter().map(|x| x.0).collect(),
+        TensorData::F8E5M2(v) => v.iter().map(|x| x.0).collect(),
+        TensorData::F8E5M2FNUZ(v) => v.iter().map(|x| x.0).collect(),
+        TensorData::F8E8M0(v) => v.iter().map(|x| x.0).collect(),
+        TensorData::F4E2M1(v) => v.iter().map(|x| x.0 & 0x0F).collect(),
+        TensorData::I4(v) => v.iter().map(|x| x.to_code()).collect(),
+        TensorData::U4(v) => v.iter().map(|x| x.to_code()).collect(),
+        TensorData::I2(v) => v.iter().map(|x| x.to_code()).collect(),
+        TensorData::U2(v) => v.iter().map(|x| x.to_code()).collect(),
+        _ => return None,
     })
 }
 
@@ -216,6 +270,16 @@ fn decode_typed(
     }
     let i32s = tp.int32_data.as_slice();
     let t = (shape, dtype);
+    if dtype.is_low_precision() {
+        // One code (float8) or one packed byte (sub-byte types) per entry.
+        let need = stored_len(dtype, n, shape)?;
+        let bytes = take("int32_data", i32s, need, t.0, t.1, |x| x as u8)?;
+        if dtype.bits() < 8 {
+            let codes = unpack_bits(&bytes, n, dtype.bits()).ok_or("packed length mismatch")?;
+            return Ok(from_codes(dtype, codes));
+        }
+        return Ok(from_codes(dtype, bytes));
+    }
     Ok(match dtype {
         DType::F32 => TensorData::F32(take("float_data", &tp.float_data, n, t.0, t.1, |x| x)?),
         DType::F64 => TensorData::F64(take("double_data", &tp.double_data, n, t.0, t.1, |x| x)?),
@@ -257,11 +321,21 @@ fn decode_typed(
             }
             TensorData::Str(out)
         }
+        _ => unreachable!("low-precision dtypes are handled above"),
     })
 }
 
-/// Typed storage to little-endian bytes (not for strings).
+/// Typed storage to little-endian bytes, sub-byte types packed (not for
+/// strings).
 fn encode_raw(data: &TensorData) -> Vec<u8> {
+    if let Some(codes) = to_codes(data) {
+        let bits = data.dtype().bits();
+        return if bits < 8 {
+            pack_bits(&codes, bits)
+        } else {
+            codes
+        };
+    }
     fn le<T: Copy, const W: usize>(v: &[T], f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
         let mut out = Vec::with_capacity(v.len() * W);
         for &x in v {
@@ -284,6 +358,7 @@ fn encode_raw(data: &TensorData) -> Vec<u8> {
         TensorData::I64(v) => le(v, i64::to_le_bytes),
         TensorData::U64(v) => le(v, u64::to_le_bytes),
         TensorData::Str(_) => Vec::new(),
+        _ => unreachable!("low-precision storage is encoded above"),
     }
 }
 
@@ -319,9 +394,7 @@ fn read_external(
     }
     let location = location.ok_or("external data has no 'location' key")?;
     let path = resolve_inside(base, location)?;
-    let need = (n as u64)
-        .checked_mul(dtype.size_of() as u64)
-        .ok_or_else(|| format!("shape {shape:?} of {dtype} is too large"))?;
+    let need = stored_len(dtype, n, shape)? as u64;
     if let Some(len) = length {
         if len != need {
             return Err(format!(
@@ -405,6 +478,21 @@ mod tests {
             Tensor::from_vec(vec![2], vec!["a".to_string(), "βγ".to_string()]).unwrap(),
             Tensor::scalar(4.25f32),
             Tensor::zeros(DType::F32, vec![0, 3]).unwrap(),
+            Tensor::from_vec(
+                vec![3],
+                vec![F8E4M3FN(0x7E), F8E4M3FN(0xFF), F8E4M3FN(0x80)],
+            )
+            .unwrap(),
+            Tensor::from_vec(vec![2], vec![F8E4M3FNUZ(0x80), F8E4M3FNUZ(1)]).unwrap(),
+            Tensor::from_vec(vec![2], vec![F8E5M2(0x7C), F8E5M2(0x7E)]).unwrap(),
+            Tensor::from_vec(vec![1], vec![F8E5M2FNUZ(0xFF)]).unwrap(),
+            Tensor::from_vec(vec![2], vec![F8E8M0(0), F8E8M0(0xFF)]).unwrap(),
+            Tensor::from_vec(vec![3], vec![F4E2M1(0x7), F4E2M1(0x8), F4E2M1(0xF)]).unwrap(),
+            Tensor::from_vec(vec![3], vec![I4::MIN, I4::MAX, I4::new(-1).unwrap()]).unwrap(),
+            Tensor::from_vec(vec![2, 1], vec![U4::MAX, U4::MIN]).unwrap(),
+            Tensor::from_vec(vec![5], vec![I2::MIN, I2::MAX, I2::MIN, I2::MAX, I2::MIN]).unwrap(),
+            Tensor::from_vec(vec![1], vec![U2::MAX]).unwrap(),
+            Tensor::zeros(DType::I4, vec![0]).unwrap(),
         ];
         for t in cases {
             let tp = tensor_to_proto("t", &t);
@@ -438,6 +526,64 @@ mod tests {
                 .unwrap(),
             vec![1, 2, 3]
         );
+    }
+
+    #[test]
+    fn sub_byte_types_are_packed() {
+        // INT4 [0, 1, 7, -4, -8] as the ONNX backend tests store it.
+        let want = vec![0i64, 1, 7, -4, -8];
+        let t = Tensor::from_vec(
+            vec![5],
+            want.iter()
+                .map(|&v| I4::new(v).unwrap())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let tp = tensor_to_proto("x", &t);
+        assert_eq!(tp.raw_data.as_deref(), Some(&[0x10u8, 0xC7, 0x08][..]));
+        let typed = TensorProto {
+            dims: vec![5],
+            data_type: Some(DataType::Int4 as i32),
+            int32_data: vec![16, 199, 8],
+            ..Default::default()
+        };
+        let back = tensor_from_proto(&typed, None).unwrap();
+        assert_eq!(back.to_i64_vec().unwrap(), want);
+        // UINT2 [0, 1, 2, 3] in one int32_data byte; float8 one code per entry.
+        let typed = TensorProto {
+            dims: vec![4],
+            data_type: Some(DataType::Uint2 as i32),
+            int32_data: vec![228],
+            ..Default::default()
+        };
+        let back = tensor_from_proto(&typed, None).unwrap();
+        assert_eq!(back.to_i64_vec().unwrap(), vec![0, 1, 2, 3]);
+        let typed = TensorProto {
+            dims: vec![2],
+            data_type: Some(DataType::Float8e4m3fn as i32),
+            int32_data: vec![126, 237],
+            ..Default::default()
+        };
+        let back = tensor_from_proto(&typed, None).unwrap();
+        assert_eq!(back.to_f32_vec().unwrap(), vec![448.0, -104.0]);
+        // Declared sizes are checked against the packed length.
+        for (dims, raw) in [(vec![5i64], vec![0u8; 2]), (vec![4], vec![0; 3])] {
+            let tp = TensorProto {
+                dims,
+                data_type: Some(DataType::Int4 as i32),
+                raw_data: Some(raw),
+                ..Default::default()
+            };
+            let e = tensor_from_proto(&tp, None).unwrap_err().to_string();
+            assert!(e.contains("raw_data has") && e.contains("int4"), "{e}");
+        }
+        let tp = TensorProto {
+            dims: vec![1 << 40, 1 << 20],
+            data_type: Some(DataType::Uint2 as i32),
+            raw_data: Some(vec![0; 4]),
+            ..Default::default()
+        };
+        assert!(tensor_from_proto(&tp, None).is_err());
     }
 
     #[test]

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 pub fn fixtures_dir() -> PathBuf {
     match std::env::var_os("QPORT_FIXTURES") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/qport/fixtures"),
+        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/qport/fixtures"),
     }
 }
 
@@ -33,7 +34,10 @@ pub fn fixture(rel: &str) -> PathBuf {
 
 /// The repository root (two levels above this crate).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 /// The Python interpreter of the oracle venv: `$QPORT_PYTHON`, else
@@ -46,6 +50,10 @@ pub fn python() -> PathBuf {
         return PathBuf::from(p);
     }
     let p = repo_root().join(".venv/bin/python");
-    assert!(p.exists(), "missing {}: run `bash scripts/setup-venv`", p.display());
+    assert!(
+        p.exists(),
+        "missing {}: run `bash scripts/setup-venv`",
+        p.display()
+    );
     p
 }

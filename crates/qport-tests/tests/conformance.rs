@@ -35,7 +35,12 @@ fn onnx_node_tests() {
         .filter(|p| p.join("model.onnx").exists())
         .collect();
     dirs.sort();
-    assert!(dirs.len() > 1000, "only {} node tests in {}", dirs.len(), root.display());
+    assert!(
+        dirs.len() > 1000,
+        "only {} node tests in {}",
+        dirs.len(),
+        root.display()
+    );
     let (mut passed, mut failed, mut excluded, mut not_run) = (0, 0, 0, 0);
     let mut failures = vec![];
     let mut unlisted_supported = vec![];

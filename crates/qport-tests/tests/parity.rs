@@ -26,14 +26,23 @@ fn cases(dir: &Path) -> Vec<Case> {
                 .take_while(|p| p.exists())
                 .map(|p| qport_data::npy::read(&p).unwrap())
                 .collect::<Vec<_>>();
-            assert!(!reference.is_empty(), "no reference outputs in {}", dir.display());
+            assert!(
+                !reference.is_empty(),
+                "no reference outputs in {}",
+                dir.display()
+            );
             Case { input, reference }
         })
         .collect()
 }
 
 fn run(plan: &Plan, x: &Tensor) -> Vec<Tensor> {
-    let name = plan.inputs().next().expect("model has an input").name.clone();
+    let name = plan
+        .inputs()
+        .next()
+        .expect("model has an input")
+        .name
+        .clone();
     plan.run(vec![(name, x.clone())])
         .unwrap()
         .into_iter()
@@ -55,16 +64,28 @@ fn check_fp32(model_rel: &str, parity_rel: &str) {
             let (g, r) = (g.to_f32_vec().unwrap(), r.to_f32_vec().unwrap());
             let rel = metrics::max_abs_diff(&g, &r) / metrics::max_abs(&r);
             worst = worst.max(rel);
-            assert!(rel <= 1e-4, "{model_rel} sample {i}: max|Δ|/max|ref| = {rel:e}");
-            assert_eq!(metrics::argmax(&g), metrics::argmax(&r), "{model_rel} sample {i}: top-1 differs");
+            assert!(
+                rel <= 1e-4,
+                "{model_rel} sample {i}: max|Δ|/max|ref| = {rel:e}"
+            );
+            assert_eq!(
+                metrics::argmax(&g),
+                metrics::argmax(&r),
+                "{model_rel} sample {i}: top-1 differs"
+            );
         }
     }
-    eprintln!("{model_rel}: {SAMPLES} samples, worst max|Δ|/max|ref| = {worst:.3e}, top-1 identical");
+    eprintln!(
+        "{model_rel}: {SAMPLES} samples, worst max|Δ|/max|ref| = {worst:.3e}, top-1 identical"
+    );
 }
 
 #[test]
 fn efficientnet_lite0_fp32_matches_onnxruntime() {
-    check_fp32("models/efficientnet-lite0.onnx", "parity/efficientnet-lite0");
+    check_fp32(
+        "models/efficientnet-lite0.onnx",
+        "parity/efficientnet-lite0",
+    );
 }
 
 #[test]
@@ -75,7 +96,11 @@ fn ppocr_cls_fp32_matches_onnxruntime() {
 /// The quantization step of a graph output: the scale of the
 /// DequantizeLinear that produces it.
 fn output_step(model: &Model, output: &str) -> Option<f32> {
-    let node = model.graph.nodes.iter().find(|n| n.outputs.iter().any(|o| o == output))?;
+    let node = model
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.outputs.iter().any(|o| o == output))?;
     if node.op_type != "DequantizeLinear" {
         return None;
     }
@@ -91,14 +116,21 @@ fn check_quantized(variant: &str) -> (f64, usize) {
     let model = qport_onnx::load(qport_tests::fixture(&model_rel)).unwrap();
     let plan = Plan::new(&model).unwrap();
     let out_name = plan.output_names().next().unwrap().to_string();
-    let step = output_step(&model, &out_name).unwrap_or_else(|| panic!("{model_rel}: output is not dequantized"));
+    let step = output_step(&model, &out_name)
+        .unwrap_or_else(|| panic!("{model_rel}: output is not dequantized"));
     let (mut within, mut total, mut top1) = (0usize, 0usize, 0usize);
-    for c in cases(&qport_tests::fixture(&format!("parity/efficientnet-lite0.{variant}"))) {
+    for c in cases(&qport_tests::fixture(&format!(
+        "parity/efficientnet-lite0.{variant}"
+    ))) {
         let got = run(&plan, &c.input)[0].to_f32_vec().unwrap();
         let want = c.reference[0].to_f32_vec().unwrap();
         assert_eq!(got.len(), want.len());
         total += got.len();
-        within += got.iter().zip(&want).filter(|(a, b)| (*a - *b).abs() <= step * 1.0001).count();
+        within += got
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| (*a - *b).abs() <= step * 1.0001)
+            .count();
         top1 += usize::from(metrics::argmax(&got) == metrics::argmax(&want));
     }
     let share = within as f64 / total as f64;
@@ -114,7 +146,11 @@ fn ort_quantized_efficientnet_runs() {
     for v in ["qdq-u8s8", "qdq-s8s8", "qop-u8s8"] {
         let (share, top1) = check_quantized(v);
         // Loose bounds: a broken operator gives shares near 0 and random top-1.
-        assert!(share > 0.9, "{v}: only {:.1}% within one step", 100.0 * share);
+        assert!(
+            share > 0.9,
+            "{v}: only {:.1}% within one step",
+            100.0 * share
+        );
         assert!(top1 >= 14, "{v}: top-1 agreement {top1}/{SAMPLES}");
     }
 }

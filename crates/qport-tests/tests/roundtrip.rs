@@ -38,13 +38,22 @@ fn round_trip(rel: &str, parity_input: &str) {
     let (a, b) = (tmp("a.npz"), tmp("b.npz"));
     oracle("ort_run.py", &[&src, &input, Path::new("--out"), &a]);
     oracle("ort_run.py", &[&saved, &input, Path::new("--out"), &b]);
-    let (a, b) = (qport_data::npz::read(&a).unwrap(), qport_data::npz::read(&b).unwrap());
-    assert_eq!(a, b, "{rel}: onnxruntime outputs differ between original and saved model");
+    let (a, b) = (
+        qport_data::npz::read(&a).unwrap(),
+        qport_data::npz::read(&b).unwrap(),
+    );
+    assert_eq!(
+        a, b,
+        "{rel}: onnxruntime outputs differ between original and saved model"
+    );
 }
 
 #[test]
 fn efficientnet_lite0_round_trips() {
-    round_trip("models/efficientnet-lite0.onnx", "parity/efficientnet-lite0/00.input.npy");
+    round_trip(
+        "models/efficientnet-lite0.onnx",
+        "parity/efficientnet-lite0/00.input.npy",
+    );
 }
 
 #[test]

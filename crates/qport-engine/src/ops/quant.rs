@@ -1,11 +1,11 @@
 //! Operators: the quantization family.
 //!
-//! - [`linear`]: `QuantizeLinear`, `DequantizeLinear` (opsets 10–25 forms:
+//! - `linear`: `QuantizeLinear`, `DequantizeLinear` (opsets 10–25 forms:
 //!   per-tensor, per-axis, blocked; u8/i8/u16/i16, and i32 for dequantized
 //!   biases) and `DynamicQuantizeLinear`.
-//! - [`matmul`]: `MatMulInteger`, `QLinearMatMul`, `com.microsoft.QGemm`.
-//! - [`conv`]: `ConvInteger`, `QLinearConv`.
-//! - [`contrib`]: onnxruntime's QOperator-format ops in `com.microsoft`
+//! - `matmul`: `MatMulInteger`, `QLinearMatMul`, `com.microsoft.QGemm`.
+//! - `conv`: `ConvInteger`, `QLinearConv`.
+//! - `contrib`: onnxruntime's QOperator-format ops in `com.microsoft`
 //!   (`QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearLeakyRelu`,
 //!   `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat`,
 //!   `QLinearSoftmax`).
@@ -18,11 +18,11 @@
 
 use super::Registry;
 
-pub mod common;
-pub mod contrib;
-pub mod conv;
-pub mod linear;
-pub mod matmul;
+mod common;
+mod contrib;
+mod conv;
+mod linear;
+mod matmul;
 
 /// Registers this family's builders.
 pub(crate) fn register(r: &mut Registry) {

@@ -12,8 +12,10 @@
 //! [`qport_core::shape::checked_numel`] before allocation.
 //!
 //! Submodules:
-//! - `layout`: Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Concat, Split,
-//!   Expand, Tile, DepthToSpace, SpaceToDepth, Identity, Dropout, Shape, Size;
+//! - `layout`: Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Expand, Tile,
+//!   DepthToSpace, SpaceToDepth;
+//! - `concat`: Concat, Split;
+//! - `meta`: Identity, Dropout (inference), Shape, Size;
 //! - `index`: Slice, Gather, GatherElements, GatherND, Compress, NonZero,
 //!   ReverseSequence, Trilu, OneHot;
 //! - `scatter`: ScatterND, ScatterElements, Scatter;
@@ -25,9 +27,11 @@ use super::Registry;
 use crate::error::{OpError, OpResult};
 use qport_core::{DType, Tensor};
 
+mod concat;
 mod create;
 mod index;
 mod layout;
+mod meta;
 mod pad;
 mod resize;
 mod scatter;
@@ -35,6 +39,8 @@ mod scatter;
 /// Registers this family's builders.
 pub(crate) fn register(r: &mut Registry) {
     layout::register(r);
+    concat::register(r);
+    meta::register(r);
     index::register(r);
     scatter::register(r);
     create::register(r);
@@ -237,18 +243,10 @@ pub(crate) fn transpose(t: &Tensor, perm: &[usize]) -> OpResult<Tensor> {
 /// The dtype named by an ONNX `TensorProto.DataType` code.
 pub(crate) fn dtype_from_code(code: i64, what: &str) -> OpResult<DType> {
     let name = match code {
-        17 => Some("float8e4m3fn"),
-        18 => Some("float8e4m3fnuz"),
-        19 => Some("float8e5m2"),
-        20 => Some("float8e5m2fnuz"),
-        21 => Some("uint4"),
-        22 => Some("int4"),
-        23 => Some("float4e2m1"),
-        24 => Some("float8e8m0"),
-        25 => Some("uint2"),
-        26 => Some("int2"),
         14 => Some("complex64"),
         15 => Some("complex128"),
+        27 => Some("float6e2m3"),
+        28 => Some("float6e3m2"),
         _ => None,
     };
     i32::try_from(code)
@@ -258,6 +256,34 @@ pub(crate) fn dtype_from_code(code: i64, what: &str) -> OpResult<DType> {
             Some(n) => OpError::unsupported(format!("{what}: element type {n} (code {code})")),
             None => OpError::invalid(format!("{what}: unknown element type code {code}")),
         })
+}
+
+/// Test helper: builds the registered op `op_type` with `attrs` at `opset`.
+#[cfg(test)]
+pub(crate) fn test_op(
+    op_type: &str,
+    opset: i64,
+    n_outputs: usize,
+    attrs: Vec<(&str, qport_onnx::Attribute)>,
+) -> OpResult<Box<dyn super::Op>> {
+    let node = qport_onnx::Node {
+        name: "n".into(),
+        op_type: op_type.into(),
+        domain: String::new(),
+        inputs: vec![],
+        outputs: (0..n_outputs).map(|i| format!("y{i}")).collect(),
+        attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        doc_string: String::new(),
+    };
+    let inits = Default::default();
+    let ctx = super::BuildCtx {
+        node: &node,
+        opset,
+        initializers: &inits,
+    };
+    let mut r = Registry::default();
+    register(&mut r);
+    (r.get("", op_type).expect("registered"))(&ctx)
 }
 
 #[cfg(test)]

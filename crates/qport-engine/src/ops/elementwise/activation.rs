@@ -2,6 +2,7 @@
 //! HardSwish, Tanh, Gelu, Elu, Selu, Celu, Softplus, Softsign, Mish,
 //! ThresholdedRelu and Clip.
 
+use super::broadcast::map_vec;
 use super::broadcast::{match_pair, zip_tensor};
 use super::real::Real;
 use super::unary::{float_op, map_float, FloatMap};
@@ -56,58 +57,56 @@ fn clamp01<T: Real>(v: T) -> T {
 
 impl FloatMap for Act {
     fn map<T: Real>(&self, x: &[T]) -> Vec<T> {
-        let it = x.iter().copied();
         let z = T::ZERO;
         match *self {
-            Act::Relu => it.map(|v| if v < z { z } else { v }).collect(),
+            Act::Relu => map_vec(x, |v| if v < z { z } else { v }),
             Act::LeakyRelu(a) => {
                 let a = T::c(a as f64);
-                it.map(|v| if v < z { a * v } else { v }).collect()
+                map_vec(x, |v| if v < z { a * v } else { v })
             }
-            Act::Sigmoid => it.map(sigmoid).collect(),
+            Act::Sigmoid => map_vec(x, sigmoid),
             Act::HardSigmoid(a, b) => {
                 let (a, b) = (T::c(a as f64), T::c(b as f64));
-                it.map(|v| clamp01(a * v + b)).collect()
+                map_vec(x, |v| clamp01(a * v + b))
             }
             Act::HardSwish => {
                 let (a, b) = (T::c(1.0 / 6.0), T::c(0.5));
-                it.map(|v| v * clamp01(a * v + b)).collect()
+                map_vec(x, |v| v * clamp01(a * v + b))
             }
-            Act::Tanh => it.map(T::fast_tanh).collect(),
+            Act::Tanh => map_vec(x, T::fast_tanh),
             Act::Elu(a) => {
                 let a = T::c(a as f64);
-                it.map(|v| if v < z { a * v.exp_m1() } else { v }).collect()
+                map_vec(x, |v| if v < z { a * v.exp_m1() } else { v })
             }
             Act::Selu(a, g) => {
                 let (a, g) = (T::c(a as f64), T::c(g as f64));
-                it.map(|v| if v <= z { g * (a * v.exp() - a) } else { g * v })
-                    .collect()
+                map_vec(x, |v| if v <= z { g * (a * v.exp() - a) } else { g * v })
             }
             Act::Celu(a) => {
                 let a = T::c(a as f64);
-                it.map(|v| {
+                map_vec(x, |v| {
                     let neg = a * (v / a).exp_m1();
                     (if v > z { v } else { z }) + if neg < z { neg } else { z }
                 })
-                .collect()
             }
-            Act::Softplus => it.map(softplus).collect(),
-            Act::Softsign => it.map(|v| v / (T::ONE + v.abs())).collect(),
-            Act::Mish => it.map(|v| v * softplus(v).fast_tanh()).collect(),
+            Act::Softplus => map_vec(x, softplus),
+            Act::Softsign => map_vec(x, |v| v / (T::ONE + v.abs())),
+            Act::Mish => map_vec(x, |v| v * softplus(v).fast_tanh()),
             Act::ThresholdedRelu(a) => {
                 let a = T::c(a as f64);
-                it.map(|v| if v > a { v } else { z }).collect()
+                map_vec(x, |v| if v > a { v } else { z })
             }
             Act::Gelu { tanh: false } => {
                 let r = T::c(std::f64::consts::FRAC_1_SQRT_2);
                 let h = T::c(0.5);
-                it.map(|v| h * v * (T::ONE + (v * r).erf())).collect()
+                map_vec(x, |v| h * v * (T::ONE + (v * r).erf()))
             }
             Act::Gelu { tanh: true } => {
                 let k = T::c((2.0 / std::f64::consts::PI).sqrt());
                 let (c, h) = (T::c(0.044715), T::c(0.5));
-                it.map(|v| h * v * (T::ONE + (k * (v + c * v * v * v)).fast_tanh()))
-                    .collect()
+                map_vec(x, |v| {
+                    h * v * (T::ONE + (k * (v + c * v * v * v)).fast_tanh())
+                })
             }
         }
     }

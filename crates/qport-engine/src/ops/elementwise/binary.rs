@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 /// Arithmetic on one numeric element type: integers wrap (as numpy does)
 /// and division by zero gives 0 instead of trapping.
-pub(crate) trait Arith: Element + Copy + PartialOrd {
+pub(crate) trait Arith: Element + Copy + Default + PartialOrd {
     fn add(self, o: Self) -> Self;
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;

@@ -27,46 +27,80 @@ fn aligned_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// `f` over `a` and `b` zipped, written into `out` (same lengths). Loops
+/// of this shape vectorise; `collect` over a mapped iterator often does not.
+#[inline(always)]
+fn zip_into<A, B, O>(out: &mut [O], a: &[A], b: &[B], f: &impl Fn(&A, &B) -> O) {
+    for (o, (x, y)) in out.iter_mut().zip(a.iter().zip(b)) {
+        *o = f(x, y);
+    }
+}
+
+/// `f(x, y)` for each `x` in `a`, written into `out`.
+#[inline(always)]
+fn left_into<A, B, O>(out: &mut [O], a: &[A], y: &B, f: &impl Fn(&A, &B) -> O) {
+    for (o, x) in out.iter_mut().zip(a) {
+        *o = f(x, y);
+    }
+}
+
+/// `f(x, y)` for each `y` in `b`, written into `out`.
+#[inline(always)]
+fn right_into<A, B, O>(out: &mut [O], x: &A, b: &[B], f: &impl Fn(&A, &B) -> O) {
+    for (o, y) in out.iter_mut().zip(b) {
+        *o = f(x, y);
+    }
+}
+
+/// Maps `x` through `f` into a new vector, in a loop that vectorises.
+#[inline(always)]
+pub(crate) fn map_vec<T: Copy, U: Copy + Default>(x: &[T], f: impl Fn(T) -> U) -> Vec<U> {
+    let mut out = vec![U::default(); x.len()];
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = f(v);
+    }
+    out
+}
+
 /// Applies `f` elementwise to `a` (shape `ash`) and `b` (shape `bsh`)
 /// broadcast together; returns the output shape and values.
-pub(crate) fn zip_broadcast<A, B, O>(
+pub(crate) fn zip_broadcast<A, B, O: Copy + Default>(
     a: &[A],
     ash: &[usize],
     b: &[B],
     bsh: &[usize],
     f: impl Fn(&A, &B) -> O,
 ) -> OpResult<(Vec<usize>, Vec<O>)> {
-    if ash == bsh {
-        return Ok((
-            ash.to_vec(),
-            a.iter().zip(b).map(|(x, y)| f(x, y)).collect(),
-        ));
-    }
-    let out = broadcast_shapes(ash, bsh)?;
-    let n = checked_numel(&out)?;
+    let out_shape = if ash == bsh {
+        ash.to_vec()
+    } else {
+        broadcast_shapes(ash, bsh)?
+    };
+    let n = checked_numel(&out_shape)?;
+    let mut res = vec![O::default(); n];
     if n == 0 {
-        return Ok((out, Vec::new()));
+        return Ok((out_shape, res));
     }
     // A side whose element count equals the output's differs from it only
     // by leading 1s, so its elements map one to one.
     if a.len() == n && b.len() == n {
-        return Ok((out, a.iter().zip(b).map(|(x, y)| f(x, y)).collect()));
+        zip_into(&mut res, a, b, &f);
+        return Ok((out_shape, res));
     }
     if a.len() == n && b.len() == 1 {
-        let y = &b[0];
-        return Ok((out, a.iter().map(|x| f(x, y)).collect()));
+        left_into(&mut res, a, &b[0], &f);
+        return Ok((out_shape, res));
     }
     if b.len() == n && a.len() == 1 {
-        let x = &a[0];
-        return Ok((out, b.iter().map(|y| f(x, y)).collect()));
+        right_into(&mut res, &a[0], b, &f);
+        return Ok((out_shape, res));
     }
-    let sa = aligned_strides(ash, &out);
-    let sb = aligned_strides(bsh, &out);
+    let sa = aligned_strides(ash, &out_shape);
+    let sb = aligned_strides(bsh, &out_shape);
     // Collapse: drop unit dims, merge neighbours that are contiguous (or
     // both broadcast) in both operands.
-    let mut dims: Vec<(usize, usize, usize)> = Vec::with_capacity(out.len());
-    for i in 0..out.len() {
-        let d = out[i];
+    let mut dims: Vec<(usize, usize, usize)> = Vec::with_capacity(out_shape.len());
+    for (i, &d) in out_shape.iter().enumerate() {
         if d == 1 {
             continue;
         }
@@ -79,26 +113,18 @@ pub(crate) fn zip_broadcast<A, B, O>(
         dims.push((d, sa[i], sb[i]));
     }
     let (len, ia, ib) = dims.pop().unwrap_or((1, 0, 0));
-    let mut res = Vec::with_capacity(n);
     let mut idx = vec![0usize; dims.len()];
     let (mut oa, mut ob) = (0usize, 0usize);
-    for _ in 0..n / len {
+    for chunk in res.chunks_exact_mut(len) {
         match (ia, ib) {
-            (1, 1) => res.extend(
-                a[oa..oa + len]
-                    .iter()
-                    .zip(&b[ob..ob + len])
-                    .map(|(x, y)| f(x, y)),
-            ),
-            (1, 0) => {
-                let y = &b[ob];
-                res.extend(a[oa..oa + len].iter().map(|x| f(x, y)));
+            (1, 1) => zip_into(chunk, &a[oa..oa + len], &b[ob..ob + len], &f),
+            (1, 0) => left_into(chunk, &a[oa..oa + len], &b[ob], &f),
+            (0, 1) => right_into(chunk, &a[oa], &b[ob..ob + len], &f),
+            _ => {
+                for (k, o) in chunk.iter_mut().enumerate() {
+                    *o = f(&a[oa + k * ia], &b[ob + k * ib]);
+                }
             }
-            (0, 1) => {
-                let x = &a[oa];
-                res.extend(b[ob..ob + len].iter().map(|y| f(x, y)));
-            }
-            _ => res.extend((0..len).map(|k| f(&a[oa + k * ia], &b[ob + k * ib]))),
         }
         for d in (0..dims.len()).rev() {
             idx[d] += 1;
@@ -112,11 +138,11 @@ pub(crate) fn zip_broadcast<A, B, O>(
             idx[d] = 0;
         }
     }
-    Ok((out, res))
+    Ok((out_shape, res))
 }
 
 /// [`zip_broadcast`] wrapped into a tensor.
-pub(crate) fn zip_tensor<A, B, O: Element>(
+pub(crate) fn zip_tensor<A, B, O: Element + Copy + Default>(
     a: &[A],
     ash: &[usize],
     b: &[B],

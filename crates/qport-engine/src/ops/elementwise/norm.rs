@@ -2,7 +2,7 @@
 //! `axis` on, with optional Mean and InvStdDev outputs. Statistics are
 //! accumulated in `f64` (two passes).
 
-use super::real::Real;
+use super::real::{lane_sum, Real};
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, opt_input, BuildCtx, Op, Registry};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, normalize_axis};
@@ -77,20 +77,21 @@ impl LayerNorm {
             }
             None => None,
         };
+        let mut stat_shape = shape[..ax].to_vec();
+        stat_shape.resize(shape.len(), 1);
+        // Checked: with an empty normalized shape there are more statistics
+        // than input elements.
+        qport_core::shape::checked_numel(&stat_shape)?;
         let mut y = vec![T::ZERO; xv.len()];
         let mut means = Vec::with_capacity(rows);
         let mut invs = Vec::with_capacity(rows);
         if cols > 0 {
             for (xr, yr) in xv.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
-                let mean = xr.iter().map(|v| v.to_f64()).sum::<f64>() / cols as f64;
-                let var = xr
-                    .iter()
-                    .map(|v| {
-                        let d = v.to_f64() - mean;
-                        d * d
-                    })
-                    .sum::<f64>()
-                    / cols as f64;
+                let mean = lane_sum(xr, T::to_f64) / cols as f64;
+                let var = lane_sum(xr, |v| {
+                    let d = v.to_f64() - mean;
+                    d * d
+                }) / cols as f64;
                 let inv = 1.0 / (var + self.epsilon).sqrt();
                 let (m, k) = (T::c(mean), T::c(inv));
                 match &bv {
@@ -109,8 +110,6 @@ impl LayerNorm {
                 invs.push(inv);
             }
         }
-        let mut stat_shape = shape[..ax].to_vec();
-        stat_shape.resize(shape.len(), 1);
         let stat = |v: Vec<f64>| -> OpResult<Tensor> {
             let t = Tensor::from_vec(stat_shape.clone(), v)?;
             // Mean and InvStdDev are float32 unless X is float64.

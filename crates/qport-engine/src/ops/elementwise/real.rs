@@ -7,6 +7,7 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 /// A real floating-point element type (`f32` or `f64`).
 pub(crate) trait Real:
     Copy
+    + Default
     + PartialOrd
     + Send
     + Sync
@@ -43,7 +44,6 @@ pub(crate) trait Real:
     fn atan(self) -> Self;
     fn sinh(self) -> Self;
     fn cosh(self) -> Self;
-    fn tanh(self) -> Self;
     fn asinh(self) -> Self;
     fn acosh(self) -> Self;
     fn atanh(self) -> Self;
@@ -132,10 +132,6 @@ macro_rules! real_impl {
                 <$t>::cosh(self)
             }
             #[inline(always)]
-            fn tanh(self) -> Self {
-                <$t>::tanh(self)
-            }
-            #[inline(always)]
             fn asinh(self) -> Self {
                 <$t>::asinh(self)
             }
@@ -173,3 +169,46 @@ macro_rules! real_impl {
 
 real_impl!(f32, super::fastmath::expf, super::fastmath::tanhf);
 real_impl!(f64, f64::exp, f64::tanh);
+
+/// Lanes of independent accumulators in [`lane_sum`] and [`lane_max`],
+/// so that the loops vectorise.
+const LANES: usize = 8;
+
+/// `sum(f(v))` in `f64` over `x`, accumulated in [`LANES`] interleaved
+/// partial sums.
+#[inline(always)]
+pub(crate) fn lane_sum<T: Copy>(x: &[T], f: impl Fn(T) -> f64) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for j in 0..LANES {
+            acc[j] += f(c[j]);
+        }
+    }
+    acc.iter().sum::<f64>() + rem.iter().map(|&v| f(v)).sum::<f64>()
+}
+
+/// The largest element of a non-empty `x` under `>`: NaN elements are
+/// skipped unless `x[0]` is NaN (callers let NaN propagate through the
+/// values they compute from it).
+#[inline(always)]
+pub(crate) fn lane_max<T: PartialOrd + Copy>(x: &[T]) -> T {
+    let mut m = [x[0]; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for j in 0..LANES {
+            if c[j] > m[j] {
+                m[j] = c[j];
+            }
+        }
+    }
+    let mut r = x[0];
+    for &v in m.iter().chain(rem) {
+        if v > r {
+            r = v;
+        }
+    }
+    r
+}

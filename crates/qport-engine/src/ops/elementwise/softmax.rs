@@ -5,7 +5,7 @@
 //! normalised along the single dimension `axis` (default -1). Sums are
 //! accumulated in `f64`.
 
-use super::real::Real;
+use super::real::{lane_max, lane_sum, Real};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, BuildCtx, Op, Registry};
 use qport_core::shape::normalize_axis;
@@ -39,25 +39,22 @@ fn row<T: Real>(mode: Mode, x: &[T], y: &mut [T]) {
     if x.is_empty() {
         return;
     }
-    let m = x
-        .iter()
-        .copied()
-        .fold(x[0], |m, v| if v > m { v } else { m });
+    let m = lane_max(x);
     match mode {
         Mode::Soft => {
-            let mut s = 0.0f64;
             for (yi, &xi) in y.iter_mut().zip(x) {
-                let e = (xi - m).fast_exp();
-                *yi = e;
-                s += e.to_f64();
+                *yi = (xi - m).fast_exp();
             }
+            let inv = 1.0 / lane_sum(y, T::to_f64);
             for yi in y.iter_mut() {
-                *yi = T::c(yi.to_f64() / s);
+                *yi = T::c(yi.to_f64() * inv);
             }
         }
         Mode::LogSoft => {
-            let s: f64 = x.iter().map(|&xi| (xi - m).fast_exp().to_f64()).sum();
-            let ls = s.ln();
+            for (yi, &xi) in y.iter_mut().zip(x) {
+                *yi = (xi - m).fast_exp();
+            }
+            let ls = lane_sum(y, T::to_f64).ln();
             for (yi, &xi) in y.iter_mut().zip(x) {
                 *yi = T::c((xi - m).to_f64() - ls);
             }

@@ -3,6 +3,7 @@
 //! IsInf, Not and BitwiseNot; plus [`map_float`], the dtype dispatch shared
 //! by every float-only elementwise operator.
 
+use super::broadcast::map_vec;
 use super::real::Real;
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, Op, Registry};
@@ -61,27 +62,26 @@ pub(crate) enum Math {
 
 impl FloatMap for Math {
     fn map<T: Real>(&self, x: &[T]) -> Vec<T> {
-        let it = x.iter().copied();
         match self {
-            Math::Sqrt => it.map(T::sqrt).collect(),
-            Math::Exp => it.map(T::fast_exp).collect(),
-            Math::Log => it.map(T::ln).collect(),
-            Math::Reciprocal => it.map(|v| T::ONE / v).collect(),
-            Math::Floor => it.map(T::floor).collect(),
-            Math::Ceil => it.map(T::ceil).collect(),
-            Math::Round => it.map(T::round_even).collect(),
-            Math::Sin => it.map(T::sin).collect(),
-            Math::Cos => it.map(T::cos).collect(),
-            Math::Tan => it.map(T::tan).collect(),
-            Math::Asin => it.map(T::asin).collect(),
-            Math::Acos => it.map(T::acos).collect(),
-            Math::Atan => it.map(T::atan).collect(),
-            Math::Sinh => it.map(T::sinh).collect(),
-            Math::Cosh => it.map(T::cosh).collect(),
-            Math::Asinh => it.map(T::asinh).collect(),
-            Math::Acosh => it.map(T::acosh).collect(),
-            Math::Atanh => it.map(T::atanh).collect(),
-            Math::Erf => it.map(T::erf).collect(),
+            Math::Sqrt => map_vec(x, T::sqrt),
+            Math::Exp => map_vec(x, T::fast_exp),
+            Math::Log => map_vec(x, T::ln),
+            Math::Reciprocal => map_vec(x, |v| T::ONE / v),
+            Math::Floor => map_vec(x, T::floor),
+            Math::Ceil => map_vec(x, T::ceil),
+            Math::Round => map_vec(x, T::round_even),
+            Math::Sin => map_vec(x, T::sin),
+            Math::Cos => map_vec(x, T::cos),
+            Math::Tan => map_vec(x, T::tan),
+            Math::Asin => map_vec(x, T::asin),
+            Math::Acos => map_vec(x, T::acos),
+            Math::Atan => map_vec(x, T::atan),
+            Math::Sinh => map_vec(x, T::sinh),
+            Math::Cosh => map_vec(x, T::cosh),
+            Math::Asinh => map_vec(x, T::asinh),
+            Math::Acosh => map_vec(x, T::acosh),
+            Math::Atanh => map_vec(x, T::atanh),
+            Math::Erf => map_vec(x, T::erf),
         }
     }
 }
@@ -96,21 +96,18 @@ enum Signed {
 
 impl FloatMap for Signed {
     fn map<T: Real>(&self, x: &[T]) -> Vec<T> {
-        let it = x.iter().copied();
         match self {
-            Signed::Abs => it.map(T::abs).collect(),
-            Signed::Neg => it.map(|v| -v).collect(),
-            Signed::Sign => it
-                .map(|v| {
-                    if v > T::ZERO {
-                        T::ONE
-                    } else if v < T::ZERO {
-                        -T::ONE
-                    } else {
-                        v // zero, or NaN
-                    }
-                })
-                .collect(),
+            Signed::Abs => map_vec(x, T::abs),
+            Signed::Neg => map_vec(x, |v| -v),
+            Signed::Sign => map_vec(x, |v| {
+                if v > T::ZERO {
+                    T::ONE
+                } else if v < T::ZERO {
+                    -T::ONE
+                } else {
+                    v // zero, or NaN
+                }
+            }),
         }
     }
 }

@@ -8,14 +8,18 @@
 //! repacking. Depthwise 2-D convolutions (one input channel per group) use a
 //! direct loop. ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
 
-use super::spatial::{AutoPad, Window, WindowAttrs};
-use super::{check_len, read_real, real_tensor, with_real, Real};
+use super::spatial::{AutoPad, Window, WindowAttrs, MAX_PARAM};
+use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
+use crate::buffers;
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, opt_input, BuildCtx, Op, Registry};
 use qport_core::shape::checked_numel;
-use qport_core::Tensor;
+use qport_core::{DType, Tensor};
+use qport_kernels::activation::Activation;
+use qport_kernels::depthwise::{depthwise2d, depthwise2d_scratch};
 use qport_kernels::gemm::{gemm, MatRef};
-use qport_kernels::im2col::{col2im, conv2d_direct, im2col, ConvGeometry};
+use qport_kernels::im2col::{col2im, conv2d_direct, conv2d_direct_scratch, im2col, ConvGeometry};
+use qport_kernels::pgemm::{gemm_bias_act, PackedA};
 
 pub(crate) fn register(r: &mut Registry) {
     r.register("Conv", build_conv);
@@ -101,15 +105,38 @@ fn add_bias<T: Real>(y: &mut [T], bias: &[T], plane: usize) {
     }
 }
 
+/// A Conv node, with the activation a plan fused into it (see
+/// [`crate::plan`]); [`Activation::Identity`] for a plain Conv.
 struct Conv {
     attrs: WindowAttrs,
     group: usize,
+    act: Activation,
+    /// The weight packed for [`gemm_bias_act`] when it is an `f32`
+    /// constant and the convolution is ungrouped.
+    packed: Option<PackedA>,
 }
 
 fn build_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    build_conv_fused(ctx, Activation::Identity)
+}
+
+/// Builds a Conv node whose output goes through `act` (applied to each
+/// element after the bias, as the separate activation operator would).
+pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<dyn Op>> {
+    let group = group_attr(ctx)?;
+    let packed = match ctx.const_input(1) {
+        Some(w) if group == 1 && w.dtype() == DType::F32 && w.rank() >= 3 => {
+            let m = w.shape()[0];
+            let kdim = w.len() / m.max(1);
+            w.as_slice::<f32>().ok().map(|v| PackedA::new(v, m, kdim))
+        }
+        _ => None,
+    };
     Ok(Box::new(Conv {
         attrs: WindowAttrs::parse(ctx.node)?,
-        group: group_attr(ctx)?,
+        group,
+        act,
+        packed,
     }))
 }
 
@@ -118,12 +145,24 @@ impl Op for Conv {
         let x = input(inputs, 0)?;
         let w = input(inputs, 1)?;
         let b = opt_input(inputs, 2);
-        with_real!(x.dtype(), "input 0 (X)", T => self.run::<T>(x, w, b))
+        match compute_type(x.dtype(), "input 0 (X)")? {
+            DType::F64 => self.run::<f64>(x, w, b),
+            _ => self.run_f32(x, w, b),
+        }
     }
 }
 
+/// The checked layout of one Conv evaluation.
+struct ConvSetup {
+    s: Shapes,
+    m: usize,
+    out_shape: Vec<usize>,
+    total: usize,
+    geo: ConvGeometry,
+}
+
 impl Conv {
-    fn run<T: Real>(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
+    fn setup(&self, x: &Tensor, w: &Tensor) -> OpResult<ConvSetup> {
         let s = shapes(x, w, &self.attrs)?;
         let (g, m) = (self.group, w.shape()[0]);
         if s.c % g != 0 || w.shape()[1] * g != s.c {
@@ -144,10 +183,27 @@ impl Conv {
         out_shape.extend(&out);
         let total = checked_numel(&out_shape)?;
         let geo = geometry(&s.spatial, &s.kernel, &out, &win);
+        Ok(ConvSetup {
+            s,
+            m,
+            out_shape,
+            total,
+            geo,
+        })
+    }
+
+    fn run<T: Real>(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
+        let ConvSetup {
+            s,
+            m,
+            out_shape,
+            total,
+            geo,
+        } = self.setup(x, w)?;
         let xv = read_real::<T>(x, "input 0 (X)")?;
         let wv = read_real::<T>(w, "input 1 (W)")?;
         let mut y = vec![T::ZERO; total];
-        conv_forward(&geo, &xv, &wv, s.n, s.c, m, g, &mut y)?;
+        conv_forward(&geo, &xv, &wv, s.n, s.c, m, self.group, &mut y)?;
         if let Some(b) = b {
             check_len(b, m, "input 2 (B)")?;
             add_bias(
@@ -156,11 +212,116 @@ impl Conv {
                 geo.output_size(),
             );
         }
+        if self.act != Activation::Identity {
+            let act = self.act;
+            y.iter_mut()
+                .for_each(|v| *v = T::from_f64(act.apply_f64(v.to_f64())));
+        }
+        Ok(vec![real_tensor(out_shape, y, x.dtype())?])
+    }
+
+    /// The `f32` evaluation (float32, and float16/bfloat16 through f32):
+    /// the depthwise kernel or im2col + GEMM, with the bias and activation
+    /// applied as the output is produced.
+    fn run_f32(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
+        let ConvSetup {
+            s,
+            m,
+            out_shape,
+            total,
+            geo,
+        } = self.setup(x, w)?;
+        let xv = read_real::<f32>(x, "input 0 (X)")?;
+        let wv = read_real::<f32>(w, "input 1 (W)")?;
+        let bv = match b {
+            Some(b) => {
+                check_len(b, m, "input 2 (B)")?;
+                Some(read_real::<f32>(b, "input 2 (B)")?)
+            }
+            None => None,
+        };
+        let g = self.group;
+        let (cg, mg) = (s.c / g, m / g);
+        let (isz, osz) = (geo.image_size(), geo.output_size());
+        // every element of y is overwritten below
+        let mut y = buffers::take_f32(total);
+        let depthwise = cg == 1
+            && geo.rank() == 2
+            && depthwise2d_scratch(&geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
+        if depthwise {
+            let mut scratch = vec![];
+            for ni in 0..s.n {
+                depthwise2d(
+                    &geo,
+                    s.c,
+                    mg,
+                    &xv[ni * s.c * isz..][..s.c * isz],
+                    &wv,
+                    bv.as_deref(),
+                    self.act,
+                    &mut y[ni * m * osz..][..m * osz],
+                    &mut scratch,
+                );
+            }
+        } else if g == 1 {
+            let kdim = s.c * geo.kernel_size();
+            let fresh;
+            let packed = match &self.packed {
+                Some(p) if p.rows() == m && p.cols() == kdim && p.is_packing_of(&wv) => p,
+                _ => {
+                    fresh = PackedA::new(&wv, m, kdim);
+                    &fresh
+                }
+            };
+            let pointwise = geo.kernel_size() == 1
+                && geo.strides.iter().all(|&s| s == 1)
+                && geo.pads_begin.iter().all(|&p| p == 0)
+                && geo.output == geo.image;
+            let mut col = if pointwise {
+                vec![]
+            } else {
+                // every element is written by im2col
+                buffers::take_f32(checked_numel(&[kdim, osz])?)
+            };
+            let mut scratch = vec![];
+            for ni in 0..s.n {
+                let xi = &xv[ni * s.c * isz..][..s.c * isz];
+                let rhs = if pointwise {
+                    xi
+                } else {
+                    im2col(&geo, s.c, xi, 0.0, &mut col);
+                    &col[..]
+                };
+                gemm_bias_act(
+                    packed,
+                    rhs,
+                    osz,
+                    osz,
+                    bv.as_deref(),
+                    self.act,
+                    &mut y[ni * m * osz..][..m * osz],
+                    osz,
+                    &mut scratch,
+                );
+            }
+            buffers::give_f32(col);
+        } else {
+            conv_forward(&geo, &xv, &wv, s.n, s.c, m, g, &mut y)?;
+            if bv.is_some() || self.act != Activation::Identity {
+                if osz > 0 {
+                    for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
+                        let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
+                        self.act.bias_apply(plane, bias);
+                    }
+                }
+            }
+        }
         Ok(vec![real_tensor(out_shape, y, x.dtype())?])
     }
 }
 
-/// `y [N, M, O...] = conv(x [N, C, I...], w [M, C/g, K...])` without bias.
+/// `y [N, M, O...] = conv(x [N, C, I...], w [M, C/g, K...])` without bias
+/// (every element of `y` is overwritten).
 #[allow(clippy::too_many_arguments)]
 fn conv_forward<T: Real>(
     geo: &ConvGeometry,
@@ -179,7 +340,12 @@ fn conv_forward<T: Real>(
         && geo.strides.iter().all(|&s| s == 1)
         && geo.pads_begin.iter().all(|&p| p == 0)
         && geo.output == geo.image;
-    let direct = !pointwise && cg == 1 && geo.rank() == 2;
+    // the direct kernel's phase planes are about the padded image's size;
+    // fall back to im2col for pathological padding or strides
+    let direct = !pointwise
+        && cg == 1
+        && geo.pads_begin.iter().all(|&p| p >= 0)
+        && conv2d_direct_scratch(geo).is_some_and(|s| s <= 4 * (isz + osz) + (1 << 16));
     let mut col = if pointwise || direct {
         vec![]
     } else {
@@ -192,6 +358,7 @@ fn conv_forward<T: Real>(
             let wg = &w[gi * mg * kdim..][..mg * kdim];
             let yg = &mut y[(ni * m + gi * mg) * osz..][..mg * osz];
             if direct {
+                yg.fill(T::ZERO);
                 for (wk, yk) in wg.chunks_exact(ksz).zip(yg.chunks_exact_mut(osz.max(1))) {
                     conv2d_direct(geo, xg, wk, T::ZERO, yk, &mut scratch);
                 }
@@ -286,7 +453,7 @@ impl ConvTranspose {
                 dilations[a] as i64,
             );
             let op = out_pad[a];
-            if !(0..=1 << 32).contains(&op) {
+            if !(0..=MAX_PARAM).contains(&op) {
                 return Err(OpError::invalid(format!(
                     "attribute output_padding holds {op}, expected a non-negative value"
                 )));
@@ -304,7 +471,15 @@ impl ConvTranspose {
             };
             let upper = self.attrs.auto_pad == AutoPad::SameUpper;
             let (out, pb) = match (shape_attr, self.attrs.auto_pad) {
-                (Some(shape), _) => (shape[a], split(full - shape[a], upper)),
+                (Some(shape), _) => {
+                    if !(0..=1 << 34).contains(&shape[a]) {
+                        return Err(OpError::invalid(format!(
+                            "attribute output_shape holds {}, expected a size in 0..=2^34",
+                            shape[a]
+                        )));
+                    }
+                    (shape[a], split(full - shape[a], upper))
+                }
                 (None, AutoPad::SameUpper | AutoPad::SameLower) => {
                     (i * st, split(full - i * st, upper))
                 }
@@ -314,7 +489,7 @@ impl ConvTranspose {
                     (full - pb - pe, pb)
                 }
             };
-            if !(0..=1 << 32).contains(&out) {
+            if !(0..=1 << 34).contains(&out) {
                 return Err(OpError::invalid(format!(
                     "spatial axis {a}: output size {out} is invalid (input {i}, kernel {k}, stride {st})"
                 )));
@@ -378,5 +553,94 @@ impl ConvTranspose {
             add_bias(&mut y, &read_real::<T>(b, "input 2 (B)")?, osz);
         }
         Ok(vec![real_tensor(out_shape, y, x.dtype())?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Direct definition of a grouped 2-D convolution.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(
+        geo: &ConvGeometry,
+        x: &[f64],
+        w: &[f64],
+        n: usize,
+        c: usize,
+        m: usize,
+        group: usize,
+    ) -> Vec<f64> {
+        let (h, wd) = (geo.image[0], geo.image[1]);
+        let (kh, kw) = (geo.kernel[0], geo.kernel[1]);
+        let (oh, ow) = (geo.output[0], geo.output[1]);
+        let (cg, mg) = (c / group, m / group);
+        let mut y = vec![0.0; n * m * oh * ow];
+        for b in 0..n {
+            for o in 0..m {
+                let g = o / mg;
+                for (yi, yo) in (0..oh).flat_map(|i| (0..ow).map(move |j| (i, j))) {
+                    let mut s = 0.0;
+                    for ci in 0..cg {
+                        for ki in 0..kh {
+                            for kj in 0..kw {
+                                let iy = (yi * geo.strides[0] + ki * geo.dilations[0]) as isize
+                                    - geo.pads_begin[0];
+                                let ix = (yo * geo.strides[1] + kj * geo.dilations[1]) as isize
+                                    - geo.pads_begin[1];
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                    continue;
+                                }
+                                let xv =
+                                    x[((b * c + g * cg + ci) * h + iy as usize) * wd + ix as usize];
+                                s += xv * w[((o * cg + ci) * kh + ki) * kw + kj];
+                            }
+                        }
+                    }
+                    y[((b * m + o) * oh + yi) * ow + yo] = s;
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn every_path_matches_the_definition() {
+        // (c, m, group, kernel, stride, dilation, pad): im2col, grouped,
+        // depthwise (with channel multiplier), pointwise, strided depthwise
+        let cases = [
+            (3, 4, 1, 3, 1, 1, 1),
+            (4, 6, 2, 3, 2, 1, 0),
+            (4, 4, 4, 3, 1, 2, 2),
+            (3, 6, 3, 5, 2, 1, 2),
+            (4, 5, 1, 1, 1, 1, 0),
+            (2, 2, 2, 3, 3, 1, 1),
+        ];
+        for (c, m, group, k, s, d, p) in cases {
+            let (n, h, w) = (2, 7, 6);
+            let span = (k - 1) * d + 1;
+            let out = |i: usize| (i + 2 * p - span) / s + 1;
+            let geo = ConvGeometry {
+                image: vec![h, w],
+                kernel: vec![k, k],
+                output: vec![out(h), out(w)],
+                strides: vec![s, s],
+                dilations: vec![d, d],
+                pads_begin: vec![p as isize, p as isize],
+            };
+            let x: Vec<f64> = (0..n * c * h * w)
+                .map(|i| ((i * 7) % 11) as f64 - 5.0)
+                .collect();
+            let wt: Vec<f64> = (0..m * (c / group) * k * k)
+                .map(|i| ((i * 5) % 7) as f64 - 3.0)
+                .collect();
+            let mut y = vec![0.0; n * m * geo.output_size()];
+            conv_forward(&geo, &x, &wt, n, c, m, group, &mut y).unwrap();
+            assert_eq!(
+                y,
+                naive(&geo, &x, &wt, n, c, m, group),
+                "case {c} {m} {group} {k} {s} {d} {p}"
+            );
+        }
     }
 }

@@ -10,6 +10,7 @@
 use super::read_real;
 use crate::error::{OpError, OpResult};
 use crate::ops::{BuildCtx, Op, Registry};
+use qport_core::shape::checked_numel;
 use qport_core::{DType, Element, Tensor};
 use qport_kernels::gemm::{gemm, GemmScalar, MatRef};
 
@@ -164,14 +165,14 @@ impl<T: GemmScalar> Labelled<T> {
     }
 
     /// Broadcasts size-1 axes to `size(label)`.
-    fn broadcast(self, size: impl Fn(u32) -> usize) -> Self {
+    fn broadcast(self, size: impl Fn(u32) -> usize) -> OpResult<Self> {
         if self
             .labels
             .iter()
             .zip(&self.dims)
             .all(|(&l, &d)| size(l) == d)
         {
-            return self;
+            return Ok(self);
         }
         let mut strides = self.strides();
         let dims: Vec<usize> = self
@@ -186,12 +187,13 @@ impl<T: GemmScalar> Labelled<T> {
                 size(l)
             })
             .collect();
+        checked_numel(&dims)?;
         let data = gather(&self.data, &dims, &strides);
-        Labelled {
+        Ok(Labelled {
             data,
             dims,
             labels: self.labels,
-        }
+        })
     }
 
     /// Reorders axes to `order` (a permutation of the labels).
@@ -248,7 +250,7 @@ fn contract<T: GemmScalar>(
     a: Labelled<T>,
     b: Labelled<T>,
     keep: &dyn Fn(u32) -> bool,
-) -> Labelled<T> {
+) -> OpResult<Labelled<T>> {
     let in_b = |l: &u32| b.labels.contains(l);
     let batch: Vec<u32> = a
         .labels
@@ -276,12 +278,13 @@ fn contract<T: GemmScalar>(
             None => b.dims[b.labels.iter().position(|x| x == l).unwrap_or(0)],
         }
     };
+    let out_labels: Vec<u32> = batch.iter().chain(&left).chain(&right).copied().collect();
+    let dims: Vec<usize> = out_labels.iter().map(size).collect();
+    checked_numel(&dims)?;
     let prod = |ls: &[u32]| ls.iter().map(size).product::<usize>();
     let (nb, m, k, n) = (prod(&batch), prod(&left), prod(&inner), prod(&right));
     let a_order: Vec<u32> = batch.iter().chain(&left).chain(&inner).copied().collect();
     let b_order: Vec<u32> = batch.iter().chain(&inner).chain(&right).copied().collect();
-    let mut out_labels: Vec<u32> = batch.iter().chain(&left).chain(&right).copied().collect();
-    let dims: Vec<usize> = out_labels.iter().map(size).collect();
     let a = a.permute(&a_order);
     let b = b.permute(&b_order);
     let mut y = vec![T::ZERO; nb * m * n];
@@ -300,20 +303,25 @@ fn contract<T: GemmScalar>(
             );
         }
     }
-    Labelled {
+    Ok(Labelled {
         data: y,
         dims,
-        labels: std::mem::take(&mut out_labels),
-    }
+        labels: out_labels,
+    })
+}
+
+/// The labels of an evaluation: per operand, of the output, and the size
+/// of every label.
+struct Resolved {
+    operands: Vec<Vec<u32>>,
+    output: Vec<u32>,
+    sizes: Vec<(u32, usize)>,
 }
 
 impl Einsum {
     /// Labels of every operand (checked against the ranks), the output
     /// labels, and the size of every label.
-    fn resolve(
-        &self,
-        shapes: &[&[usize]],
-    ) -> OpResult<(Vec<Vec<u32>>, Vec<u32>, Vec<(u32, usize)>)> {
+    fn resolve(&self, shapes: &[&[usize]]) -> OpResult<Resolved> {
         if shapes.len() != self.inputs.len() {
             return Err(OpError::invalid(format!(
                 "einsum equation has {} operands but the node has {} inputs",
@@ -383,7 +391,11 @@ impl Einsum {
                     .collect()
             }
         };
-        Ok((labels, output, sizes))
+        Ok(Resolved {
+            operands: labels,
+            output,
+            sizes,
+        })
     }
 
     fn compute<T: GemmScalar>(
@@ -391,44 +403,41 @@ impl Einsum {
         operands: Vec<(Vec<T>, Vec<usize>)>,
     ) -> OpResult<(Vec<T>, Vec<usize>)> {
         let shapes: Vec<&[usize]> = operands.iter().map(|(_, s)| s.as_slice()).collect();
-        let (labels, output, sizes) = self.resolve(&shapes)?;
+        let Resolved {
+            operands: labels,
+            output,
+            sizes,
+        } = self.resolve(&shapes)?;
         let size = |l: u32| sizes.iter().find(|(x, _)| *x == l).map_or(1, |(_, d)| *d);
-        let mut ts: Vec<Labelled<T>> = vec![];
+        let mut ts = Vec::with_capacity(operands.len());
         for ((data, dims), ls) in operands.into_iter().zip(labels) {
             let t = Labelled {
                 data,
                 dims,
                 labels: ls,
-            }
-            .diagonals()?;
-            ts.push(t.broadcast(size));
+            };
+            ts.push(t.diagonals()?.broadcast(size)?);
         }
-        let mut iter = ts.into_iter().enumerate();
-        let Some((_, mut acc)) = iter.next() else {
-            return Err(OpError::invalid("einsum needs at least one input"));
-        };
-        let rest_labels = |from: usize, all: &[Labelled<T>]| -> Vec<u32> {
-            all[from..]
+        // labels still needed by operands from `i` on, or by the output
+        let needed_from = |i: usize| -> Vec<u32> {
+            ts[i.min(ts.len())..]
                 .iter()
                 .flat_map(|t| t.labels.iter().copied())
+                .chain(output.iter().copied())
                 .collect()
         };
-        let remaining: Vec<Labelled<T>> = iter.map(|(_, t)| t).collect();
-        for i in 0..=remaining.len() {
-            let mut later = rest_labels(i, &remaining);
-            later.extend(&output);
+        let mut acc = ts[0].clone();
+        for (i, next) in ts.iter().enumerate().skip(1) {
+            let later = needed_from(i);
             acc = acc.sum_except(|l| later.contains(&l));
-            if i == remaining.len() {
-                break;
-            }
-            let b = remaining[i].clone();
-            let mut later_b = rest_labels(i + 1, &remaining);
-            later_b.extend(&output);
+            let after = needed_from(i + 1);
             let acc_labels = acc.labels.clone();
-            let b = b.sum_except(|l| later_b.contains(&l) || acc_labels.contains(&l));
-            acc = contract(acc, b, &|l| later_b.contains(&l));
+            let b = next
+                .clone()
+                .sum_except(|l| after.contains(&l) || acc_labels.contains(&l));
+            acc = contract(acc, b, &|l| after.contains(&l))?;
         }
-        let acc = acc.permute(&output);
+        let acc = acc.sum_except(|l| output.contains(&l)).permute(&output);
         Ok((acc.data, acc.dims))
     }
 }

@@ -92,11 +92,11 @@ impl BatchNorm {
             .map(|ch| scale[ch] / (var[ch] + eps).sqrt())
             .collect();
         let b: Vec<T> = (0..c).map(|ch| bias[ch] - mean[ch] * s[ch]).collect();
-        let mut y = xv.into_owned();
+        let mut y = Vec::with_capacity(xv.len());
         if d > 0 {
-            for (i, plane) in y.chunks_exact_mut(d).enumerate() {
-                let ch = i % c;
-                plane.iter_mut().for_each(|v| *v = *v * s[ch] + b[ch]);
+            for (i, plane) in xv.chunks_exact(d).enumerate() {
+                let (sc, bc) = (s[i % c], b[i % c]);
+                y.extend(plane.iter().map(|&v| v * sc + bc));
             }
         }
         let mut outs = vec![real_tensor(x.shape().to_vec(), y, x.dtype())?];

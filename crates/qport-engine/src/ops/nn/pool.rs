@@ -268,7 +268,7 @@ fn max_dispatch(x: &Tensor, t: &Table, planes: usize) -> OpResult<(TensorData, V
 /// Window maxima and the flat input index of each (the first maximum).
 fn max<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> (Vec<T>, Vec<i64>) {
     let osz = t.padded.len();
-    let isz = if planes == 0 { 0 } else { x.len() / planes };
+    let isz = x.len().checked_div(planes).unwrap_or(0);
     let mut y = Vec::with_capacity(planes * osz);
     let mut idx = Vec::with_capacity(planes * osz);
     for p in 0..planes {
@@ -294,7 +294,7 @@ fn max<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> (Vec<T>, Vec<i64>) {
 
 fn avg<T: Real>(x: &[T], t: &Table, planes: usize, count_include_pad: bool) -> Vec<T> {
     let osz = t.padded.len();
-    let isz = if planes == 0 { 0 } else { x.len() / planes };
+    let isz = x.len().checked_div(planes).unwrap_or(0);
     let mut y = Vec::with_capacity(planes * osz);
     for p in 0..planes {
         let plane = &x[p * isz..(p + 1) * isz];
@@ -317,7 +317,7 @@ fn avg<T: Real>(x: &[T], t: &Table, planes: usize, count_include_pad: bool) -> V
 
 fn lp<T: Real>(x: &[T], t: &Table, planes: usize, p: f64) -> Vec<T> {
     let osz = t.padded.len();
-    let isz = if planes == 0 { 0 } else { x.len() / planes };
+    let isz = x.len().checked_div(planes).unwrap_or(0);
     let pe = T::from_f64(p);
     let inv = T::from_f64(1.0 / p);
     let mut y = Vec::with_capacity(planes * osz);

@@ -5,6 +5,11 @@
 use crate::error::{OpError, OpResult};
 use qport_onnx::Node;
 
+/// The largest kernel size, stride, dilation or pad accepted (2^24). Far
+/// beyond any real network, it keeps every window computation within 64-bit
+/// arithmetic for tensors of up to [`qport_core::shape::MAX_ELEMENTS`].
+pub(crate) const MAX_PARAM: i64 = 1 << 24;
+
 /// The `auto_pad` attribute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AutoPad {
@@ -89,9 +94,9 @@ impl WindowAttrs {
                         2 * rank
                     )));
                 }
-                if let Some(v) = p.iter().find(|&&v| !(0..=1 << 32).contains(&v)) {
+                if let Some(v) = p.iter().find(|&&v| !(0..=MAX_PARAM).contains(&v)) {
                     return Err(OpError::invalid(format!(
-                        "attribute pads holds {v}, expected values in 0..=2^32"
+                        "attribute pads holds {v}, expected values in 0..={MAX_PARAM}"
                     )));
                 }
                 Ok((0..rank)
@@ -139,11 +144,11 @@ fn positive(v: &[i64], rank: usize, what: &str) -> OpResult<Vec<usize>> {
     }
     v.iter()
         .map(|&x| {
-            if (1..=1 << 32).contains(&x) {
+            if (1..=MAX_PARAM).contains(&x) {
                 Ok(x as usize)
             } else {
                 Err(OpError::invalid(format!(
-                    "attribute {what} holds {x}, expected values in 1..=2^32"
+                    "attribute {what} holds {x}, expected values in 1..={MAX_PARAM}"
                 )))
             }
         })

@@ -3,7 +3,7 @@
 //! zero points, and the per-tensor / per-axis / blocked parameter layout.
 
 use crate::error::{OpError, OpResult};
-use qport_core::{bf16, f16, DType, Tensor, TensorData};
+use qport_core::{bf16, f16, DType, Tensor, TensorData, I2, I4, U2, U4};
 
 /// An integer type a quantized tensor is stored in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +12,10 @@ pub(crate) enum QType {
     I8,
     U16,
     I16,
+    U4,
+    I4,
+    U2,
+    I2,
 }
 
 impl QType {
@@ -22,13 +26,12 @@ impl QType {
             DType::I8 => Some(QType::I8),
             DType::U16 => Some(QType::U16),
             DType::I16 => Some(QType::I16),
+            DType::U4 => Some(QType::U4),
+            DType::I4 => Some(QType::I4),
+            DType::U2 => Some(QType::U2),
+            DType::I2 => Some(QType::I2),
             _ => None,
         }
-    }
-
-    /// Like [`QType::from_dtype`], failing with a message naming `what`.
-    pub(crate) fn of(what: &str, dtype: DType) -> OpResult<QType> {
-        QType::from_dtype(dtype).ok_or_else(|| OpError::dtype(what, dtype))
     }
 
     /// The 8-bit quantized type of `dtype` (u8 or i8 only).
@@ -43,9 +46,11 @@ impl QType {
     /// Smallest representable value.
     pub(crate) fn min(self) -> i32 {
         match self {
-            QType::U8 | QType::U16 => 0,
+            QType::U8 | QType::U16 | QType::U4 | QType::U2 => 0,
             QType::I8 => -128,
             QType::I16 => -32768,
+            QType::I4 => -8,
+            QType::I2 => -2,
         }
     }
 
@@ -56,6 +61,10 @@ impl QType {
             QType::I8 => 127,
             QType::U16 => 65535,
             QType::I16 => 32767,
+            QType::U4 => 15,
+            QType::I4 => 7,
+            QType::U2 => 3,
+            QType::I2 => 1,
         }
     }
 
@@ -66,6 +75,26 @@ impl QType {
             QType::I8 => TensorData::I8(v.into_iter().map(|x| x as i8).collect()),
             QType::U16 => TensorData::U16(v.into_iter().map(|x| x as u16).collect()),
             QType::I16 => TensorData::I16(v.into_iter().map(|x| x as i16).collect()),
+            QType::U4 => TensorData::U4(
+                v.into_iter()
+                    .map(|x| U4::wrapping_from_i64(x as i64))
+                    .collect(),
+            ),
+            QType::I4 => TensorData::I4(
+                v.into_iter()
+                    .map(|x| I4::wrapping_from_i64(x as i64))
+                    .collect(),
+            ),
+            QType::U2 => TensorData::U2(
+                v.into_iter()
+                    .map(|x| U2::wrapping_from_i64(x as i64))
+                    .collect(),
+            ),
+            QType::I2 => TensorData::I2(
+                v.into_iter()
+                    .map(|x| I2::wrapping_from_i64(x as i64))
+                    .collect(),
+            ),
         }
     }
 }
@@ -97,7 +126,8 @@ pub(crate) fn saturate_rounded(r: f32, zero: i32, q: QType) -> i32 {
 }
 
 /// Values of a float tensor (f32, f16, bf16, f64) as f32; integer tensors
-/// are converted too (scales may be int32 from opset 23).
+/// are converted too (scales may be int32 from opset 23), and so are
+/// float8e8m0 power-of-two scales (opset 25).
 pub(crate) fn f32_values(t: &Tensor, what: &str) -> OpResult<Vec<f32>> {
     match t.data() {
         TensorData::F32(v) => Ok(v.clone()),
@@ -105,11 +135,12 @@ pub(crate) fn f32_values(t: &Tensor, what: &str) -> OpResult<Vec<f32>> {
         TensorData::BF16(v) => Ok(v.iter().map(|x| x.to_f32()).collect()),
         TensorData::F64(v) => Ok(v.iter().map(|&x| x as f32).collect()),
         TensorData::I32(v) => Ok(v.iter().map(|&x| x as f32).collect()),
+        TensorData::F8E8M0(v) => Ok(v.iter().map(|x| x.to_f32()).collect()),
         _ => Err(OpError::dtype(what, t.dtype())),
     }
 }
 
-/// Values of an integer tensor (8/16/32-bit) as i32.
+/// Values of an integer tensor (2/4/8/16/32-bit) as i32.
 pub(crate) fn i32_values(t: &Tensor, what: &str) -> OpResult<Vec<i32>> {
     match t.data() {
         TensorData::U8(v) => Ok(v.iter().map(|&x| x as i32).collect()),
@@ -117,6 +148,10 @@ pub(crate) fn i32_values(t: &Tensor, what: &str) -> OpResult<Vec<i32>> {
         TensorData::U16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         TensorData::I16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         TensorData::I32(v) => Ok(v.clone()),
+        TensorData::U4(v) => Ok(v.iter().map(|x| x.get() as i32).collect()),
+        TensorData::I4(v) => Ok(v.iter().map(|x| x.get() as i32).collect()),
+        TensorData::U2(v) => Ok(v.iter().map(|x| x.get() as i32).collect()),
+        TensorData::I2(v) => Ok(v.iter().map(|x| x.get() as i32).collect()),
         _ => Err(OpError::dtype(what, t.dtype())),
     }
 }
@@ -290,6 +325,16 @@ mod tests {
         assert_eq!(requantize(5, 0.5, 0, QType::I8), 2);
         assert_eq!(requantize(7, 0.5, 0, QType::I8), 4);
         assert_eq!(requantize(-1000, 1.0, 0, QType::I16), -1000);
+        assert_eq!(quantize(20.0, 1.0, 0, QType::I4), 7);
+        assert_eq!(quantize(-20.0, 1.0, 0, QType::I4), -8);
+        assert_eq!(quantize(2.5, 1.0, 0, QType::U2), 2);
+        assert_eq!(quantize(-2.5, 1.0, 0, QType::I2), -2);
+        assert_eq!(quantize(9.0, 1.0, 1, QType::U2), 3);
+        let p = QType::I4.pack(vec![-8, 7]);
+        assert_eq!(
+            Tensor::new(vec![2], p).unwrap().to_i64_vec().unwrap(),
+            vec![-8, 7]
+        );
     }
 
     #[test]

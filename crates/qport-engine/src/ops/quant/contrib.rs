@@ -3,11 +3,18 @@
 //! `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat` and
 //! `QLinearSoftmax`.
 //!
-//! Each follows onnxruntime's reference (non-SIMD) arithmetic in f32 with
-//! round-half-to-even: dequantize, compute, quantize — except
-//! `QLinearGlobalAveragePool`, which like onnxruntime sums the integers
-//! exactly and requantizes the sum with `x_scale / (y_scale * pixels)`.
-//! Unary ops use a 256-entry lookup table, as onnxruntime does.
+//! Arithmetic is f32 with round half to even and saturation, following
+//! onnxruntime so that its QOperator models reproduce bit for bit:
+//! - `QLinearAdd` uses MLAS's x86 formula `round(fma(a, sA/sC, fma(b, sB/sC,
+//!   zC - fma(sA/sC, zA, sB/sC * zB))))` (the zero points folded into one
+//!   constant), which differs from dequantize-add-quantize in the last bit;
+//! - `QLinearGlobalAveragePool` sums the integers exactly and requantizes
+//!   `sum - zX * pixels` with `sX / (sY * pixels)`, as MLAS does;
+//! - unary ops use a lookup table over all input values (dequantize, apply,
+//!   quantize), as onnxruntime does;
+//! - `QLinearMul`, `QLinearAveragePool`, `QLinearConcat` and
+//!   `QLinearSoftmax` dequantize, compute in f32 and quantize (within one
+//!   step of onnxruntime; not checked bit for bit).
 
 use super::common::{i32_values, quantize, saturate_rounded, scalar_f32, scalar_zero, QType};
 use crate::error::{OpError, OpResult};

@@ -477,7 +477,8 @@ mod tests {
     #[test]
     fn conv_integer_matches_direct_convolution() {
         // (x shape, w shape, group, strides, dilations, pads)
-        let cases: Vec<(Vec<usize>, Vec<usize>, i64, Vec<i64>, Vec<i64>, Vec<i64>)> = vec![
+        type Case = (Vec<usize>, Vec<usize>, i64, Vec<i64>, Vec<i64>, Vec<i64>);
+        let cases: Vec<Case> = vec![
             (
                 vec![1, 2, 5],
                 vec![3, 2, 2],

@@ -1,16 +1,50 @@
 //! `QuantizeLinear`, `DequantizeLinear` (every opset form: per-tensor,
-//! per-axis, blocked; 8/16-bit integers; int32 for dequantized biases) and
-//! `DynamicQuantizeLinear`.
+//! per-axis, blocked; 2/4/8/16-bit integers, float8 and float4e2m1; int32
+//! for dequantized biases) and `DynamicQuantizeLinear`.
 
 use super::common::{f32_values, i32_values, pack_float, quantize, Layout, QType};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
-use qport_core::{DType, Tensor, TensorData};
+use qport_core::{CastOptions, DType, Tensor, TensorData};
 
-/// `QuantizeLinear`: `y = saturate(round_half_even(x / y_scale) + y_zero_point)`.
+/// The element type `QuantizeLinear` produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QOut {
+    /// An integer type: round half to even, add the zero point, saturate.
+    Int(QType),
+    /// A float8 type or float4e2m1: `x / y_scale + y_zero_point` rounded to
+    /// nearest even, saturating or not per the `saturate` attribute (float4
+    /// always saturates).
+    Float(DType),
+}
+
+impl QOut {
+    fn from_dtype(dtype: DType) -> Option<QOut> {
+        if let Some(q) = QType::from_dtype(dtype) {
+            return Some(QOut::Int(q));
+        }
+        is_low_float(dtype).then_some(QOut::Float(dtype))
+    }
+
+    fn of(what: &str, dtype: DType) -> OpResult<QOut> {
+        QOut::from_dtype(dtype).ok_or_else(|| OpError::dtype(what, dtype))
+    }
+}
+
+/// The float8 and float4 types ONNX quantizes to.
+fn is_low_float(dtype: DType) -> bool {
+    matches!(
+        dtype,
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1
+    )
+}
+
+/// `QuantizeLinear`: `y = saturate(round_half_even(x / y_scale) + y_zero_point)`
+/// for integer outputs; for float8/float4 outputs `x / y_scale` (plus a
+/// non-zero zero point) is rounded to the output type, honouring
+/// `saturate` (opset 19+).
 ///
 /// The output type is the zero point's, else `output_dtype`, else uint8.
-/// float8/int4/int2/float4 outputs are refused (qport has no such dtypes).
 /// The `precision` attribute (opset 23) is accepted; the division is done in
 /// f32 as onnxruntime does for float32 and float16 inputs.
 pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
@@ -18,6 +52,7 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let axis = node.attr_int("axis", 1)?;
     let block_size = node.attr_int("block_size", 0)?;
     let output_dtype = node.attr_int("output_dtype", 0)?;
+    let saturate = ctx.opset < 19 || node.attr_int("saturate", 1)? != 0;
     let declared = match output_dtype {
         0 => None,
         code => Some(output_qtype(code)?),
@@ -28,7 +63,7 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let zero = opt_input(inputs, 2);
         let q = match zero {
             Some(z) => {
-                let q = QType::of("y_zero_point", z.dtype())?;
+                let q = QOut::of("y_zero_point", z.dtype())?;
                 if declared.is_some_and(|d| d != q) {
                     return Err(OpError::invalid(format!(
                         "output_dtype {} differs from y_zero_point type {}",
@@ -38,32 +73,69 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 }
                 q
             }
-            None => declared.unwrap_or(QType::U8),
+            None => declared.unwrap_or(QOut::Int(QType::U8)),
         };
         let layout = Layout::new(x.shape(), scale.shape(), axis, block_size)?;
         let s = f32_values(scale, "y_scale")?;
-        let z = match zero {
-            Some(z) => {
-                check_same_shape(z, scale, "y_zero_point", "y_scale")?;
-                i32_values(z, "y_zero_point")?
-            }
-            None => vec![0; s.len()],
-        };
+        if let Some(z) = zero {
+            check_same_shape(z, scale, "y_zero_point", "y_scale")?;
+        }
         let xv = f32_values(x, "x")?;
-        let out: Vec<i32> = xv
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                let p = layout.index(i);
-                quantize(v, s[p], z[p], q)
-            })
-            .collect();
-        Ok(vec![Tensor::new(x.shape().to_vec(), q.pack(out))?])
+        let data = match q {
+            QOut::Int(q) => {
+                let z = match zero {
+                    Some(z) => i32_values(z, "y_zero_point")?,
+                    None => vec![0; s.len()],
+                };
+                let out: Vec<i32> = xv
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let p = layout.index(i);
+                        quantize(v, s[p], z[p], q)
+                    })
+                    .collect();
+                q.pack(out)
+            }
+            QOut::Float(dt) => {
+                let z = match zero {
+                    Some(z) => z.to_f32_vec()?,
+                    None => vec![0.0; s.len()],
+                };
+                // float4 always adds the zero point, as the ONNX reference
+                // does; for float8 it is only added when non-zero (so that
+                // -0 keeps its sign, again as the reference).
+                let add = dt == DType::F4E2M1;
+                let out: Vec<f32> = xv
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let p = layout.index(i);
+                        let y = v / s[p];
+                        if add || z[p] != 0.0 {
+                            y + z[p]
+                        } else {
+                            y
+                        }
+                    })
+                    .collect();
+                let opts = CastOptions {
+                    saturate,
+                    ..CastOptions::default()
+                };
+                Tensor::from_vec(vec![out.len()], out)?
+                    .cast_with(dt, opts)?
+                    .into_parts()
+                    .1
+            }
+        };
+        Ok(vec![Tensor::new(x.shape().to_vec(), data)?])
     }))
 }
 
-/// `DequantizeLinear`: `y = (x - x_zero_point) * x_scale`, in f32, returned
-/// in the scale's type (or `output_dtype`).
+/// `DequantizeLinear`: `y = (x - x_zero_point) * x_scale`, in f32 (the
+/// subtraction exact for integers), returned in the scale's type (or
+/// `output_dtype`). float8/float4 inputs are taken by value.
 pub(crate) fn build_dequantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let node = ctx.node;
     let axis = node.attr_int("axis", 1)?;
@@ -85,30 +157,44 @@ pub(crate) fn build_dequantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let zero = opt_input(inputs, 2);
         let layout = Layout::new(x.shape(), scale.shape(), axis, block_size)?;
         let s = f32_values(scale, "x_scale")?;
-        let z = match zero {
-            Some(z) => {
-                if z.dtype() != x.dtype() {
-                    return Err(OpError::invalid(format!(
-                        "x_zero_point type {} differs from x type {}",
-                        z.dtype(),
-                        x.dtype()
-                    )));
-                }
-                check_same_shape(z, scale, "x_zero_point", "x_scale")?;
-                i32_values(z, "x_zero_point")?
+        if let Some(z) = zero {
+            if z.dtype() != x.dtype() {
+                return Err(OpError::invalid(format!(
+                    "x_zero_point type {} differs from x type {}",
+                    z.dtype(),
+                    x.dtype()
+                )));
             }
-            None => vec![0; s.len()],
-        };
+            check_same_shape(z, scale, "x_zero_point", "x_scale")?;
+        }
         let out_dtype = output_dtype.unwrap_or(scale.dtype());
-        let xv = i32_values(x, "x")?;
-        let out: Vec<f32> = xv
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                let p = layout.index(i);
-                (v as i64 - z[p] as i64) as f32 * s[p]
-            })
-            .collect();
+        let out: Vec<f32> = if is_low_float(x.dtype()) {
+            let z = match zero {
+                Some(z) => z.to_f32_vec()?,
+                None => vec![0.0; s.len()],
+            };
+            x.to_f32_vec()?
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let p = layout.index(i);
+                    (v - z[p]) * s[p]
+                })
+                .collect()
+        } else {
+            let z = match zero {
+                Some(z) => i32_values(z, "x_zero_point")?,
+                None => vec![0; s.len()],
+            };
+            i32_values(x, "x")?
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let p = layout.index(i);
+                    (v as i64 - z[p] as i64) as f32 * s[p]
+                })
+                .collect()
+        };
         Ok(vec![Tensor::new(
             x.shape().to_vec(),
             pack_float(out, out_dtype)?,
@@ -146,24 +232,22 @@ pub(crate) fn build_dynamic(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
-fn output_qtype(code: i64) -> OpResult<QType> {
+fn output_qtype(code: i64) -> OpResult<QOut> {
     let name = match code {
-        17..=20 => Some("float8"),
-        21 => Some("uint4"),
-        22 => Some("int4"),
-        23 => Some("float4e2m1"),
-        25 => Some("uint2"),
-        26 => Some("int2"),
+        27 => Some("float6e2m3"),
+        28 => Some("float6e3m2"),
         _ => None,
     };
     if let Some(n) = name {
         return Err(OpError::unsupported(format!("output_dtype {code} ({n})")));
     }
-    DType::from_onnx_code(code as i32)
-        .and_then(QType::from_dtype)
+    i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx_code)
+        .and_then(QOut::from_dtype)
         .ok_or_else(|| {
             OpError::invalid(format!(
-                "output_dtype {code} is not a quantized integer type"
+                "output_dtype {code} is not a quantized integer, float8 or float4 type"
             ))
         })
 }
@@ -225,14 +309,100 @@ mod tests {
         .unwrap();
         assert_eq!(y[0].as_slice::<i16>().unwrap(), &[-1, 2, 32767]);
         let attrs = vec![("output_dtype", Attribute::Int(22))];
-        assert!(run(
+        let y = run(
             build_quantize,
             "QuantizeLinear",
             attrs,
             21,
-            &[Some(&x), Some(&s)]
+            &[Some(&x), Some(&s)],
         )
-        .is_err());
+        .unwrap();
+        assert_eq!(y[0].dtype(), DType::I4);
+        assert_eq!(y[0].to_i64_vec().unwrap(), vec![-1, 2, 7]);
+        for code in [27, 1, 99] {
+            let attrs = vec![("output_dtype", Attribute::Int(code))];
+            assert!(run(
+                build_quantize,
+                "QuantizeLinear",
+                attrs,
+                25,
+                &[Some(&x), Some(&s)]
+            )
+            .is_err());
+        }
+    }
+
+    #[test]
+    fn quantize_to_float8_saturates_unless_told_not_to() {
+        let x = t(&[4], vec![0.0f32, 1.0, 100000.0, -1000.0]);
+        let s = Tensor::scalar(2.0f32);
+        let z = Tensor::from_vec(vec![1], vec![qport_core::F8E4M3FN(0)]).unwrap();
+        let q = |attrs| {
+            run(
+                build_quantize,
+                "QuantizeLinear",
+                attrs,
+                21,
+                &[Some(&x), Some(&s), Some(&z)],
+            )
+            .unwrap()
+            .remove(0)
+        };
+        let y = q(vec![]);
+        assert_eq!(y.dtype(), DType::F8E4M3FN);
+        assert_eq!(y.to_f32_vec().unwrap(), vec![0.0, 0.5, 448.0, -448.0]);
+        let y = q(vec![("saturate", Attribute::Int(0))])
+            .to_f32_vec()
+            .unwrap();
+        assert_eq!(y[..2], [0.0, 0.5]);
+        assert!(y[2].is_nan() && y[3].is_nan());
+        // Dequantizing takes the float8 values.
+        let d = run(
+            build_dequantize,
+            "DequantizeLinear",
+            vec![],
+            21,
+            &[Some(&q(vec![])), Some(&s), Some(&z)],
+        )
+        .unwrap();
+        assert_eq!(d[0].as_slice::<f32>().unwrap(), &[0.0, 1.0, 896.0, -896.0]);
+    }
+
+    #[test]
+    fn sub_byte_quantization_round_trips() {
+        let x = t(&[2, 3], vec![0.0f32, 2.5, 40.0, -30.0, 3.0, -1.0]);
+        let s = t(&[2], vec![2.0f32, 1.0]);
+        let z = Tensor::from_vec(
+            vec![2],
+            vec![
+                qport_core::U4::new(1).unwrap(),
+                qport_core::U4::new(8).unwrap(),
+            ],
+        )
+        .unwrap();
+        let attrs = vec![("axis", Attribute::Int(0))];
+        let y = run(
+            build_quantize,
+            "QuantizeLinear",
+            attrs.clone(),
+            21,
+            &[Some(&x), Some(&s), Some(&z)],
+        )
+        .unwrap();
+        assert_eq!(y[0].dtype(), DType::U4);
+        assert_eq!(y[0].to_i64_vec().unwrap(), vec![1, 2, 15, 0, 11, 7]);
+        let d = run(
+            build_dequantize,
+            "DequantizeLinear",
+            attrs,
+            21,
+            &[Some(&y[0]), Some(&s), Some(&z)],
+        )
+        .unwrap();
+        assert_eq!(
+            d[0].as_slice::<f32>().unwrap(),
+            &[0.0, 2.0, 28.0, -8.0, 3.0, -1.0]
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Integer matrix products: `MatMulInteger`, `QLinearMatMul` and
 //! onnxruntime's `com.microsoft.QGemm`, all on the exact
 //! [`qport_kernels::igemm`] kernel. Requantization is the onnxruntime
-//! reference arithmetic (see [`super::common::requantize`]).
+//! reference arithmetic (see `common::requantize`).
 
 use super::common::{f32_values, i32_values, requantize, scalar_f32, scalar_zero, QType};
 use crate::error::{OpError, OpResult};

@@ -9,6 +9,7 @@
 
 use super::{grouped, match_num, RNum};
 use crate::error::{OpError, OpResult};
+use crate::ops::elementwise::real::lane_sum;
 use crate::ops::{input, opt_input, BuildCtx, Op, Registry};
 use qport_core::shape::normalize_axis;
 use qport_core::{DType, Tensor};
@@ -41,7 +42,7 @@ fn isum<T: RNum>(g: &[T], f: impl Fn(i128) -> i128) -> T {
 }
 
 fn fsum<T: RNum>(g: &[T], f: impl Fn(f64) -> f64) -> f64 {
-    g.iter().map(|&v| f(v.to_f())).sum()
+    lane_sum(g, |v| f(v.to_f()))
 }
 
 /// Reduces one group.
@@ -90,7 +91,9 @@ fn reduce_typed<T: RNum>(
     out_shape: Vec<usize>,
 ) -> OpResult<Tensor> {
     let (g, glen) = grouped(x, shape, mask);
-    let n_out: usize = out_shape.iter().product();
+    // Checked: with an empty reduced axis the output can be far larger
+    // than the (empty) input.
+    let n_out = qport_core::shape::checked_numel(&out_shape)?;
     let out: Vec<T> = if glen == 0 {
         vec![reduce_group::<T>(k, &[]); n_out]
     } else {

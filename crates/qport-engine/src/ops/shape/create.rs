@@ -4,7 +4,7 @@
 use super::{check_shape, dim, dtype_from_code, int_list};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, BuildCtx, Op, Registry};
-use qport_core::{DType, Element, Tensor, TensorData};
+use qport_core::{CastOptions, DType, Element, RoundMode, Tensor, TensorData};
 use qport_onnx::Attribute;
 
 pub(super) fn register(r: &mut Registry) {
@@ -16,13 +16,13 @@ pub(super) fn register(r: &mut Registry) {
     r.register("EyeLike", build_eye_like);
 }
 
-/// Casts with ONNX semantics (numpy `astype`; `saturate` only concerns the
-/// float8 types, which qport does not represent).
-fn cast(x: &Tensor, to: DType) -> OpResult<Tensor> {
+/// Casts with ONNX semantics (see [`qport_core::cast`]): `saturate` and
+/// `round_mode` only concern float8 targets.
+fn cast(x: &Tensor, to: DType, opts: CastOptions) -> OpResult<Tensor> {
     if x.dtype() == to {
         return Ok(x.clone());
     }
-    x.cast(to).map_err(|e| match e {
+    x.cast_with(to, opts).map_err(|e| match e {
         qport_core::Error::Conversion { .. } if x.dtype() == DType::Str => OpError::invalid(
             format!("cannot convert the input strings to {to}: some are not numbers"),
         ),
@@ -30,15 +30,45 @@ fn cast(x: &Tensor, to: DType) -> OpResult<Tensor> {
     })
 }
 
-fn build_cast(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let to = dtype_from_code(ctx.node.req_int("to")?, "attribute 'to'")?;
-    Ok(fn_op(move |inputs| Ok(vec![cast(input(inputs, 0)?, to)?])))
+/// The `saturate` (opset 19+) and `round_mode` (opset 24+) attributes of
+/// Cast and CastLike; attributes an older opset does not define are ignored.
+fn cast_options(ctx: &BuildCtx) -> OpResult<CastOptions> {
+    let mut opts = CastOptions::default();
+    if ctx.opset >= 19 {
+        opts.saturate = match ctx.node.attr_int("saturate", 1)? {
+            0 => false,
+            1 => true,
+            v => {
+                return Err(OpError::invalid(format!(
+                    "attribute 'saturate' must be 0 or 1, got {v}"
+                )))
+            }
+        };
+    }
+    if ctx.opset >= 24 {
+        let mode = ctx.node.attr_string("round_mode", "up")?;
+        opts.round_mode = RoundMode::parse(&mode).ok_or_else(|| {
+            OpError::invalid(format!(
+                "attribute 'round_mode' must be 'up', 'down' or 'nearest', got '{mode}'"
+            ))
+        })?;
+    }
+    Ok(opts)
 }
 
-fn build_cast_like(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(fn_op(|inputs| {
+fn build_cast(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let to = dtype_from_code(ctx.node.req_int("to")?, "attribute 'to'")?;
+    let opts = cast_options(ctx)?;
+    Ok(fn_op(move |inputs| {
+        Ok(vec![cast(input(inputs, 0)?, to, opts)?])
+    }))
+}
+
+fn build_cast_like(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let opts = cast_options(ctx)?;
+    Ok(fn_op(move |inputs| {
         let to = input(inputs, 1)?.dtype();
-        Ok(vec![cast(input(inputs, 0)?, to)?])
+        Ok(vec![cast(input(inputs, 0)?, to, opts)?])
     }))
 }
 
@@ -168,6 +198,9 @@ fn build_range(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
         }
         let dt = s.dtype();
+        if dt.is_low_precision() {
+            return Err(OpError::dtype("start", dt));
+        }
         let data = if dt.is_int() {
             let (a, b, c) = (s.to_i64_vec()?[0], l.to_i64_vec()?[0], d.to_i64_vec()?[0]);
             if c == 0 {
@@ -256,27 +289,8 @@ mod tests {
     use super::*;
 
     fn range(a: Tensor, b: Tensor, c: Tensor) -> OpResult<Tensor> {
-        let op = build_range_op();
+        let op = crate::ops::shape::test_op("Range", 13, 1, vec![])?;
         Ok(op.eval(&[Some(&a), Some(&b), Some(&c)])?.remove(0))
-    }
-
-    fn build_range_op() -> Box<dyn Op> {
-        let node = qport_onnx::Node {
-            name: "r".into(),
-            op_type: "Range".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec!["y".into()],
-            attributes: Default::default(),
-            doc_string: String::new(),
-        };
-        let inits = Default::default();
-        let ctx = BuildCtx {
-            node: &node,
-            opset: 13,
-            initializers: &inits,
-        };
-        build_range(&ctx).unwrap()
     }
 
     #[test]
@@ -314,5 +328,138 @@ mod tests {
             Tensor::scalar(1i64)
         )
         .is_err());
+    }
+}
+
+#[cfg(test)]
+mod low_precision_tests {
+    //! Cast options, and low-precision tensors through data-movement ops
+    //! (which work) and arithmetic ops (which refuse them).
+
+    use super::*;
+    use qport_core::{F8E4M3FN, I4};
+
+    fn run(
+        op: &str,
+        opset: i64,
+        attrs: Vec<(&str, Attribute)>,
+        inputs: &[&Tensor],
+    ) -> OpResult<Tensor> {
+        let node = qport_onnx::Node {
+            name: "n".into(),
+            op_type: op.into(),
+            domain: String::new(),
+            inputs: (0..inputs.len()).map(|i| format!("x{i}")).collect(),
+            outputs: vec!["y".into()],
+            attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            doc_string: String::new(),
+        };
+        let inits = Default::default();
+        let ctx = BuildCtx {
+            node: &node,
+            opset,
+            initializers: &inits,
+        };
+        let build = crate::ops::registry().get("", op).expect("registered");
+        let inputs: Vec<Option<&Tensor>> = inputs.iter().map(|&t| Some(t)).collect();
+        Ok(build(&ctx)?.eval(&inputs)?.remove(0))
+    }
+
+    fn f8(v: &[f32], shape: &[usize]) -> Tensor {
+        let t = Tensor::from_vec(shape.to_vec(), v.to_vec()).unwrap();
+        t.cast(DType::F8E4M3FN).unwrap()
+    }
+
+    #[test]
+    fn cast_honours_saturate_and_round_mode() {
+        let x = Tensor::from_vec(vec![3], vec![1000.0f32, -0.3, 3.0]).unwrap();
+        let to = |code: i64| ("to", Attribute::Int(code));
+        let y = run("Cast", 19, vec![to(17)], &[&x]).unwrap();
+        assert_eq!(y.to_f32_vec().unwrap(), vec![448.0, -0.3125, 3.0]);
+        let y = run(
+            "Cast",
+            19,
+            vec![to(17), ("saturate", Attribute::Int(0))],
+            &[&x],
+        )
+        .unwrap();
+        assert!(y.to_f32_vec().unwrap()[0].is_nan());
+        // Before opset 19 there is no saturate attribute: always saturate.
+        let big = Tensor::scalar(1e6f32);
+        let y = run(
+            "Cast",
+            13,
+            vec![to(19), ("saturate", Attribute::Int(0))],
+            &[&big],
+        )
+        .unwrap();
+        assert_eq!(y.to_f32_vec().unwrap(), vec![57344.0]);
+        let y = run(
+            "Cast",
+            19,
+            vec![to(19), ("saturate", Attribute::Int(0))],
+            &[&big],
+        )
+        .unwrap();
+        assert_eq!(y.to_f32_vec().unwrap(), vec![f32::INFINITY]);
+        let e8 = |mode: &str| {
+            let attrs = vec![to(24), ("round_mode", Attribute::String(mode.into()))];
+            run("Cast", 24, attrs, &[&x]).map(|y| y.to_f32_vec().unwrap())
+        };
+        assert_eq!(e8("up").unwrap(), vec![1024.0, 0.5, 4.0]);
+        assert_eq!(e8("down").unwrap(), vec![512.0, 0.25, 2.0]);
+        assert!(e8("sideways").is_err());
+        let like = Tensor::from_vec(vec![1], vec![I4::MAX]).unwrap();
+        let y = run("CastLike", 21, vec![], &[&x, &like]).unwrap();
+        assert_eq!(y.dtype(), DType::I4);
+        assert_eq!(y.to_i64_vec().unwrap(), vec![-8, 0, 3]);
+    }
+
+    #[test]
+    fn data_movement_works_on_low_precision_types() {
+        let x = f8(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+        let shape = Tensor::from_vec(vec![2], vec![3i64, 2]).unwrap();
+        let y = run("Reshape", 14, vec![], &[&x, &shape]).unwrap();
+        assert_eq!((y.dtype(), y.shape()), (DType::F8E4M3FN, &[3usize, 2][..]));
+        let y = run("Transpose", 13, vec![], &[&x]).unwrap();
+        assert_eq!(y.to_f32_vec().unwrap(), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        let idx = Tensor::from_vec(vec![2], vec![1i64, 0]).unwrap();
+        let y = run("Gather", 13, vec![], &[&x, &idx]).unwrap();
+        assert_eq!(y.to_f32_vec().unwrap(), vec![4.0, 5.0, 6.0, 1.0, 2.0, 3.0]);
+        let y = run("Concat", 13, vec![("axis", Attribute::Int(1))], &[&x, &x]).unwrap();
+        assert_eq!(y.shape(), &[2, 6]);
+        assert_eq!(y.as_slice::<F8E4M3FN>().unwrap()[3], F8E4M3FN(0x38));
+        let i4 = x.cast(DType::I4).unwrap();
+        let (starts, ends) = (
+            Tensor::from_vec(vec![1], vec![1i64]).unwrap(),
+            Tensor::from_vec(vec![1], vec![3i64]).unwrap(),
+        );
+        let axes = Tensor::from_vec(vec![1], vec![1i64]).unwrap();
+        let y = run("Slice", 13, vec![], &[&i4, &starts, &ends, &axes]).unwrap();
+        assert_eq!(
+            (y.dtype(), y.to_i64_vec().unwrap()),
+            (DType::I4, vec![2, 3, 5, 6])
+        );
+        let y = run("Identity", 16, vec![], &[&i4]).unwrap();
+        assert_eq!(y, i4);
+    }
+
+    #[test]
+    fn arithmetic_refuses_low_precision_types() {
+        let x = f8(&[1.0, 2.0], &[2]);
+        let i4 = x.cast(DType::I4).unwrap();
+        for (op, t) in [("Add", &x), ("Mul", &i4), ("MatMul", &x)] {
+            let e = run(op, 14, vec![], &[t, t]).unwrap_err().to_string();
+            assert!(
+                e.contains("not supported") && e.contains(t.dtype().name()),
+                "{op}: {e}"
+            );
+        }
+        for (op, t) in [("Relu", &x), ("Sqrt", &x), ("Neg", &i4)] {
+            let e = run(op, 14, vec![], &[t]).unwrap_err().to_string();
+            assert!(e.contains(t.dtype().name()), "{op}: {e}");
+        }
+        let one = Tensor::scalar(1i64).cast(DType::I4).unwrap();
+        assert!(run("Range", 11, vec![], &[&one, &one, &one]).is_err());
     }
 }

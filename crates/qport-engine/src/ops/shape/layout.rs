@@ -1,13 +1,10 @@
 //! Layout operators: Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
-//! Concat, Split, Expand, Tile, DepthToSpace, SpaceToDepth, Identity,
-//! Dropout, Shape and Size.
+//! Expand, Tile, DepthToSpace and SpaceToDepth.
 
-use super::{
-    axis_map_indices, check_shape, dim, gather_into, int_list, norm_axes, norm_axis, transpose,
-};
+use super::{axis_map_indices, check_shape, dim, gather_into, int_list, norm_axes, transpose};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op, Registry};
-use qport_core::{map_data, Element, Tensor};
+use qport_core::Tensor;
 
 pub(super) fn register(r: &mut Registry) {
     r.register("Flatten", build_flatten);
@@ -15,16 +12,10 @@ pub(super) fn register(r: &mut Registry) {
     r.register("Transpose", build_transpose);
     r.register("Squeeze", build_squeeze);
     r.register("Unsqueeze", build_unsqueeze);
-    r.register("Concat", build_concat);
-    r.register("Split", build_split);
     r.register("Expand", build_expand);
     r.register("Tile", build_tile);
     r.register("DepthToSpace", build_depth_to_space);
     r.register("SpaceToDepth", build_space_to_depth);
-    r.register("Identity", build_identity);
-    r.register("Dropout", build_dropout);
-    r.register("Shape", build_shape);
-    r.register("Size", build_size);
 }
 
 fn reshaped(t: &Tensor, shape: Vec<usize>) -> OpResult<Tensor> {
@@ -186,7 +177,8 @@ fn build_squeeze(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let shape = x.shape();
-        let axes = match src.get(inputs)? {
+        // An empty axes list squeezes every size-1 axis, as onnxruntime does.
+        let axes = match src.get(inputs)?.filter(|a| !a.is_empty()) {
             Some(a) => {
                 let a = norm_axes(&a, x.rank(), "axis")?;
                 for &ax in &a {
@@ -228,176 +220,6 @@ fn build_unsqueeze(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             })
             .collect();
         Ok(vec![reshaped(x, out)?])
-    }))
-}
-
-fn concat_typed<T: Element>(
-    first: &[T],
-    parts: &[&Tensor],
-    outer: usize,
-    total: usize,
-) -> OpResult<Vec<T>> {
-    let mut slices: Vec<&[T]> = vec![first];
-    for p in &parts[1..] {
-        slices.push(T::slice(p.data()).ok_or_else(|| OpError::invalid("dtype mismatch"))?);
-    }
-    let mut out = Vec::with_capacity(total);
-    for o in 0..outer {
-        for s in &slices {
-            let block = s.len() / outer.max(1);
-            out.extend_from_slice(&s[o * block..(o + 1) * block]);
-        }
-    }
-    Ok(out)
-}
-
-/// Concatenates tensors along `axis` (already validated against their rank).
-pub(crate) fn concat(parts: &[&Tensor], axis: i64) -> OpResult<Tensor> {
-    let first = parts
-        .first()
-        .ok_or_else(|| OpError::invalid("Concat needs at least one input"))?;
-    let r = first.rank();
-    let ax = norm_axis(axis, r, "axis")?;
-    let mut out_shape = first.shape().to_vec();
-    out_shape[ax] = 0;
-    for (i, p) in parts.iter().enumerate() {
-        if p.dtype() != first.dtype() {
-            return Err(OpError::invalid(format!(
-                "input {i} has dtype {}, input 0 has {}",
-                p.dtype(),
-                first.dtype()
-            )));
-        }
-        let ok = p.rank() == r && (0..r).all(|d| d == ax || p.shape()[d] == first.shape()[d]);
-        if !ok {
-            return Err(OpError::invalid(format!(
-                "input {i} has shape {:?}, incompatible with input 0 shape {:?} for concatenation on axis {ax}",
-                p.shape(),
-                first.shape()
-            )));
-        }
-        out_shape[ax] += p.shape()[ax];
-    }
-    let total = check_shape(&out_shape)?;
-    let outer: usize = out_shape[..ax].iter().product();
-    let data = map_data!(first.data(), v => concat_typed(v, parts, outer, total)?);
-    Ok(Tensor::new(out_shape, data)?)
-}
-
-fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let axis = ctx
-        .node
-        .req_int("axis")
-        .or_else(|e| if ctx.opset < 4 { Ok(1) } else { Err(e) })?;
-    Ok(fn_op(move |inputs| {
-        let parts: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
-        Ok(vec![concat(&parts, axis)?])
-    }))
-}
-
-fn split_part<T: Element>(
-    v: &[T],
-    outer: usize,
-    d: usize,
-    inner: usize,
-    off: usize,
-    len: usize,
-) -> Vec<T> {
-    let mut out = Vec::with_capacity(outer * len * inner);
-    for o in 0..outer {
-        let base = (o * d + off) * inner;
-        out.extend_from_slice(&v[base..base + len * inner]);
-    }
-    out
-}
-
-fn build_split(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let axis = ctx.node.attr_int("axis", 0)?;
-    let n_out = ctx.node.outputs.len();
-    let num_outputs = if ctx.opset >= 18 {
-        ctx.node
-            .attr("num_outputs")
-            .map(|_| ctx.node.req_int("num_outputs"))
-            .transpose()?
-    } else {
-        None
-    };
-    if let Some(n) = num_outputs {
-        if n < 1 || n as usize != n_out {
-            return Err(OpError::invalid(format!(
-                "num_outputs {n} does not match the node's {n_out} outputs"
-            )));
-        }
-    }
-    let attr_split = if ctx.opset < 13 {
-        ctx.node.attr_ints("split")?
-    } else {
-        None
-    };
-    // Split-1 accepted the sizes as an optional second input; 2..=12 only as an attribute.
-    let use_input = ctx.opset >= 13 || ctx.opset < 2;
-    Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let ax = norm_axis(axis, x.rank(), "axis")?;
-        let d = x.shape()[ax];
-        let split: Vec<usize> = match (
-            &attr_split,
-            use_input.then(|| opt_input(inputs, 1)).flatten(),
-        ) {
-            (Some(s), _) => s
-                .iter()
-                .map(|&v| dim(v, "split value"))
-                .collect::<OpResult<_>>()?,
-            (None, Some(t)) => int_list(t, "input 1 (split)")?
-                .iter()
-                .map(|&v| dim(v, "split value"))
-                .collect::<OpResult<_>>()?,
-            (None, None) => {
-                let n = n_out.max(1);
-                if num_outputs.is_some() {
-                    let chunk = d.div_ceil(n);
-                    let mut s = vec![chunk; n];
-                    let used = chunk * (n - 1);
-                    if used > d {
-                        return Err(OpError::invalid(format!(
-                            "cannot split a dimension of size {d} into {n} chunks of size {chunk}"
-                        )));
-                    }
-                    s[n - 1] = d - used;
-                    s
-                } else {
-                    if d % n != 0 {
-                        return Err(OpError::invalid(format!(
-                            "cannot split a dimension of size {d} into {n} equal parts"
-                        )));
-                    }
-                    vec![d / n; n]
-                }
-            }
-        };
-        if split.iter().sum::<usize>() != d {
-            return Err(OpError::invalid(format!(
-                "split {split:?} does not sum to the size {d} of axis {ax}"
-            )));
-        }
-        if split.len() != n_out {
-            return Err(OpError::invalid(format!(
-                "split has {} entries but the node has {n_out} outputs",
-                split.len()
-            )));
-        }
-        let outer: usize = x.shape()[..ax].iter().product();
-        let inner: usize = x.shape()[ax + 1..].iter().product();
-        let mut outs = Vec::with_capacity(split.len());
-        let mut off = 0;
-        for &len in &split {
-            let mut shape = x.shape().to_vec();
-            shape[ax] = len;
-            let data = map_data!(x.data(), v => split_part(v, outer, d, inner, off, len));
-            outs.push(Tensor::new(shape, data)?);
-            off += len;
-        }
-        Ok(outs)
     }))
 }
 
@@ -540,77 +362,6 @@ fn build_space_to_depth(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
-fn build_identity(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(fn_op(|inputs| Ok(vec![input(inputs, 0)?.clone()])))
-}
-
-fn build_dropout(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let want_mask = ctx.node.outputs.get(1).is_some_and(|s| !s.is_empty());
-    let opset = ctx.opset;
-    Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        if opset >= 12 {
-            if let Some(t) = opt_input(inputs, 2) {
-                let training = t.to_i64_vec()?.first().copied().unwrap_or(0) != 0;
-                let ratio = match opt_input(inputs, 1) {
-                    Some(r) => r.to_f32_vec()?.first().copied().unwrap_or(0.5),
-                    None => 0.5,
-                };
-                if training && ratio != 0.0 {
-                    return Err(OpError::unsupported(
-                        "training_mode=true with a non-zero ratio (random dropout)",
-                    ));
-                }
-            }
-        }
-        let mut out = vec![x.clone()];
-        if want_mask {
-            let mask = if opset < 10 {
-                Tensor::new(
-                    x.shape().to_vec(),
-                    Tensor::scalar(1u8)
-                        .cast(x.dtype())?
-                        .data()
-                        .gather(&vec![0; x.len()]),
-                )?
-            } else {
-                Tensor::from_vec(x.shape().to_vec(), vec![true; x.len()])?
-            };
-            out.push(mask);
-        }
-        Ok(out)
-    }))
-}
-
-fn build_shape(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let start = ctx.node.attr_int("start", 0)?;
-    let end = ctx
-        .node
-        .attr("end")
-        .map(|_| ctx.node.req_int("end"))
-        .transpose()?;
-    Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let r = x.rank() as i64;
-        let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-        let s = clamp(start);
-        let e = clamp(end.unwrap_or(r));
-        let dims: Vec<i64> = if s < e {
-            x.shape()[s..e].iter().map(|&d| d as i64).collect()
-        } else {
-            vec![]
-        };
-        Ok(vec![Tensor::from_vec(vec![dims.len()], dims)?])
-    }))
-}
-
-fn build_size(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(fn_op(|inputs| {
-        let x = input(inputs, 0)?;
-        Ok(vec![Tensor::scalar(x.len() as i64)])
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,14 +383,53 @@ mod tests {
         assert!(reshape_target(&[2, 3], &[i64::MAX, i64::MAX], false).is_err());
     }
 
+    use crate::ops::shape::test_op;
+    use qport_onnx::Attribute;
+
+    fn ints(v: &[i64]) -> Tensor {
+        Tensor::from_vec(vec![v.len()], v.to_vec()).unwrap()
+    }
+
     #[test]
-    fn concat_axis1() {
-        let a = Tensor::from_vec(vec![2, 1], vec![1i64, 2]).unwrap();
-        let b = Tensor::from_vec(vec![2, 2], vec![3i64, 4, 5, 6]).unwrap();
-        let c = concat(&[&a, &b], -1).unwrap();
-        assert_eq!(c.shape(), &[2, 3]);
-        assert_eq!(c.as_slice::<i64>().unwrap(), &[1, 3, 4, 2, 5, 6]);
-        assert!(concat(&[&a, &b], 0).is_err());
+    fn unsqueeze_unsorted_and_squeeze_checks() {
+        let x = Tensor::zeros(qport_core::DType::F32, vec![3, 4, 5]).unwrap();
+        let op = test_op("Unsqueeze", 13, 1, vec![]).unwrap();
+        let y = op.eval(&[Some(&x), Some(&ints(&[5, 4, 2]))]).unwrap();
+        assert_eq!(y[0].shape(), &[3, 4, 1, 5, 1, 1]);
+        assert!(op.eval(&[Some(&x), Some(&ints(&[1, 1]))]).is_err());
+        let op = test_op("Squeeze", 11, 1, vec![("axes", Attribute::Ints(vec![0]))]).unwrap();
+        assert!(op.eval(&[Some(&x)]).is_err());
+    }
+
+    #[test]
+    fn absurd_sizes_are_errors_not_panics() {
+        let x = Tensor::zeros(qport_core::DType::F32, vec![1, 4, 2, 2]).unwrap();
+        let big = i64::MAX / 2;
+        let op = test_op(
+            "DepthToSpace",
+            13,
+            1,
+            vec![("blocksize", Attribute::Int(big))],
+        )
+        .unwrap();
+        assert!(op.eval(&[Some(&x)]).is_err());
+        let op = test_op(
+            "SpaceToDepth",
+            13,
+            1,
+            vec![("blocksize", Attribute::Int(big))],
+        )
+        .unwrap();
+        assert!(op.eval(&[Some(&x)]).is_err());
+        let op = test_op("Tile", 13, 1, vec![]).unwrap();
+        assert!(op
+            .eval(&[Some(&x), Some(&ints(&[big, big, 1, 1]))])
+            .is_err());
+        assert!(op.eval(&[Some(&x), Some(&ints(&[1, -1, 1, 1]))]).is_err());
+        let op = test_op("Reshape", 14, 1, vec![]).unwrap();
+        assert!(op
+            .eval(&[Some(&x), Some(&ints(&[big, big, 0, -1]))])
+            .is_err());
     }
 
     #[test]

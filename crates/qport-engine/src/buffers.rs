@@ -1,0 +1,71 @@
+//! A per-thread pool of `f32` buffers that a [`crate::Plan`] run recycles:
+//! when a value dies, its storage returns here, and operators that
+//! overwrite every element of their output take it back instead of
+//! allocating and zero-filling a new one.
+//!
+//! Buffers are matched by exact length, so a reused buffer needs neither
+//! growing nor zero-filling. Taken buffers hold stale (initialised) values, so only kernels that
+//! write every output element may use [`take_f32`]; results never depend
+//! on what the buffer held.
+
+use qport_core::{Tensor, TensorData};
+use std::cell::RefCell;
+
+/// Buffers kept per thread at most.
+const MAX_BUFFERS: usize = 64;
+
+thread_local! {
+    static POOL: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of exactly `len` elements with unspecified (but initialised)
+/// contents: a pooled buffer of that length if there is one (a plan run
+/// asks for the same sizes every time), else a new one.
+pub(crate) fn take_f32(len: usize) -> Vec<f32> {
+    let found = POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let i = p.iter().position(|v| v.len() == len)?;
+        Some(p.swap_remove(i))
+    });
+    found.unwrap_or_else(|| vec![0.0; len])
+}
+
+/// Returns the storage of a dead `f32` tensor to the pool (other dtypes
+/// are dropped).
+pub(crate) fn recycle(t: Tensor) {
+    let (_, data) = t.into_parts();
+    if let TensorData::F32(v) = data {
+        give_f32(v);
+    }
+}
+
+/// Returns a buffer to the pool; when the pool is full the oldest buffer
+/// is dropped.
+pub(crate) fn give_f32(v: Vec<f32>) {
+    if v.len() < 1024 {
+        return;
+    }
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() >= MAX_BUFFERS {
+            p.remove(0);
+        }
+        p.push(v);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_buffers_of_the_same_length() {
+        give_f32(vec![1.0; 5000]);
+        give_f32(vec![2.0; 2000]);
+        let v = take_f32(2000);
+        assert_eq!(v, vec![2.0; 2000]);
+        let w = take_f32(4000);
+        assert_eq!(w, vec![0.0; 4000]);
+        assert_eq!(take_f32(5000).len(), 5000);
+    }
+}

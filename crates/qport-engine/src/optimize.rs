@@ -1,0 +1,394 @@
+//! Plan-time graph fusion: the rewrites [`crate::Plan`] applies to a model's
+//! nodes before it builds operators (unless [`crate::PlanOptions::fuse`] is
+//! off).
+//!
+//! Fusions, each applied only when the value it removes has exactly one
+//! reader and is not a graph output:
+//!
+//! - **Conv + BatchNormalization** (inference form): a Conv whose weight
+//!   (and bias, if any) are `f32` constants, followed by a
+//!   BatchNormalization whose four parameters are `f32` constants, becomes
+//!   one Conv with `W' = W * s` and `b' = (b - mean) * s + B`, `s = scale /
+//!   sqrt(var + eps)`, folded in `f64` and rounded once to `f32`.
+//! - **Conv + activation**: a Conv (after any BatchNormalization fold)
+//!   followed by Relu, LeakyRelu, HardSwish, or Clip with constant `f32`
+//!   scalar bounds, becomes one Conv with the activation applied to each
+//!   output as it is produced (same per-element semantics as the operator).
+//!
+//! The model itself is never modified; folded weights become new constants
+//! named after the Conv node.
+
+use qport_core::{DType, Tensor};
+use qport_kernels::activation::Activation;
+use qport_onnx::{Model, Node};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// A node to build, with the activation fused into it (Conv only).
+pub(crate) struct PlannedNode {
+    pub(crate) node: Node,
+    pub(crate) act: Option<Activation>,
+}
+
+/// The nodes and constants a plan is built from.
+pub(crate) struct Rewritten {
+    pub(crate) nodes: Vec<PlannedNode>,
+    pub(crate) initializers: BTreeMap<String, Tensor>,
+}
+
+fn is_default(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
+}
+
+/// The model's nodes and constants, fused when `fuse` is set.
+pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
+    let g = &model.graph;
+    let mut initializers = g.initializers.clone();
+    if !fuse {
+        return Rewritten {
+            nodes: g
+                .nodes
+                .iter()
+                .map(|n| PlannedNode {
+                    node: n.clone(),
+                    act: None,
+                })
+                .collect(),
+            initializers,
+        };
+    }
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for name in n.inputs.iter().filter(|s| !s.is_empty()) {
+            readers.entry(name.as_str()).or_default().push(i);
+        }
+    }
+    let outputs: HashSet<&str> = g.outputs.iter().map(|o| o.name.as_str()).collect();
+    // the single node reading `value`, if `value` may disappear
+    let sole_reader = |value: &str| -> Option<usize> {
+        if outputs.contains(value) {
+            return None;
+        }
+        match readers.get(value).map(|v| v.as_slice()) {
+            Some([j]) => Some(*j),
+            _ => None,
+        }
+    };
+    let opset = model.opset("").unwrap_or(21);
+    let mut removed = vec![false; g.nodes.len()];
+    let mut nodes = Vec::with_capacity(g.nodes.len());
+    for (i, n) in g.nodes.iter().enumerate() {
+        if removed[i] {
+            continue;
+        }
+        if !(n.op_type == "Conv" && is_default(&n.domain)) {
+            nodes.push(PlannedNode {
+                node: n.clone(),
+                act: None,
+            });
+            continue;
+        }
+        let mut node = n.clone();
+        let mut act = None;
+        if let (Some(out), Some(w)) = (n.outputs.first(), conv_weights(n, &initializers)) {
+            let mut out = out.clone();
+            // BatchNormalization
+            if let Some(j) = sole_reader(&out) {
+                let bn = &g.nodes[j];
+                if let Some((w2, b2)) = fold_bn(bn, &out, &w, opset, &initializers) {
+                    let wname = fresh(&initializers, &format!("{}::qport_bn_weight", n.name));
+                    initializers.insert(wname.clone(), w2);
+                    let bname = fresh(&initializers, &format!("{}::qport_bn_bias", n.name));
+                    initializers.insert(bname.clone(), b2);
+                    node.inputs = vec![n.inputs[0].clone(), wname, bname];
+                    out = bn.outputs[0].clone();
+                    removed[j] = true;
+                }
+            }
+            // activation
+            if let Some(j) = sole_reader(&out) {
+                let a = &g.nodes[j];
+                if let Some(f) = activation(a, &out, opset, &initializers) {
+                    act = Some(f);
+                    out = a.outputs[0].clone();
+                    removed[j] = true;
+                }
+            }
+            node.outputs = vec![out];
+        }
+        nodes.push(PlannedNode { node, act });
+    }
+    // drop constants no remaining node reads (the weights folded away)
+    let used: HashSet<&str> = nodes
+        .iter()
+        .flat_map(|p| p.node.inputs.iter().map(|s| s.as_str()))
+        .chain(g.outputs.iter().map(|o| o.name.as_str()))
+        .chain(g.inputs.iter().map(|i| i.name.as_str()))
+        .collect();
+    let unused: Vec<String> = initializers
+        .keys()
+        .filter(|k| !used.contains(k.as_str()))
+        .cloned()
+        .collect();
+    for k in unused {
+        initializers.remove(&k);
+    }
+    Rewritten {
+        nodes,
+        initializers,
+    }
+}
+
+/// A name not yet used by a constant.
+fn fresh(inits: &BTreeMap<String, Tensor>, base: &str) -> String {
+    let mut name = base.to_string();
+    let mut i = 1;
+    while inits.contains_key(&name) {
+        name = format!("{base}.{i}");
+        i += 1;
+    }
+    name
+}
+
+/// The Conv's constant `f32` weight and bias (zeros when absent), when
+/// both are constants of consistent shapes.
+struct ConvWeights {
+    w: Vec<f32>,
+    shape: Vec<usize>,
+    b: Vec<f32>,
+}
+
+fn const_f32<'a>(inits: &'a BTreeMap<String, Tensor>, name: &str) -> Option<&'a Tensor> {
+    inits.get(name).filter(|t| t.dtype() == DType::F32)
+}
+
+fn conv_weights(n: &Node, inits: &BTreeMap<String, Tensor>) -> Option<ConvWeights> {
+    if n.outputs.len() != 1 || n.inputs.len() < 2 || n.inputs.len() > 3 {
+        return None;
+    }
+    let w = const_f32(inits, &n.inputs[1])?;
+    let m = *w.shape().first()?;
+    if w.rank() < 3 || m == 0 {
+        return None;
+    }
+    let b = match n.inputs.get(2).filter(|s| !s.is_empty()) {
+        Some(name) => {
+            let b = const_f32(inits, name)?;
+            if b.len() != m {
+                return None;
+            }
+            b.as_slice::<f32>().ok()?.to_vec()
+        }
+        None => vec![0.0; m],
+    };
+    Some(ConvWeights {
+        w: w.as_slice::<f32>().ok()?.to_vec(),
+        shape: w.shape().to_vec(),
+        b,
+    })
+}
+
+/// The folded weight and bias for `bn` reading `input`, if foldable.
+fn fold_bn(
+    bn: &Node,
+    input: &str,
+    cw: &ConvWeights,
+    opset: i64,
+    inits: &BTreeMap<String, Tensor>,
+) -> Option<(Tensor, Tensor)> {
+    if bn.op_type != "BatchNormalization" || !is_default(&bn.domain) {
+        return None;
+    }
+    if bn.inputs.len() != 5 || bn.inputs[0] != input {
+        return None;
+    }
+    // inference form only: one output, no training mode, spatial
+    if bn.outputs.iter().skip(1).any(|o| !o.is_empty()) || bn.outputs[0].is_empty() {
+        return None;
+    }
+    if bn.attr_int("training_mode", 0).ok()? != 0 {
+        return None;
+    }
+    if opset < 9 && bn.attr_int("spatial", 1).ok()? != 1 {
+        return None;
+    }
+    if opset < 7 && bn.attr_int("is_test", 0).ok()? == 0 && bn.outputs.len() > 1 {
+        return None;
+    }
+    let eps = bn.attr_float("epsilon", 1e-5).ok()? as f64;
+    let m = cw.shape[0];
+    let mut p = vec![];
+    for name in &bn.inputs[1..] {
+        let t = const_f32(inits, name)?;
+        if t.len() != m {
+            return None;
+        }
+        p.push(t.as_slice::<f32>().ok()?);
+    }
+    let (scale, bias, mean, var) = (p[0], p[1], p[2], p[3]);
+    let per = cw.w.len() / m;
+    let mut w = Vec::with_capacity(cw.w.len());
+    let mut b = Vec::with_capacity(m);
+    for o in 0..m {
+        let s = scale[o] as f64 / (var[o] as f64 + eps).sqrt();
+        w.extend(
+            cw.w[o * per..][..per]
+                .iter()
+                .map(|&v| (v as f64 * s) as f32),
+        );
+        b.push(((cw.b[o] as f64 - mean[o] as f64) * s + bias[o] as f64) as f32);
+    }
+    Some((
+        Tensor::from_vec(cw.shape.clone(), w).ok()?,
+        Tensor::from_vec(vec![m], b).ok()?,
+    ))
+}
+
+/// The activation `a` applies to `input`, if it can be fused.
+fn activation(
+    a: &Node,
+    input: &str,
+    opset: i64,
+    inits: &BTreeMap<String, Tensor>,
+) -> Option<Activation> {
+    if !is_default(&a.domain)
+        || a.inputs.first().map(|s| s.as_str()) != Some(input)
+        || a.outputs.len() != 1
+        || a.outputs[0].is_empty()
+    {
+        return None;
+    }
+    let scalar = |i: usize| -> Option<Option<f32>> {
+        match a.inputs.get(i).filter(|s| !s.is_empty()) {
+            None => Some(None),
+            Some(name) => {
+                let t = const_f32(inits, name)?;
+                if t.len() != 1 {
+                    return None;
+                }
+                Some(Some(t.as_slice::<f32>().ok()?[0]))
+            }
+        }
+    };
+    match a.op_type.as_str() {
+        "Relu" if a.inputs.len() == 1 => Some(Activation::Relu),
+        "LeakyRelu" if a.inputs.len() == 1 => {
+            Some(Activation::LeakyRelu(a.attr_float("alpha", 0.01).ok()?))
+        }
+        "HardSwish" if a.inputs.len() == 1 => Some(Activation::HardSwish),
+        "Clip" if opset < 11 => {
+            if a.inputs.len() != 1 {
+                return None;
+            }
+            Some(Activation::Clip {
+                lo: a.attr_float("min", f32::NEG_INFINITY).ok()?,
+                hi: a.attr_float("max", f32::INFINITY).ok()?,
+            })
+        }
+        "Clip" => {
+            if a.inputs.len() > 3 {
+                return None;
+            }
+            Some(Activation::Clip {
+                lo: scalar(1)?.unwrap_or(f32::NEG_INFINITY),
+                hi: scalar(2)?.unwrap_or(f32::INFINITY),
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qport_onnx::model::{Attribute, Graph, ValueInfo};
+
+    fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
+        Node {
+            name: format!("{op}_{}", outputs[0]),
+            op_type: op.into(),
+            domain: String::new(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            attributes: BTreeMap::new(),
+            doc_string: String::new(),
+        }
+    }
+
+    fn vec1(v: Vec<f32>) -> Tensor {
+        Tensor::from_vec(vec![v.len()], v).unwrap()
+    }
+
+    /// x -> Conv -> BN -> Clip -> y, with a second branch reading `extra`.
+    fn model(extra_reader: bool) -> Model {
+        let mut inits = BTreeMap::new();
+        inits.insert(
+            "w".into(),
+            Tensor::from_vec(vec![2, 1, 1, 1], vec![1.0f32, 2.0]).unwrap(),
+        );
+        inits.insert("s".into(), vec1(vec![2.0, 1.0]));
+        inits.insert("bb".into(), vec1(vec![0.5, 0.0]));
+        inits.insert("mu".into(), vec1(vec![1.0, 0.0]));
+        inits.insert("var".into(), vec1(vec![1.0, 3.0]));
+        inits.insert("lo".into(), Tensor::scalar(0.0f32));
+        inits.insert("hi".into(), Tensor::scalar(6.0f32));
+        let mut bn = node("BatchNormalization", &["c", "s", "bb", "mu", "var"], &["b"]);
+        bn.attributes
+            .insert("epsilon".into(), Attribute::Float(0.0));
+        let mut nodes = vec![
+            node("Conv", &["x", "w"], &["c"]),
+            bn,
+            node("Clip", &["b", "lo", "hi"], &["y"]),
+        ];
+        let mut outputs = vec![ValueInfo::known("y", DType::F32, &[1, 2, 1, 1])];
+        if extra_reader {
+            nodes.push(node("Relu", &["b"], &["z"]));
+            outputs.push(ValueInfo::known("z", DType::F32, &[1, 2, 1, 1]));
+        }
+        Model {
+            ir_version: 8,
+            opset_imports: vec![(String::new(), 13)],
+            producer_name: String::new(),
+            producer_version: String::new(),
+            domain: String::new(),
+            model_version: 0,
+            doc_string: String::new(),
+            metadata: vec![],
+            graph: Graph {
+                name: "g".into(),
+                nodes,
+                inputs: vec![ValueInfo::known("x", DType::F32, &[1, 1, 1, 1])],
+                outputs,
+                initializers: inits,
+                value_info: vec![],
+                doc_string: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn folds_batchnorm_and_clip() {
+        let r = rewrite(&model(false), true);
+        assert_eq!(r.nodes.len(), 1);
+        let conv = &r.nodes[0];
+        assert_eq!(conv.node.outputs, vec!["y".to_string()]);
+        assert_eq!(conv.act, Some(Activation::Clip { lo: 0.0, hi: 6.0 }));
+        let w = r.initializers[&conv.node.inputs[1]].to_f32_vec().unwrap();
+        let b = r.initializers[&conv.node.inputs[2]].to_f32_vec().unwrap();
+        let s1 = (1.0f64 / 3.0f64.sqrt()) as f32;
+        assert_eq!(w, vec![2.0, (2.0f64 / 3.0f64.sqrt()) as f32]);
+        assert_eq!(b, vec![-1.5, 0.0 * s1]);
+        // the original parameters are gone
+        assert!(!r.initializers.contains_key("w") && !r.initializers.contains_key("var"));
+    }
+
+    #[test]
+    fn keeps_values_with_other_readers() {
+        let r = rewrite(&model(true), true);
+        // BN folds (its input has one reader) but the Clip stays: b is read twice
+        assert_eq!(r.nodes.len(), 3);
+        assert_eq!(r.nodes[0].node.outputs, vec!["b".to_string()]);
+        assert_eq!(r.nodes[0].act, None);
+        let r = rewrite(&model(false), false);
+        assert_eq!(r.nodes.len(), 3);
+    }
+}

@@ -1,0 +1,427 @@
+//! Single-precision matrix multiply with a constant left operand packed
+//! once ([`PackedA`]) and a per-row bias and [`Activation`] applied while
+//! each output tile is in registers: the step of a convolution as GEMM,
+//! `Y [M, N] = act(W [M, K] x X [K, N] + b)`.
+//!
+//! On AVX-512F the product runs in this module's own kernel: rows of `A`
+//! in panels of 8, columns of `B` in panels of 32 (copied into a
+//! contiguous buffer once per panel), each output element one sequence of
+//! fused multiply-adds in order of increasing `k`, then bias, then
+//! activation, then a single store. Elsewhere it runs [`crate::gemm::gemm`]
+//! on blocks of columns followed by the epilogue on the block while it is
+//! in cache; with [`crate::force_generic`] that is the scalar reference
+//! ([`gemm_bias_act_reference`]).
+
+use crate::activation::Activation;
+use crate::gemm::{gemm, gemm_reference, MatRef};
+use crate::simd::{level, Level};
+
+/// Rows per panel of the packed left operand.
+const MR: usize = 8;
+/// Columns per panel of the right operand.
+const NR: usize = 32;
+
+/// A constant `m x k` left operand (row-major), kept as given and, where
+/// the AVX-512 kernel will run, also packed in panels of [`MR`] rows.
+#[derive(Clone, Debug)]
+pub struct PackedA {
+    m: usize,
+    k: usize,
+    rows: Vec<f32>,
+    /// Panel `q`, column `p`, row `r` at `(q * k + p) * MR + r`; rows past
+    /// `m` are zero. Empty unless the level is AVX-512.
+    panels: Vec<f32>,
+    level: Level,
+    /// Address of the slice packed (see [`PackedA::is_packing_of`]).
+    source: usize,
+}
+
+impl PackedA {
+    /// Packs the row-major `m x k` matrix `a`.
+    ///
+    /// # Panics
+    /// Panics if `a` holds fewer than `m * k` elements.
+    pub fn new(a: &[f32], m: usize, k: usize) -> PackedA {
+        Self::at(level(), a, m, k)
+    }
+
+    pub(crate) fn at(level: Level, a: &[f32], m: usize, k: usize) -> PackedA {
+        let n = m.checked_mul(k).expect("PackedA: m * k overflows");
+        assert!(a.len() >= n, "PackedA: {} elements, needs {n}", a.len());
+        let a = &a[..n];
+        let rows = a.to_vec();
+        let panels = if level == Level::Avx512 {
+            let np = m.div_ceil(MR);
+            let mut p = vec![0.0f32; np * k * MR];
+            for i in 0..m {
+                let (q, r) = (i / MR, i % MR);
+                for (pp, &v) in a[i * k..][..k].iter().enumerate() {
+                    p[(q * k + pp) * MR + r] = v;
+                }
+            }
+            p
+        } else {
+            vec![]
+        };
+        PackedA {
+            m,
+            k,
+            rows,
+            panels,
+            level,
+            source: a.as_ptr() as usize,
+        }
+    }
+
+    /// Rows (`m`).
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+
+    /// Columns (`k`).
+    pub fn cols(&self) -> usize {
+        self.k
+    }
+
+    /// The matrix as given (row-major `m x k`).
+    pub fn as_slice(&self) -> &[f32] {
+        &self.rows
+    }
+
+    /// A cheap check that `a` is the matrix this was packed from: the same
+    /// storage (address and length) it was built from, holding the same
+    /// values at a sample of positions. Meant for operators that pack a
+    /// constant once and are then called with that same constant.
+    pub fn is_packing_of(&self, a: &[f32]) -> bool {
+        let n = self.rows.len();
+        if a.as_ptr() as usize != self.source || a.len() != n {
+            return false;
+        }
+        let step = (n / 16).max(1);
+        (0..n)
+            .step_by(step)
+            .chain(n.checked_sub(1))
+            .all(|i| a[i].to_bits() == self.rows[i].to_bits())
+    }
+}
+
+/// Checks the operands of [`gemm_bias_act`].
+fn check(
+    a: &PackedA,
+    b: &[f32],
+    ldb: usize,
+    n: usize,
+    bias: Option<&[f32]>,
+    c: &[f32],
+    ldc: usize,
+) {
+    let (m, k) = (a.m, a.k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(ldb >= n && ldc >= n, "gemm_bias_act: leading dimension < n");
+    if k > 0 {
+        assert!(
+            b.len() >= (k - 1) * ldb + n,
+            "gemm_bias_act: B has {} elements, too short",
+            b.len()
+        );
+    }
+    assert!(
+        c.len() >= (m - 1) * ldc + n,
+        "gemm_bias_act: C has {} elements, too short",
+        c.len()
+    );
+    if let Some(bias) = bias {
+        assert!(bias.len() >= m, "gemm_bias_act: bias too short");
+    }
+}
+
+/// `C[i][j] = act(sum over p of A[i][p] * B[p][j] + bias[i])` for `i <
+/// a.rows()`, `j < n`, with `B` row-major `k x n` (leading dimension `ldb`)
+/// and `C` row-major (leading dimension `ldc`; every element in the `m x n`
+/// view is overwritten). `scratch` is reused between calls.
+///
+/// # Panics
+/// Panics if a slice is too short for its view or a leading dimension is
+/// smaller than `n`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_bias_act(
+    a: &PackedA,
+    b: &[f32],
+    ldb: usize,
+    n: usize,
+    bias: Option<&[f32]>,
+    act: Activation,
+    c: &mut [f32],
+    ldc: usize,
+    scratch: &mut Vec<f32>,
+) {
+    check(a, b, ldb, n, bias, c, ldc);
+    if a.m == 0 || n == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if a.level == Level::Avx512 && level() == Level::Avx512 {
+        // SAFETY: the CPU supports AVX-512F (the level was detected); the
+        // views were checked.
+        unsafe { x86::avx512(a, b, ldb, n, bias, act, c, ldc, scratch) };
+        return;
+    }
+    // blocks of columns small enough that the block of C is still in cache
+    // for the epilogue
+    let nb = ((1usize << 16) / a.m.max(1)).clamp(64, 4096);
+    let mut j0 = 0;
+    while j0 < n {
+        let nc = nb.min(n - j0);
+        gemm(
+            a.m,
+            nc,
+            a.k,
+            1.0,
+            MatRef::new(&a.rows, a.k.max(1)),
+            MatRef::new(&b[j0.min(b.len())..], ldb),
+            0.0,
+            &mut c[j0..],
+            ldc,
+        );
+        epilogue(a.m, nc, bias, act, &mut c[j0..], ldc);
+        j0 += nc;
+    }
+}
+
+fn epilogue(m: usize, n: usize, bias: Option<&[f32]>, act: Activation, c: &mut [f32], ldc: usize) {
+    if bias.is_none() && act == Activation::Identity {
+        return;
+    }
+    for i in 0..m {
+        act.bias_apply(&mut c[i * ldc..][..n], bias.map_or(0.0, |b| b[i]));
+    }
+}
+
+/// The scalar reference of [`gemm_bias_act`]: [`gemm_reference`] (sums in
+/// order of increasing `k`, separate multiplies and adds), then the bias,
+/// then the activation.
+///
+/// # Panics
+/// As [`gemm_bias_act`].
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_bias_act_reference(
+    a: &PackedA,
+    b: &[f32],
+    ldb: usize,
+    n: usize,
+    bias: Option<&[f32]>,
+    act: Activation,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    check(a, b, ldb, n, bias, c, ldc);
+    if a.m == 0 || n == 0 {
+        return;
+    }
+    gemm_reference(
+        a.m,
+        n,
+        a.k,
+        1.0,
+        MatRef::new(&a.rows, a.k.max(1)),
+        MatRef::new(b, ldb),
+        0.0,
+        c,
+        ldc,
+    );
+    epilogue(a.m, n, bias, act, c, ldc);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{PackedA, MR, NR};
+    use crate::activation::Activation;
+    use crate::simd::{Avx512, Simd};
+
+    /// # Safety
+    /// AVX-512F must be available; views checked by the caller; `a` packed
+    /// for AVX-512.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn avx512(
+        a: &PackedA,
+        b: &[f32],
+        ldb: usize,
+        n: usize,
+        bias: Option<&[f32]>,
+        act: Activation,
+        c: &mut [f32],
+        ldc: usize,
+        scratch: &mut Vec<f32>,
+    ) {
+        let (m, k) = (a.m, a.k);
+        let np = m.div_ceil(MR);
+        // the packed B panel, then the bias padded to whole panels
+        scratch.clear();
+        scratch.resize(k * NR + np * MR, 0.0);
+        let (bp, bpad) = scratch.split_at_mut(k * NR);
+        if let Some(bias) = bias {
+            bpad[..m].copy_from_slice(&bias[..m]);
+        }
+        let cp = c.as_mut_ptr();
+        let mut j0 = 0;
+        while j0 < n {
+            let nc = NR.min(n - j0);
+            // SAFETY: rows p < k of B hold columns j0..j0 + nc (checked).
+            unsafe { pack_b(b.as_ptr().add(j0), ldb, k, nc, bp) };
+            for q in 0..np {
+                let rows = MR.min(m - q * MR);
+                // SAFETY: panel q holds k * MR elements; C rows q * MR +
+                // r < m, columns j0..j0 + nc are in the checked view.
+                unsafe {
+                    kernel(
+                        k,
+                        a.panels.as_ptr().add(q * k * MR),
+                        bp.as_ptr(),
+                        bpad.as_ptr().add(q * MR),
+                        act,
+                        cp.add(q * MR * ldc + j0),
+                        ldc,
+                        rows,
+                        nc,
+                    );
+                }
+            }
+            j0 += nc;
+        }
+    }
+
+    /// Copies `nc <= NR` columns of `k` rows of B into `dst` (`k x NR`,
+    /// zero past `nc`).
+    #[inline(always)]
+    unsafe fn pack_b(b: *const f32, ldb: usize, k: usize, nc: usize, dst: &mut [f32]) {
+        let d = dst.as_mut_ptr();
+        for p in 0..k {
+            // SAFETY: in bounds per the caller.
+            unsafe {
+                let src = b.add(p * ldb);
+                let out = d.add(p * NR);
+                if nc == NR {
+                    Avx512::store(out, Avx512::load(src));
+                    Avx512::store(out.add(16), Avx512::load(src.add(16)));
+                } else {
+                    let n0 = nc.min(16);
+                    Avx512::store(out, Avx512::load_n(src, n0));
+                    Avx512::store(out.add(16), Avx512::load_n(src.add(n0), nc - n0));
+                }
+            }
+        }
+    }
+
+    /// One `MR x NR` tile: `k` steps of rank-1 updates, then bias,
+    /// activation and a masked store of `rows x cols`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn kernel(
+        k: usize,
+        a: *const f32,
+        b: *const f32,
+        bias: *const f32,
+        act: Activation,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+    ) {
+        // SAFETY (whole body): pointers in bounds per the caller.
+        unsafe {
+            let mut acc = [[Avx512::zero(); 2]; MR];
+            for p in 0..k {
+                let b0 = Avx512::load(b.add(p * NR));
+                let b1 = Avx512::load(b.add(p * NR + 16));
+                let ap = a.add(p * MR);
+                for (r, accr) in acc.iter_mut().enumerate() {
+                    let av = Avx512::splat(*ap.add(r));
+                    accr[0] = Avx512::fma(av, b0, accr[0]);
+                    accr[1] = Avx512::fma(av, b1, accr[1]);
+                }
+            }
+            let n0 = cols.min(16);
+            let n1 = cols - n0;
+            for (r, accr) in acc.iter().enumerate().take(rows) {
+                let bv = Avx512::splat(*bias.add(r));
+                let v0 = Avx512::act(Avx512::add(accr[0], bv), act);
+                let v1 = Avx512::act(Avx512::add(accr[1], bv), act);
+                let dst = c.add(r * ldc);
+                if cols == NR {
+                    Avx512::store(dst, v0);
+                    Avx512::store(dst.add(16), v1);
+                } else {
+                    Avx512::store_n(dst, v0, n0);
+                    if n1 > 0 {
+                        Avx512::store_n(dst.add(16), v1, n1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simd::supported;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(100))]
+        #[test]
+        fn fast_matches_reference(
+            m in 1usize..30, n in 1usize..80, k in 0usize..50, pad in 0usize..3,
+            with_bias: bool, act_i in 0usize..5, seed: u64,
+        ) {
+            let mut s = seed | 1;
+            let mut rnd = move || {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            };
+            let act = [
+                Activation::Identity,
+                Activation::Relu,
+                Activation::Clip { lo: -0.3, hi: 0.4 },
+                Activation::LeakyRelu(0.2),
+                Activation::HardSwish,
+            ][act_i];
+            let (ldb, ldc) = (n + pad, n + 2 * pad);
+            let a: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let b: Vec<f32> = (0..k * ldb).map(|_| rnd()).collect();
+            let bias: Vec<f32> = (0..m).map(|_| rnd()).collect();
+            let bias = with_bias.then_some(&bias[..]);
+            let mut want = vec![f32::NAN; m * ldc];
+            let pa = PackedA::at(Level::Generic, &a, m, k);
+            gemm_bias_act_reference(&pa, &b, ldb, n, bias, act, &mut want, ldc);
+            // magnitudes for the bound
+            let aa: Vec<f32> = a.iter().map(|v| v.abs()).collect();
+            let ba: Vec<f32> = b.iter().map(|v| v.abs()).collect();
+            let mut mag = vec![0.0; m * ldc];
+            gemm_bias_act_reference(&PackedA::at(Level::Generic, &aa, m, k), &ba, ldb, n,
+                None, Activation::Identity, &mut mag, ldc);
+            for lvl in [Level::Avx2, Level::Avx512] {
+                if !supported(lvl) || level() == Level::Generic {
+                    continue;
+                }
+                let pa = PackedA::at(lvl, &a, m, k);
+                let mut got = vec![f32::NAN; m * ldc];
+                gemm_bias_act(&pa, &b, ldb, n, bias, act, &mut got, ldc, &mut vec![]);
+                for i in 0..m {
+                    for j in 0..ldc {
+                        let (g, w) = (got[i * ldc + j], want[i * ldc + j]);
+                        if j >= n {
+                            prop_assert!(g.is_nan(), "wrote outside the view");
+                            continue;
+                        }
+                        let tol = 1e-6 * (mag[i * ldc + j] + bias.map_or(0.0, |b| b[i].abs())) + 1e-30;
+                        prop_assert!((g - w).abs() <= tol, "{:?} ({}, {}): {} vs {}", lvl, i, j, g, w);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The private SIMD vocabulary of the fast `f32` kernels: one trait,
+//! [`Simd`], implemented for AVX2+FMA (8 lanes) and AVX-512F (16 lanes) on
+//! x86-64.
+//!
+//! Every method is `#[inline(always)]` and must only be reached from a
+//! function compiled with the matching target features (the kernels'
+//! `#[target_feature]` entry points, chosen after `is_x86_feature_detected!`);
+//! that is the safety contract of every method here.
+
+#![allow(unsafe_op_in_unsafe_fn)]
+
+use crate::activation::Activation;
+
+/// A vector of `f32` lanes and the operations the kernels need.
+pub(crate) trait Simd: Copy {
+    /// The vector type.
+    type V: Copy;
+    /// Lanes per vector.
+    const LANES: usize;
+    unsafe fn zero() -> Self::V;
+    unsafe fn splat(v: f32) -> Self::V;
+    unsafe fn load(p: *const f32) -> Self::V;
+    /// Loads `n <= LANES` lanes, zero in the rest.
+    unsafe fn load_n(p: *const f32, n: usize) -> Self::V;
+    unsafe fn store(p: *mut f32, v: Self::V);
+    /// Stores the first `n <= LANES` lanes.
+    unsafe fn store_n(p: *mut f32, v: Self::V, n: usize);
+    /// `a * b + c`, rounded once.
+    unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// `a > b ? a : b` per lane (x86 `max`: `b` when either is NaN).
+    unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
+    /// `a < b ? a : b` per lane (x86 `min`: `b` when either is NaN).
+    unsafe fn min(a: Self::V, b: Self::V) -> Self::V;
+    /// `v < 0 ? t : v` per lane (false for NaN).
+    unsafe fn select_neg(v: Self::V, t: Self::V) -> Self::V;
+    /// The even and the odd lanes of the concatenation `[a, b]`.
+    unsafe fn deinterleave(a: Self::V, b: Self::V) -> (Self::V, Self::V);
+
+    /// `act(v)` with the semantics of [`Activation::apply`].
+    #[inline(always)]
+    unsafe fn act(v: Self::V, act: Activation) -> Self::V {
+        match act {
+            Activation::Identity => v,
+            // v < 0 ? 0 : v
+            Activation::Relu => Self::max(Self::zero(), v),
+            Activation::Clip { lo, hi } => {
+                // v < lo ? lo : v, then hi < v ? hi : v
+                let v = Self::max(Self::splat(lo), v);
+                Self::min(Self::splat(hi), v)
+            }
+            Activation::LeakyRelu(a) => Self::select_neg(v, Self::mul(Self::splat(a), v)),
+            Activation::HardSwish => {
+                let t = Self::add(
+                    Self::mul(Self::splat((1.0f64 / 6.0) as f32), v),
+                    Self::splat(0.5),
+                );
+                let t = Self::min(Self::splat(1.0), Self::max(Self::zero(), t));
+                Self::mul(v, t)
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::{Avx2, Avx512};
+
+/// `0, 1, .., 31`: lane indices (a load at offset `k` selects lanes
+/// `k..k + 16` of a two-vector concatenation).
+#[allow(dead_code)]
+pub(crate) static IOTA: [i32; 32] = {
+    let mut a = [0i32; 32];
+    let mut i = 0;
+    while i < 32 {
+        a[i] = i as i32;
+        i += 1;
+    }
+    a
+};
+
+/// Even lane indices `0, 2, .., 30` then odd ones `1, 3, .., 31`.
+#[allow(dead_code)]
+static IOTA2: [i32; 32] = {
+    let mut a = [0i32; 32];
+    let mut i = 0;
+    while i < 16 {
+        a[i] = 2 * i as i32;
+        a[16 + i] = 2 * i as i32 + 1;
+        i += 1;
+    }
+    a
+};
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    #![allow(unsafe_op_in_unsafe_fn)]
+    use super::Simd;
+    use std::arch::x86_64::*;
+
+    /// AVX2 + FMA, 8 lanes.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx2;
+
+    /// AVX-512F, 16 lanes.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx512;
+
+    #[inline(always)]
+    unsafe fn mask8(n: usize) -> __m256i {
+        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), idx)
+    }
+
+    impl Simd for Avx2 {
+        type V = __m256;
+        const LANES: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> __m256 {
+            _mm256_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> __m256 {
+            _mm256_set1_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> __m256 {
+            _mm256_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn load_n(p: *const f32, n: usize) -> __m256 {
+            _mm256_maskload_ps(p, mask8(n))
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: __m256) {
+            _mm256_storeu_ps(p, v)
+        }
+        #[inline(always)]
+        unsafe fn store_n(p: *mut f32, v: __m256, n: usize) {
+            _mm256_maskstore_ps(p, mask8(n), v)
+        }
+        #[inline(always)]
+        unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
+            _mm256_fmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn add(a: __m256, b: __m256) -> __m256 {
+            _mm256_add_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+            _mm256_mul_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn max(a: __m256, b: __m256) -> __m256 {
+            _mm256_max_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn min(a: __m256, b: __m256) -> __m256 {
+            _mm256_min_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn select_neg(v: __m256, t: __m256) -> __m256 {
+            let m = _mm256_cmp_ps::<_CMP_LT_OQ>(v, _mm256_setzero_ps());
+            _mm256_blendv_ps(v, t, m)
+        }
+        #[inline(always)]
+        unsafe fn deinterleave(a: __m256, b: __m256) -> (__m256, __m256) {
+            // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
+            let e = _mm256_shuffle_ps::<0x88>(a, b);
+            let o = _mm256_shuffle_ps::<0xdd>(a, b);
+            (
+                _mm256_castpd_ps(_mm256_permute4x64_pd::<0xd8>(_mm256_castps_pd(e))),
+                _mm256_castpd_ps(_mm256_permute4x64_pd::<0xd8>(_mm256_castps_pd(o))),
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn mask16(n: usize) -> __mmask16 {
+        if n >= 16 {
+            0xffff
+        } else {
+            ((1u32 << n) - 1) as __mmask16
+        }
+    }
+
+    impl Simd for Avx512 {
+        type V = __m512;
+        const LANES: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> __m512 {
+            _mm512_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> __m512 {
+            _mm512_set1_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> __m512 {
+            _mm512_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn load_n(p: *const f32, n: usize) -> __m512 {
+            _mm512_maskz_loadu_ps(mask16(n), p)
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: __m512) {
+            _mm512_storeu_ps(p, v)
+        }
+        #[inline(always)]
+        unsafe fn store_n(p: *mut f32, v: __m512, n: usize) {
+            _mm512_mask_storeu_ps(p, mask16(n), v)
+        }
+        #[inline(always)]
+        unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
+            _mm512_fmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn add(a: __m512, b: __m512) -> __m512 {
+            _mm512_add_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+            _mm512_mul_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn max(a: __m512, b: __m512) -> __m512 {
+            _mm512_max_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn min(a: __m512, b: __m512) -> __m512 {
+            _mm512_min_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn select_neg(v: __m512, t: __m512) -> __m512 {
+            let m = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, _mm512_setzero_ps());
+            _mm512_mask_blend_ps(m, v, t)
+        }
+        #[inline(always)]
+        unsafe fn deinterleave(a: __m512, b: __m512) -> (__m512, __m512) {
+            let ie = _mm512_loadu_si512(super::IOTA2.as_ptr() as *const _);
+            let io = _mm512_loadu_si512(super::IOTA2.as_ptr().add(16) as *const _);
+            (
+                _mm512_permutex2var_ps(a, ie, b),
+                _mm512_permutex2var_ps(a, io, b),
+            )
+        }
+    }
+}
+
+/// Which SIMD level the fast `f32` kernels run at on this CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// The portable scalar reference.
+    Generic,
+    /// AVX2 + FMA.
+    Avx2,
+    /// AVX-512F (with AVX2 + FMA).
+    Avx512,
+}
+
+/// The level chosen once from CPU features, [`crate::force_generic`] and
+/// the optional cap `QPORT_SIMD` (`generic`, `avx2`; anything else means no
+/// cap), which lets the AVX2 kernels be measured and tested on an AVX-512
+/// machine.
+pub(crate) fn level() -> Level {
+    static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        let cap = std::env::var("QPORT_SIMD").unwrap_or_default();
+        if crate::force_generic() || cap == "generic" {
+            return Level::Generic;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 = std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma");
+            if avx2 && cap != "avx2" && std::arch::is_x86_feature_detected!("avx512f") {
+                return Level::Avx512;
+            }
+            if avx2 {
+                return Level::Avx2;
+            }
+        }
+        Level::Generic
+    })
+}
+
+/// True when the CPU can run the kernels at `l`.
+#[cfg(test)]
+pub(crate) fn supported(l: Level) -> bool {
+    match l {
+        Level::Generic => true,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+        }
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => false,
+    }
+}
