@@ -12,20 +12,44 @@ use qport_core::{Tensor, TensorData};
 use std::cell::RefCell;
 
 /// Buffers kept per thread at most.
-const MAX_BUFFERS: usize = 64;
+const MAX_BUFFERS: usize = 128;
+
+/// Buffers of one length kept per thread at most.
+const MAX_PER_LENGTH: usize = 3;
 
 thread_local! {
     static POOL: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
 }
 
+thread_local! {
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The per-thread kernel scratch vector (any length, stale contents), to
+/// be handed back with [`give_scratch`] so its allocation is reused.
+pub(crate) fn take_scratch() -> Vec<f32> {
+    SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()))
+}
+
+/// Returns the kernel scratch vector taken with [`take_scratch`].
+pub(crate) fn give_scratch(v: Vec<f32>) {
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        if v.capacity() > s.capacity() {
+            *s = v;
+        }
+    });
+}
+
 /// A buffer of exactly `len` elements with unspecified (but initialised)
-/// contents: a pooled buffer of that length if there is one (a plan run
-/// asks for the same sizes every time), else a new one.
+/// contents: the most recently returned pooled buffer of that length (a
+/// plan run asks for the same sizes every time; the latest is the likeliest
+/// to be in cache), else a new one.
 pub(crate) fn take_f32(len: usize) -> Vec<f32> {
     let found = POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let i = p.iter().position(|v| v.len() == len)?;
-        Some(p.swap_remove(i))
+        let i = p.iter().rposition(|v| v.len() == len)?;
+        Some(p.remove(i))
     });
     found.unwrap_or_else(|| vec![0.0; len])
 }
@@ -39,14 +63,18 @@ pub(crate) fn recycle(t: Tensor) {
     }
 }
 
-/// Returns a buffer to the pool; when the pool is full the oldest buffer
-/// is dropped.
+/// Returns a buffer to the pool. The pool keeps at most
+/// [`MAX_PER_LENGTH`] buffers of one length (a plan needs few of each size
+/// at a time) and at most [`MAX_BUFFERS`] in all, dropping the oldest.
 pub(crate) fn give_f32(v: Vec<f32>) {
     if v.len() < 1024 {
         return;
     }
     POOL.with(|p| {
         let mut p = p.borrow_mut();
+        if p.iter().filter(|b| b.len() == v.len()).count() >= MAX_PER_LENGTH {
+            return;
+        }
         if p.len() >= MAX_BUFFERS {
             p.remove(0);
         }

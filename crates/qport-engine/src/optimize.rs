@@ -381,6 +381,85 @@ mod tests {
         assert!(!r.initializers.contains_key("w") && !r.initializers.contains_key("var"));
     }
 
+    /// x [1, 2, 6, 5] -> depthwise 3x3 Conv -> BN -> Clip -> 1x1 Conv (bias)
+    /// -> Relu -> y
+    fn block_model() -> Model {
+        let mut m = model(false);
+        let g = &mut m.graph;
+        let mut inits = BTreeMap::new();
+        let dw: Vec<f32> = (0..18).map(|i| ((i * 7) % 5) as f32 * 0.25 - 0.5).collect();
+        inits.insert("dw".into(), Tensor::from_vec(vec![2, 1, 3, 3], dw).unwrap());
+        inits.insert("s".into(), vec1(vec![1.5, 0.75]));
+        inits.insert("bb".into(), vec1(vec![0.1, -0.2]));
+        inits.insert("mu".into(), vec1(vec![0.3, -0.1]));
+        inits.insert("var".into(), vec1(vec![0.5, 2.0]));
+        inits.insert("lo".into(), Tensor::scalar(0.0f32));
+        inits.insert("hi".into(), Tensor::scalar(1.0f32));
+        inits.insert(
+            "pw".into(),
+            Tensor::from_vec(vec![3, 2, 1, 1], vec![1.0f32, -1.0, 0.5, 0.25, -2.0, 1.0]).unwrap(),
+        );
+        inits.insert("pb".into(), vec1(vec![0.0, 0.1, -0.1]));
+        let mut dwn = node("Conv", &["x", "dw"], &["c"]);
+        dwn.attributes.insert("group".into(), Attribute::Int(2));
+        dwn.attributes
+            .insert("pads".into(), Attribute::Ints(vec![1, 1, 1, 1]));
+        let mut bn = node("BatchNormalization", &["c", "s", "bb", "mu", "var"], &["b"]);
+        bn.attributes
+            .insert("epsilon".into(), Attribute::Float(1e-3));
+        g.nodes = vec![
+            dwn,
+            bn,
+            node("Clip", &["b", "lo", "hi"], &["a"]),
+            node("Conv", &["a", "pw", "pb"], &["p"]),
+            node("Relu", &["p"], &["y"]),
+        ];
+        g.initializers = inits;
+        g.inputs = vec![ValueInfo::known("x", DType::F32, &[1, 2, 6, 5])];
+        g.outputs = vec![ValueInfo::known("y", DType::F32, &[1, 3, 6, 5])];
+        m
+    }
+
+    #[test]
+    fn fused_plan_matches_unfused_and_taps_follow_the_options() {
+        use crate::{Plan, PlanOptions};
+        let m = block_model();
+        let x: Vec<f32> = (0..60)
+            .map(|i| ((i * 13) % 17) as f32 * 0.2 - 1.5)
+            .collect();
+        let feed = || {
+            vec![(
+                "x".to_string(),
+                Tensor::from_vec(vec![1, 2, 6, 5], x.clone()).unwrap(),
+            )]
+        };
+        let run = |opts: PlanOptions| {
+            let plan = Plan::with_options(&m, opts).unwrap();
+            let mut tapped = vec![];
+            let out = plan
+                .run_with_tap(feed(), &mut |name, _| tapped.push(name.to_string()))
+                .unwrap();
+            (plan.len(), tapped, out[0].1.to_f32_vec().unwrap())
+        };
+        let (n_fused, taps_fused, fused) = run(PlanOptions::default());
+        let (n_plain, taps_plain, plain) = run(PlanOptions::unfused());
+        assert_eq!((n_fused, n_plain), (2, 5));
+        assert_eq!(taps_plain, ["c", "b", "a", "p", "y"]);
+        assert_eq!(taps_fused, ["a", "y"]);
+        for (f, p) in fused.iter().zip(&plain) {
+            assert!((f - p).abs() <= 1e-5 * (1.0 + p.abs()), "{f} vs {p}");
+        }
+        // the default plan is the fused one, and repeated runs are identical
+        let again = Plan::new(&m).unwrap().run(feed()).unwrap()[0]
+            .1
+            .to_f32_vec()
+            .unwrap();
+        assert_eq!(
+            again.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            fused.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
     #[test]
     fn keeps_values_with_other_readers() {
         let r = rewrite(&model(true), true);

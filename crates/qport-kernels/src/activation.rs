@@ -60,13 +60,8 @@ impl Activation {
             }
             Activation::HardSwish => {
                 let t = ((1.0f64 / 6.0) as f32) * v + 0.5;
-                let t = if t < 0.0 {
-                    0.0
-                } else if t > 1.0 {
-                    1.0
-                } else {
-                    t
-                };
+                // NaN stays NaN, as in the operator
+                let t = t.clamp(0.0, 1.0);
                 v * t
             }
         }
@@ -103,13 +98,8 @@ impl Activation {
             }
             Activation::HardSwish => {
                 let t = (1.0f64 / 6.0) * v + 0.5;
-                let t = if t < 0.0 {
-                    0.0
-                } else if t > 1.0 {
-                    1.0
-                } else {
-                    t
-                };
+                // NaN stays NaN, as in the operator
+                let t = t.clamp(0.0, 1.0);
                 v * t
             }
         }

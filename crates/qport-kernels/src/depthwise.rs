@@ -444,6 +444,15 @@ mod x86 {
                     fill_plane::<S>(g, &a.image[(o / a.mult) * isz..][..isz], plane, rows, wq)
                 };
             }
+            // start fetching the next input channel while this one computes
+            let next = o + 1;
+            if next < a.channels * a.mult && next % a.mult == 0 {
+                let img = &a.image[(next / a.mult) * isz..][..isz];
+                for line in img.chunks(16) {
+                    // SAFETY: a prefetch of a valid address.
+                    unsafe { _mm_prefetch::<_MM_HINT_T1>(line.as_ptr() as *const i8) };
+                }
+            }
             let p = Channel {
                 g,
                 plane,

@@ -148,13 +148,13 @@ fn unsupported_tensor_kinds_are_refused() {
     let tp = proto::TensorProto {
         name: Some("big".into()),
         dims: vec![1],
-        data_type: Some(DataType::Float8e4m3fn as i32),
+        data_type: Some(DataType::Float6e2m3 as i32),
         raw_data: Some(vec![0]),
         ..Default::default()
     };
     assert_msg(
         &load_err(&with_initializer(tp)),
-        &["tensor 'big'", "FLOAT8E4M3FN is not supported"],
+        &["tensor 'big'", "FLOAT6E2M3 is not supported"],
     );
 
     let mut p = qport_onnx::save::model_to_proto(&conv_model());

@@ -35,7 +35,11 @@ fn round_trip(rel: &str, parity_input: &str) {
 
     oracle("check_model.py", &[&saved]);
     let input = qport_tests::fixture(parity_input);
-    let (a, b) = (tmp("a.npz"), tmp("b.npz"));
+    let tag = rel.replace('/', "_");
+    let (a, b) = (
+        tmp(&format!("{tag}.orig.npz")),
+        tmp(&format!("{tag}.saved.npz")),
+    );
     oracle("ort_run.py", &[&src, &input, Path::new("--out"), &a]);
     oracle("ort_run.py", &[&saved, &input, Path::new("--out"), &b]);
     let (a, b) = (

@@ -1,7 +1,8 @@
 //! Operators: neural-network family.
 //!
 //! - [`conv`]: Conv (im2col + GEMM per group, direct depthwise, 1x1 without
-//!   im2col) and ConvTranspose (GEMM + col2im), 1-D/2-D/3-D.
+//!   im2col; with a fused bias and activation epilogue) and ConvTranspose
+//!   (GEMM + col2im), 1-D/2-D/3-D.
 //! - [`matmul`]: Gemm and MatMul (numpy batched broadcasting).
 //! - [`pool`]: MaxPool (with Indices), AveragePool, LpPool and the global
 //!   pools.

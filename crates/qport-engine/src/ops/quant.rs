@@ -1,8 +1,8 @@
 //! Operators: the quantization family.
 //!
 //! - `linear`: `QuantizeLinear`, `DequantizeLinear` (opsets 10–25 forms:
-//!   per-tensor, per-axis, blocked; u8/i8/u16/i16, and i32 for dequantized
-//!   biases) and `DynamicQuantizeLinear`.
+//!   per-tensor, per-axis, blocked; u8/i8/u16/i16, u4/i4/u2/i2, float8 and
+//!   float4e2m1, and i32 for dequantized biases) and `DynamicQuantizeLinear`.
 //! - `matmul`: `MatMulInteger`, `QLinearMatMul`, `com.microsoft.QGemm`.
 //! - `conv`: `ConvInteger`, `QLinearConv`.
 //! - `contrib`: onnxruntime's QOperator-format ops in `com.microsoft`

@@ -3,10 +3,15 @@
 //!
 //! Conv runs per image and group as `W_g [M/g, C/g * K] x col [C/g * K, O]`,
 //! where `col` is the im2col matrix (or the input itself for a 1x1,
-//! stride-1, unpadded kernel). The ONNX weight layout `[M, C/g, k...]` is
-//! already that row-major left operand, so constant weights need no
-//! repacking. Depthwise 2-D convolutions (one input channel per group) use a
-//! direct loop. ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
+//! stride-1, unpadded kernel). In `f32` (float32, and float16/bfloat16
+//! through f32) an ungrouped Conv runs [`gemm_bias_act`] with the weight
+//! packed once at build time when it is a constant, and depthwise 2-D
+//! convolutions (one input channel per group) run [`depthwise2d`]; both
+//! add the bias and apply the activation a plan fused into the node (see
+//! [`crate::plan`]) while each output is in registers, and write every
+//! output element once into a recycled buffer. `f64` and other grouped
+//! convolutions take the generic path (GEMM per group, then bias and
+//! activation). ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
 
 use super::spatial::{AutoPad, Window, WindowAttrs, MAX_PARAM};
 use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
@@ -249,7 +254,7 @@ impl Conv {
             && geo.rank() == 2
             && depthwise2d_scratch(&geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
         if depthwise {
-            let mut scratch = vec![];
+            let mut scratch = buffers::take_scratch();
             for ni in 0..s.n {
                 depthwise2d(
                     &geo,
@@ -263,6 +268,7 @@ impl Conv {
                     &mut scratch,
                 );
             }
+            buffers::give_scratch(scratch);
         } else if g == 1 {
             let kdim = s.c * geo.kernel_size();
             let fresh;
@@ -283,7 +289,7 @@ impl Conv {
                 // every element is written by im2col
                 buffers::take_f32(checked_numel(&[kdim, osz])?)
             };
-            let mut scratch = vec![];
+            let mut scratch = buffers::take_scratch();
             for ni in 0..s.n {
                 let xi = &xv[ni * s.c * isz..][..s.c * isz];
                 let rhs = if pointwise {
@@ -305,14 +311,13 @@ impl Conv {
                 );
             }
             buffers::give_f32(col);
+            buffers::give_scratch(scratch);
         } else {
             conv_forward(&geo, &xv, &wv, s.n, s.c, m, g, &mut y)?;
-            if bv.is_some() || self.act != Activation::Identity {
-                if osz > 0 {
-                    for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
-                        let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
-                        self.act.bias_apply(plane, bias);
-                    }
+            if (bv.is_some() || self.act != Activation::Identity) && osz > 0 {
+                for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
+                    let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
+                    self.act.bias_apply(plane, bias);
                 }
             }
         }
@@ -641,6 +646,79 @@ mod tests {
                 naive(&geo, &x, &wt, n, c, m, group),
                 "case {c} {m} {group} {k} {s} {d} {p}"
             );
+        }
+    }
+
+    /// A fused activation gives the same bits as the Conv followed by the
+    /// activation operator, on the depthwise, 1x1 and im2col paths.
+    #[test]
+    fn fused_activation_matches_the_operator() {
+        use crate::ops::elementwise::tests::build;
+        use qport_onnx::model::{Attribute, Node};
+        use std::collections::BTreeMap;
+        let acts = [
+            ("Relu", Activation::Relu, vec![]),
+            (
+                "LeakyRelu",
+                Activation::LeakyRelu(0.1),
+                vec![("alpha", Attribute::Float(0.1))],
+            ),
+            ("HardSwish", Activation::HardSwish, vec![]),
+        ];
+        // (channels, out channels, group, kernel)
+        for (c, m, group, k) in [(4, 4, 4, 3), (4, 6, 1, 1), (3, 5, 1, 3)] {
+            let (h, w) = (9, 7);
+            let x: Vec<f32> = (0..c * h * w)
+                .map(|i| ((i * 7) % 23) as f32 * 0.37 - 4.0)
+                .collect();
+            let wt: Vec<f32> = (0..m * (c / group) * k * k)
+                .map(|i| ((i * 5) % 11) as f32 * 0.21 - 1.0)
+                .collect();
+            let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.3 - 0.5).collect();
+            let xt = Tensor::from_vec(vec![1, c, h, w], x).unwrap();
+            let wt = Tensor::from_vec(vec![m, c / group, k, k], wt).unwrap();
+            let bt = Tensor::from_vec(vec![m], b).unwrap();
+            let mut inits = BTreeMap::new();
+            inits.insert("w".to_string(), wt.clone());
+            let mut attributes = BTreeMap::new();
+            attributes.insert("group".to_string(), Attribute::Int(group as i64));
+            let p = (k / 2) as i64;
+            attributes.insert("pads".to_string(), Attribute::Ints(vec![p, p, p, p]));
+            let node = Node {
+                name: "conv".into(),
+                op_type: "Conv".into(),
+                domain: String::new(),
+                inputs: vec!["x".into(), "w".into(), "b".into()],
+                outputs: vec!["y".into()],
+                attributes,
+                doc_string: String::new(),
+            };
+            let ctx = BuildCtx {
+                node: &node,
+                opset: 13,
+                initializers: &inits,
+            };
+            let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
+            let plain = build_conv(&ctx).unwrap().eval(&args).unwrap().remove(0);
+            for (op, act, attrs) in &acts {
+                let fused = build_conv_fused(&ctx, *act)
+                    .unwrap()
+                    .eval(&args)
+                    .unwrap()
+                    .remove(0);
+                let sep = build(op, 14, attrs.clone())
+                    .eval(&[Some(&plain)])
+                    .unwrap()
+                    .remove(0);
+                let bits = |t: &Tensor| -> Vec<u32> {
+                    t.as_slice::<f32>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect()
+                };
+                assert_eq!(bits(&fused), bits(&sep), "{op} on case {c} {m} {group} {k}");
+            }
         }
     }
 }
