@@ -1,0 +1,426 @@
+//! The platform registry: what each deployment target requires, as data.
+//!
+//! Values cite their source: "seed §X" is the platform-differences chapter
+//! of the vendor manual (`shared/seeds/000_cb8c626a81aeabba.txt`), "vt.md §X"
+//! is `shared/reference/vendor-toolchain.md`. Host CPU, GPU and PCIe-NPU
+//! entries are qport archetypes (no vendor claim): they have no padding rule.
+
+use crate::PlatformError;
+use serde::{Deserialize, Serialize};
+
+/// A numeric precision a platform can execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// 8-bit integer.
+    Int8,
+    /// 16-bit integer.
+    Int16,
+    /// IEEE float16.
+    Float16,
+    /// IEEE float32.
+    Float32,
+}
+
+/// The output form of the high-accuracy tail of GEMM-class operators
+/// (seed §High-Accuracy Output Form Differences).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HighAccuracyOutput {
+    /// The operator outputs int32, software dequantizes to float32 (J6E/M).
+    Int32Dequantize,
+    /// The operator outputs float32 directly (J6B/H/P/S6P, hosts).
+    Float32,
+}
+
+/// An IP block a runtime task can be scheduled on (vt.md §Multi-core / L2M).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ip {
+    /// The neural-network accelerator.
+    Bpu,
+    /// Digital signal processor.
+    Dsp,
+    /// Geometric distortion correction.
+    Gdc,
+    /// JPEG unit.
+    Jpu,
+    /// Video processing unit.
+    Vpu,
+    /// Image pyramid.
+    Pyramid,
+    /// Image signal processor.
+    Isp,
+}
+
+/// Every IP the UCP backend enumerates (vt.md §Multi-core / L2M: DSP/GDC/JPU/VPU/PYRAMID/ISP bits).
+const ALL_IPS: &[Ip] = &[
+    Ip::Bpu,
+    Ip::Dsp,
+    Ip::Gdc,
+    Ip::Jpu,
+    Ip::Vpu,
+    Ip::Pyramid,
+    Ip::Isp,
+];
+
+/// What a deployment target requires. Data, not code paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Platform {
+    /// Registry name (`j6e`, `x86-avx2`, ...).
+    pub name: String,
+    /// Compiler march name (`nash-e`, ...); accepted as an alias by [`Registry::get`].
+    pub march: Option<String>,
+    /// Family (`nash`, `host-cpu`, `gpu`, `pcie-npu`).
+    pub family: String,
+    /// Precisions the platform executes.
+    pub precisions: Vec<Precision>,
+    /// Name of the default quantization template.
+    pub default_template: String,
+    /// High-accuracy output form of tail GEMM-class operators.
+    pub tail_output: HighAccuracyOutput,
+    /// Stride alignment in bytes of image (nv12 and other image) rows; 1 = dense.
+    pub image_stride_align: u64,
+    /// Padding multiple, in elements, of the two innermost axes of featuremap
+    /// tensors; 1 = no padding. See [`crate::layout`] for the assumption.
+    pub featuremap_align_elems: u64,
+    /// Minimum memory unit in bytes for non-image tensors; `alignedByteSize`
+    /// is a multiple of it. 1 = none.
+    pub min_memory_unit: u64,
+    /// Number of BPU (accelerator) cores; 0 for hosts.
+    pub bpu_cores: u32,
+    /// Whether one model may run on several cores / bind cores explicitly.
+    pub multi_core: bool,
+    /// Upper bound of `max_l2m_size` in bytes; `None` = L2M not available.
+    pub l2m_cap_bytes: Option<u64>,
+    /// IPs that runtime tasks may use.
+    pub allowed_ips: Vec<Ip>,
+    /// Name of the default arithmetic profile (an archetype, not a silicon claim).
+    pub default_arith_profile: String,
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// Common J6 (nash) values; each caller cites its differences.
+#[allow(clippy::too_many_arguments)]
+fn nash(
+    name: &str,
+    march: &str,
+    float_strong: bool,
+    tail_output: HighAccuracyOutput,
+    image_stride_align: u64,
+    min_memory_unit: u64,
+    bpu_cores: u32,
+    l2m_cap_bytes: Option<u64>,
+    allowed_ips: &[Ip],
+) -> Platform {
+    Platform {
+        name: name.into(),
+        march: Some(march.into()),
+        family: "nash".into(),
+        // vt.md §quant_config: "nash adds float16" to int8/int16/float32.
+        precisions: vec![
+            Precision::Int8,
+            Precision::Int16,
+            Precision::Float16,
+            Precision::Float32,
+        ],
+        // seed §J6E/M/B Starting Strategy: int8 + int16, int8 default;
+        // seed §J6H/P/S6P Starting Strategy: global float16 + GEMM-class int8.
+        default_template: if float_strong {
+            "float16-gemm-int8"
+        } else {
+            "int8-int16"
+        }
+        .into(),
+        tail_output,
+        image_stride_align,
+        // Assumption (see crate::layout): 16 elements on every nash platform,
+        // reproduces vt.md §Runtime tensor descriptor (212 -> 224) and
+        // vt.md §Platform numbers ("channels multiple of 16").
+        featuremap_align_elems: 16,
+        min_memory_unit,
+        bpu_cores,
+        // vt.md §Multi-core / L2M: "Multi-core only J6P/H".
+        multi_core: bpu_cores > 1,
+        l2m_cap_bytes,
+        allowed_ips: allowed_ips.to_vec(),
+        default_arith_profile: "exact-i32-f32-requant".into(),
+    }
+}
+
+fn host(name: &str, family: &str, precisions: &[Precision], profile: &str) -> Platform {
+    Platform {
+        name: name.into(),
+        march: None,
+        family: family.into(),
+        precisions: precisions.to_vec(),
+        default_template: "int8".into(),
+        tail_output: HighAccuracyOutput::Float32,
+        image_stride_align: 1,
+        featuremap_align_elems: 1,
+        min_memory_unit: 1,
+        bpu_cores: 0,
+        multi_core: false,
+        l2m_cap_bytes: None,
+        allowed_ips: Vec::new(),
+        default_arith_profile: profile.into(),
+    }
+}
+
+/// All known platforms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registry {
+    /// The platforms, in listing order.
+    pub platforms: Vec<Platform>,
+}
+
+impl Registry {
+    /// The built-in registry.
+    pub fn builtin() -> Self {
+        use HighAccuracyOutput::{Float32, Int32Dequantize};
+        use Precision::{Float16, Int16, Int8};
+        const F32: Precision = Precision::Float32;
+        let p = vec![
+            // tail int32: seed §What Decisions Are Affected ("On J6E/M, the TAE does not
+            // support floating-point output"); nv12 32 B: seed §stride, padding...;
+            // unit 64 B: seed §stride ("64 bytes on J6E/M"); 1 core: vt.md §Platform numbers;
+            // no L2M: seed table "Not applicable"; IPs: all (vt.md §Multi-core / L2M).
+            nash(
+                "j6e",
+                "nash-e",
+                false,
+                Int32Dequantize,
+                32,
+                64,
+                1,
+                None,
+                ALL_IPS,
+            ),
+            // Same sources as j6e (seed groups J6E/M everywhere).
+            nash(
+                "j6m",
+                "nash-m",
+                false,
+                Int32Dequantize,
+                32,
+                64,
+                1,
+                None,
+                ALL_IPS,
+            ),
+            // float32 tail: seed §High-Accuracy ("On J6B, the TAE supports floating-point
+            // output"); unit 128 B: seed §stride; core_num 1: vt.md §hb_compile YAML.
+            nash("j6b", "nash-b", false, Float32, 32, 128, 1, None, ALL_IPS),
+            // nv12 64 B, unit 256 B: seed §stride; cores 1-4: vt.md §hb_compile YAML
+            // (core_num 1-4 for h/p); 24 MiB: seed §L2M and vt.md max_l2m_size 0..25165824.
+            nash(
+                "j6h",
+                "nash-h",
+                true,
+                Float32,
+                64,
+                256,
+                4,
+                Some(24 * MIB),
+                ALL_IPS,
+            ),
+            // J6P: 4 cores (vt.md §Platform numbers), otherwise as j6h.
+            nash(
+                "j6p",
+                "nash-p",
+                true,
+                Float32,
+                64,
+                256,
+                4,
+                Some(24 * MIB),
+                ALL_IPS,
+            ),
+            // S6P "matches J6H/P ... two known differences": 12 MB L2 and BPU-only UCP
+            // (seed introduction and §L2M). March name unknown (vt.md: "S6P identity" not
+            // found); cores taken as J6P's 4 (assumption; S600 has 4 cores, vt.md).
+            {
+                let mut s = nash(
+                    "s6p",
+                    "s6p",
+                    true,
+                    Float32,
+                    64,
+                    256,
+                    4,
+                    Some(12 * MIB),
+                    &[Ip::Bpu],
+                );
+                s.march = None;
+                s
+            },
+            // Host archetypes (qport, no vendor claim): dense layouts.
+            host("x86-avx2", "host-cpu", &[Int8, F32], "x86-avx2-i16sat"),
+            host("x86-vnni", "host-cpu", &[Int8, F32], "x86-vnni-i32"),
+            host(
+                "arm-dotprod",
+                "host-cpu",
+                &[Int8, Float16, F32],
+                "arm-dotprod-i32",
+            ),
+            host(
+                "arm-neon",
+                "host-cpu",
+                &[Int8, Float16, F32],
+                "arm-neon-i32",
+            ),
+            host("gpu", "gpu", &[Int8, Float16, F32], "gpu-f32-requant"),
+            host(
+                "pcie-npu",
+                "pcie-npu",
+                &[Int8, Int16, Float16],
+                "exact-i32-f32-requant",
+            ),
+        ];
+        Registry { platforms: p }
+    }
+
+    /// Platform names in listing order.
+    pub fn names(&self) -> Vec<&str> {
+        self.platforms.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// Looks a platform up by name or march alias, case-insensitively.
+    pub fn get(&self, name: &str) -> Result<&Platform, PlatformError> {
+        let want = name.trim().to_ascii_lowercase();
+        self.platforms
+            .iter()
+            .find(|p| {
+                p.name.eq_ignore_ascii_case(&want)
+                    || p.march
+                        .as_deref()
+                        .is_some_and(|m| m.eq_ignore_ascii_case(&want))
+            })
+            .ok_or_else(|| PlatformError::UnknownPlatform {
+                name: name.to_string(),
+                valid: self.names().join(", "),
+            })
+    }
+}
+
+impl Registry {
+    /// A human-readable table of the registry, one platform a line.
+    pub fn to_table(&self) -> String {
+        let mut out = String::from(
+            "platform     march   template           tail-output      nv12-align  mem-unit  cores  multi  l2m-cap   ips\n",
+        );
+        for p in &self.platforms {
+            let l2m = p
+                .l2m_cap_bytes
+                .map_or("-".to_string(), |b| format!("{}MiB", b / MIB));
+            let ips: Vec<String> = p
+                .allowed_ips
+                .iter()
+                .map(|i| format!("{i:?}").to_lowercase())
+                .collect();
+            out.push_str(&format!(
+                "{:<12} {:<7} {:<18} {:<16} {:<11} {:<9} {:<6} {:<6} {:<9} {}\n",
+                p.name,
+                p.march.as_deref().unwrap_or("-"),
+                p.default_template,
+                format!("{:?}", p.tail_output),
+                format!("{} B", p.image_stride_align),
+                format!("{} B", p.min_memory_unit),
+                p.bpu_cores,
+                p.multi_core,
+                l2m,
+                if ips.is_empty() {
+                    "-".to_string()
+                } else {
+                    ips.join(",")
+                },
+            ));
+        }
+        out
+    }
+}
+
+impl Platform {
+    /// Whether the platform has a padding rule at all (false for host archetypes).
+    pub fn pads(&self) -> bool {
+        self.image_stride_align > 1 || self.featuremap_align_elems > 1 || self.min_memory_unit > 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_values_match_the_manual() {
+        let r = Registry::builtin();
+        let g = |n: &str| r.get(n).unwrap().clone();
+        assert_eq!(g("j6e").tail_output, HighAccuracyOutput::Int32Dequantize);
+        assert_eq!(g("j6m").tail_output, HighAccuracyOutput::Int32Dequantize);
+        for n in ["j6b", "j6h", "j6p", "s6p"] {
+            assert_eq!(g(n).tail_output, HighAccuracyOutput::Float32, "{n}");
+        }
+        for (n, a, u) in [("j6e", 32, 64), ("j6m", 32, 64), ("j6b", 32, 128)] {
+            assert_eq!(
+                (g(n).image_stride_align, g(n).min_memory_unit),
+                (a, u),
+                "{n}"
+            );
+            assert_eq!(g(n).l2m_cap_bytes, None);
+            assert!(!g(n).multi_core);
+        }
+        for n in ["j6h", "j6p", "s6p"] {
+            assert_eq!(
+                (g(n).image_stride_align, g(n).min_memory_unit),
+                (64, 256),
+                "{n}"
+            );
+            assert!(g(n).multi_core);
+            assert_eq!(g(n).default_template, "float16-gemm-int8");
+        }
+        assert_eq!(g("j6p").l2m_cap_bytes, Some(25_165_824));
+        assert_eq!(g("s6p").l2m_cap_bytes, Some(12 * MIB));
+        assert_eq!(g("s6p").allowed_ips, vec![Ip::Bpu]);
+        assert!(g("j6p").allowed_ips.contains(&Ip::Dsp));
+        assert_eq!(r.platforms.len(), 12);
+    }
+
+    #[test]
+    fn json_round_trip_and_table() {
+        let r = Registry::builtin();
+        let j = serde_json::to_string(&r).unwrap();
+        assert!(j.contains("\"tail_output\":\"int32-dequantize\""));
+        assert_eq!(serde_json::from_str::<Registry>(&j).unwrap(), r);
+        let t = r.to_table();
+        assert_eq!(t.lines().count(), 13);
+        assert!(t.contains("s6p") && t.contains("12MiB") && t.contains("nash-e"));
+    }
+
+    #[test]
+    fn march_aliases_are_case_insensitive() {
+        let r = Registry::builtin();
+        for (alias, name) in [
+            ("nash-e", "j6e"),
+            ("NASH-M", "j6m"),
+            ("Nash-B", "j6b"),
+            ("nash-h", "j6h"),
+            ("nash-p", "j6p"),
+            ("J6P", "j6p"),
+        ] {
+            assert_eq!(r.get(alias).unwrap().name, name);
+        }
+    }
+
+    #[test]
+    fn unknown_platform_lists_valid_names() {
+        let e = Registry::builtin().get("j7").unwrap_err().to_string();
+        assert!(
+            e.contains("`j7`")
+                && e.contains("j6e")
+                && e.contains("x86-avx2")
+                && e.contains("pcie-npu"),
+            "{e}"
+        );
+    }
+}
