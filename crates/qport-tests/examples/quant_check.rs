@@ -1,6 +1,6 @@
 //! Runs onnxruntime-quantized models through the engine and compares with
 //! onnxruntime's recorded outputs:
-//! `cargo run --release -p qport-engine --example quant_check -- [MODEL...]`.
+//! `cargo run --release -p qport-tests --example quant_check -- [MODEL...]`.
 //!
 //! `MODEL` names a folder under `$QPORT_FIXTURES/parity/` (default
 //! `~/.cache/qport/fixtures`), whose model is `models/MODEL.onnx`; with none
@@ -199,64 +199,7 @@ fn argmax(v: &[f32]) -> usize {
         .0
 }
 
-/// Reads a little-endian C-order `.npy` file of float32, int32, uint8 or int8.
+/// Reads a `.npy` file with qport's own reader.
 fn read_npy(path: &Path) -> Result<Tensor, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let bad = |why: &str| format!("{}: {why}", path.display());
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err(bad("not a .npy file"));
-    }
-    let (hlen, hstart) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        _ => return Err(bad("unsupported .npy version")),
-    };
-    let header = std::str::from_utf8(
-        bytes
-            .get(hstart..hstart + hlen)
-            .ok_or_else(|| bad("truncated header"))?,
-    )
-    .map_err(|_| bad("header is not UTF-8"))?;
-    if header.contains("'fortran_order': True") {
-        return Err(bad("Fortran order is not supported"));
-    }
-    let shape_text = header
-        .split("'shape':")
-        .nth(1)
-        .and_then(|s| s.split('(').nth(1))
-        .and_then(|s| s.split(')').next())
-        .ok_or_else(|| bad("no shape in header"))?;
-    let shape: Vec<usize> = shape_text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| bad("bad shape")))
-        .collect::<Result<_, _>>()?;
-    let data = &bytes[hstart + hlen..];
-    let four = |c: &[u8]| [c[0], c[1], c[2], c[3]];
-    let t = if header.contains("'descr': '<f4'") {
-        Tensor::from_vec(
-            shape,
-            data.chunks_exact(4)
-                .map(|c| f32::from_le_bytes(four(c)))
-                .collect(),
-        )
-    } else if header.contains("'descr': '<i4'") {
-        Tensor::from_vec(
-            shape,
-            data.chunks_exact(4)
-                .map(|c| i32::from_le_bytes(four(c)))
-                .collect(),
-        )
-    } else if header.contains("'descr': '|u1'") {
-        Tensor::from_vec(shape, data.to_vec())
-    } else if header.contains("'descr': '|i1'") {
-        Tensor::from_vec(shape, data.iter().map(|&b| b as i8).collect())
-    } else {
-        return Err(bad("only float32, int32, uint8 and int8 are supported"));
-    };
-    t.map_err(|e| bad(&e.to_string()))
+    qport_data::npy::read(path).map_err(|e| e.to_string())
 }
