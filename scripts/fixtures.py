@@ -8,7 +8,8 @@ lives in ``$QPORT_FIXTURES`` (default ``~/.cache/qport/fixtures``)::
     images/     scikit-image photos and page.png
     models/     ppocr-cls.onnx, efficientnet-lite0.onnx (+ ORT INT8 variants)
     node/       ONNX backend node conformance cases
-    datasets/   ppocr-lines/{0,180}/*.png, effnet-calib64/ (ORT's calibration set)
+    datasets/   ppocr-lines/{0,180}/*.png, effnet-calib64/ (ORT's calibration set),
+                photo-crops/{calib,eval}/*.png (200 + 500 crops, shorter side 256)
     parity/     onnxruntime oracle inputs/outputs per model
     stamps/     <step>.DONE, one per finished step
     MANIFEST.json   sha256 and size of every file above
@@ -60,6 +61,12 @@ from qport_fixtures.torch_legacy import load_legacy_state_dict
 PHOTOS = tuple(n for n in wheels.SKIMAGE_IMAGES if n != "page.png")
 PARITY_COUNT = 16
 PARITY_SEED = 7_919
+# Photo crops for PTQ studies: calibration and evaluation sets, disjoint.
+CROPS_CALIB_COUNT = 200
+CROPS_CALIB_SEED = 104_729
+CROPS_EVAL_COUNT = 500
+CROPS_EVAL_SEED = 130_363
+CROPS_SHORT_SIDE = 256
 EFFNET = "models/efficientnet-lite0.onnx"
 PPOCR = "models/ppocr-cls.onnx"
 EFFNET_PREPROCESS = ("RGB; bicubic resize, shorter side 256; centre crop 224; (x - 127) / 128; "
@@ -284,6 +291,41 @@ def step_parity(ctx: Context):
     return record, ["parity"]
 
 
+def step_photo_crops(ctx: Context):
+    """Disjoint calibration (200) and evaluation (500) crops of the photos as PNG.
+
+    Each crop (random box + mirror, as ``random_crop_specs``) is resized with
+    Pillow's bicubic filter so its shorter side is 256, the size the
+    EfficientNet preprocessing resizes to; the ``effnet-lite`` preset then
+    only centre-crops. PNG is lossless, so every reader decodes the same pixels.
+    """
+    photos = load_photos(ctx)
+    sizes = {n: im.size for n, im in photos.items()}
+    calib = random_crop_specs(sizes, CROPS_CALIB_COUNT, CROPS_CALIB_SEED)
+    taken = set(calib)
+    evals = [s for s in random_crop_specs(sizes, CROPS_EVAL_COUNT + 64, CROPS_EVAL_SEED)
+             if s not in taken][:CROPS_EVAL_COUNT]
+    if len(evals) < CROPS_EVAL_COUNT:
+        raise FixtureError("evaluation crops overlap the calibration crops; change CROPS_EVAL_SEED")
+    staging = fresh_dir(ctx.path("datasets/photo-crops"))
+    index = {"what": "random crops of the scikit-image photos, shorter side resized to 256 "
+                     "(Pillow bicubic); calib and eval are disjoint",
+             "short_side": CROPS_SHORT_SIDE}
+    for split, specs, seed in (("calib", calib, CROPS_CALIB_SEED), ("eval", evals, CROPS_EVAL_SEED)):
+        (staging / split).mkdir()
+        for i, spec in enumerate(specs):
+            img = spec.apply(photos[spec.image])
+            w, h = img.size
+            scale = CROPS_SHORT_SIDE / min(w, h)
+            size = (max(CROPS_SHORT_SIDE, round(w * scale)), max(CROPS_SHORT_SIDE, round(h * scale)))
+            img.resize(size, Image.BICUBIC).save(staging / split / f"{i:04d}.png", compress_level=1)
+        index[split] = {"seed": seed, "count": len(specs), "crops": [s.to_json() for s in specs]}
+    write_json_atomic(staging / "INDEX.json", index)
+    commit_dir(staging, ctx.path("datasets/photo-crops"))
+    log(f"  {len(calib)} calibration + {len(evals)} evaluation crops")
+    return {"calib": len(calib), "eval": len(evals)}, ["datasets/photo-crops"]
+
+
 @dataclass(frozen=True)
 class Step:
     """A pipeline step: bump ``recipe`` whenever its outputs would change."""
@@ -301,6 +343,7 @@ STEPS = (
     Step("quantize", "1", ("effnet", "extract"), step_quantize),
     Step("node", f"1-onnx{onnx.__version__}", (), step_node),
     Step("datasets", "1", ("extract",), step_datasets),
+    Step("photo-crops", "1", ("extract",), step_photo_crops),
     Step("parity", "1", ("effnet", "quantize", "extract"), step_parity),
 )
 

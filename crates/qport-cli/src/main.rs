@@ -8,10 +8,16 @@
 //! quietly. A panic is a bug in qport: it prints a short report request and
 //! exits `101`.
 
+mod data;
 mod demo;
+mod deploy;
 mod info;
+mod layout;
+mod migrate;
 mod model_file;
 mod output;
+mod platforms;
+mod quantize;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -24,7 +30,6 @@ pub enum ExitStatus {
     /// Everything ran and every check passed (exit 0).
     Success,
     /// A check ran and failed its threshold (exit 1).
-    #[allow(dead_code)] // reserved: verify/agree/lint return it
     Failure,
 }
 
@@ -49,6 +54,12 @@ Examples:
   qport info model.onnx                       inputs, outputs, ops and parameters of a model
   qport run model.onnx --input x=x.npy        run a model on a .npy tensor
   qport run model.onnx --inputs in.npz --output out.npz --format json
+  qport quantize model.onnx --platform j6m --calib photos/ --preprocess effnet-lite --out q/
+                                              int8 QDQ artifact + quant_config.json + report
+  qport platforms                             what each deployment target requires
+  qport layout model.onnx --platform j6p      stride and alignedByteSize of every input/output
+  qport deploy-check -p s6p --ips dsp         check cores, L2M and IPs against a platform
+  qport migrate --from j6m --to j6p           what changes between two platforms
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -85,6 +96,23 @@ enum Command {
     /// Run the bundled PP-OCR text-direction classifier on bundled crops.
     #[command(after_help = demo::AFTER_HELP)]
     Demo(demo::DemoArgs),
+    /// Quantize a model for a platform: calibrate, write a QDQ artifact, its
+    /// quant_config.json and a report.
+    #[command(after_help = quantize::AFTER_HELP)]
+    Quantize(quantize::QuantizeArgs),
+    /// List the deployment platforms and what each requires.
+    #[command(after_help = platforms::AFTER_HELP)]
+    Platforms(platforms::PlatformsArgs),
+    /// Runtime tensor descriptors (stride, padding, alignedByteSize) of a
+    /// model's inputs and outputs on a platform.
+    #[command(after_help = layout::AFTER_HELP)]
+    Layout(layout::LayoutArgs),
+    /// Check deployment settings (cores, L2M, IPs) against a platform.
+    #[command(after_help = deploy::AFTER_HELP)]
+    DeployCheck(deploy::DeployArgs),
+    /// Checklist of what changes when moving from one platform to another.
+    #[command(after_help = migrate::AFTER_HELP)]
+    Migrate(migrate::MigrateArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +132,11 @@ fn main() -> ExitCode {
         Command::Info(a) => info::run(a, &ui),
         Command::Run(a) => run::run(a, &ui),
         Command::Demo(a) => demo::run(a, &ui),
+        Command::Quantize(a) => quantize::run(a, &ui),
+        Command::Platforms(a) => platforms::run(a, &ui),
+        Command::Layout(a) => layout::run(a, &ui),
+        Command::DeployCheck(a) => deploy::run(a, &ui),
+        Command::Migrate(a) => migrate::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

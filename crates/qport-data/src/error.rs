@@ -58,6 +58,55 @@ pub enum DataError {
     /// wrong number of channel statistics).
     #[error("preprocessing: {0}")]
     Preprocess(String),
+    /// A preprocessing spec is invalid: unknown key or preset, malformed
+    /// value, contradictory settings. `origin` names where the spec came
+    /// from (a TOML file, a `key=value` override, a preset).
+    #[error("{origin}: {reason}")]
+    Spec {
+        /// The TOML file or override text involved.
+        origin: String,
+        /// What is wrong (naming the key, and the valid choices).
+        reason: String,
+    },
+    /// A dataset cannot be opened, or does not fit the model's inputs
+    /// (empty folder, missing or extra `.npz` keys, no preprocessing spec).
+    #[error("{}: {reason}", path.display())]
+    Dataset {
+        /// The folder or file involved.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// One sample does not fit the model input it feeds (shape, dtype).
+    #[error("{}{}: input '{input}': {reason}", path.display(), index_suffix(index))]
+    Sample {
+        /// The image or array file involved.
+        path: PathBuf,
+        /// The sample index inside an array file.
+        index: Option<usize>,
+        /// The model input the sample feeds.
+        input: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A sample holds NaN or infinite values.
+    #[error(
+        "{}{}: input '{input}' has {count} non-finite value(s) (NaN or Inf) among {total}",
+        path.display(),
+        index_suffix(index)
+    )]
+    NonFinite {
+        /// The image or array file involved.
+        path: PathBuf,
+        /// The sample index inside an array file.
+        index: Option<usize>,
+        /// The model input the sample feeds.
+        input: String,
+        /// How many values are NaN or infinite.
+        count: usize,
+        /// How many values the sample has.
+        total: usize,
+    },
     /// A tensor of this dtype cannot be stored in the requested format.
     #[error("{}{}: cannot store a {dtype} tensor in a .npy file", path.display(), key_suffix(key))]
     UnsupportedDType {
@@ -73,6 +122,13 @@ pub enum DataError {
 fn key_suffix(key: &Option<String>) -> String {
     match key {
         Some(k) => format!(" (array '{k}')"),
+        None => String::new(),
+    }
+}
+
+fn index_suffix(index: &Option<usize>) -> String {
+    match index {
+        Some(i) => format!(" (sample {i})"),
         None => String::new(),
     }
 }

@@ -1,12 +1,16 @@
-//! Images: PNG decoding to [`RgbImage`] and the small preprocessing steps
-//! the demo and simple pipelines need.
+//! Images: PNG and JPEG decoding to [`RgbImage`] and the small
+//! preprocessing steps the demo and simple pipelines need.
 //!
+//! - [`load_image`] / [`decode_image`]: PNG or JPEG, told apart by their
+//!   magic bytes (never by the file extension).
 //! - [`load_png`] / [`decode_png`]: 8-bit grayscale, RGB, RGBA, gray+alpha
 //!   and palette PNGs (any bit depth) become RGB8. Gray is replicated to three
 //!   channels, alpha is dropped (as Pillow's `convert("RGB")` does), palettes
 //!   are expanded, 16-bit samples keep their high byte.
-//! - [`resize_bilinear`]: Pillow's `Image.resize(size, Image.BILINEAR)`,
-//!   reproduced exactly (see the function for the formula).
+//! - [`crate::jpeg::decode_jpeg`]: baseline and progressive
+//!   JPEG, grayscale, YCbCr and CMYK/YCCK (see [`crate::jpeg`]).
+//! - [`resize_bilinear`] / [`resize_bicubic`]: Pillow's `Image.resize`,
+//!   reproduced exactly (see [`crate::resample`]).
 //! - [`rotate180`], [`to_chw`] (`(x / 255 - mean) / std` per channel, CHW
 //!   float32) and [`pad_right`] (zero-pad a CHW tensor to a width).
 
@@ -14,6 +18,9 @@ use crate::error::{DataError, Result};
 use qport_core::Tensor;
 use std::io::Cursor;
 use std::path::Path;
+
+pub use crate::jpeg::decode_jpeg;
+pub use crate::resample::{resize_bicubic, resize_bilinear};
 
 /// Largest image accepted, in pixels (2^28, e.g. 16384 x 16384).
 pub const MAX_PIXELS: u64 = 1 << 28;
@@ -71,6 +78,34 @@ impl RgbImage {
         );
         let i = (y * self.width + x) * 3;
         [self.data[i], self.data[i + 1], self.data[i + 2]]
+    }
+}
+
+/// Reads and decodes a PNG or JPEG file to RGB8 (see [`decode_image`]).
+///
+/// Errors name `path`: a missing or unreadable file, an unknown format, a
+/// corrupt or truncated image.
+pub fn load_image(path: &Path) -> Result<RgbImage> {
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    decode_image(&bytes, path)
+}
+
+/// Decodes PNG or JPEG bytes to RGB8, choosing the decoder by the magic
+/// bytes (`\x89PNG\r\n\x1a\n` or `FF D8 FF`); `name` is used in errors.
+pub fn decode_image(bytes: &[u8], name: &Path) -> Result<RgbImage> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        decode_png(bytes, name)
+    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        decode_jpeg(bytes, name)
+    } else {
+        Err(DataError::Image {
+            path: name.to_path_buf(),
+            reason: if bytes.is_empty() {
+                "empty file, not an image".into()
+            } else {
+                "not a PNG or JPEG image (unrecognised signature)".into()
+            },
+        })
     }
 }
 
@@ -134,161 +169,6 @@ pub fn decode_png(bytes: &[u8], name: &Path) -> Result<RgbImage> {
         }
     }
     RgbImage::new(w, h, out)
-}
-
-/// Fixed-point precision of the resampling weights (Pillow's `PRECISION_BITS`).
-const PRECISION_BITS: u32 = 32 - 8 - 2;
-
-/// Per output index: first input index, and the fixed-point weights.
-struct Coeffs {
-    start: Vec<usize>,
-    weights: Vec<Vec<i64>>,
-}
-
-/// Pillow's `precompute_coeffs` + `normalize_coeffs_8bpc` for the bilinear
-/// (triangle) filter, mapping `in_size` samples onto `out_size`.
-fn coeffs(in_size: usize, out_size: usize) -> Coeffs {
-    let scale = in_size as f64 / out_size as f64;
-    let filterscale = scale.max(1.0);
-    let support = filterscale; // bilinear support 1.0, widened when shrinking
-    let mut start = Vec::with_capacity(out_size);
-    let mut weights = Vec::with_capacity(out_size);
-    for xx in 0..out_size {
-        let center = (xx as f64 + 0.5) * scale;
-        // `(int)` in C truncates toward zero, as `as i64` does.
-        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
-        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
-        let n = xmax.saturating_sub(xmin);
-        // Multiply by the reciprocal as Pillow does: dividing by
-        // `filterscale` rounds differently and moves some outputs by 1.
-        let ss = 1.0 / filterscale;
-        let mut w: Vec<f64> = (0..n)
-            .map(|x| {
-                let t = ((x + xmin) as f64 - center + 0.5) * ss;
-                (1.0 - t.abs()).max(0.0)
-            })
-            .collect();
-        let total: f64 = w.iter().sum();
-        if total != 0.0 {
-            w.iter_mut().for_each(|v| *v /= total);
-        }
-        let one = (1u64 << PRECISION_BITS) as f64;
-        let fixed = w
-            .iter()
-            .map(|&v| {
-                if v < 0.0 {
-                    (-0.5 + v * one) as i64
-                } else {
-                    (0.5 + v * one) as i64
-                }
-            })
-            .collect();
-        start.push(xmin);
-        weights.push(fixed);
-    }
-    Coeffs { start, weights }
-}
-
-/// Pillow's `clip8`: fixed-point sum to a byte.
-fn clip8(v: i64) -> u8 {
-    (v >> PRECISION_BITS).clamp(0, 255) as u8
-}
-
-/// Resizes to `width` x `height` exactly as Pillow's
-/// `Image.resize((width, height), Image.BILINEAR)` does for RGB images.
-///
-/// Pillow resamples separably with a triangle filter, one axis after the
-/// other, rounding the intermediate image to 8 bits. The horizontal pass
-/// runs first unless the height shrinks by more than twice as many pixels
-/// as the width (Pillow 13's rule; older Pillow always went horizontal
-/// first, which differs by at most 1 in a few pixels for such sizes).
-/// For an output index `i` along an axis
-/// of input size `n` and output size `m`:
-///
-/// - `scale = n / m`, `fs = max(scale, 1)` (the filter widens when
-///   shrinking, which antialiases), `support = fs`;
-/// - `center = (i + 0.5) * scale`; the taps are the inputs
-///   `j` in `[trunc(center - support + 0.5), trunc(center + support + 0.5))`
-///   clipped to `[0, n)`;
-/// - `w_j = max(0, 1 - |(j + 0.5 - center) / fs|)`, normalised to sum 1 and
-///   converted to fixed point with 22 fractional bits (rounded half away
-///   from zero);
-/// - `out = clamp((2^21 + sum_j w_j * in_j) >> 22, 0, 255)`.
-///
-/// When upscaling this is ordinary half-pixel-centred bilinear
-/// interpolation with edge clamping. An unchanged size returns a copy.
-pub fn resize_bilinear(img: &RgbImage, width: usize, height: usize) -> Result<RgbImage> {
-    if width == 0 || height == 0 {
-        return Err(DataError::Preprocess(format!(
-            "cannot resize to {width}x{height}: sizes must be positive"
-        )));
-    }
-    if img.width == 0 || img.height == 0 {
-        return Err(DataError::Preprocess(format!(
-            "cannot resize an empty {}x{} image",
-            img.width, img.height
-        )));
-    }
-    if (width as u64) * (height as u64) > MAX_PIXELS {
-        return Err(DataError::Preprocess(format!(
-            "target size {width}x{height} exceeds the limit of {MAX_PIXELS} pixels"
-        )));
-    }
-    // Pillow 13 runs the vertical pass first when the height shrinks by
-    // more than twice as many pixels as the width does; earlier Pillow
-    // versions always ran the horizontal pass first. The order matters
-    // because the intermediate image is rounded to 8 bits.
-    let (iw, ih) = (img.width as i64, img.height as i64);
-    let dh = ih - height as i64;
-    let vertical_first = dh > 0 && dh > (iw - width as i64) * 2;
-    let out = if vertical_first {
-        horizontal_pass(&vertical_pass(img, height)?, width)?
-    } else {
-        vertical_pass(&horizontal_pass(img, width)?, height)?
-    };
-    Ok(out)
-}
-
-/// Resamples each row to `width` (a copy when the width is unchanged).
-fn horizontal_pass(img: &RgbImage, width: usize) -> Result<RgbImage> {
-    if width == img.width {
-        return Ok(img.clone());
-    }
-    let c = coeffs(img.width, width);
-    let mut out = vec![0u8; width * img.height * 3];
-    for y in 0..img.height {
-        let row = &img.data[y * img.width * 3..(y + 1) * img.width * 3];
-        for x in 0..width {
-            for ch in 0..3 {
-                let mut ss: i64 = 1 << (PRECISION_BITS - 1);
-                for (k, &w) in c.weights[x].iter().enumerate() {
-                    ss += row[(c.start[x] + k) * 3 + ch] as i64 * w;
-                }
-                out[(y * width + x) * 3 + ch] = clip8(ss);
-            }
-        }
-    }
-    RgbImage::new(width, img.height, out)
-}
-
-/// Resamples each column to `height` (a copy when the height is unchanged).
-fn vertical_pass(img: &RgbImage, height: usize) -> Result<RgbImage> {
-    if height == img.height {
-        return Ok(img.clone());
-    }
-    let c = coeffs(img.height, height);
-    let stride = img.width * 3;
-    let mut out = vec![0u8; height * stride];
-    for y in 0..height {
-        for i in 0..stride {
-            let mut ss: i64 = 1 << (PRECISION_BITS - 1);
-            for (k, &w) in c.weights[y].iter().enumerate() {
-                ss += img.data[(c.start[y] + k) * stride + i] as i64 * w;
-            }
-            out[y * stride + i] = clip8(ss);
-        }
-    }
-    RgbImage::new(img.width, height, out)
 }
 
 /// Rotates by 180 degrees (the last pixel becomes the first).

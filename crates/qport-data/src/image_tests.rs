@@ -131,11 +131,11 @@ fn pattern() -> RgbImage {
     RgbImage::new(7, 5, d).unwrap()
 }
 
-#[test]
-fn resize_matches_pillow_exactly() {
-    // Each line: W H hex(np.asarray(im.resize((W, H), Image.BILINEAR))), Pillow 13.
+/// Checks `resize` against lines `W H hex(np.asarray(im.resize((W, H), filter)))`
+/// made with Pillow 13 from [`pattern`].
+fn check_against_pillow(table: &str, resize: fn(&RgbImage, usize, usize) -> Result<RgbImage>) {
     let img = pattern();
-    for line in include_str!("testdata/pil_bilinear.txt").lines() {
+    for line in table.lines() {
         let mut it = line.split(' ');
         let w: usize = it.next().unwrap().parse().unwrap();
         let h: usize = it.next().unwrap().parse().unwrap();
@@ -144,9 +144,19 @@ fn resize_matches_pillow_exactly() {
             .step_by(2)
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
             .collect();
-        let got = resize_bilinear(&img, w, h).unwrap();
+        let got = resize(&img, w, h).unwrap();
         assert_eq!(got.as_bytes(), &want[..], "{w}x{h}");
     }
+}
+
+#[test]
+fn resize_matches_pillow_exactly() {
+    check_against_pillow(include_str!("testdata/pil_bilinear.txt"), resize_bilinear);
+}
+
+#[test]
+fn resize_bicubic_matches_pillow_exactly() {
+    check_against_pillow(include_str!("testdata/pil_bicubic.txt"), resize_bicubic);
 }
 
 #[test]

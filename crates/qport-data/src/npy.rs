@@ -16,7 +16,12 @@
 use crate::atomic::write_atomic;
 use crate::error::{DataError, Result};
 use qport_core::{f16, shape, DType, Tensor, TensorData};
+use std::io::Read;
 use std::path::Path;
+
+#[path = "npy_header.rs"]
+mod header;
+use header::{dtype_of_descr, parse_header};
 
 /// The `.npy` magic string.
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -87,6 +92,102 @@ pub fn descr(dtype: DType) -> Option<&'static str> {
 
 /// Decodes `.npy` bytes; errors name `path` (and `key` for an `.npz` member).
 pub(crate) fn decode_named(bytes: &[u8], path: &Path, key: Option<&str>) -> Result<Tensor> {
+    let p = parse_prefix(bytes, path, key)?;
+    let data = &bytes[p.data_offset..];
+    p.check_data_len(data.len() as u128, path, key)?;
+    let shape: Vec<usize> = p.shape.iter().map(|&d| d as usize).collect();
+    let td = decode_data(p.dtype, data);
+    Tensor::new(shape, td).map_err(|e| p.err(path, key, e.to_string()))
+}
+
+/// What a `.npy` header says: element type, shape, and where the data
+/// starts (relative to the magic string).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Prefix {
+    /// Element type.
+    pub dtype: DType,
+    /// The numpy type string, for messages.
+    pub descr: String,
+    /// The array's shape.
+    pub shape: Vec<u64>,
+    /// Offset of the first data byte from the start of the magic string.
+    pub data_offset: usize,
+    /// Number of elements (already checked against the qport limit).
+    pub numel: usize,
+}
+
+impl Prefix {
+    fn err(&self, path: &Path, key: Option<&str>, reason: String) -> DataError {
+        DataError::Npy {
+            path: path.to_path_buf(),
+            key: key.map(str::to_string),
+            reason,
+        }
+    }
+
+    /// Bytes the array data occupies.
+    pub fn data_len(&self) -> u128 {
+        self.numel as u128 * self.dtype.size_of() as u128
+    }
+
+    /// Fails unless exactly the array's data follows the header.
+    pub fn check_data_len(&self, have: u128, path: &Path, key: Option<&str>) -> Result<()> {
+        let need = self.data_len();
+        if have < need {
+            return Err(self.err(
+                path,
+                key,
+                format!(
+                    "truncated data: shape {:?} of {} needs {need} bytes, only {have} present",
+                    self.shape, self.descr
+                ),
+            ));
+        }
+        if have > need {
+            return Err(self.err(
+                path,
+                key,
+                format!(
+                    "{} unexpected bytes after the array data (shape {:?} of {})",
+                    have - need,
+                    self.shape,
+                    self.descr
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Reads just the header of a `.npy` stream positioned at its magic string,
+/// leaving the reader at the first data byte.
+pub(crate) fn read_prefix<R: Read>(r: &mut R, path: &Path, key: Option<&str>) -> Result<Prefix> {
+    let io = |e| DataError::io(path, e);
+    let mut buf = Vec::with_capacity(128);
+    r.by_ref().take(8).read_to_end(&mut buf).map_err(io)?;
+    let len_bytes = match buf.get(6) {
+        Some(1) => 2,
+        Some(2 | 3) => 4,
+        _ => 0, // parse_prefix reports the bad magic or version
+    };
+    r.by_ref()
+        .take(len_bytes)
+        .read_to_end(&mut buf)
+        .map_err(io)?;
+    let header_len = match buf.get(8..) {
+        Some(&[a, b]) => u16::from_le_bytes([a, b]) as u64,
+        Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]) as u64,
+        _ => 0,
+    };
+    // Bounded by MAX_HEADER_LEN (+1 so an oversized header is reported).
+    let want = header_len.min(MAX_HEADER_LEN as u64 + 1);
+    r.by_ref().take(want).read_to_end(&mut buf).map_err(io)?;
+    parse_prefix(&buf, path, key)
+}
+
+/// Parses the magic, version and header dictionary at the start of `bytes`
+/// (which may hold more than the header).
+pub(crate) fn parse_prefix(bytes: &[u8], path: &Path, key: Option<&str>) -> Result<Prefix> {
     let err = |reason: String| DataError::Npy {
         path: path.to_path_buf(),
         key: key.map(str::to_string),
@@ -148,27 +249,13 @@ pub(crate) fn decode_named(bytes: &[u8], path: &Path, key: Option<&str>) -> Resu
     }
     let dtype = dtype_of_descr(&h.descr).map_err(err)?;
     let numel = shape::checked_numel_u64(&h.shape).map_err(|e| err(e.to_string()))?;
-    let data = &bytes[start + header_len..];
-    let need = numel as u128 * dtype.size_of() as u128;
-    if (data.len() as u128) < need {
-        return Err(err(format!(
-            "truncated data: shape {:?} of {} needs {need} bytes, only {} present",
-            h.shape,
-            h.descr,
-            data.len()
-        )));
-    }
-    if (data.len() as u128) > need {
-        return Err(err(format!(
-            "{} unexpected bytes after the array data (shape {:?} of {})",
-            data.len() as u128 - need,
-            h.shape,
-            h.descr
-        )));
-    }
-    let shape: Vec<usize> = h.shape.iter().map(|&d| d as usize).collect();
-    let td = decode_data(dtype, data);
-    Tensor::new(shape, td).map_err(|e| err(e.to_string()))
+    Ok(Prefix {
+        dtype,
+        descr: h.descr,
+        shape: h.shape,
+        data_offset: start + header_len,
+        numel,
+    })
 }
 
 /// Encodes `tensor` as `.npy` bytes; errors name `path` and `key`.
@@ -214,40 +301,9 @@ pub(crate) fn encode_named(tensor: &Tensor, path: &Path, key: Option<&str>) -> R
     Ok(out)
 }
 
-fn dtype_of_descr(descr: &str) -> std::result::Result<DType, String> {
-    let (order, code) = match descr.chars().next() {
-        Some(c @ ('<' | '>' | '|' | '=')) => (c, &descr[1..]),
-        _ => ('=', descr),
-    };
-    let dtype = match code {
-        "f2" | "e" => DType::F16,
-        "f4" | "f" => DType::F32,
-        "f8" | "d" => DType::F64,
-        "i1" | "b" => DType::I8,
-        "u1" | "B" => DType::U8,
-        "i2" | "h" => DType::I16,
-        "u2" | "H" => DType::U16,
-        "i4" | "i" => DType::I32,
-        "u4" | "I" => DType::U32,
-        "i8" | "q" => DType::I64,
-        "u8" | "Q" => DType::U64,
-        "b1" | "?" => DType::Bool,
-        _ => {
-            return Err(format!(
-                "unsupported numpy dtype '{descr}' (qport reads float16/32/64, int8-64, uint8-64 and bool)"
-            ))
-        }
-    };
-    let big = order == '>' || (order == '=' && cfg!(target_endian = "big"));
-    if big && dtype.size_of() > 1 {
-        return Err(format!(
-            "big-endian arrays ('{descr}') are not supported; convert with a.astype(a.dtype.newbyteorder('<'))"
-        ));
-    }
-    Ok(dtype)
-}
-
-fn decode_data(dtype: DType, b: &[u8]) -> TensorData {
+/// Little-endian element bytes to tensor data (`b.len()` a multiple of the
+/// element size).
+pub(crate) fn decode_data(dtype: DType, b: &[u8]) -> TensorData {
     macro_rules! le {
         ($t:ty, $n:expr) => {
             b.chunks_exact($n)
@@ -319,156 +375,6 @@ fn encode_data(data: &TensorData, out: &mut Vec<u8>) {
         | TensorData::I2(_)
         | TensorData::U2(_) => unreachable!("refused by descr()"),
     }
-}
-
-/// The fields of a `.npy` header dictionary.
-#[derive(Debug, PartialEq)]
-struct Header {
-    descr: String,
-    fortran_order: bool,
-    shape: Vec<u64>,
-}
-
-#[derive(Debug, PartialEq)]
-enum Tok {
-    Punct(char),
-    Str(String),
-    Int(u64),
-    Ident(String),
-}
-
-fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
-    let mut toks = vec![];
-    let cs: Vec<char> = s.chars().collect();
-    let mut i = 0;
-    while i < cs.len() {
-        let c = cs[i];
-        match c {
-            c if c.is_whitespace() => i += 1,
-            '{' | '}' | '(' | ')' | '[' | ']' | ',' | ':' => {
-                toks.push(Tok::Punct(c));
-                i += 1;
-            }
-            '\'' | '"' => {
-                let q = c;
-                let mut j = i + 1;
-                let mut out = String::new();
-                while j < cs.len() && cs[j] != q {
-                    out.push(cs[j]);
-                    j += 1;
-                }
-                if j >= cs.len() {
-                    return Err("unterminated string".into());
-                }
-                toks.push(Tok::Str(out));
-                i = j + 1;
-            }
-            c if c.is_ascii_digit() => {
-                let mut j = i;
-                while j < cs.len() && cs[j].is_ascii_digit() {
-                    j += 1;
-                }
-                let txt: String = cs[i..j].iter().collect();
-                let n = txt
-                    .parse::<u64>()
-                    .map_err(|_| format!("dimension {txt} does not fit in 64 bits"))?;
-                // Python 2 wrote long integers with an `L` suffix.
-                if j < cs.len() && (cs[j] == 'L' || cs[j] == 'l') {
-                    j += 1;
-                }
-                toks.push(Tok::Int(n));
-                i = j;
-            }
-            '-' => return Err("negative dimension".into()),
-            c if c.is_alphabetic() || c == '_' => {
-                let mut j = i;
-                while j < cs.len() && (cs[j].is_alphanumeric() || cs[j] == '_') {
-                    j += 1;
-                }
-                toks.push(Tok::Ident(cs[i..j].iter().collect()));
-                i = j;
-            }
-            c => return Err(format!("unexpected character {c:?}")),
-        }
-    }
-    Ok(toks)
-}
-
-fn parse_header(s: &str) -> std::result::Result<Header, String> {
-    let toks = tokenize(s)?;
-    let mut it = toks.iter().peekable();
-    let expect = |t: Option<&Tok>, c: char| -> std::result::Result<(), String> {
-        match t {
-            Some(Tok::Punct(p)) if *p == c => Ok(()),
-            other => Err(format!("expected '{c}', found {other:?}")),
-        }
-    };
-    expect(it.next(), '{')?;
-    let (mut descr, mut fortran, mut shape) = (None, None, None);
-    loop {
-        match it.next() {
-            Some(Tok::Punct('}')) => break,
-            Some(Tok::Str(k)) => {
-                expect(it.next(), ':')?;
-                match k.as_str() {
-                    "descr" => match it.next() {
-                        Some(Tok::Str(d)) => descr = Some(d.clone()),
-                        Some(Tok::Punct('[')) => {
-                            return Err("structured (record) dtypes are not supported".into())
-                        }
-                        other => return Err(format!("'descr' must be a string, found {other:?}")),
-                    },
-                    "fortran_order" => match it.next() {
-                        Some(Tok::Ident(b)) if b == "True" => fortran = Some(true),
-                        Some(Tok::Ident(b)) if b == "False" => fortran = Some(false),
-                        other => {
-                            return Err(format!(
-                                "'fortran_order' must be True or False, found {other:?}"
-                            ))
-                        }
-                    },
-                    "shape" => {
-                        expect(it.next(), '(')?;
-                        let mut dims = vec![];
-                        loop {
-                            match it.next() {
-                                Some(Tok::Punct(')')) => break,
-                                Some(Tok::Int(n)) => {
-                                    dims.push(*n);
-                                    match it.next() {
-                                        Some(Tok::Punct(',')) => {}
-                                        Some(Tok::Punct(')')) => break,
-                                        other => {
-                                            return Err(format!("bad shape tuple near {other:?}"))
-                                        }
-                                    }
-                                }
-                                other => return Err(format!("bad shape tuple near {other:?}")),
-                            }
-                        }
-                        shape = Some(dims);
-                    }
-                    other => return Err(format!("unknown key '{other}'")),
-                }
-                match it.peek() {
-                    Some(Tok::Punct(',')) => {
-                        it.next();
-                    }
-                    Some(Tok::Punct('}')) => {}
-                    other => return Err(format!("expected ',' or '}}', found {other:?}")),
-                }
-            }
-            other => return Err(format!("expected a key, found {other:?}")),
-        }
-    }
-    if let Some(t) = it.next() {
-        return Err(format!("unexpected {t:?} after the dictionary"));
-    }
-    Ok(Header {
-        descr: descr.ok_or("missing 'descr'")?,
-        fortran_order: fortran.ok_or("missing 'fortran_order'")?,
-        shape: shape.ok_or("missing 'shape'")?,
-    })
 }
 
 /// Builds raw `.npy` bytes from a header string and data, for tests.

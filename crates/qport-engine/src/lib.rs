@@ -21,4 +21,5 @@ pub mod plan;
 
 pub use error::{EngineError, OpError};
 pub use ops::{BuildCtx, Op, OpBuilder, Registry};
+pub use optimize::fold_batch_norms;
 pub use plan::{unsupported_ops, Plan, PlanOptions};

@@ -297,6 +297,76 @@ fn activation(
     }
 }
 
+/// A copy of `model` with every foldable Conv + BatchNormalization pair
+/// (same conditions and arithmetic as the plan-time fusion in the
+/// [module docs](self)) replaced by one Conv whose folded weight and bias
+/// are new `f32` initializers named `<conv>::qport_bn_weight` /
+/// `<conv>::qport_bn_bias`. Unused initializers are dropped; everything
+/// else (names, order, graph inputs and outputs, metadata) is kept.
+///
+/// Quantization folds batch norms first, as deployment toolchains do, so
+/// that weights are quantized in the form the target executes.
+pub fn fold_batch_norms(model: &Model) -> Model {
+    let g = &model.graph;
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for name in n.inputs.iter().filter(|s| !s.is_empty()) {
+            readers.entry(name.as_str()).or_default().push(i);
+        }
+    }
+    let outputs: HashSet<&str> = g.outputs.iter().map(|o| o.name.as_str()).collect();
+    let opset = model.opset("").unwrap_or(21);
+    let mut initializers = g.initializers.clone();
+    let mut removed = vec![false; g.nodes.len()];
+    let mut nodes = Vec::with_capacity(g.nodes.len());
+    for (i, n) in g.nodes.iter().enumerate() {
+        if removed[i] {
+            continue;
+        }
+        let mut node = n.clone();
+        if n.op_type == "Conv" && is_default(&n.domain) {
+            if let (Some(out), Some(w)) = (n.outputs.first(), conv_weights(n, &initializers)) {
+                let sole = match readers.get(out.as_str()).map(|v| v.as_slice()) {
+                    Some([j]) if !outputs.contains(out.as_str()) => Some(*j),
+                    _ => None,
+                };
+                if let Some(j) = sole {
+                    let bn = &g.nodes[j];
+                    if let Some((w2, b2)) = fold_bn(bn, out, &w, opset, &initializers) {
+                        let wname = fresh(&initializers, &format!("{}::qport_bn_weight", n.name));
+                        initializers.insert(wname.clone(), w2);
+                        let bname = fresh(&initializers, &format!("{}::qport_bn_bias", n.name));
+                        initializers.insert(bname.clone(), b2);
+                        node.inputs = vec![n.inputs[0].clone(), wname, bname];
+                        node.outputs = vec![bn.outputs[0].clone()];
+                        removed[j] = true;
+                    }
+                }
+            }
+        }
+        nodes.push(node);
+    }
+    let used: HashSet<&str> = nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().map(|s| s.as_str()))
+        .chain(g.outputs.iter().map(|o| o.name.as_str()))
+        .collect();
+    initializers.retain(|k, _| used.contains(k.as_str()));
+    let mut out = model.clone();
+    out.graph.nodes = nodes;
+    out.graph.initializers = initializers;
+    let kept: HashSet<String> = out
+        .graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().cloned())
+        .collect();
+    out.graph
+        .value_info
+        .retain(|v| kept.contains(&v.name) || outputs.contains(v.name.as_str()));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,8 +8,8 @@
 use crate::PlatformError;
 use serde::{Deserialize, Serialize};
 
-/// A numeric precision a platform can execute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A numeric precision a platform can execute (ordered int8 < int16 < float16 < float32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// 8-bit integer.
@@ -118,13 +118,7 @@ fn nash(
         name: name.into(),
         march: Some(march.into()),
         family: "nash".into(),
-        // vt.md §quant_config: "nash adds float16" to int8/int16/float32.
-        precisions: vec![
-            Precision::Int8,
-            Precision::Int16,
-            Precision::Float16,
-            Precision::Float32,
-        ],
+        precisions: nash_precisions(float_strong),
         // seed §J6E/M/B Starting Strategy: int8 + int16, int8 default;
         // seed §J6H/P/S6P Starting Strategy: global float16 + GEMM-class int8.
         default_template: if float_strong {
@@ -146,6 +140,33 @@ fn nash(
         l2m_cap_bytes,
         allowed_ips: allowed_ips.to_vec(),
         default_arith_profile: "exact-i32-f32-requant".into(),
+    }
+}
+
+/// Precisions of a nash platform.
+///
+/// J6H/P/S6P (`float_strong`) run int8, int16, float16 and float32: seed
+/// introduction ("J6H/P/S6P: stronger floating-point capability, supports
+/// more float16 / float32 related capabilities") and vt.md §quant_config
+/// ("nash adds float16").
+///
+/// J6E/M/B run int8, int16 and float32 only. This is an **assumption**: the
+/// seed introduction says "J6E/M/B: primarily fixed-point capability" and
+/// every J6E/M/B starting strategy is int8 + int16, never float16; no source
+/// states outright that float16 is unavailable there. A user whose toolchain
+/// says otherwise overrides `precisions` in the registry TOML
+/// (`[[platform]] name = "j6e" precisions = [...]`, see
+/// [`Registry::apply_overrides_str`]).
+fn nash_precisions(float_strong: bool) -> Vec<Precision> {
+    if float_strong {
+        vec![
+            Precision::Int8,
+            Precision::Int16,
+            Precision::Float16,
+            Precision::Float32,
+        ]
+    } else {
+        vec![Precision::Int8, Precision::Int16, Precision::Float32]
     }
 }
 
@@ -378,6 +399,16 @@ mod tests {
             );
             assert!(g(n).multi_core);
             assert_eq!(g(n).default_template, "float16-gemm-int8");
+        }
+        for n in ["j6e", "j6m", "j6b"] {
+            assert_eq!(
+                g(n).precisions,
+                vec![Precision::Int8, Precision::Int16, Precision::Float32],
+                "{n}"
+            );
+        }
+        for n in ["j6h", "j6p", "s6p"] {
+            assert!(g(n).precisions.contains(&Precision::Float16), "{n}");
         }
         assert_eq!(g("j6p").l2m_cap_bytes, Some(25_165_824));
         assert_eq!(g("s6p").l2m_cap_bytes, Some(12 * MIB));

@@ -1,0 +1,493 @@
+//! `qport quantize`: platform-aware post-training quantization of an ONNX
+//! model to a QDQ artifact, with its resolved `quant_config.json` and a
+//! `report.json`.
+//!
+//! Nothing is written until everything has succeeded: the three files are
+//! written to temporary names inside `--out` and renamed at the end, so a
+//! failure (bad config, NaN in the data, an unreadable image) leaves `--out`
+//! as it was.
+
+use crate::model_file::{self, FileFacts};
+use crate::output::{self, Align, Table, Ui};
+use crate::ExitStatus;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use qport_quant::ptq::{self, Evaluation, PrecisionMix, Sample};
+use qport_quant::template::{self, Template};
+use qport_quant::{config::QuantConfig, resolve, CalibMethod, QuantError};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  qport quantize model.onnx --platform j6m --calib photos/ --preprocess effnet-lite --out q/
+  qport quantize model.onnx --platform j6p --calib calib.npz --eval eval.npz --out q/
+  qport quantize model.onnx --platform j6e --calib photos/ --preprocess imagenet \\
+      --config quant_config.json --calibration kl --out q/
+  qport quantize model.onnx --platform x86-vnni --fast-perf --out q/
+  qport quantize model.qdq.onnx --platform j6m --calibration load --out q/
+
+Data (--calib, --eval): a folder of images (PNG, JPEG; recursive) with a
+--preprocess preset (imagenet, effnet-lite, ppocr) or TOML file, optionally
+changed with --pp KEY=VALUE; or a .npy (one input) / .npz (keys = input
+names) file whose first axis is the sample axis.
+
+Writes OUT/model.qdq.onnx, OUT/quant_config.json (resolved per node, with
+scales and zero points) and OUT/report.json; prints a summary (--format json
+prints the report). Templates and config keys: docs/quant-config.md.";
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable summary.
+    Text,
+    /// The report as JSON (schema `qport.quantize/1`).
+    Json,
+}
+
+/// Calibrator choice on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CalibArg {
+    /// Observed min/max.
+    Max,
+    /// Moving-average min/max.
+    Ema,
+    /// Histogram percentile (`max_percentile`).
+    Percentile,
+    /// Entropy (KL) threshold search.
+    Kl,
+    /// Clip threshold minimising quantization MSE.
+    Mse,
+    /// Scales already in the (QDQ) model.
+    Load,
+}
+
+impl From<CalibArg> for CalibMethod {
+    fn from(c: CalibArg) -> CalibMethod {
+        match c {
+            CalibArg::Max => CalibMethod::Max,
+            CalibArg::Ema => CalibMethod::Ema,
+            CalibArg::Percentile => CalibMethod::Percentile,
+            CalibArg::Kl => CalibMethod::Kl,
+            CalibArg::Mse => CalibMethod::Mse,
+            CalibArg::Load => CalibMethod::Load,
+        }
+    }
+}
+
+/// `qport quantize` arguments.
+#[derive(Debug, Args)]
+pub struct QuantizeArgs {
+    /// The FP32 ONNX model (or a QDQ model with --calibration load).
+    pub model: PathBuf,
+    /// Target platform (`qport platforms` lists them).
+    #[arg(long, short)]
+    pub platform: String,
+    /// Calibration data: image folder, .npy or .npz.
+    #[arg(long)]
+    pub calib: Option<PathBuf>,
+    /// Evaluation data (same forms); FP32 vs quantized agreement is measured on it.
+    #[arg(long)]
+    pub eval: Option<PathBuf>,
+    /// A quant_config JSON applied over the platform template.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Calibrator for activations (overrides the config's calibration_type).
+    #[arg(long, value_enum)]
+    pub calibration: Option<CalibArg>,
+    /// Template variant: default, full-int16, int8, fast-perf.
+    #[arg(long, default_value = "default")]
+    pub template: String,
+    /// Every supported op int8, calibrated on a few synthetic samples: a
+    /// quick performance baseline (like `hb_compile --fast-perf`).
+    #[arg(long)]
+    pub fast_perf: bool,
+    /// Image preprocessing: a preset name or a TOML file.
+    #[arg(long)]
+    pub preprocess: Option<String>,
+    /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).
+    #[arg(long = "pp", value_name = "KEY=VALUE")]
+    pub pp: Vec<String>,
+    /// Use at most this many calibration samples.
+    #[arg(long)]
+    pub calib_limit: Option<usize>,
+    /// Use at most this many evaluation samples.
+    #[arg(long)]
+    pub eval_limit: Option<usize>,
+    #[command(flatten)]
+    pub overrides: crate::platforms::OverridesArg,
+    /// Output directory (created if missing).
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+/// `report.json`, schema `qport.quantize/1`.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    schema: &'static str,
+    qport_version: &'static str,
+    command: Vec<String>,
+    model: FileJson,
+    platform: String,
+    march: Option<String>,
+    template: String,
+    tail_output: String,
+    calibration: CalibJson,
+    precision_mix: PrecisionMix,
+    quantized_tensors: usize,
+    evaluation: Option<EvalJson>,
+    files: Vec<String>,
+    warnings: Vec<String>,
+    seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct FileJson {
+    path: String,
+    sha256: String,
+    bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct CalibJson {
+    method: String,
+    candidates: Vec<CandidateJson>,
+    data: Option<String>,
+    samples: usize,
+    seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct CandidateJson {
+    method: String,
+    output_cosine: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct EvalJson {
+    data: String,
+    #[serde(flatten)]
+    eval: Evaluation,
+    top1_rate: f64,
+    seconds: f64,
+}
+
+fn file_json(f: &FileFacts) -> FileJson {
+    FileJson {
+        path: f.path.display().to_string(),
+        sha256: f.sha256.clone(),
+        bytes: f.size,
+    }
+}
+
+fn quant_err(e: QuantError) -> anyhow::Error {
+    anyhow!(e)
+}
+
+/// Runs `qport quantize`.
+pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
+    let t0 = Instant::now();
+    let registry = args.overrides.load()?;
+    let platform = registry.get(&args.platform)?.clone();
+    let variant = if args.fast_perf {
+        Template::FastPerf
+    } else {
+        Template::from_name(&args.template)?
+    };
+    let user = match &args.config {
+        Some(p) => Some(QuantConfig::from_file(p)?),
+        None => None,
+    };
+    let loaded = model_file::load(&args.model)?;
+    let load_mode = args.calibration == Some(CalibArg::Load);
+    let (float_model, imported) = if load_mode {
+        let imp = qport_quant::import::import(&loaded.model).map_err(quant_err)?;
+        if imp.activations.is_empty() {
+            bail!(
+                "--calibration load: '{}' has no QuantizeLinear/DequantizeLinear pairs to take scales from",
+                args.model.display()
+            );
+        }
+        (imp.model.clone(), Some(imp))
+    } else {
+        (loaded.model.clone(), None)
+    };
+    let unsupported = qport_engine::unsupported_ops(&float_model);
+    if !unsupported.is_empty() {
+        let list: Vec<String> = unsupported
+            .iter()
+            .map(|(o, n)| format!("{o} ({n})"))
+            .collect();
+        bail!(
+            "the model uses ops qport cannot run yet: {}",
+            list.join(", ")
+        );
+    }
+    let prepared = ptq::prepare(&float_model);
+    let base = template::template(&platform, variant);
+    let mut resolved = resolve::resolve(&prepared, &platform, &base, user.as_ref())?;
+    if let Some(c) = args.calibration {
+        resolved.activation.methods = vec![c.into()];
+    }
+    let inputs = crate::data::model_inputs(&prepared);
+    // Open every data source before any long work, so bad paths fail fast.
+    let preprocess = crate::data::preprocess(args.preprocess.as_deref(), &args.pp)?;
+    let calib_src = match (&args.calib, args.fast_perf || load_mode) {
+        (Some(p), _) => crate::data::Source::open(p, &inputs, preprocess.clone(), args.calib_limit)?,
+        (None, true) => crate::data::Source::synthetic(&inputs, if load_mode { 1 } else { 4 })?,
+        (None, false) => bail!(
+            "--calib is required (a folder of images, a .npy or a .npz); use --fast-perf for a synthetic baseline"
+        ),
+    };
+    let eval_src = match &args.eval {
+        Some(p) => Some(crate::data::Source::open(
+            p,
+            &inputs,
+            preprocess.clone(),
+            args.eval_limit,
+        )?),
+        None => None,
+    };
+    if calib_src.len() == 0 {
+        bail!("{}", QuantError::EmptyCalibration);
+    }
+
+    // calibrate
+    let tc = Instant::now();
+    let pb = ui.progress(calib_src.len() as u64, "calibrating");
+    let calib = ptq::calibrate(
+        &prepared,
+        &resolved,
+        calib_src.samples(),
+        &ptq::CalibrateOptions::default(),
+        &mut |n| pb.set_position(n as u64),
+    )
+    .map_err(quant_err)?;
+    drop(pb);
+    let sp = ui.spinner("exporting");
+    let chosen =
+        ptq::quantize(&prepared, &resolved, &calib, imported.as_ref()).map_err(quant_err)?;
+    drop(sp);
+    let calib_secs = tc.elapsed().as_secs_f64();
+
+    // evaluate
+    let fp32 = qport_engine::Plan::new(&prepared)?;
+    let qplan = qport_engine::Plan::new(&chosen.exported.model)?;
+    let evaluation = match &eval_src {
+        Some(src) => {
+            let te = Instant::now();
+            let pb = ui.progress(src.len() as u64, "evaluating");
+            let ev = ptq::evaluate(&fp32, &qplan, src.samples(), &mut |n| {
+                pb.set_position(n as u64)
+            })
+            .map_err(quant_err)?;
+            drop(pb);
+            Some(EvalJson {
+                data: src.describe(),
+                top1_rate: ev.top1_rate(),
+                eval: ev,
+                seconds: te.elapsed().as_secs_f64(),
+            })
+        }
+        None => {
+            let te = Instant::now();
+            let sel: Vec<Result<Sample, QuantError>> =
+                calib.selection.iter().cloned().map(Ok).collect();
+            let ev =
+                ptq::evaluate(&fp32, &qplan, sel.into_iter(), &mut |_| {}).map_err(quant_err)?;
+            Some(EvalJson {
+                data: format!(
+                    "first {} calibration samples (no --eval given)",
+                    calib.selection.len()
+                ),
+                top1_rate: ev.top1_rate(),
+                eval: ev,
+                seconds: te.elapsed().as_secs_f64(),
+            })
+        }
+    };
+
+    // outputs
+    let mix = ptq::precision_mix(&prepared, &resolved, &calib.values);
+    let mut qc = serde_json::to_value(&resolved.config)?;
+    let per_node = ptq::node_table(&resolved);
+    if let Some(obj) = qc.as_object_mut() {
+        obj.insert("node_config".into(), serde_json::to_value(per_node)?);
+        obj.insert(
+            "tensor_config".into(),
+            serde_json::to_value(ptq::tensor_table(&chosen.exported))?,
+        );
+    }
+    let mut warnings: Vec<String> = resolved.warnings.iter().map(|w| w.to_string()).collect();
+    if args.eval.is_none() {
+        warnings.push("no --eval data: agreement was measured on calibration samples".into());
+    }
+    let report = Report {
+        schema: "qport.quantize/1",
+        qport_version: env!("CARGO_PKG_VERSION"),
+        command: std::env::args().collect(),
+        model: file_json(&loaded.facts),
+        platform: platform.name.clone(),
+        march: platform.march.clone(),
+        template: variant.name().to_string(),
+        tail_output: match platform.tail_output {
+            qport_platform::HighAccuracyOutput::Int32Dequantize => "int32-dequantize".into(),
+            qport_platform::HighAccuracyOutput::Float32 => "float32".into(),
+        },
+        calibration: CalibJson {
+            method: chosen.method.name().into(),
+            candidates: chosen
+                .candidates
+                .iter()
+                .map(|(m, c)| CandidateJson {
+                    method: m.name().into(),
+                    output_cosine: *c,
+                })
+                .collect(),
+            data: args
+                .calib
+                .as_ref()
+                .map(|p| calib_src_describe(p, &calib_src)),
+            samples: calib.samples,
+            seconds: calib_secs,
+        },
+        precision_mix: mix,
+        quantized_tensors: chosen.exported.tensors.len(),
+        evaluation,
+        files: vec![
+            "model.qdq.onnx".into(),
+            "quant_config.json".into(),
+            "report.json".into(),
+        ],
+        warnings,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    write_outputs(&args.out, &chosen.exported.model, &qc, &report)?;
+    match args.format {
+        Format::Json => output::print_json(&report)?,
+        Format::Text => output::print(&summary(&report, ui, &args.out))?,
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn calib_src_describe(p: &Path, s: &crate::data::Source) -> String {
+    format!("{} ({})", p.display(), s.describe())
+}
+
+fn write_outputs(
+    dir: &Path,
+    model: &qport_onnx::Model,
+    qc: &serde_json::Value,
+    report: &Report,
+) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create output directory '{}'", dir.display()))?;
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("model.qdq.onnx", qport_onnx::to_bytes(model)),
+        (
+            "quant_config.json",
+            (serde_json::to_string_pretty(qc)? + "\n").into_bytes(),
+        ),
+        (
+            "report.json",
+            (serde_json::to_string_pretty(report)? + "\n").into_bytes(),
+        ),
+    ];
+    // write every file to a temporary name first, then rename them all
+    let mut tmps = Vec::new();
+    for (name, bytes) in &files {
+        let tmp = dir.join(format!(".{name}.qport-tmp"));
+        if let Err(e) = std::fs::write(&tmp, bytes) {
+            for t in &tmps {
+                let _ = std::fs::remove_file(t);
+            }
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("cannot write '{}'", tmp.display()));
+        }
+        tmps.push(tmp);
+    }
+    for ((name, _), tmp) in files.iter().zip(&tmps) {
+        std::fs::rename(tmp, dir.join(name))
+            .with_context(|| format!("cannot write '{}'", dir.join(name).display()))?;
+    }
+    Ok(())
+}
+
+fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
+    let mut s = String::new();
+    s += &format!(
+        "{} {} for {}{} (template {}, tail output {})\n",
+        ui.paint("quantized", output::Style::Bold),
+        r.model.path,
+        r.platform,
+        r.march
+            .as_deref()
+            .map(|m| format!(" ({m})"))
+            .unwrap_or_default(),
+        r.template,
+        r.tail_output
+    );
+    s += &format!(
+        "calibration: {} on {} samples{}\n",
+        r.calibration.method,
+        r.calibration.samples,
+        if r.calibration.candidates.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (tried {})",
+                r.calibration
+                    .candidates
+                    .iter()
+                    .map(|c| format!("{} cos {:.5}", c.method, c.output_cosine))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    let mut t = Table::new(
+        &["precision", "nodes", "MACs"],
+        &[Align::Left, Align::Right, Align::Right],
+    );
+    for (k, n) in &r.precision_mix.nodes {
+        let macs = r.precision_mix.macs.get(k).copied().unwrap_or(0);
+        t.row(vec![k.clone(), n.to_string(), output::fmt_count(macs)]);
+    }
+    s += "\nprecision mix\n";
+    s += &t.render(ui, "  ");
+    if let Some(e) = &r.evaluation {
+        s += &format!("\nvs FP32 on {} ({} samples)\n", e.data, e.eval.samples);
+        let mut t = Table::new(
+            &["output", "cosine mean", "cosine min", "SQNR dB"],
+            &[Align::Left, Align::Right, Align::Right, Align::Right],
+        );
+        for o in &e.eval.outputs {
+            t.row(vec![
+                o.name.clone(),
+                format!("{:.5}", o.cosine_mean),
+                format!("{:.5}", o.cosine_min),
+                format!("{:.2}", o.sqnr_db_mean),
+            ]);
+        }
+        s += &t.render(ui, "  ");
+        s += &format!(
+            "  top-1 agreement: {}/{} ({:.1}%)\n",
+            e.eval.top1_agree,
+            e.eval.samples,
+            100.0 * e.top1_rate
+        );
+    }
+    for w in &r.warnings {
+        s += &format!("warning: {w}\n");
+    }
+    s += &format!(
+        "\nwrote {}/{{model.qdq.onnx, quant_config.json, report.json}} in {:.1} s\n",
+        out.display(),
+        r.seconds
+    );
+    s
+}

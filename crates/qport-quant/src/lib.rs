@@ -1,0 +1,32 @@
+//! Post-training quantization for qport.
+//!
+//! - [`types`]: node precisions ([`QType`]), integer grids, calibration
+//!   methods, per-tensor / per-channel quantization parameters.
+//! - [`observer`]: streaming statistics of one tensor during calibration
+//!   (min/max, moving average, a growing histogram).
+//! - [`calib`]: calibrators (`max`, `ema`, `percentile`, `kl`, `mse`) that turn
+//!   observer statistics into ranges, and ranges into scales and zero points.
+//! - [`config`]: the vendor-compatible `quant_config` JSON, parsed strictly.
+//! - [`template`]: the starting configuration of each platform.
+//! - [`resolve`]: per-node precisions from template < model < op < node.
+//! - [`ops`]: which inputs of an operator are quantized, and how.
+//! - [`qdq`]: QDQ ONNX export; [`import`]: reading a QDQ model back.
+//! - [`opset`]: raising a model's opset when the export needs it.
+//! - [`ptq`]: calibrate, export per calibrator, choose, evaluate.
+#![deny(missing_docs)]
+
+pub mod calib;
+pub mod config;
+pub mod error;
+pub mod import;
+pub mod observer;
+pub mod ops;
+pub mod opset;
+pub mod ptq;
+pub mod qdq;
+pub mod resolve;
+pub mod template;
+pub mod types;
+
+pub use error::QuantError;
+pub use types::{CalibMethod, Grid, PowerOfTwo, QParams, QType};

@@ -1,0 +1,554 @@
+//! Post-training quantization, end to end: calibrate a float model on
+//! streamed samples, export a QDQ model per calibrator, keep the best by
+//! output cosine when several are configured, and evaluate it against FP32.
+//!
+//! Memory does not grow with the number of samples: every value has one
+//! [`Observer`] (fixed-size histogram) and only the first
+//! [`CalibrateOptions::keep_for_selection`] samples are kept, to compare
+//! calibrators.
+//!
+//! ```no_run
+//! use qport_quant::{ptq, resolve, template};
+//! let model = qport_onnx::load::load("model.onnx").unwrap();
+//! let registry = qport_platform::Registry::builtin();
+//! let platform = registry.get("j6m").unwrap();
+//! let prepared = ptq::prepare(&model);
+//! let base = template::template(platform, template::Template::Default);
+//! let resolved = resolve::resolve(&prepared, platform, &base, None).unwrap();
+//! # let samples: Vec<Result<ptq::Sample, qport_quant::QuantError>> = vec![];
+//! let calib = ptq::calibrate(&prepared, &resolved, samples.into_iter(),
+//!     &ptq::CalibrateOptions::default(), &mut |_| {}).unwrap();
+//! let chosen = ptq::quantize(&prepared, &resolved, &calib, None).unwrap();
+//! qport_onnx::save(&chosen.exported.model, "model.qdq.onnx").unwrap();
+//! ```
+
+use crate::calib::{self, CalibOptions};
+use crate::import::Imported;
+use crate::observer::{Observer, ObserverOptions};
+use crate::qdq::{self, ExportOptions, Exported, NodePrecision, ValueFacts};
+use crate::resolve::Resolved;
+use crate::types::{CalibMethod, Grid, QParams, QType};
+use crate::QuantError;
+use qport_core::{metrics, DType, Tensor};
+use qport_engine::{Plan, PlanOptions};
+use qport_onnx::Model;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// One calibration or evaluation sample: named model inputs.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Where it came from (file, or file and index), for messages.
+    pub id: String,
+    /// The model inputs.
+    pub inputs: Vec<(String, Tensor)>,
+}
+
+/// Options of [`calibrate`].
+#[derive(Debug, Clone)]
+pub struct CalibrateOptions {
+    /// Samples kept in memory to choose between calibrators (default 16).
+    pub keep_for_selection: usize,
+}
+
+impl Default for CalibrateOptions {
+    fn default() -> Self {
+        CalibrateOptions {
+            keep_for_selection: 16,
+        }
+    }
+}
+
+/// Statistics of every float value of a model over a calibration set.
+pub struct Calibration {
+    /// One observer per float value (graph inputs and node outputs).
+    pub observers: BTreeMap<String, Observer>,
+    /// Dtype and shape of every run-time value (from the first sample).
+    pub values: ValueFacts,
+    /// Number of samples seen.
+    pub samples: usize,
+    /// The first samples, kept to compare calibrators.
+    pub selection: Vec<Sample>,
+}
+
+/// The float model quantization starts from: batch norms folded into
+/// convolutions (as deployment toolchains do before quantizing).
+pub fn prepare(model: &Model) -> Model {
+    qport_engine::fold_batch_norms(model)
+}
+
+/// Runs `model` (unfused, every value tapped) on every sample and observes
+/// every float value. `progress` is called with the number of samples done.
+/// NaN or infinity anywhere (inputs or intermediate values) is an error
+/// naming the sample and tensor.
+pub fn calibrate(
+    model: &Model,
+    resolved: &Resolved,
+    samples: impl Iterator<Item = Result<Sample, QuantError>>,
+    opts: &CalibrateOptions,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Calibration, QuantError> {
+    let plan = Plan::with_options(model, PlanOptions::unfused())?;
+    let oopts = ObserverOptions {
+        ema_momentum: ema_weight(resolved),
+        ..ObserverOptions::default()
+    };
+    let mut observers: BTreeMap<String, Observer> = BTreeMap::new();
+    let mut values: ValueFacts = HashMap::new();
+    let mut selection = Vec::new();
+    let mut n = 0usize;
+    for s in samples {
+        let s = s?;
+        let mut failure: Option<QuantError> = None;
+        let mut observe = |name: &str, t: &Tensor| {
+            if failure.is_some() {
+                return;
+            }
+            values
+                .entry(name.to_string())
+                .or_insert_with(|| (t.dtype(), t.shape().to_vec()));
+            if t.dtype() != DType::F32 {
+                return;
+            }
+            let Ok(v) = t.as_slice::<f32>() else { return };
+            let o = observers
+                .entry(name.to_string())
+                .or_insert_with(|| Observer::new(oopts));
+            if let Err(e) = o.observe(v) {
+                failure = Some(QuantError::NonFinite {
+                    sample: s.id.clone(),
+                    tensor: name.to_string(),
+                    count: e.count,
+                });
+            }
+        };
+        for (name, t) in &s.inputs {
+            observe(name, t);
+        }
+        let inputs = s.inputs.clone();
+        plan.run_with_tap(inputs, &mut observe)?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if selection.len() < opts.keep_for_selection {
+            selection.push(s);
+        }
+        n += 1;
+        progress(n);
+    }
+    if n == 0 {
+        return Err(QuantError::EmptyCalibration);
+    }
+    Ok(Calibration {
+        observers,
+        values,
+        samples: n,
+        selection,
+    })
+}
+
+/// The observer's EMA weight of a new batch from the config's momentum
+/// (`ema_momentum` is the weight kept by the running value, vendor style:
+/// `ema = m · ema + (1 - m) · batch`).
+fn ema_weight(resolved: &Resolved) -> f32 {
+    let m = resolved.activation.ema_momentum;
+    (1.0 - m).clamp(1e-6, 1.0)
+}
+
+/// A quantized model and how it was made.
+#[derive(Debug, Clone)]
+pub struct Quantized {
+    /// The calibrator used for activations.
+    pub method: CalibMethod,
+    /// The exported QDQ model and the tensors it quantized.
+    pub exported: Exported,
+    /// Mean output cosine vs FP32 of every calibrator tried on the
+    /// selection samples (empty when only one was configured).
+    pub candidates: Vec<(CalibMethod, f64)>,
+}
+
+fn precisions(resolved: &Resolved) -> Vec<NodePrecision> {
+    resolved
+        .nodes
+        .iter()
+        .map(|n| NodePrecision {
+            qtype: n.qtype,
+            input_types: n.input_types.clone(),
+        })
+        .collect()
+}
+
+fn export_options(
+    resolved: &Resolved,
+    method: CalibMethod,
+    loaded: Option<&Imported>,
+) -> ExportOptions {
+    let config = serde_json::to_string(&resolved.config).unwrap_or_default();
+    ExportOptions {
+        act_signed: !resolved.activation.asymmetric,
+        weight_per_channel: resolved.weight.per_channel,
+        weight_symmetric: !resolved.weight.asymmetric,
+        weight_pot: resolved.weight.power_of_two,
+        model_output_type: resolved.model_output_type,
+        metadata: vec![
+            ("qport.platform".into(), resolved.platform.clone()),
+            (
+                "qport.tail_output".into(),
+                match resolved.tail_output {
+                    qport_platform::HighAccuracyOutput::Int32Dequantize => "int32-dequantize",
+                    qport_platform::HighAccuracyOutput::Float32 => "float32",
+                }
+                .into(),
+            ),
+            ("qport.calibration".into(), method.name().into()),
+            ("qport.quant_config".into(), config),
+        ],
+        // `load` keeps the loaded weight and bias parameters as they are
+        preset_weights: match (method, loaded) {
+            (CalibMethod::Load, Some(imp)) => imp.weights.clone(),
+            _ => BTreeMap::new(),
+        },
+        preset_integers: match (method, loaded) {
+            (CalibMethod::Load, Some(imp)) => imp.weight_integers.clone(),
+            _ => BTreeMap::new(),
+        },
+    }
+}
+
+/// Parameters of activation `tensor` on `grid` by `method`: a
+/// `tensor_config` override first, then scales loaded from a QDQ model
+/// (`load`), then the calibrator.
+pub fn activation_params(
+    resolved: &Resolved,
+    calib: &Calibration,
+    loaded: Option<&Imported>,
+    method: CalibMethod,
+    tensor: &str,
+    grid: Grid,
+) -> Result<QParams, QuantError> {
+    let a = &resolved.activation;
+    let symmetric = grid.is_signed();
+    if let Some(o) = resolved.tensor_overrides.get(tensor) {
+        if let Some(s) = &o.scales {
+            let zps = o.zero_points.clone().unwrap_or_else(|| vec![0; s.len()]);
+            return Ok(QParams {
+                grid,
+                scales: s.clone(),
+                zero_points: zps,
+                axis: if s.len() > 1 { Some(1) } else { None },
+            });
+        }
+    }
+    let method = resolved
+        .tensor_overrides
+        .get(tensor)
+        .and_then(|o| o.method)
+        .unwrap_or(method);
+    if method == CalibMethod::Load {
+        let imp = loaded.ok_or_else(|| {
+            QuantError::Import("calibration 'load' needs a QDQ model to load scales from".into())
+        })?;
+        if let Some(p) = imp.activation(tensor, grid) {
+            return Ok(p.clone());
+        }
+        // same tensor on another grid: convert through its float range
+        if let Some(p) = imp.activations.get(tensor).and_then(|v| v.first()) {
+            let (qmin, qmax) = p.grid.bounds();
+            let s = p.scales[0];
+            let z = p.zero_points[0] as f32;
+            let lo = (qmin as f32 - z) * s;
+            let hi = (qmax as f32 - z) * s;
+            return Ok(calib::params_from_range(
+                lo,
+                hi,
+                grid,
+                symmetric,
+                a.power_of_two,
+            ));
+        }
+        return Err(QuantError::Import(format!(
+            "the loaded model has no scale for tensor '{tensor}'"
+        )));
+    }
+    let obs = calib
+        .observers
+        .get(tensor)
+        .ok_or_else(|| QuantError::Unobserved(tensor.to_string()))?;
+    let copts = CalibOptions {
+        num_bin: a.num_bin as usize,
+        max_num_bin: a.max_num_bin as usize,
+        max_percentile: a.max_percentile,
+    };
+    let (lo, hi) =
+        calib::range(obs, method, grid, symmetric, &copts).map_err(|e| QuantError::Calib {
+            tensor: tensor.to_string(),
+            source: e,
+        })?;
+    Ok(calib::params_from_range(
+        lo,
+        hi,
+        grid,
+        symmetric,
+        a.power_of_two,
+    ))
+}
+
+/// Exports the model with one calibrator.
+pub fn export_with(
+    model: &Model,
+    resolved: &Resolved,
+    calib: &Calibration,
+    loaded: Option<&Imported>,
+    method: CalibMethod,
+) -> Result<Exported, QuantError> {
+    let prec = precisions(resolved);
+    let opts = export_options(resolved, method, loaded);
+    let mut params = |t: &str, g: Grid| activation_params(resolved, calib, loaded, method, t, g);
+    qdq::export(model, &prec, &calib.values, &mut params, &opts)
+}
+
+/// Mean cosine over samples and outputs between FP32 and a quantized plan.
+fn mean_cosine(fp32: &Plan, q: &Plan, samples: &[Sample]) -> Result<f64, QuantError> {
+    let mut sum = 0.0;
+    let mut n = 0usize;
+    for s in samples {
+        let a = fp32.run(s.inputs.clone())?;
+        let b = q.run(s.inputs.clone())?;
+        for ((_, x), (_, y)) in a.iter().zip(&b) {
+            if let (Ok(x), Ok(y)) = (x.to_f32_vec(), y.to_f32_vec()) {
+                sum += metrics::cosine(&x, &y);
+                n += 1;
+            }
+        }
+    }
+    Ok(if n == 0 { 0.0 } else { sum / n as f64 })
+}
+
+/// Quantizes with the configured calibrator, or with each configured
+/// calibrator keeping the best by mean output cosine on the selection
+/// samples. `loaded` supplies scales for `load`.
+pub fn quantize(
+    model: &Model,
+    resolved: &Resolved,
+    calib: &Calibration,
+    loaded: Option<&Imported>,
+) -> Result<Quantized, QuantError> {
+    let methods = &resolved.activation.methods;
+    if methods.len() == 1 {
+        let m = methods[0];
+        return Ok(Quantized {
+            method: m,
+            exported: export_with(model, resolved, calib, loaded, m)?,
+            candidates: Vec::new(),
+        });
+    }
+    let fp32 = Plan::new(model)?;
+    let mut best: Option<(f64, CalibMethod, Exported)> = None;
+    let mut candidates = Vec::new();
+    for &m in methods {
+        let e = export_with(model, resolved, calib, loaded, m)?;
+        let q = Plan::new(&e.model)?;
+        let c = mean_cosine(&fp32, &q, &calib.selection)?;
+        candidates.push((m, c));
+        if best.as_ref().is_none_or(|(b, _, _)| c > *b) {
+            best = Some((c, m, e));
+        }
+    }
+    let (_, method, exported) = best.ok_or_else(|| QuantError::Internal("no calibrator".into()))?;
+    Ok(Quantized {
+        method,
+        exported,
+        candidates,
+    })
+}
+
+/// Agreement of one output between FP32 and the quantized model.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OutputStats {
+    /// Output name.
+    pub name: String,
+    /// Mean cosine similarity over samples.
+    pub cosine_mean: f64,
+    /// Smallest cosine similarity.
+    pub cosine_min: f64,
+    /// Mean signal-to-quantization-noise ratio in dB.
+    pub sqnr_db_mean: f64,
+}
+
+/// Evaluation of a quantized model against FP32.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Evaluation {
+    /// Number of samples.
+    pub samples: usize,
+    /// Per-output statistics.
+    pub outputs: Vec<OutputStats>,
+    /// Samples whose top-1 class (argmax of the first output) is the same.
+    pub top1_agree: usize,
+}
+
+impl Evaluation {
+    /// Top-1 agreement as a fraction.
+    pub fn top1_rate(&self) -> f64 {
+        if self.samples == 0 {
+            0.0
+        } else {
+            self.top1_agree as f64 / self.samples as f64
+        }
+    }
+}
+
+/// Runs both plans on every sample and compares outputs.
+pub fn evaluate(
+    fp32: &Plan,
+    quant: &Plan,
+    samples: impl Iterator<Item = Result<Sample, QuantError>>,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Evaluation, QuantError> {
+    let mut ev = Evaluation::default();
+    let mut sums: Vec<(f64, f64, f64)> = Vec::new();
+    for s in samples {
+        let s = s?;
+        let a = fp32.run(s.inputs.clone())?;
+        let b = quant.run(s.inputs)?;
+        if sums.is_empty() {
+            sums = vec![(0.0, f64::INFINITY, 0.0); a.len()];
+            ev.outputs = a
+                .iter()
+                .map(|(n, _)| OutputStats {
+                    name: n.clone(),
+                    ..Default::default()
+                })
+                .collect();
+        }
+        for (k, ((_, x), (_, y))) in a.iter().zip(&b).enumerate() {
+            let (Ok(x), Ok(y)) = (x.to_f32_vec(), y.to_f32_vec()) else {
+                continue;
+            };
+            let c = metrics::cosine(&x, &y);
+            sums[k].0 += c;
+            sums[k].1 = sums[k].1.min(c);
+            sums[k].2 += metrics::sqnr_db(&x, &y).min(200.0);
+            if k == 0 && metrics::argmax(&x) == metrics::argmax(&y) {
+                ev.top1_agree += 1;
+            }
+        }
+        ev.samples += 1;
+        progress(ev.samples);
+    }
+    for (o, (c, m, q)) in ev.outputs.iter_mut().zip(&sums) {
+        let n = ev.samples.max(1) as f64;
+        o.cosine_mean = c / n;
+        o.cosine_min = *m;
+        o.sqnr_db_mean = q / n;
+    }
+    Ok(ev)
+}
+
+/// Nodes and multiply-accumulates per precision.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PrecisionMix {
+    /// Node count per precision name.
+    pub nodes: BTreeMap<String, usize>,
+    /// MACs per precision name (Conv, ConvTranspose, Gemm, MatMul).
+    pub macs: BTreeMap<String, u64>,
+}
+
+/// Precision mix of `resolved` on `model`, MACs from the observed shapes.
+pub fn precision_mix(model: &Model, resolved: &Resolved, values: &ValueFacts) -> PrecisionMix {
+    let mut mix = PrecisionMix::default();
+    for (n, r) in model.graph.nodes.iter().zip(&resolved.nodes) {
+        let key = qtype_name(r.qtype).to_string();
+        *mix.nodes.entry(key.clone()).or_default() += 1;
+        let macs = node_macs(model, n, values);
+        if macs > 0 {
+            *mix.macs.entry(key).or_default() += macs;
+        }
+    }
+    mix
+}
+
+/// `int8`, `int16`, `float16`, `float32`.
+pub fn qtype_name(q: QType) -> &'static str {
+    match q {
+        QType::Int8 => "int8",
+        QType::Int16 => "int16",
+        QType::Float16 => "float16",
+        QType::Float32 => "float32",
+    }
+}
+
+fn shape_of<'a>(model: &'a Model, values: &'a ValueFacts, name: &str) -> Option<&'a [usize]> {
+    if let Some(t) = model.graph.initializers.get(name) {
+        return Some(t.shape());
+    }
+    values.get(name).map(|(_, s)| s.as_slice())
+}
+
+/// Multiply-accumulates of a GEMM-class node (0 for others or unknown shapes).
+pub fn node_macs(model: &Model, n: &qport_onnx::Node, values: &ValueFacts) -> u64 {
+    let out = n.outputs.first().and_then(|o| shape_of(model, values, o));
+    let w = n.inputs.get(1).and_then(|x| shape_of(model, values, x));
+    let a = n.inputs.first().and_then(|x| shape_of(model, values, x));
+    let prod = |s: &[usize]| s.iter().map(|&d| d as u64).product::<u64>();
+    match (n.op_type.as_str(), out, w, a) {
+        ("Conv", Some(o), Some(w), _) if w.len() >= 2 => prod(o) * prod(&w[1..]),
+        ("ConvTranspose", _, Some(w), Some(a)) if w.len() >= 2 => prod(a) * prod(&w[1..]),
+        ("Gemm" | "MatMul", Some(o), _, Some(a)) if !a.is_empty() => {
+            prod(o) * *a.last().unwrap_or(&1) as u64
+        }
+        _ => 0,
+    }
+}
+
+/// The per-tensor `tensor_config` section of a resolved `quant_config`:
+/// every quantized tensor's grid, scales and zero points.
+pub fn tensor_table(exported: &Exported) -> BTreeMap<String, crate::config::TensorEntry> {
+    use crate::config::{OneOrMany, TensorEntry};
+    let mut m = BTreeMap::new();
+    for r in &exported.tensors {
+        let e = match &r.params {
+            Some(p) => TensorEntry {
+                scale: Some(OneOrMany::Many(p.scales.clone())),
+                zero_point: Some(OneOrMany::Many(p.zero_points.clone())),
+                qtype: match p.grid {
+                    Grid::Int8 | Grid::Uint8 => Some(QType::Int8),
+                    Grid::Int16 | Grid::Uint16 => Some(QType::Int16),
+                    Grid::Int32 => None,
+                },
+                grid: Some(p.grid),
+                axis: p.axis,
+                kind: Some(r.kind.to_string()),
+                ..Default::default()
+            },
+            None => TensorEntry {
+                qtype: Some(QType::Float16),
+                kind: Some(r.kind.to_string()),
+                ..Default::default()
+            },
+        };
+        // a value quantized to two grids keeps its first entry
+        m.entry(r.tensor.clone()).or_insert(e);
+    }
+    m
+}
+
+/// The `node_config` section of a resolved `quant_config`: every node's
+/// `qtype`, plus `InputTypeN` / `OutputType` where they were set, in the
+/// vendor's key names (so the file is a valid `--config` again).
+pub fn node_table(resolved: &Resolved) -> BTreeMap<String, serde_json::Value> {
+    resolved
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut e = serde_json::Map::new();
+            e.insert("qtype".into(), qtype_name(n.qtype).into());
+            for (i, q) in &n.input_types {
+                e.insert(format!("InputType{i}"), qtype_name(*q).into());
+            }
+            if let Some(q) = n.output_type {
+                e.insert("OutputType".into(), qtype_name(q).into());
+            }
+            (n.name.clone(), serde_json::Value::Object(e))
+        })
+        .collect()
+}
