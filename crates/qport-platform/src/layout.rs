@@ -20,8 +20,8 @@
 //!   descriptors carry `-1` and `alignedByteSize = -1`; [`TensorDescriptor::resolve`]
 //!   fills them from the actual shape with the rule above.
 //! * **Featuremaps** (dense element tensors). The public rule is not fully
-//!   known. Assumption: the two innermost axes (the only axis for rank 1) are
-//!   padded to a multiple of the platform's `featuremap_align_elems` (16 on nash),
+//!   known. Assumption: the two innermost axes (the only axis for rank 1; only
+//!   the last for rank 2, whose first axis is the batch) are padded to a multiple of the platform's `featuremap_align_elems` (16 on nash),
 //!   other strides are dense over the padded shape, and `alignedByteSize` is
 //!   rounded up to the platform's minimum memory unit. This reproduces the
 //!   documented U16 `[1,3,212,212]` -> `[301056,100352,448,2]` (H and W padded
@@ -227,8 +227,10 @@ impl TensorDescriptor {
         let elem = ty.size();
         let mut aligned = valid_shape.to_vec();
         if !no_padding {
+            // the two innermost axes, never the batch axis of a rank >= 2 tensor
             let r = aligned.len();
-            for d in aligned.iter_mut().skip(r.saturating_sub(2)) {
+            let first = if r >= 2 { (r - 2).max(1) } else { 0 };
+            for d in aligned.iter_mut().skip(first) {
                 *d = round_up(*d, platform.featuremap_align_elems, name)?;
             }
         }

@@ -24,7 +24,7 @@
 
 use crate::calib::{self, CalibOptions};
 use crate::import::Imported;
-use crate::observer::{Observer, ObserverOptions};
+use crate::observer::{ChannelObserver, Observer, ObserverOptions};
 use crate::qdq::{self, ExportOptions, Exported, NodePrecision, ValueFacts};
 use crate::resolve::Resolved;
 use crate::types::{CalibMethod, Grid, QParams, QType};
@@ -65,6 +65,10 @@ pub struct Calibration {
     pub observers: BTreeMap<String, Observer>,
     /// Dtype and shape of every run-time value (from the first sample).
     pub values: ValueFacts,
+    /// Per-channel observers (axis 1) of every float value of rank >= 2,
+    /// kept only when the config asks for per-channel activations (min/max
+    /// statistics; small histograms).
+    pub channels: BTreeMap<String, ChannelObserver>,
     /// Number of samples seen.
     pub samples: usize,
     /// The first samples, kept to compare calibrators.
@@ -94,6 +98,12 @@ pub fn calibrate(
         ..ObserverOptions::default()
     };
     let mut observers: BTreeMap<String, Observer> = BTreeMap::new();
+    let mut channels: BTreeMap<String, ChannelObserver> = BTreeMap::new();
+    let per_channel = resolved.activation.per_channel;
+    let copts = ObserverOptions {
+        hist_bins: 16,
+        ..oopts
+    };
     let mut values: ValueFacts = HashMap::new();
     let mut selection = Vec::new();
     let mut n = 0usize;
@@ -120,6 +130,17 @@ pub fn calibrate(
                     tensor: name.to_string(),
                     count: e.count,
                 });
+                return;
+            }
+            if per_channel && t.rank() >= 2 {
+                let c = channels
+                    .entry(name.to_string())
+                    .or_insert_with(|| ChannelObserver::new(copts));
+                if let Err(e) = c.observe(v, t.shape(), 1) {
+                    failure = Some(QuantError::Internal(format!(
+                        "per-channel statistics of '{name}': {e}"
+                    )));
+                }
             }
         };
         for (name, t) in &s.inputs {
@@ -141,6 +162,7 @@ pub fn calibrate(
     }
     Ok(Calibration {
         observers,
+        channels,
         values,
         samples: n,
         selection,
@@ -279,6 +301,24 @@ pub fn activation_params(
         max_num_bin: a.max_num_bin as usize,
         max_percentile: a.max_percentile,
     };
+    if a.per_channel {
+        if let Some(c) = calib.channels.get(tensor) {
+            if !matches!(method, CalibMethod::Max | CalibMethod::Ema) {
+                return Err(QuantError::Calib {
+                    tensor: tensor.to_string(),
+                    source: crate::calib::CalibError::Unsupported {
+                        method,
+                        reason: "per-channel activations are calibrated with max or ema only",
+                    },
+                });
+            }
+            return calib::channel_params(c, method, grid, symmetric, a.power_of_two, &copts)
+                .map_err(|e| QuantError::Calib {
+                    tensor: tensor.to_string(),
+                    source: e,
+                });
+        }
+    }
     let (lo, hi) =
         calib::range(obs, method, grid, symmetric, &copts).map_err(|e| QuantError::Calib {
             tensor: tensor.to_string(),

@@ -525,6 +525,20 @@ pub fn export(
             } else {
                 pw.scales.iter().map(|s| pa.scales[0] * s).collect()
             };
+            // a bias that does not fit int32 at scale s_in * s_w (16-bit
+            // grids with tiny scales) stays float rather than saturating
+            let bvals = bias.to_f32_vec()?;
+            let fits = bvals.iter().enumerate().all(|(c, &v)| {
+                let s = scales[if scales.len() == 1 {
+                    0
+                } else {
+                    c % scales.len()
+                }];
+                ((v as f64) / (s as f64)).abs() < i32::MAX as f64
+            });
+            if !fits {
+                continue;
+            }
             let k = scales.len();
             let p = QParams {
                 grid: Grid::Int32,

@@ -300,3 +300,70 @@ fn ppocr_int8_accuracy_is_within_one_point_of_fp32() {
     assert!(a32 >= 90.0, "FP32 accuracy {a32}");
     assert!(a8 >= a32 - 1.0, "int8 {a8} vs FP32 {a32}");
 }
+
+#[test]
+fn int16_and_per_channel_activation_artifacts_are_valid_onnx() {
+    let raw = qport_onnx::load::load(fixture("models/ppocr-cls.onnx")).unwrap();
+    let model = ptq::prepare(&raw);
+    let inputs = [InputSpec::new("x", Some(vec![-1, 3, 48, 192]))];
+    let pp = Preprocess::from_preset("ppocr").unwrap();
+    let ds = Dataset::open(&fixture("datasets/ppocr-lines/0"), &inputs, Some(pp)).unwrap();
+    let samples: Vec<Sample> = ds
+        .samples()
+        .take(12)
+        .map(|s| {
+            let s = s.unwrap();
+            Sample {
+                id: s.origin,
+                inputs: s.inputs,
+            }
+        })
+        .collect();
+    let reg = qport_platform::Registry::builtin();
+    let p = reg.get("j6m").unwrap();
+    let fp32 = Plan::new(&model).unwrap();
+    let dir = std::env::temp_dir().join(format!("qport-ptq-int16-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, variant, per_channel) in [
+        ("int16", Template::FullInt16, false),
+        ("per-channel", Template::Default, true),
+    ] {
+        let base = template::template(p, variant);
+        let mut r = resolve::resolve(&model, p, &base, None).unwrap();
+        r.activation.methods = vec![CalibMethod::Max];
+        r.activation.per_channel = per_channel;
+        let calib = calibrate(&model, &r, &samples);
+        let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+        let opset = q.exported.model.opset("").unwrap();
+        assert_eq!(opset, if name == "int16" { 21 } else { 13 }, "{name}");
+        let c = mean_cosine(&fp32, &q.exported.model, &samples);
+        println!("{name}: opset {opset}, mean output cosine vs FP32 {c:.6}");
+        assert!(c > 0.999, "{name}: cosine {c}");
+        let path = dir.join(format!("{name}.onnx"));
+        qport_onnx::save(&q.exported.model, &path).unwrap();
+        let out = std::process::Command::new(python())
+            .arg(repo_root().join("scripts/oracle/check_model.py"))
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ort = std::process::Command::new(python())
+            .args([
+                "-c",
+                "import sys, onnxruntime as o; o.InferenceSession(sys.argv[1])",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            ort.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&ort.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
