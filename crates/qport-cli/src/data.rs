@@ -1,7 +1,9 @@
 //! Calibration and evaluation data for the commands: a `qport_data`
 //! dataset (image folder, `.npy`, `.npz`, or synthetic samples) opened for a
 //! model's inputs, with an optional sample limit, streamed as
-//! `qport_quant::ptq::Sample`s.
+//! `qport_quant::ptq::Sample`s. [`LastSample`] remembers which sample was
+//! handed out last, so an error from running the model on it can name the
+//! sample and its input shapes.
 
 use anyhow::{Context, Result};
 use qport_data::dataset::{Dataset, InputSpec};
@@ -9,6 +11,7 @@ use qport_data::preprocess::Preprocess;
 use qport_onnx::{Dim, Model};
 use qport_quant::ptq::Sample;
 use qport_quant::QuantError;
+use std::cell::RefCell;
 use std::path::Path;
 
 /// The model's graph inputs (not initializers) as dataset input specs.
@@ -51,6 +54,9 @@ pub fn preprocess(spec: Option<&str>, overrides: &[String]) -> Result<Option<Pre
     Ok(Some(base.with_overrides(overrides.iter())?))
 }
 
+/// Seed of the synthetic samples (`--fast-perf` without `--calib`).
+pub const SYNTHETIC_SEED: u64 = 0x5eed;
+
 /// An opened data source with an optional limit on the number of samples.
 pub struct Source {
     dataset: Dataset,
@@ -73,14 +79,51 @@ impl Source {
 
     /// `n` deterministic synthetic samples.
     pub fn synthetic(inputs: &[InputSpec], n: usize) -> Result<Source> {
-        let dataset = Dataset::synthetic(inputs, n, 0x5eed)
-            .context("cannot make synthetic samples for the model's inputs")?;
+        let dataset = Dataset::synthetic(inputs, n, SYNTHETIC_SEED).context(
+            "cannot make synthetic samples for the model's inputs; give --calib data (images, .npy or .npz) instead",
+        )?;
         Ok(Source { dataset, limit: n })
     }
 
     /// Number of samples that will be used.
     pub fn len(&self) -> usize {
         self.limit
+    }
+
+    /// A sha256 over the samples that will be used: for an image folder
+    /// each file's path (relative to the folder) and content in order, for
+    /// `.npy`/`.npz` the whole file, for synthetic samples the seed and
+    /// count. Recorded in reports so a result can be tied to its data.
+    pub fn fingerprint(&self) -> Result<String> {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        match self.dataset.image_files() {
+            Some(files) => {
+                let root = self.dataset.path();
+                for f in files.iter().take(self.limit) {
+                    let rel = f.strip_prefix(root).unwrap_or(f);
+                    h.update(rel.to_string_lossy().as_bytes());
+                    h.update([0u8]);
+                    let bytes = std::fs::read(f)
+                        .with_context(|| format!("cannot read '{}'", f.display()))?;
+                    h.update(Sha256::digest(&bytes));
+                }
+            }
+            None if self.dataset.path() == Path::new("<synthetic>") => {
+                h.update(format!(
+                    "synthetic seed {:#x} n {}",
+                    SYNTHETIC_SEED, self.limit
+                ));
+            }
+            None => {
+                let p = self.dataset.path();
+                let bytes =
+                    std::fs::read(p).with_context(|| format!("cannot read '{}'", p.display()))?;
+                h.update(&bytes);
+                h.update(format!("first {} samples", self.limit));
+            }
+        }
+        Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 
     /// What the data is, for reports.
@@ -95,14 +138,74 @@ impl Source {
         format!("{} {kind} of {}", self.limit, self.dataset.len())
     }
 
-    /// The samples, streamed.
-    pub fn samples(&self) -> impl Iterator<Item = Result<Sample, QuantError>> + '_ {
-        self.dataset.samples().take(self.limit).map(|s| {
-            s.map(|s| Sample {
+    /// The samples, streamed; each one is recorded in `last` as it is
+    /// handed out.
+    pub fn samples<'a>(
+        &'a self,
+        last: &'a LastSample,
+    ) -> impl Iterator<Item = Result<Sample, QuantError>> + 'a {
+        self.dataset.samples().take(self.limit).map(move |s| {
+            let s = s.map_err(QuantError::from)?;
+            let s = Sample {
                 id: s.origin,
                 inputs: s.inputs,
-            })
-            .map_err(QuantError::from)
+            };
+            last.record(&s);
+            Ok(s)
         })
+    }
+}
+
+/// The id and input shapes of the sample most recently handed to the
+/// engine, for error messages.
+#[derive(Default)]
+pub struct LastSample(RefCell<Option<(String, InputShapes)>>);
+
+/// Each input's name and shape.
+type InputShapes = Vec<(String, Vec<usize>)>;
+
+impl LastSample {
+    /// Remembers `s`.
+    pub fn record(&self, s: &Sample) {
+        let shapes = s
+            .inputs
+            .iter()
+            .map(|(n, t)| (n.clone(), t.shape().to_vec()))
+            .collect();
+        *self.0.borrow_mut() = Some((s.id.clone(), shapes));
+    }
+
+    /// Adds the last sample (its id, and each input's shape next to the
+    /// model's declared one) to an error from running the model; other
+    /// errors (data, NaN) already name their sample and pass unchanged.
+    pub fn explain(&self, e: QuantError, inputs: &[InputSpec]) -> anyhow::Error {
+        let last = self.0.borrow();
+        match (&e, last.as_ref()) {
+            (QuantError::Engine(_), Some((id, shapes))) => {
+                let parts: Vec<String> = shapes
+                    .iter()
+                    .map(|(name, shape)| {
+                        let declared = inputs
+                            .iter()
+                            .find(|i| &i.name == name)
+                            .and_then(|i| i.shape.as_ref())
+                            .map(|d| {
+                                let d: Vec<String> = d
+                                    .iter()
+                                    .map(|&x| if x < 0 { "?".into() } else { x.to_string() })
+                                    .collect();
+                                format!("[{}]", d.join(", "))
+                            })
+                            .unwrap_or_else(|| "no shape".into());
+                        format!("input '{name}' is {shape:?}, the model declares {declared}")
+                    })
+                    .collect();
+                anyhow::Error::new(e).context(format!(
+                    "running the model on {id} failed ({})",
+                    parts.join("; ")
+                ))
+            }
+            _ => anyhow::Error::new(e),
+        }
     }
 }

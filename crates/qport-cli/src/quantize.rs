@@ -115,6 +115,12 @@ pub struct QuantizeArgs {
     /// Use at most this many evaluation samples.
     #[arg(long)]
     pub eval_limit: Option<usize>,
+    /// The FP32 model the quantized one is compared with (default: MODEL).
+    /// With --calibration load, give the original FP32 model: the float
+    /// graph recovered from a QDQ model lacks activations another tool
+    /// folded into its quantization ranges (onnxruntime drops Relu/Clip).
+    #[arg(long, value_name = "FP32.onnx")]
+    pub fp32: Option<PathBuf>,
     #[command(flatten)]
     pub overrides: crate::platforms::OverridesArg,
     /// Output directory (created if missing).
@@ -125,13 +131,16 @@ pub struct QuantizeArgs {
     pub format: Format,
 }
 
-/// `report.json`, schema `qport.quantize/1`.
+/// `report.json`, schema `qport.quantize/1` (every field is described in
+/// docs/cli-json.md).
 #[derive(Debug, Serialize)]
 pub struct Report {
     schema: &'static str,
     qport_version: &'static str,
     command: Vec<String>,
     model: FileJson,
+    config: Option<FileJson>,
+    overrides: Option<FileJson>,
     platform: String,
     march: Option<String>,
     template: String,
@@ -148,15 +157,18 @@ pub struct Report {
 #[derive(Debug, Serialize)]
 struct FileJson {
     path: String,
+    size_bytes: u64,
     sha256: String,
-    bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
 struct CalibJson {
     method: String,
+    asymmetric: bool,
     candidates: Vec<CandidateJson>,
     data: Option<String>,
+    /// sha256 over the samples used (see `data::Source::fingerprint`).
+    data_sha256: String,
     samples: usize,
     seconds: f64,
 }
@@ -164,12 +176,14 @@ struct CalibJson {
 #[derive(Debug, Serialize)]
 struct CandidateJson {
     method: String,
+    asymmetric: bool,
     output_cosine: f64,
 }
 
 #[derive(Debug, Serialize)]
 struct EvalJson {
     data: String,
+    data_sha256: String,
     #[serde(flatten)]
     eval: Evaluation,
     top1_rate: f64,
@@ -179,9 +193,19 @@ struct EvalJson {
 fn file_json(f: &FileFacts) -> FileJson {
     FileJson {
         path: f.path.display().to_string(),
+        size_bytes: f.size,
         sha256: f.sha256.clone(),
-        bytes: f.size,
     }
+}
+
+/// Size and hash of a small input file (`--config`) for the report.
+fn file_facts(path: &Path) -> Result<FileFacts> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
+    Ok(FileFacts {
+        path: path.to_path_buf(),
+        size: bytes.len() as u64,
+        sha256: model_file::sha256_hex(&bytes),
+    })
 }
 
 fn quant_err(e: QuantError) -> anyhow::Error {
@@ -198,9 +222,9 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     } else {
         Template::from_name(&args.template)?
     };
-    let user = match &args.config {
-        Some(p) => Some(QuantConfig::from_file(p)?),
-        None => None,
+    let (user, config_facts) = match &args.config {
+        Some(p) => (Some(QuantConfig::from_file(p)?), Some(file_facts(p)?)),
+        None => (None, None),
     };
     let loaded = model_file::load(&args.model)?;
     let load_mode = args.calibration == Some(CalibArg::Load);
@@ -229,7 +253,18 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     let prepared = ptq::prepare(&float_model);
     let base = template::template(&platform, variant);
-    let mut resolved = resolve::resolve(&prepared, &platform, &base, user.as_ref())?;
+    // messages about the user's config start with its path, as parse errors do
+    let mut resolved =
+        resolve::resolve(&prepared, &platform, &base, user.as_ref()).map_err(|e| {
+            match (&args.config, e) {
+                (Some(p), qport_quant::config::ConfigError::Invalid { errors }) => anyhow!(errors
+                    .iter()
+                    .map(|m| format!("{}: {m}", p.display()))
+                    .collect::<Vec<_>>()
+                    .join("\n")),
+                (_, e) => anyhow!(e),
+            }
+        })?;
     if let Some(c) = args.calibration {
         resolved.activation.methods = vec![c.into()];
     }
@@ -255,18 +290,27 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     if calib_src.len() == 0 {
         bail!("{}", QuantError::EmptyCalibration);
     }
+    if let (Some(p), Some(src)) = (&args.eval, &eval_src) {
+        if src.len() == 0 {
+            bail!(
+                "no evaluation samples: --eval-limit 0 leaves none of '{}'",
+                p.display()
+            );
+        }
+    }
 
     // calibrate
     let tc = Instant::now();
     let pb = ui.progress(calib_src.len() as u64, "calibrating");
+    let last = crate::data::LastSample::default();
     let calib = ptq::calibrate(
         &prepared,
         &resolved,
-        calib_src.samples(),
+        calib_src.samples(&last),
         &ptq::CalibrateOptions::default(),
         &mut |n| pb.set_position(n as u64),
     )
-    .map_err(quant_err)?;
+    .map_err(|e| last.explain(e, &inputs))?;
     drop(pb);
     let sp = ui.spinner("exporting");
     let chosen =
@@ -275,25 +319,34 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     let calib_secs = tc.elapsed().as_secs_f64();
 
     // evaluate
-    let fp32 = qport_engine::Plan::new(&prepared)?;
+    let fp32 = match &args.fp32 {
+        Some(p) => {
+            let m = model_file::load(p)?;
+            qport_engine::Plan::new(&ptq::prepare(&m.model))
+                .with_context(|| format!("cannot run the --fp32 model '{}'", p.display()))?
+        }
+        None => qport_engine::Plan::new(&prepared)?,
+    };
     let qplan = qport_engine::Plan::new(&chosen.exported.model)?;
-    let evaluation = match &eval_src {
-        Some(src) => {
+    let evaluation = match (&args.eval, &eval_src) {
+        (Some(p), Some(src)) => {
             let te = Instant::now();
             let pb = ui.progress(src.len() as u64, "evaluating");
-            let ev = ptq::evaluate(&fp32, &qplan, src.samples(), &mut |n| {
+            let last = crate::data::LastSample::default();
+            let ev = ptq::evaluate(&fp32, &qplan, src.samples(&last), &mut |n| {
                 pb.set_position(n as u64)
             })
-            .map_err(quant_err)?;
+            .map_err(|e| last.explain(e, &inputs))?;
             drop(pb);
             Some(EvalJson {
-                data: src.describe(),
+                data: describe_data(p, src),
+                data_sha256: src.fingerprint()?,
                 top1_rate: ev.top1_rate(),
                 eval: ev,
                 seconds: te.elapsed().as_secs_f64(),
             })
         }
-        None => {
+        _ => {
             let te = Instant::now();
             let sel: Vec<Result<Sample, QuantError>> =
                 calib.selection.iter().cloned().map(Ok).collect();
@@ -304,6 +357,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
                     "first {} calibration samples (no --eval given)",
                     calib.selection.len()
                 ),
+                data_sha256: String::new(),
                 top1_rate: ev.top1_rate(),
                 eval: ev,
                 seconds: te.elapsed().as_secs_f64(),
@@ -312,9 +366,10 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     };
 
     // outputs
-    let mix = ptq::precision_mix(&prepared, &resolved, &calib.values);
-    let mut qc = serde_json::to_value(&resolved.config)?;
-    let per_node = ptq::node_table(&resolved);
+    // the config of the chosen calibrator and symmetry
+    let mix = ptq::precision_mix(&prepared, &chosen.resolved, &calib.values);
+    let mut qc = serde_json::to_value(&chosen.resolved.config)?;
+    let per_node = ptq::node_table(&chosen.resolved);
     if let Some(obj) = qc.as_object_mut() {
         obj.insert("node_config".into(), serde_json::to_value(per_node)?);
         obj.insert(
@@ -323,6 +378,13 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         );
     }
     let mut warnings: Vec<String> = resolved.warnings.iter().map(|w| w.to_string()).collect();
+    if load_mode && args.fp32.is_none() {
+        warnings.push(
+            "compared with the float graph recovered from the QDQ model; give --fp32 ORIGINAL.onnx \
+             for a true FP32 reference (activations folded into quantization ranges are gone)"
+                .into(),
+        );
+    }
     if args.eval.is_none() {
         warnings.push("no --eval data: agreement was measured on calibration samples".into());
     }
@@ -331,6 +393,8 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         qport_version: env!("CARGO_PKG_VERSION"),
         command: std::env::args().collect(),
         model: file_json(&loaded.facts),
+        config: config_facts.as_ref().map(file_json),
+        overrides: registry.overrides.as_ref().map(file_json),
         platform: platform.name.clone(),
         march: platform.march.clone(),
         template: variant.name().to_string(),
@@ -340,18 +404,18 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         },
         calibration: CalibJson {
             method: chosen.method.name().into(),
+            asymmetric: chosen.asymmetric,
             candidates: chosen
                 .candidates
                 .iter()
-                .map(|(m, c)| CandidateJson {
-                    method: m.name().into(),
-                    output_cosine: *c,
+                .map(|c| CandidateJson {
+                    method: c.method.name().into(),
+                    asymmetric: c.asymmetric,
+                    output_cosine: c.output_cosine,
                 })
                 .collect(),
-            data: args
-                .calib
-                .as_ref()
-                .map(|p| calib_src_describe(p, &calib_src)),
+            data: args.calib.as_ref().map(|p| describe_data(p, &calib_src)),
+            data_sha256: calib_src.fingerprint()?,
             samples: calib.samples,
             seconds: calib_secs,
         },
@@ -374,7 +438,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-fn calib_src_describe(p: &Path, s: &crate::data::Source) -> String {
+fn describe_data(p: &Path, s: &crate::data::Source) -> String {
     format!("{} ({})", p.display(), s.describe())
 }
 
@@ -410,9 +474,13 @@ fn write_outputs(
         }
         tmps.push(tmp);
     }
-    for ((name, _), tmp) in files.iter().zip(&tmps) {
-        std::fs::rename(tmp, dir.join(name))
-            .with_context(|| format!("cannot write '{}'", dir.join(name).display()))?;
+    for (i, ((name, _), tmp)) in files.iter().zip(&tmps).enumerate() {
+        if let Err(e) = std::fs::rename(tmp, dir.join(name)) {
+            for t in &tmps[i..] {
+                let _ = std::fs::remove_file(t);
+            }
+            return Err(e).with_context(|| format!("cannot write '{}'", dir.join(name).display()));
+        }
     }
     Ok(())
 }
@@ -432,8 +500,13 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
         r.tail_output
     );
     s += &format!(
-        "calibration: {} on {} samples{}\n",
+        "calibration: {} ({}) on {} samples{}\n",
         r.calibration.method,
+        if r.calibration.asymmetric {
+            "asymmetric"
+        } else {
+            "symmetric"
+        },
         r.calibration.samples,
         if r.calibration.candidates.is_empty() {
             String::new()
@@ -443,7 +516,14 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
                 r.calibration
                     .candidates
                     .iter()
-                    .map(|c| format!("{} cos {:.5}", c.method, c.output_cosine))
+                    .map(|c| {
+                        format!(
+                            "{}{} cos {:.5}",
+                            c.method,
+                            if c.asymmetric { " asym" } else { "" },
+                            c.output_cosine
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             )
@@ -470,7 +550,7 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
                 o.name.clone(),
                 format!("{:.5}", o.cosine_mean),
                 format!("{:.5}", o.cosine_min),
-                format!("{:.2}", o.sqnr_db_mean),
+                format!("{:.2}", o.sqnr_db),
             ]);
         }
         s += &t.render(ui, "  ");

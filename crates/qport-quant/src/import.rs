@@ -164,6 +164,7 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
     let mut weight_integers: BTreeMap<String, Tensor> = BTreeMap::new();
     let mut float16: BTreeSet<String> = BTreeSet::new();
     let mut inits = g.initializers.clone();
+    let mut out_rename: HashMap<String, String> = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         if op(i, "DequantizeLinear") {
             let x = &n.inputs[0];
@@ -186,8 +187,13 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
                 }
                 removed[i] = true;
                 removed[qi] = true;
-                alias.insert(n.outputs[0].clone(), src);
                 marker.insert(n.outputs[0].clone(), Marker::Grid(p.grid));
+                if graph_outputs.contains(n.outputs[0].as_str()) {
+                    // the pair ends the graph: its source takes the output's name
+                    out_rename.insert(src, n.outputs[0].clone());
+                } else {
+                    alias.insert(n.outputs[0].clone(), src);
+                }
             } else if let Some(t) = g.initializers.get(x) {
                 let p = params_of(model, n, Some(t.rank()))?;
                 let base = x.strip_suffix("_quantized").unwrap_or(&n.outputs[0]);
@@ -200,7 +206,9 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
                 weights.insert(name.clone(), p.clone());
                 weight_integers.insert(name.clone(), t.clone());
                 removed[i] = true;
-                alias.insert(n.outputs[0].clone(), name);
+                if name != n.outputs[0] {
+                    alias.insert(n.outputs[0].clone(), name);
+                }
                 marker.insert(n.outputs[0].clone(), Marker::Grid(p.grid));
             }
         } else if op(i, "Cast") && cast_to(n) == Some(DType::F32) {
@@ -232,13 +240,17 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
         }
     }
     let resolve = |mut v: String, alias: &HashMap<String, String>| {
-        while let Some(a) = alias.get(&v) {
-            v = a.clone();
+        // bounded: an alias chain is at most as long as the graph
+        for _ in 0..=alias.len() {
+            match alias.get(&v) {
+                Some(a) if *a != v => v = a.clone(),
+                _ => break,
+            }
         }
         v
     };
     // identities that keep a graph output's name: rename the raw value back
-    let mut rename: HashMap<String, String> = HashMap::new();
+    let mut rename: HashMap<String, String> = out_rename;
     for (i, n) in g.nodes.iter().enumerate() {
         if op(i, "Identity") && graph_outputs.contains(n.outputs[0].as_str()) {
             let src = resolve(n.inputs[0].clone(), &alias);

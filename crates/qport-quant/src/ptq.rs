@@ -177,16 +177,46 @@ fn ema_weight(resolved: &Resolved) -> f32 {
     (1.0 - m).clamp(1e-6, 1.0)
 }
 
+/// One configuration tried by [`quantize`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// Calibrator.
+    pub method: CalibMethod,
+    /// Asymmetric activations.
+    pub asymmetric: bool,
+    /// Mean output cosine vs FP32 on the selection samples.
+    pub output_cosine: f64,
+}
+
 /// A quantized model and how it was made.
 #[derive(Debug, Clone)]
 pub struct Quantized {
     /// The calibrator used for activations.
     pub method: CalibMethod,
+    /// Whether activations are asymmetric.
+    pub asymmetric: bool,
     /// The exported QDQ model and the tensors it quantized.
     pub exported: Exported,
-    /// Mean output cosine vs FP32 of every calibrator tried on the
-    /// selection samples (empty when only one was configured).
-    pub candidates: Vec<(CalibMethod, f64)>,
+    /// Every configuration tried on the selection samples (empty when only
+    /// one was configured).
+    pub candidates: Vec<Candidate>,
+    /// The resolved config of the chosen configuration (its
+    /// `calibration_type` and `asymmetric` narrowed to the choice).
+    pub resolved: Resolved,
+}
+
+/// `resolved` narrowed to one calibrator and one activation symmetry, in
+/// the settings and in the config it records.
+pub fn narrow(resolved: &Resolved, method: CalibMethod, asymmetric: bool) -> Resolved {
+    use crate::config::OneOrMany;
+    let mut r = resolved.clone();
+    r.activation.methods = vec![method];
+    r.activation.asymmetric = asymmetric;
+    let mc = r.config.model_config.get_or_insert_with(Default::default);
+    let act = mc.activation.get_or_insert_with(Default::default);
+    act.calibration_type = Some(OneOrMany::One(method));
+    act.asymmetric = Some(OneOrMany::One(asymmetric));
+    r
 }
 
 fn precisions(resolved: &Resolved) -> Vec<NodePrecision> {
@@ -364,41 +394,63 @@ fn mean_cosine(fp32: &Plan, q: &Plan, samples: &[Sample]) -> Result<f64, QuantEr
     Ok(if n == 0 { 0.0 } else { sum / n as f64 })
 }
 
-/// Quantizes with the configured calibrator, or with each configured
-/// calibrator keeping the best by mean output cosine on the selection
-/// samples. `loaded` supplies scales for `load`.
+/// Quantizes with the configured calibrator, or, when the config lists
+/// several calibrators and/or both activation symmetries (`calibration_type`
+/// and `asymmetric` as lists, vendor style), with each combination, keeping
+/// the best by mean output cosine on the selection samples. `loaded`
+/// supplies scales for `load`.
 pub fn quantize(
     model: &Model,
     resolved: &Resolved,
     calib: &Calibration,
     loaded: Option<&Imported>,
 ) -> Result<Quantized, QuantError> {
-    let methods = &resolved.activation.methods;
-    if methods.len() == 1 {
-        let m = methods[0];
+    let methods = resolved.activation.methods.clone();
+    let mut asyms = resolved.activation.candidates.asymmetric.clone();
+    if asyms.is_empty() || methods.contains(&CalibMethod::Load) {
+        asyms = vec![resolved.activation.asymmetric];
+    }
+    asyms.dedup();
+    let combos: Vec<(CalibMethod, bool)> = methods
+        .iter()
+        .flat_map(|&m| asyms.iter().map(move |&a| (m, a)))
+        .collect();
+    if combos.len() == 1 {
+        let (m, a) = combos[0];
+        let r = narrow(resolved, m, a);
         return Ok(Quantized {
             method: m,
-            exported: export_with(model, resolved, calib, loaded, m)?,
+            asymmetric: a,
+            exported: export_with(model, &r, calib, loaded, m)?,
             candidates: Vec::new(),
+            resolved: r,
         });
     }
     let fp32 = Plan::new(model)?;
-    let mut best: Option<(f64, CalibMethod, Exported)> = None;
+    let mut best: Option<(f64, CalibMethod, bool, Exported, Resolved)> = None;
     let mut candidates = Vec::new();
-    for &m in methods {
-        let e = export_with(model, resolved, calib, loaded, m)?;
+    for (m, a) in combos {
+        let r = narrow(resolved, m, a);
+        let e = export_with(model, &r, calib, loaded, m)?;
         let q = Plan::new(&e.model)?;
         let c = mean_cosine(&fp32, &q, &calib.selection)?;
-        candidates.push((m, c));
-        if best.as_ref().is_none_or(|(b, _, _)| c > *b) {
-            best = Some((c, m, e));
+        candidates.push(Candidate {
+            method: m,
+            asymmetric: a,
+            output_cosine: c,
+        });
+        if best.as_ref().is_none_or(|b| c > b.0) {
+            best = Some((c, m, a, e, r));
         }
     }
-    let (_, method, exported) = best.ok_or_else(|| QuantError::Internal("no calibrator".into()))?;
+    let (_, method, asymmetric, exported, resolved) =
+        best.ok_or_else(|| QuantError::Internal("no calibrator".into()))?;
     Ok(Quantized {
         method,
+        asymmetric,
         exported,
         candidates,
+        resolved,
     })
 }
 
@@ -411,8 +463,9 @@ pub struct OutputStats {
     pub cosine_mean: f64,
     /// Smallest cosine similarity.
     pub cosine_min: f64,
-    /// Mean signal-to-quantization-noise ratio in dB.
-    pub sqnr_db_mean: f64,
+    /// Signal-to-quantization-noise ratio in dB over all samples pooled:
+    /// `10·log10(Σ x² / Σ (x - y)²)` (200 when the outputs are identical).
+    pub sqnr_db: f64,
 }
 
 /// Evaluation of a quantized model against FP32.
@@ -445,13 +498,14 @@ pub fn evaluate(
     progress: &mut dyn FnMut(usize),
 ) -> Result<Evaluation, QuantError> {
     let mut ev = Evaluation::default();
-    let mut sums: Vec<(f64, f64, f64)> = Vec::new();
+    // per output: cosine sum, cosine min, signal power, noise power
+    let mut sums: Vec<(f64, f64, f64, f64)> = Vec::new();
     for s in samples {
         let s = s?;
         let a = fp32.run(s.inputs.clone())?;
         let b = quant.run(s.inputs)?;
         if sums.is_empty() {
-            sums = vec![(0.0, f64::INFINITY, 0.0); a.len()];
+            sums = vec![(0.0, f64::INFINITY, 0.0, 0.0); a.len()];
             ev.outputs = a
                 .iter()
                 .map(|(n, _)| OutputStats {
@@ -467,7 +521,10 @@ pub fn evaluate(
             let c = metrics::cosine(&x, &y);
             sums[k].0 += c;
             sums[k].1 = sums[k].1.min(c);
-            sums[k].2 += metrics::sqnr_db(&x, &y).min(200.0);
+            for (&u, &v) in x.iter().zip(&y) {
+                sums[k].2 += (u as f64) * (u as f64);
+                sums[k].3 += (u as f64 - v as f64).powi(2);
+            }
             if k == 0 && metrics::argmax(&x) == metrics::argmax(&y) {
                 ev.top1_agree += 1;
             }
@@ -475,11 +532,15 @@ pub fn evaluate(
         ev.samples += 1;
         progress(ev.samples);
     }
-    for (o, (c, m, q)) in ev.outputs.iter_mut().zip(&sums) {
+    for (o, (c, m, sig, noise)) in ev.outputs.iter_mut().zip(&sums) {
         let n = ev.samples.max(1) as f64;
         o.cosine_mean = c / n;
         o.cosine_min = *m;
-        o.sqnr_db_mean = q / n;
+        o.sqnr_db = if *noise > 0.0 {
+            (10.0 * (sig / noise).log10()).min(200.0)
+        } else {
+            200.0
+        };
     }
     Ok(ev)
 }

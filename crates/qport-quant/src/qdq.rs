@@ -305,6 +305,26 @@ impl Builder<'_> {
     }
 }
 
+/// Raises the weight scales of output channels whose bias would not fit
+/// in int32 at scale `s_in · s_w` (channels with near-zero weights and a
+/// large bias, common after batch-norm folding) so that `|b| / (s_in · s_w)
+/// <= 2^30`; the weights of those channels are then quantized more
+/// coarsely, which costs nothing measurable because they are tiny.
+fn widen_for_bias(p: &mut QParams, pa: &QParams, bias: &[f32]) {
+    if pa.scales.len() != 1 || !(p.scales.len() == 1 || p.scales.len() == bias.len()) {
+        return;
+    }
+    let sa = pa.scales[0] as f64;
+    let limit = (1u64 << 30) as f64;
+    for (c, &b) in bias.iter().enumerate() {
+        let k = if p.scales.len() == 1 { 0 } else { c };
+        let need = (b as f64).abs() / (sa * limit);
+        if (p.scales[k] as f64) < need {
+            p.scales[k] = need as f32 * (1.0 + f32::EPSILON);
+        }
+    }
+}
+
 /// Lower-case grid name (`int8`, `uint8`, ...).
 pub fn grid_name(g: Grid) -> &'static str {
     match g {
@@ -481,7 +501,7 @@ pub fn export(
                     }
                     let vals = t.to_f32_vec()?;
                     let ax = axis.filter(|&a| a < t.rank() && t.shape()[a] > 1);
-                    let p = crate::calib::weight_params(
+                    let mut p = crate::calib::weight_params(
                         &vals,
                         t.shape(),
                         ax,
@@ -493,6 +513,18 @@ pub fn export(
                         tensor: name.clone(),
                         source: e,
                     })?;
+                    // the bias of this weight must fit int32 at s_in * s_w
+                    let bias_of = roles.iter().enumerate().find_map(|(j, (r, _))| match r {
+                        Role::Bias { act, weight } if *weight == i => Some((j, *act)),
+                        _ => None,
+                    });
+                    if let Some((j, act)) = bias_of {
+                        if let (Some((_, pa)), Some(bt)) =
+                            (act_of.get(&act), g.initializers.get(&n.inputs[j]))
+                        {
+                            widen_for_bias(&mut p, pa, &bt.to_f32_vec()?);
+                        }
+                    }
                     new.inputs[i] = b.store_integer(&name, "weight", p)?;
                 }
                 _ => {}

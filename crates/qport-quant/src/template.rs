@@ -144,7 +144,14 @@ pub fn template(platform: &Platform, variant: Template) -> QuantConfig {
                 max_num_bin: Some(16384),
                 max_percentile: Some(OneOrMany::One(0.99995)),
                 per_channel: Some(OneOrMany::One(false)),
-                asymmetric: Some(OneOrMany::One(host_cpu)),
+                // hosts: u8 activations (the fast x86 path); otherwise both
+                // symmetries are tried, as the vendor default
+                // `asymmetric: [true, false]` does
+                asymmetric: Some(if host_cpu {
+                    OneOrMany::One(true)
+                } else {
+                    OneOrMany::Many(vec![true, false])
+                }),
                 ema_momentum: None,
                 power_of_two: None,
             }),

@@ -110,19 +110,20 @@ fn qdq_artifact_loads_back_to_the_same_config_and_scales() {
     // the config travels in the artifact
     let meta: std::collections::HashMap<_, _> = back.metadata.iter().cloned().collect();
     let cfg: serde_json::Value = serde_json::from_str(&meta["qport.quant_config"]).unwrap();
-    assert_eq!(cfg, serde_json::to_value(&r.config).unwrap());
+    assert_eq!(cfg, serde_json::to_value(&q.resolved.config).unwrap());
     assert_eq!(meta["qport.tail_output"], "int32-dequantize");
 
     // quantizing the imported float model with the loaded scales rebuilds
     // the same artifact, byte for byte
-    let mut r2 = resolved(&imp.model, "j6m", CalibMethod::Load);
-    r2.config = r.config.clone();
+    let r2 = ptq::narrow(&q.resolved, CalibMethod::Load, q.asymmetric);
     let calib2 = calibrate(&imp.model, &r2, &crops("calib", 1));
     let again = ptq::export_with(&imp.model, &r2, &calib2, Some(&imp), CalibMethod::Load).unwrap();
     let mut again_model = again.model.clone();
     let mut first = q.exported.model.clone();
     for m in [&mut again_model, &mut first] {
-        m.metadata.retain(|(k, _)| k != "qport.calibration");
+        // the calibrator ("load" vs "max") is recorded; everything else must match
+        m.metadata
+            .retain(|(k, _)| k != "qport.calibration" && k != "qport.quant_config");
     }
     if std::env::var_os("QPORT_DEBUG_DUMP").is_some() {
         qport_onnx::save(&again_model, "/tmp/again.onnx").unwrap();
