@@ -17,6 +17,7 @@ mod migrate;
 mod model_file;
 mod output;
 mod platforms;
+mod profiles;
 mod quantize;
 mod run;
 
@@ -60,6 +61,7 @@ Examples:
   qport layout model.onnx --platform j6p      stride and alignedByteSize of every input/output
   qport deploy-check -p s6p --ips dsp         check cores, L2M and IPs against a platform
   qport migrate --from j6m --to j6p           what changes between two platforms
+  qport profiles                              integer-arithmetic profiles (accumulator, requant, rounding)
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -113,6 +115,10 @@ enum Command {
     /// Checklist of what changes when moving from one platform to another.
     #[command(after_help = migrate::AFTER_HELP)]
     Migrate(migrate::MigrateArgs),
+    /// List the integer-arithmetic profiles (presets and --profile-file
+    /// definitions) and their policies.
+    #[command(after_help = profiles::AFTER_HELP)]
+    Profiles(profiles::ProfilesArgs),
 }
 
 fn main() -> ExitCode {
@@ -137,6 +143,7 @@ fn main() -> ExitCode {
         Command::Layout(a) => layout::run(a, &ui),
         Command::DeployCheck(a) => deploy::run(a, &ui),
         Command::Migrate(a) => migrate::run(a, &ui),
+        Command::Profiles(a) => profiles::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

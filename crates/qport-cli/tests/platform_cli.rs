@@ -12,31 +12,11 @@ use qport_core::DType;
 use qport_onnx::{Dim, Graph, Model, Node, ValueInfo};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use qport_tests::cli::Out;
 
 fn qport_with_env(args: &[&str], env: &[(&str, &str)]) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_qport"));
-    cmd.args(args)
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let o = cmd.output().expect("run qport");
-    Out {
-        code: o.status.code().expect("exited normally"),
-        stdout: String::from_utf8(o.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(o.stderr).expect("utf-8 stderr"),
-    }
+    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, env)
 }
 
 fn qport(args: &[&str]) -> Out {
@@ -90,15 +70,7 @@ fn effnet() -> String {
 
 /// A fresh empty directory for one test.
 fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "qport-platform-cli-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    qport_tests::cli::temp_dir(&format!("platform-cli-{tag}"))
 }
 
 fn s(p: &Path) -> String {

@@ -11,72 +11,17 @@
 use qport_core::Tensor;
 use qport_tests::fixture;
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Longest a single `qport` run may take before the test fails (a hang is
-/// a failure, not a stuck test run).
-const TIMEOUT: Duration = Duration::from_secs(180);
+use qport_tests::cli::Out;
 
 fn qport(args: &[&str]) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qport"))
-        .args(args)
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run qport");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = vec![];
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait for qport") {
-            break st;
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("qport {args:?} did not finish within {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Out {
-        code: status.code().expect("exited normally"),
-        stdout: String::from_utf8(stdout.join().unwrap()).expect("utf-8 stdout"),
-        stderr: String::from_utf8(stderr.join().unwrap()).expect("utf-8 stderr"),
-    }
+    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
 }
 
 /// A fresh empty directory for one test.
 fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "qport-quantize-test-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    qport_tests::cli::temp_dir(&format!("quantize-test-{tag}"))
 }
 
 fn s(p: &Path) -> String {

@@ -1,13 +1,16 @@
 //! Core data types shared by every qport crate: [`DType`], [`Tensor`],
-//! shape helpers (broadcasting, strides), the core [`Error`] type and
-//! comparison metrics used to judge numerical agreement. ONNX's
-//! low-precision storage types (float8, float4, int4, int2) live in
-//! [`minifloat`] and [`subbyte`]; conversions between all types in [`cast`].
+//! shape helpers (broadcasting, strides), the core [`Error`] type,
+//! comparison metrics used to judge numerical agreement, and the integer
+//! arithmetic profiles ([`arith`]) that say how a target computes quantized
+//! operators. ONNX's low-precision storage types (float8, float4, int4,
+//! int2) live in [`minifloat`] and [`subbyte`]; conversions between all
+//! types in [`cast`].
 //!
 //! This crate depends on nothing else in the workspace; everything above it
 //! (ONNX I/O, kernels, engine, quantization, studies) speaks in these types.
 #![deny(missing_docs)]
 
+pub mod arith;
 pub mod cast;
 pub mod dtype;
 pub mod error;
@@ -17,6 +20,7 @@ pub mod shape;
 pub mod subbyte;
 pub mod tensor;
 
+pub use arith::{ArithProfile, ProfileError, ProfileRegistry};
 pub use cast::CastOptions;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

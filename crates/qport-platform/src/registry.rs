@@ -95,7 +95,8 @@ pub struct Platform {
     pub l2m_cap_bytes: Option<u64>,
     /// IPs that runtime tasks may use.
     pub allowed_ips: Vec<Ip>,
-    /// Name of the default arithmetic profile (an archetype, not a silicon claim).
+    /// Name of the default arithmetic profile, one of `qport_core::arith`'s
+    /// presets (an archetype, not a silicon claim).
     pub default_arith_profile: String,
 }
 
@@ -139,7 +140,9 @@ fn nash(
         multi_core: bpu_cores > 1,
         l2m_cap_bytes,
         allowed_ips: allowed_ips.to_vec(),
-        default_arith_profile: "exact-i32-f32-requant".into(),
+        // archetype: int32 accumulators and a precise requantization, as an
+        // accelerator with int32 MACs does; no claim about the silicon
+        default_arith_profile: "exact".into(),
     }
 }
 
@@ -277,27 +280,13 @@ impl Registry {
                 s
             },
             // Host archetypes (qport, no vendor claim): dense layouts.
-            host("x86-avx2", "host-cpu", &[Int8, F32], "x86-avx2-i16sat"),
-            host("x86-vnni", "host-cpu", &[Int8, F32], "x86-vnni-i32"),
-            host(
-                "arm-dotprod",
-                "host-cpu",
-                &[Int8, Float16, F32],
-                "arm-dotprod-i32",
-            ),
-            host(
-                "arm-neon",
-                "host-cpu",
-                &[Int8, Float16, F32],
-                "arm-neon-i32",
-            ),
-            host("gpu", "gpu", &[Int8, Float16, F32], "gpu-f32-requant"),
-            host(
-                "pcie-npu",
-                "pcie-npu",
-                &[Int8, Int16, Float16],
-                "exact-i32-f32-requant",
-            ),
+            // x86 without VNNI: MLAS's u8s8 vpmaddubsw path (fixtures.md)
+            host("x86-avx2", "host-cpu", &[Int8, F32], "avx2-u8s8"),
+            host("x86-vnni", "host-cpu", &[Int8, F32], "f32-rne"),
+            host("arm-dotprod", "host-cpu", &[Int8, Float16, F32], "f32-rne"),
+            host("arm-neon", "host-cpu", &[Int8, Float16, F32], "f32-rne"),
+            host("gpu", "gpu", &[Int8, Float16, F32], "fp16-epilogue"),
+            host("pcie-npu", "pcie-npu", &[Int8, Int16, Float16], "exact"),
         ];
         Registry { platforms: p }
     }
@@ -415,6 +404,18 @@ mod tests {
         assert_eq!(g("s6p").allowed_ips, vec![Ip::Bpu]);
         assert!(g("j6p").allowed_ips.contains(&Ip::Dsp));
         assert_eq!(r.platforms.len(), 12);
+    }
+
+    #[test]
+    fn default_arith_profiles_are_presets() {
+        for p in &Registry::builtin().platforms {
+            assert!(
+                qport_core::arith::ArithProfile::preset(&p.default_arith_profile).is_ok(),
+                "{}: {}",
+                p.name,
+                p.default_arith_profile
+            );
+        }
     }
 
     #[test]

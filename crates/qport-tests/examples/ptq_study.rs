@@ -9,32 +9,13 @@
 //! (defaults 200 500). Writes `target/ptq-study/result.json`.
 
 use qport_core::Tensor;
-use qport_data::dataset::{Dataset, InputSpec};
-use qport_data::preprocess::Preprocess;
 use qport_engine::Plan;
 use qport_quant::ptq::{self, Sample};
 use qport_quant::{resolve, template, CalibMethod, QuantError};
 use qport_tests::{fixture, python, repo_root};
 
 fn crops(split: &str, n: usize) -> Vec<Sample> {
-    let inputs = [InputSpec::new("input", Some(vec![1, 3, 224, 224]))];
-    let pp = Preprocess::from_preset("effnet-lite").unwrap();
-    let ds = Dataset::open(
-        &fixture(&format!("datasets/photo-crops/{split}")),
-        &inputs,
-        Some(pp),
-    )
-    .unwrap();
-    ds.samples()
-        .take(n)
-        .map(|s| {
-            let s = s.unwrap();
-            Sample {
-                id: s.origin,
-                inputs: s.inputs,
-            }
-        })
-        .collect()
+    qport_tests::photo_crops(split, n)
 }
 
 fn stack(path: &std::path::Path, t: &[Tensor]) {

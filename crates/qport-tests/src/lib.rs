@@ -6,6 +6,8 @@
 //! message saying how to produce it, never a silent skip.
 #![deny(missing_docs)]
 
+pub mod cli;
+
 use std::path::{Path, PathBuf};
 
 /// The fixture cache: `$QPORT_FIXTURES`, else `~/.cache/qport/fixtures`.
@@ -56,4 +58,45 @@ pub fn python() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// The first `n` samples of a fixture image folder (`datasets/...`),
+/// preprocessed with `preset`, as PTQ samples for a model whose only input
+/// is `input` with declared shape `shape` (negative = dynamic).
+///
+/// # Panics
+/// Panics (failing the test) when the fixture is missing or unreadable.
+pub fn image_samples(
+    rel: &str,
+    preset: &str,
+    input: &str,
+    shape: &[i64],
+    n: usize,
+) -> Vec<qport_quant::ptq::Sample> {
+    use qport_data::dataset::{Dataset, InputSpec};
+    let inputs = [InputSpec::new(input, Some(shape.to_vec()))];
+    let pp = qport_data::preprocess::Preprocess::from_preset(preset).expect("preset");
+    let ds = Dataset::open(&fixture(rel), &inputs, Some(pp)).expect("open dataset");
+    ds.samples()
+        .take(n)
+        .map(|s| {
+            let s = s.expect("read sample");
+            qport_quant::ptq::Sample {
+                id: s.origin,
+                inputs: s.inputs,
+            }
+        })
+        .collect()
+}
+
+/// [`image_samples`] of the EfficientNet-Lite0 photo crops
+/// (`datasets/photo-crops/{split}`, preset `effnet-lite`).
+pub fn photo_crops(split: &str, n: usize) -> Vec<qport_quant::ptq::Sample> {
+    image_samples(
+        &format!("datasets/photo-crops/{split}"),
+        "effnet-lite",
+        "input",
+        &[1, 3, 224, 224],
+        n,
+    )
 }

@@ -3,8 +3,6 @@
 //! accuracy on labelled text lines.
 
 use qport_core::Tensor;
-use qport_data::dataset::{Dataset, InputSpec};
-use qport_data::preprocess::Preprocess;
 use qport_engine::Plan;
 use qport_onnx::Model;
 use qport_quant::ptq::{self, Calibration, Sample};
@@ -20,24 +18,7 @@ fn effnet() -> Model {
 }
 
 fn crops(split: &str, n: usize) -> Vec<Sample> {
-    let inputs = [InputSpec::new("input", Some(vec![1, 3, 224, 224]))];
-    let pp = Preprocess::from_preset("effnet-lite").unwrap();
-    let ds = Dataset::open(
-        &fixture(&format!("datasets/photo-crops/{split}")),
-        &inputs,
-        Some(pp),
-    )
-    .unwrap();
-    ds.samples()
-        .take(n)
-        .map(|s| {
-            let s = s.unwrap();
-            Sample {
-                id: s.origin,
-                inputs: s.inputs,
-            }
-        })
-        .collect()
+    qport_tests::photo_crops(split, n)
 }
 
 fn ok(v: &[Sample]) -> impl Iterator<Item = Result<Sample, QuantError>> + '_ {
@@ -255,25 +236,11 @@ fn j6p_template_is_float16_with_int8_gemms_and_at_least_as_accurate() {
 fn ppocr_int8_accuracy_is_within_one_point_of_fp32() {
     let raw = qport_onnx::load::load(fixture("models/ppocr-cls.onnx")).unwrap();
     let model = ptq::prepare(&raw);
-    let inputs = [InputSpec::new("x", Some(vec![-1, 3, 48, 192]))];
-    let pp = Preprocess::from_preset("ppocr").unwrap();
     let mut labelled = Vec::new();
     for (label, dir) in [(0usize, "0"), (1, "180")] {
-        let ds = Dataset::open(
-            &fixture(&format!("datasets/ppocr-lines/{dir}")),
-            &inputs,
-            Some(pp.clone()),
-        )
-        .unwrap();
-        for s in ds.samples() {
-            let s = s.unwrap();
-            labelled.push((
-                label,
-                Sample {
-                    id: s.origin,
-                    inputs: s.inputs,
-                },
-            ));
+        let rel = format!("datasets/ppocr-lines/{dir}");
+        for s in qport_tests::image_samples(&rel, "ppocr", "x", &[-1, 3, 48, 192], usize::MAX) {
+            labelled.push((label, s));
         }
     }
     assert!(labelled.len() >= 40, "{} text lines", labelled.len());
@@ -306,20 +273,13 @@ fn ppocr_int8_accuracy_is_within_one_point_of_fp32() {
 fn int16_and_per_channel_activation_artifacts_are_valid_onnx() {
     let raw = qport_onnx::load::load(fixture("models/ppocr-cls.onnx")).unwrap();
     let model = ptq::prepare(&raw);
-    let inputs = [InputSpec::new("x", Some(vec![-1, 3, 48, 192]))];
-    let pp = Preprocess::from_preset("ppocr").unwrap();
-    let ds = Dataset::open(&fixture("datasets/ppocr-lines/0"), &inputs, Some(pp)).unwrap();
-    let samples: Vec<Sample> = ds
-        .samples()
-        .take(12)
-        .map(|s| {
-            let s = s.unwrap();
-            Sample {
-                id: s.origin,
-                inputs: s.inputs,
-            }
-        })
-        .collect();
+    let samples = qport_tests::image_samples(
+        "datasets/ppocr-lines/0",
+        "ppocr",
+        "x",
+        &[-1, 3, 48, 192],
+        12,
+    );
     let reg = qport_platform::Registry::builtin();
     let p = reg.get("j6m").unwrap();
     let fp32 = Plan::new(&model).unwrap();

@@ -1,0 +1,253 @@
+//! `qport profiles`: the integer-arithmetic profiles (how a target
+//! accumulates, requantizes, rounds and places the bias), the presets plus
+//! any defined in `--profile-file` files, and the loading of those files
+//! that every profile-aware command shares.
+//!
+//! # JSON schema (`--format json`), `"schema": "qport.profiles/1"`
+//!
+//! ```text
+//! {
+//!   "schema": "qport.profiles/1",
+//!   "qport_version": str,
+//!   "profile_files": [ { "path": str, "size_bytes": int, "sha256": str } ],
+//!   "profiles": [ {
+//!     "name": str, "origin": "preset" | "file", "file": str | null,
+//!     "description": str,
+//!     "accumulator": "exact-i32" | "i16-sat-pairs",
+//!     "requant": "f32" | "f64" | "q31-shift" | "pot-shift",
+//!     "rounding": "half-even" | "half-away" | "half-up" | "floor",
+//!     "bias": "int32-accumulator" | "float-after-scale",
+//!     "epilogue": "f64" | "f32" | "f16",
+//!     "non_gemm": "float" | "fixed-point",
+//!     "sources": [str]
+//!   } ]
+//! }
+//! ```
+
+use crate::info::FileJson;
+use crate::model_file::FileFacts;
+use crate::output::{self, Align, Format, Style, Table, Ui};
+use crate::ExitStatus;
+use anyhow::{Context, Result};
+use qport_core::arith::{wire, ArithProfile, ProfileFormat, ProfileRegistry};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Examples shown by `qport profiles --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  qport profiles
+  qport profiles --profile-file my-npu.toml --format json
+
+Columns: accumulator = how products are summed (exact-i32, or i16-sat-pairs:
+the x86 AVX2 u8*s8 path that saturates adjacent pairs to int16); requant =
+how the int32 accumulator is scaled (f32, f64, q31-shift fixed point,
+pot-shift power of two); rounding = how scaled values become integers; bias =
+int32 in the accumulator or float after scaling; epilogue = float precision
+of the scaled value ('-' for integer requantization, which has none);
+non-gemm = float between dequantize and requantize, or integer fixed point.
+Presets are archetypes, not claims about a vendor's silicon.
+
+--profile-file FILE (TOML, or JSON for .json files) defines more profiles:
+one profile at the top level, or several as [[profile]] tables, e.g.
+  name = \"my-npu\"
+  base = \"f32-rne\"
+  rounding = \"half-away\"
+Without `base` every field must be given; unknown keys are errors. Exit code
+2 for a malformed file.";
+
+/// Arguments of `qport profiles`.
+#[derive(Debug, clap::Args)]
+pub struct ProfilesArgs {
+    #[command(flatten)]
+    files: ProfileFilesArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+}
+
+/// `--profile-file`, for every command that takes an arithmetic profile.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileFilesArg {
+    /// A TOML or JSON file of user arithmetic profiles (repeatable; see
+    /// `qport profiles --help`).
+    #[arg(long = "profile-file", value_name = "FILE")]
+    pub profile_file: Vec<PathBuf>,
+}
+
+/// The presets plus the user's profile files, and those files' facts for
+/// reports.
+pub struct LoadedProfiles {
+    /// Presets and user profiles.
+    pub registry: ProfileRegistry,
+    /// Size and hash of each profile file, in the order given.
+    pub files: Vec<FileFacts>,
+}
+
+impl ProfileFilesArg {
+    /// Loads the presets and adds every `--profile-file`, in order.
+    pub fn load(&self) -> Result<LoadedProfiles> {
+        let mut registry = ProfileRegistry::builtin();
+        let mut files = Vec::with_capacity(self.profile_file.len());
+        for path in &self.profile_file {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read profile file '{}'", path.display()))?;
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|_| anyhow::anyhow!("profile file '{}': not UTF-8", path.display()))?;
+            let format = ProfileFormat::guess(path, text);
+            registry.add_str(text, format, &path.display().to_string())?;
+            files.push(FileFacts {
+                path: path.clone(),
+                size: bytes.len() as u64,
+                sha256: crate::model_file::sha256_hex(&bytes),
+            });
+        }
+        Ok(LoadedProfiles { registry, files })
+    }
+}
+
+/// One profile in `qport.profiles/1`.
+#[derive(Debug, Serialize)]
+pub struct ProfileJson {
+    name: String,
+    origin: &'static str,
+    file: Option<String>,
+    description: String,
+    accumulator: String,
+    requant: String,
+    rounding: String,
+    bias: String,
+    epilogue: String,
+    non_gemm: String,
+    sources: Vec<String>,
+}
+
+impl ProfileJson {
+    /// The JSON form of `p`, read from `file` (`None` for a preset).
+    pub fn new(p: &ArithProfile, file: Option<&str>) -> ProfileJson {
+        ProfileJson {
+            name: p.name.clone(),
+            origin: if file.is_some() { "file" } else { "preset" },
+            file: file.map(str::to_string),
+            description: p.description.clone(),
+            accumulator: wire(&p.accumulator),
+            requant: wire(&p.requant),
+            rounding: wire(&p.rounding),
+            bias: wire(&p.bias),
+            epilogue: wire(&p.epilogue),
+            non_gemm: wire(&p.non_gemm),
+            sources: p.sources.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct ProfilesJson {
+    schema: &'static str,
+    qport_version: &'static str,
+    profile_files: Vec<FileJson>,
+    profiles: Vec<ProfileJson>,
+}
+
+fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
+    use Align::Left;
+    let mut t = Table::new(
+        &[
+            "profile",
+            "accumulator",
+            "requant",
+            "rounding",
+            "bias",
+            "epilogue",
+            "non-gemm",
+            "description",
+        ],
+        &[Left; 8],
+    );
+    let reg = &loaded.registry;
+    for p in reg.profiles() {
+        let j = ProfileJson::new(p, reg.origin(&p.name));
+        let epilogue = if p.integer_requant() {
+            "-".to_string()
+        } else {
+            j.epilogue
+        };
+        let name_style = if j.file.is_some() {
+            Style::Good
+        } else {
+            Style::Bold
+        };
+        t.styled_row(vec![
+            (j.name, name_style),
+            (j.accumulator, Style::Plain),
+            (j.requant, Style::Plain),
+            (j.rounding, Style::Plain),
+            (j.bias, Style::Plain),
+            (epilogue, Style::Plain),
+            (j.non_gemm, Style::Plain),
+            (j.description, Style::Dim),
+        ]);
+    }
+    let mut s = t.render(ui, "");
+    for f in &loaded.files {
+        let shown = f.path.display().to_string();
+        let names: Vec<&str> = reg
+            .profiles()
+            .iter()
+            .filter(|p| reg.origin(&p.name) == Some(shown.as_str()))
+            .map(|p| p.name.as_str())
+            .collect();
+        let line = format!(
+            "from {shown}: {}",
+            if names.is_empty() {
+                "no profiles".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
+        s.push_str(&format!("\n{}", ui.paint(&line, Style::Dim)));
+    }
+    if !loaded.files.is_empty() {
+        s.push('\n');
+    }
+    s
+}
+
+/// Runs `qport profiles`.
+pub fn run(args: &ProfilesArgs, ui: &Ui) -> Result<ExitStatus> {
+    let loaded = args.files.load()?;
+    match args.format {
+        Format::Json => {
+            let reg = &loaded.registry;
+            output::print_json(&ProfilesJson {
+                schema: "qport.profiles/1",
+                qport_version: env!("CARGO_PKG_VERSION"),
+                profile_files: loaded.files.iter().map(FileJson::from).collect(),
+                profiles: reg
+                    .profiles()
+                    .iter()
+                    .map(|p| ProfileJson::new(p, reg.origin(&p.name)))
+                    .collect(),
+            })?
+        }
+        Format::Human => output::print(&render_human(&loaded, ui))?,
+    }
+    Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_form_uses_wire_names() {
+        let p = ArithProfile::preset("avx2-u8s8").unwrap();
+        let j = ProfileJson::new(&p, None);
+        assert_eq!(
+            (j.origin, j.accumulator.as_str(), j.requant.as_str()),
+            ("preset", "i16-sat-pairs", "f32")
+        );
+        let j = ProfileJson::new(&p, Some("f.toml"));
+        assert_eq!((j.origin, j.file.as_deref()), ("file", Some("f.toml")));
+    }
+}

@@ -1,0 +1,280 @@
+//! End-to-end tests of `qport profiles`: the preset table, the
+//! `qport.profiles/1` JSON document with every field, and user profile
+//! files (TOML and JSON, `base` inheritance, unknown keys and other input
+//! errors with exit code 2).
+
+use serde_json::Value;
+
+use qport_tests::cli::Out;
+
+fn qport(args: &[&str]) -> Out {
+    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
+}
+
+/// `qport profiles ARGS --format json`, expecting success.
+fn json(args: &[&str]) -> Value {
+    let mut a = vec!["profiles"];
+    a.extend(args);
+    a.extend(["--format", "json"]);
+    let o = qport(&a);
+    assert_eq!(o.code, 0, "{a:?}\nstderr: {}", o.stderr);
+    assert!(o.stderr.is_empty(), "{}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("valid JSON")
+}
+
+/// Writes `text` to a fresh file called `name` and returns its path.
+fn write(name: &str, text: &str) -> String {
+    let p = qport_tests::cli::temp_dir("profiles-test").join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// An input error: exit 2, a `qport: error:` headline naming `words`,
+/// nothing on stdout and no panic.
+fn assert_input_error(o: &Out, words: &[&str]) {
+    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
+    for w in words {
+        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
+    }
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+}
+
+const PRESETS: [&str; 7] = [
+    "exact",
+    "f32-rne",
+    "avx2-u8s8",
+    "gemmlowp",
+    "pot-shift",
+    "float-bias",
+    "fp16-epilogue",
+];
+
+#[test]
+fn table_lists_every_preset_with_its_policies() {
+    let o = qport(&["profiles"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.is_empty(), "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(lines[0].starts_with("profile"), "{}", o.stdout);
+    for h in [
+        "accumulator",
+        "requant",
+        "rounding",
+        "bias",
+        "epilogue",
+        "non-gemm",
+    ] {
+        assert!(lines[0].contains(h), "{h}: {}", lines[0]);
+    }
+    assert!(lines.len() > PRESETS.len(), "{}", o.stdout);
+    for (line, name) in lines[1..].iter().zip(PRESETS) {
+        assert!(line.starts_with(&format!("{name} ")), "{name}: {line}");
+    }
+    // Columns are aligned: every column starts where its header does.
+    let col = lines[0].find("requant").unwrap();
+    for l in &lines[1..=PRESETS.len()] {
+        assert_eq!(&l[col - 2..col], "  ", "{l}");
+        assert_ne!(&l[col..col + 1], " ", "{l}");
+    }
+    let avx2 = lines.iter().find(|l| l.starts_with("avx2-u8s8")).unwrap();
+    assert!(
+        avx2.contains("i16-sat-pairs") && avx2.contains("half-even"),
+        "{avx2}"
+    );
+    let gl = lines.iter().find(|l| l.starts_with("gemmlowp")).unwrap();
+    assert!(gl.contains("q31-shift") && gl.contains("half-away"), "{gl}");
+    // No colour when stdout is not a terminal.
+    assert!(!o.stdout.contains('\x1b'));
+}
+
+#[test]
+fn json_document_has_every_field() {
+    let v = json(&[]);
+    assert_eq!(v["schema"], "qport.profiles/1");
+    assert!(v["qport_version"].is_string());
+    assert_eq!(v["profile_files"], Value::Array(vec![]));
+    let profiles = v["profiles"].as_array().unwrap();
+    assert!(profiles.len() >= 7);
+    let names: Vec<&str> = profiles
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, PRESETS);
+    let allowed: [(&str, &[&str]); 6] = [
+        ("accumulator", &["exact-i32", "i16-sat-pairs"]),
+        ("requant", &["f32", "f64", "q31-shift", "pot-shift"]),
+        ("rounding", &["half-even", "half-away", "half-up", "floor"]),
+        ("bias", &["int32-accumulator", "float-after-scale"]),
+        ("epilogue", &["f64", "f32", "f16"]),
+        ("non_gemm", &["float", "fixed-point"]),
+    ];
+    for p in profiles {
+        let obj = p.as_object().unwrap();
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "accumulator",
+                "bias",
+                "description",
+                "epilogue",
+                "file",
+                "name",
+                "non_gemm",
+                "origin",
+                "requant",
+                "rounding",
+                "sources"
+            ]
+        );
+        assert_eq!(p["origin"], "preset");
+        assert!(p["file"].is_null());
+        assert!(!p["description"].as_str().unwrap().is_empty());
+        assert!(!p["sources"].as_array().unwrap().is_empty());
+        for (field, values) in allowed {
+            let v = p[field].as_str().unwrap();
+            assert!(values.contains(&v), "{field} = {v}");
+        }
+    }
+    let exact = &profiles[0];
+    assert_eq!(
+        (&exact["accumulator"], &exact["requant"], &exact["rounding"]),
+        (&"exact-i32".into(), &"f64".into(), &"half-even".into())
+    );
+    let fp16 = &profiles[6];
+    assert_eq!(
+        (&fp16["epilogue"], &fp16["bias"]),
+        (&"f16".into(), &"float-after-scale".into())
+    );
+}
+
+#[test]
+fn profile_file_adds_profiles() {
+    let toml = write(
+        "npu.toml",
+        "name = \"my-npu\"\nbase = \"f32-rne\"\nrounding = \"half-away\"\n\
+         description = \"an NPU that rounds away\"\n",
+    );
+    let o = qport(&["profiles", "--profile-file", &toml]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let row = o.stdout.lines().find(|l| l.starts_with("my-npu ")).unwrap();
+    assert!(
+        row.contains("half-away") && row.contains("exact-i32"),
+        "{row}"
+    );
+    assert!(
+        o.stdout.contains(&format!("from {toml}: my-npu")),
+        "{}",
+        o.stdout
+    );
+
+    let json_file = write(
+        "more.json",
+        r#"{"profile": [
+            {"name": "q", "base": "gemmlowp", "rounding": "half-even"},
+            {"name": "full", "accumulator": "i16-sat-pairs", "requant": "f64",
+             "rounding": "floor", "bias": "int32-accumulator", "epilogue": "f32",
+             "non_gemm": "float", "sources": ["my notes"]}
+        ]}"#,
+    );
+    let v = json(&["--profile-file", &toml, "--profile-file", &json_file]);
+    let files = v["profile_files"].as_array().unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["path"], toml.as_str());
+    assert_eq!(files[0]["sha256"].as_str().unwrap().len(), 64);
+    assert!(files[1]["size_bytes"].as_u64().unwrap() > 0);
+    let profiles = v["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), PRESETS.len() + 3);
+    let get = |n: &str| profiles.iter().find(|p| p["name"] == n).unwrap();
+    let npu = get("my-npu");
+    assert_eq!(
+        (&npu["origin"], &npu["file"]),
+        (&"file".into(), &toml.as_str().into())
+    );
+    assert_eq!(
+        (&npu["rounding"], &npu["requant"]),
+        (&"half-away".into(), &"f32".into())
+    );
+    assert_eq!(npu["description"], "an NPU that rounds away");
+    let q = get("q");
+    assert_eq!(
+        (&q["requant"], &q["rounding"]),
+        (&"q31-shift".into(), &"half-even".into())
+    );
+    assert_eq!(q["description"], "based on gemmlowp");
+    assert_eq!(get("full")["sources"], serde_json::json!(["my notes"]));
+}
+
+#[test]
+fn unknown_key_is_an_input_error_naming_it() {
+    let toml = write(
+        "bad.toml",
+        "name = \"x\"\nbase = \"exact\"\nrounding_mode = \"floor\"\n",
+    );
+    let o = qport(&["profiles", "--profile-file", &toml]);
+    assert_input_error(&o, &["rounding_mode", &toml, "line 3"]);
+    let json_file = write(
+        "bad.json",
+        r#"{"name": "x", "base": "exact", "acc": "exact-i32"}"#,
+    );
+    let o = qport(&["profiles", "--profile-file", &json_file, "--format", "json"]);
+    assert_input_error(&o, &["`acc`", &json_file]);
+}
+
+#[test]
+fn other_file_errors_exit_2() {
+    let missing = "/nonexistent/profiles.toml";
+    assert_input_error(
+        &qport(&["profiles", "--profile-file", missing]),
+        &["cannot read profile file", missing],
+    );
+    for (text, words) in [
+        (
+            "name = \"exact\"\nbase = \"f32-rne\"\n",
+            &["`exact`", "already taken"][..],
+        ),
+        ("name = \"x\"\nbase = \"vnni\"\n", &["vnni", "f32-rne"]),
+        (
+            "name = \"x\"\nrounding = \"floor\"\n",
+            &["missing `accumulator`", "base"],
+        ),
+        (
+            "name = \"x\"\nbase = \"exact\"\nrounding = \"nearest\"\n",
+            &["nearest"],
+        ),
+        (
+            "name = \"x\"\nbase = \"gemmlowp\"\nepilogue = \"f16\"\n",
+            &["epilogue", "q31-shift"],
+        ),
+        ("name = [", &["line 1"]),
+    ] {
+        let f = write("e.toml", text);
+        assert_input_error(&qport(&["profiles", "--profile-file", &f]), words);
+    }
+    let bin = write("bin.toml", "");
+    std::fs::write(&bin, [0xff, 0xfe, 0x00]).unwrap();
+    assert_input_error(
+        &qport(&["profiles", "--profile-file", &bin]),
+        &["not UTF-8"],
+    );
+}
+
+#[test]
+fn help_documents_the_command() {
+    let o = qport(&["--help"]);
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.contains("qport profiles"), "{}", o.stdout);
+    let o = qport(&["profiles", "--help"]);
+    assert_eq!(o.code, 0);
+    for w in [
+        "--profile-file",
+        "base = \"f32-rne\"",
+        "i16-sat-pairs",
+        "archetypes",
+    ] {
+        assert!(o.stdout.contains(w), "{w}: {}", o.stdout);
+    }
+}

@@ -1,0 +1,266 @@
+//! Integer-arithmetic profiles: how a target turns quantized operands into
+//! quantized results. An [`ArithProfile`] is plain data naming one policy per
+//! stage of a quantized GEMM/convolution (accumulator, requantization,
+//! rounding, bias placement, epilogue precision) and of the operators
+//! between them (non-GEMM ops). This module owns:
+//!
+//! - the profile types and their wire names (serde, kebab-case);
+//! - the named presets ([`presets`]), archetypes of real integer kernels,
+//!   each documented with the public sources for its choices;
+//! - [`ProfileRegistry`]: presets plus user profiles read from small TOML or
+//!   JSON files (every field named, unknown keys refused, `base = "..."`
+//!   inheritance);
+//! - the scalar reference arithmetic each policy implies ([`round`],
+//!   [`requantize`], [`saturating_pair_dot`], the gemmlowp fixed-point
+//!   primitives, ...), small pure functions that kernels and studies use as
+//!   their oracle.
+//!
+//! Presets are archetypes, not claims about a vendor's exact silicon: they
+//! isolate one arithmetic difference each, so a study can tell which one
+//! moves predictions (the study in `shared/seeds/004_…`, §5: INT8 agreement
+//! is 1000/1000 when two targets share an integer kernel and 958–965/1000
+//! when they do not).
+
+mod file;
+mod presets;
+mod reference;
+
+pub use file::{ProfileFormat, ProfileRegistry};
+pub use presets::{presets, PRESET_NAMES};
+pub use reference::{
+    accumulator_width, exact_dot, pot_exponent, quantize_bias, quantize_f32, requantize,
+    requantize_biased, rescale, round, rounding_divide_by_pot, rounding_shift_right,
+    saturating_pair_dot, saturating_rounding_doubling_high_mul, AccumulatorWidth, Operand,
+    Q31Multiplier,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// How products are summed along the reduction axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Accumulator {
+    /// Every product is summed exactly in a 32-bit accumulator (VNNI
+    /// `vpdpbusd`, Arm `SDOT`, widening multiply-accumulate). With int16
+    /// operands the sum is kept in 64 bits wherever 32 could overflow (see
+    /// [`accumulator_width`]), so the reference result is always exact.
+    ExactI32,
+    /// The x86 AVX2 u8×s8 path (`vpmaddubsw`): adjacent pairs of products
+    /// along the reduction axis are summed with int16 saturation, then
+    /// widened and summed in int32 (see [`saturating_pair_dot`]). Only u8
+    /// activations × s8 weights take this path; every other operand pair
+    /// accumulates exactly.
+    I16SatPairs,
+}
+
+/// How the int32 accumulator is scaled to the output's quantization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Requant {
+    /// `f32(acc) * f32(s_in·s_w/s_out)`, product in single precision (the
+    /// onnxruntime MLAS requantization).
+    F32,
+    /// `acc * (s_in·s_w/s_out)` in double precision (the reference).
+    F64,
+    /// The multiplier as a Q31 fixed-point number and a shift (gemmlowp /
+    /// TFLite): `SaturatingRoundingDoublingHighMul`, then a rounding right
+    /// shift that rounds with the profile's [`Rounding`].
+    Q31Shift,
+    /// The multiplier rounded to a power of two (nearest in log2); the
+    /// scaling is a bare shift, rounding with the profile's [`Rounding`].
+    PotShift,
+}
+
+/// How a scaled value is rounded to an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rounding {
+    /// Ties to even (IEEE default; x86 `cvtps2dq` under the default MXCSR,
+    /// Arm `FCVTNS`).
+    HalfEven,
+    /// Ties away from zero (C `round`, gemmlowp `RoundingDivideByPOT`).
+    HalfAway,
+    /// Ties toward +∞ (add half, then floor: the cheapest rounding shift in
+    /// hardware).
+    HalfUp,
+    /// Toward −∞ (a bare arithmetic right shift).
+    Floor,
+}
+
+/// Where the bias enters the computation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BiasPlacement {
+    /// Quantized to int32 with scale `s_in·s_w` (ONNX `QLinearConv`, TFLite)
+    /// and added to the accumulator before requantization.
+    Int32Accumulator,
+    /// Kept in float and added after scaling, in the epilogue precision.
+    FloatAfterScale,
+}
+
+/// Precision the scaled value is held in before its final rounding (and in
+/// which a float bias is added). Applies to float requantization only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Epilogue {
+    /// Double precision.
+    F64,
+    /// Single precision.
+    F32,
+    /// Half precision (GPU-style epilogues).
+    F16,
+}
+
+/// How operators other than GEMM/convolution (Add, Mul, pooling, ...)
+/// compute on quantized tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NonGemm {
+    /// Dequantize to f32, compute in float, requantize with the profile's
+    /// rounding (onnxruntime runs QDQ graphs this way).
+    Float,
+    /// Integer fixed point: inputs rescaled with Q31 multipliers (or
+    /// power-of-two shifts under [`Requant::PotShift`]) and combined in
+    /// integers (TFLite's integer kernels).
+    FixedPoint,
+}
+
+/// How one target does quantized arithmetic. Plain data; the scalar
+/// reference arithmetic lives in the free functions of this module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArithProfile {
+    /// Registry name (lower-case ASCII letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// One line on what the profile stands for.
+    #[serde(default)]
+    pub description: String,
+    /// How products are summed.
+    pub accumulator: Accumulator,
+    /// How the accumulator is scaled to the output.
+    pub requant: Requant,
+    /// How scaled values are rounded to integers.
+    pub rounding: Rounding,
+    /// Where the bias is added.
+    pub bias: BiasPlacement,
+    /// Precision of the float epilogue.
+    pub epilogue: Epilogue,
+    /// How non-GEMM operators compute.
+    pub non_gemm: NonGemm,
+    /// Public sources for the choices (documents, study sections).
+    #[serde(default)]
+    pub sources: Vec<String>,
+}
+
+/// Errors raised when looking up, reading or validating profiles.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// No preset or loaded profile has this name.
+    #[error("unknown arithmetic profile `{name}`; valid: {valid}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The valid names, comma-separated.
+        valid: String,
+    },
+    /// A profile file could not be parsed (syntax, unknown key, bad value).
+    #[error("profile file '{origin}': {message}")]
+    Parse {
+        /// The file (or other origin) of the text.
+        origin: String,
+        /// What the parser reported; names the key or value.
+        message: String,
+    },
+    /// A profile's fields contradict each other or its name is unusable.
+    #[error("profile file '{origin}': profile `{profile}`: {message}")]
+    Invalid {
+        /// The file (or other origin) that defined the profile.
+        origin: String,
+        /// The profile's name.
+        profile: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ArithProfile {
+    /// The preset called `name` (case-insensitive); the error lists the
+    /// valid names.
+    pub fn preset(name: &str) -> Result<ArithProfile, ProfileError> {
+        let want = name.trim().to_ascii_lowercase();
+        presets()
+            .into_iter()
+            .find(|p| p.name == want)
+            .ok_or_else(|| ProfileError::Unknown {
+                name: name.to_string(),
+                valid: PRESET_NAMES.join(", "),
+            })
+    }
+
+    /// True for [`Requant::Q31Shift`] and [`Requant::PotShift`], which have
+    /// no float stage.
+    pub fn integer_requant(&self) -> bool {
+        matches!(self.requant, Requant::Q31Shift | Requant::PotShift)
+    }
+
+    /// Checks the name and that the fields fit together: an integer
+    /// requantization has no float stage, so it cannot take a float bias or
+    /// an f16 epilogue (f32/f64 epilogues have no effect there). The
+    /// message names the fields; `origin` names where the profile came from.
+    pub fn validate(&self, origin: &str) -> Result<(), ProfileError> {
+        let invalid = |message: String| ProfileError::Invalid {
+            origin: origin.to_string(),
+            profile: self.name.clone(),
+            message,
+        };
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self.name.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+            });
+        if !name_ok {
+            return Err(invalid(
+                "`name` must be 1-64 lower-case ASCII letters, digits, `-`, `_` or `.`".into(),
+            ));
+        }
+        if self.integer_requant() {
+            let requant = wire(&self.requant);
+            if self.bias == BiasPlacement::FloatAfterScale {
+                return Err(invalid(format!(
+                    "`bias = \"float-after-scale\"` needs a float `requant` (f32 or f64), \
+                     not `{requant}`, which has no float stage"
+                )));
+            }
+            if self.epilogue == Epilogue::F16 {
+                return Err(invalid(format!(
+                    "`epilogue = \"f16\"` needs a float `requant` (f32 or f64), \
+                     not `{requant}`, which has no float stage"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The accumulated dot product of u8 activations and s8 weights under
+    /// this profile's accumulator: exact, or with the AVX2 pair saturation.
+    /// Slices of different lengths use their common prefix.
+    pub fn dot_u8_i8(&self, a: &[u8], b: &[i8]) -> i64 {
+        match self.accumulator {
+            Accumulator::ExactI32 => exact_dot(a, b),
+            Accumulator::I16SatPairs => i64::from(saturating_pair_dot(a, b)),
+        }
+    }
+}
+
+/// The wire (serde) name of a policy value, e.g. `"q31-shift"`.
+pub fn wire<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[path = "arith_tests.rs"]
+mod tests;
