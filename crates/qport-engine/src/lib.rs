@@ -15,11 +15,13 @@
 mod buffers;
 pub mod conformance;
 pub mod error;
+pub mod lower;
 pub mod ops;
 mod optimize;
 pub mod plan;
 
 pub use error::{EngineError, OpError};
+pub use lower::{lower_qdq, Lowered};
 pub use ops::{BuildCtx, Op, OpBuilder, Registry};
 pub use optimize::fold_batch_norms;
 pub use plan::{unsupported_ops, Plan, PlanOptions};

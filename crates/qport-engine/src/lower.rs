@@ -1,0 +1,575 @@
+//! Lowering a QDQ model to integer operators: the QuantizeLinear /
+//! DequantizeLinear groups that integer runtimes fuse become the integer
+//! operators they fuse into, so that a plan built from the result keeps
+//! int8 tensors between quantized operators and does the arithmetic in
+//! integers (exact int32 accumulation, then requantization) instead of in
+//! float between a dequantize and a quantize.
+//!
+//! Groups lowered (every scale and zero point a constant; activations
+//! per tensor; weights per tensor or per output channel):
+//!
+//! | group | becomes |
+//! |---|---|
+//! | DQ(x), DQ(w)[, DQ(b)] → Conv [→ Relu / Clip] → Q | `QLinearConv` [→ integer `Clip` on the quantized bounds] |
+//! | DQ(a), DQ(b) → MatMul → Q | `QLinearMatMul` |
+//! | DQ(a), DQ(b)[, DQ(c)] → Gemm [→ Q] | `com.microsoft.QGemm` (float output without the Q) |
+//! | DQ(a), DQ(b) → Add / Mul → Q | `com.microsoft.QLinearAdd` / `QLinearMul` |
+//! | DQ(x) → GlobalAveragePool → Q | `com.microsoft.QLinearGlobalAveragePool` |
+//! | DQ(x) → Reshape / Flatten / Squeeze / Unsqueeze / Transpose / MaxPool → Q, same scale and zero point | the operator on the integers |
+//!
+//! A bias is lowered only when it is int32 with scale `s_x · s_w` and zero
+//! point 0 (what `QLinearConv` assumes). A Relu or Clip between the
+//! operator and its Q is exact as an integer clamp: quantization is
+//! monotonic, so `Q(clip(y, lo, hi)) = clamp(Q(y), Q(lo), Q(hi))`.
+//! Everything else is left as it is, and runs in float between its
+//! dequantize and quantize nodes. The integer operators follow
+//! onnxruntime's CPU kernels (see [`crate::ops`]), so this is the
+//! arithmetic of onnxruntime's default session on a QDQ model.
+
+use qport_core::{DType, Tensor};
+use qport_onnx::{Attribute, Model, Node};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// A lowered model and what was lowered.
+#[derive(Debug, Clone)]
+pub struct Lowered {
+    /// The model with integer operators.
+    pub model: Model,
+    /// `(node name, integer operator)` for every lowered group.
+    pub lowered: Vec<(String, String)>,
+}
+
+fn is_default(d: &str) -> bool {
+    d.is_empty() || d == "ai.onnx"
+}
+
+struct Dq {
+    x: String,
+    scale: String,
+    zp: String,
+    axis: Option<i64>,
+}
+
+struct Ctx<'m> {
+    model: &'m Model,
+    producer: HashMap<&'m str, usize>,
+    consumers: HashMap<&'m str, Vec<usize>>,
+    outputs: HashSet<&'m str>,
+}
+
+impl<'m> Ctx<'m> {
+    fn op(&self, i: usize, t: &str) -> bool {
+        let n = &self.model.graph.nodes[i];
+        is_default(&n.domain) && n.op_type == t
+    }
+
+    fn init(&self, name: &str) -> Option<&'m Tensor> {
+        self.model.graph.initializers.get(name)
+    }
+
+    fn scalar_f32(&self, name: &str) -> Option<f32> {
+        let t = self.init(name)?;
+        if t.dtype() != DType::F32 || t.len() != 1 {
+            return None;
+        }
+        t.to_f32_vec().ok().map(|v| v[0])
+    }
+
+    /// The DequantizeLinear producing `value`, with constant scale and
+    /// zero point.
+    fn dq(&self, value: &str) -> Option<Dq> {
+        let &i = self.producer.get(value)?;
+        if !self.op(i, "DequantizeLinear") {
+            return None;
+        }
+        let n = &self.model.graph.nodes[i];
+        let scale = n.inputs.get(1)?.clone();
+        let zp = n.inputs.get(2).filter(|s| !s.is_empty())?.clone();
+        let st = self.init(&scale)?;
+        self.init(&zp)?;
+        if n.attr_int("block_size", 0).ok()? != 0 {
+            return None;
+        }
+        let axis = if st.rank() == 1 && st.len() > 1 {
+            Some(n.attr_int("axis", 1).ok()?)
+        } else {
+            None
+        };
+        Some(Dq {
+            x: n.inputs[0].clone(),
+            scale,
+            zp,
+            axis,
+        })
+    }
+
+    /// The only reader of `value`, when `value` is not a graph output.
+    fn sole_reader(&self, value: &str) -> Option<usize> {
+        if self.outputs.contains(value) {
+            return None;
+        }
+        match self.consumers.get(value).map(|v| v.as_slice()) {
+            Some([j]) => Some(*j),
+            _ => None,
+        }
+    }
+
+    /// A QuantizeLinear with constant per-tensor 8-bit parameters.
+    fn q8(&self, i: usize) -> Option<(String, String, DType)> {
+        if !self.op(i, "QuantizeLinear") {
+            return None;
+        }
+        let n = &self.model.graph.nodes[i];
+        let s = n.inputs.get(1)?.clone();
+        let z = n.inputs.get(2).filter(|s| !s.is_empty())?.clone();
+        self.scalar_f32(&s)?;
+        let zt = self.init(&z)?;
+        if zt.len() != 1 || !matches!(zt.dtype(), DType::I8 | DType::U8) {
+            return None;
+        }
+        Some((s, z, zt.dtype()))
+    }
+}
+
+fn eight_bit(t: &Tensor) -> bool {
+    matches!(t.dtype(), DType::I8 | DType::U8)
+}
+
+fn node(op: &str, domain: &str, name: String, inputs: Vec<String>, outputs: Vec<String>) -> Node {
+    Node {
+        name,
+        op_type: op.into(),
+        domain: domain.into(),
+        inputs,
+        outputs,
+        attributes: BTreeMap::new(),
+        doc_string: String::new(),
+    }
+}
+
+/// `clamp(round_half_even(v / s) + z)` on the grid of `dt`.
+fn quantize_bound(v: f32, s: f32, z: i64, dt: DType) -> i64 {
+    let (lo, hi) = if dt == DType::I8 {
+        (-128, 127)
+    } else {
+        (0, 255)
+    };
+    let r = (v / s).round_ties_even();
+    if r.is_nan() {
+        return lo;
+    }
+    ((r as f64 + z as f64).clamp(lo as f64, hi as f64)) as i64
+}
+
+/// Lowers `model`; see the [module docs](self).
+pub fn lower_qdq(model: &Model) -> Lowered {
+    let g = &model.graph;
+    let mut ctx = Ctx {
+        model,
+        producer: HashMap::new(),
+        consumers: HashMap::new(),
+        outputs: g.outputs.iter().map(|o| o.name.as_str()).collect(),
+    };
+    for (i, n) in g.nodes.iter().enumerate() {
+        for o in &n.outputs {
+            ctx.producer.insert(o.as_str(), i);
+        }
+        for x in n.inputs.iter().filter(|s| !s.is_empty()) {
+            ctx.consumers.entry(x.as_str()).or_default().push(i);
+        }
+    }
+    let mut inits = g.initializers.clone();
+    let mut replace: HashMap<usize, Vec<Node>> = HashMap::new();
+    let mut removed: HashSet<usize> = HashSet::new();
+    let mut lowered = Vec::new();
+    let mut uses_ms = false;
+    for (i, n) in g.nodes.iter().enumerate() {
+        if !is_default(&n.domain) || removed.contains(&i) {
+            continue;
+        }
+        let Some(out) = n.outputs.first() else {
+            continue;
+        };
+        let done = match n.op_type.as_str() {
+            "Conv" => lower_conv(&ctx, i, out, &mut inits),
+            "MatMul" => lower_binary(&ctx, i, out, "QLinearMatMul", ""),
+            "Add" => lower_binary(&ctx, i, out, "QLinearAdd", "com.microsoft"),
+            "Mul" => lower_binary(&ctx, i, out, "QLinearMul", "com.microsoft"),
+            "Gemm" => lower_gemm(&ctx, i, out),
+            "GlobalAveragePool" => lower_gap(&ctx, i, out),
+            "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "MaxPool" => {
+                lower_move(&ctx, i, out)
+            }
+            _ => None,
+        };
+        if let Some((nodes, gone)) = done {
+            if gone
+                .iter()
+                .any(|j| removed.contains(j) || replace.contains_key(j))
+            {
+                continue;
+            }
+            uses_ms |= nodes.iter().any(|m| m.domain == "com.microsoft");
+            lowered.push((n.name.clone(), nodes[0].op_type.clone()));
+            removed.extend(gone.iter().copied());
+            replace.insert(i, nodes);
+        }
+    }
+    let mut nodes = Vec::with_capacity(g.nodes.len());
+    // a lowered group is emitted where its last node (the Q) stood, so
+    // every integer input it reads is computed before it
+    let mut emit_at: HashMap<usize, usize> = HashMap::new();
+    for (&i, new) in &replace {
+        let last = new
+            .iter()
+            .flat_map(|m| m.outputs.iter())
+            .filter_map(|o| ctx.producer.get(o.as_str()).copied())
+            .max()
+            .unwrap_or(i);
+        emit_at.insert(last, i);
+    }
+    for (j, n) in g.nodes.iter().enumerate() {
+        if let Some(i) = emit_at.get(&j) {
+            nodes.extend(replace[i].iter().cloned());
+        }
+        if removed.contains(&j) || replace.contains_key(&j) {
+            continue;
+        }
+        nodes.push(n.clone());
+    }
+    // drop what no longer has a reader (the DQ/Q pairs the groups replaced)
+    loop {
+        let used: HashSet<&str> = nodes
+            .iter()
+            .flat_map(|n| n.inputs.iter().map(|s| s.as_str()))
+            .chain(ctx.outputs.iter().copied())
+            .collect();
+        let before = nodes.len();
+        let dead: Vec<bool> = nodes
+            .iter()
+            .map(|n| {
+                is_default(&n.domain)
+                    && matches!(n.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear")
+                    && n.outputs.iter().all(|o| !used.contains(o.as_str()))
+            })
+            .collect();
+        let mut k = 0;
+        nodes.retain(|_| {
+            k += 1;
+            !dead[k - 1]
+        });
+        if nodes.len() == before {
+            break;
+        }
+    }
+    let used: HashSet<String> = nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().cloned())
+        .chain(g.outputs.iter().map(|o| o.name.clone()))
+        .collect();
+    inits.retain(|k, _| used.contains(k));
+    let mut out = model.clone();
+    out.graph.nodes = nodes;
+    out.graph.initializers = inits;
+    let produced: HashSet<String> = out
+        .graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().cloned())
+        .collect();
+    out.graph.value_info.retain(|v| produced.contains(&v.name));
+    if uses_ms && out.opset("com.microsoft").is_none() {
+        out.opset_imports.push(("com.microsoft".into(), 1));
+    }
+    Lowered {
+        model: out,
+        lowered,
+    }
+}
+
+type Group = (Vec<Node>, Vec<usize>);
+
+/// Conv [→ Relu/Clip] → Q.
+fn lower_conv(
+    ctx: &Ctx,
+    i: usize,
+    out: &str,
+    inits: &mut BTreeMap<String, Tensor>,
+) -> Option<Group> {
+    let n = &ctx.model.graph.nodes[i];
+    let x = ctx.dq(n.inputs.first()?)?;
+    let w = ctx.dq(n.inputs.get(1)?)?;
+    if x.axis.is_some() || ctx.init(&x.x).is_some() {
+        return None;
+    }
+    let wt = ctx.init(&w.x)?;
+    if !eight_bit(wt) || w.axis.is_some_and(|a| a != 0) {
+        return None;
+    }
+    let sx = ctx.scalar_f32(&x.scale)?;
+    let mut inputs = vec![
+        x.x.clone(),
+        x.scale.clone(),
+        x.zp.clone(),
+        w.x.clone(),
+        w.scale.clone(),
+        w.zp.clone(),
+    ];
+    let bias = match n.inputs.get(2).filter(|s| !s.is_empty()) {
+        Some(b) => {
+            let b = ctx.dq(b)?;
+            let bt = ctx.init(&b.x)?;
+            if bt.dtype() != DType::I32 {
+                return None;
+            }
+            let bs = ctx.init(&b.scale)?.to_f32_vec().ok()?;
+            let ws = ctx.init(&w.scale)?.to_f32_vec().ok()?;
+            let bz = ctx.init(&b.zp)?.to_i64_vec().ok()?;
+            let ok = bz.iter().all(|&z| z == 0)
+                && (bs.len() == ws.len() || bs.len() == 1 && ws.len() == 1)
+                && bs.iter().zip(&ws).all(|(&s, &wsc)| s == sx * wsc);
+            if !ok {
+                return None;
+            }
+            Some(b.x)
+        }
+        None => None,
+    };
+    // the reader: Q, or Relu/Clip then Q
+    let r = ctx.sole_reader(out)?;
+    let (qi, clamp) = if let Some(q) = ctx.q8(r) {
+        ((r, q), None)
+    } else {
+        let a = &ctx.model.graph.nodes[r];
+        if !(ctx.op(r, "Relu") || ctx.op(r, "Clip")) {
+            return None;
+        }
+        let (lo, hi) = activation_bounds(ctx, a)?;
+        let qj = ctx.sole_reader(a.outputs.first()?)?;
+        let q = ctx.q8(qj)?;
+        ((qj, q), Some((r, lo, hi)))
+    };
+    let ((qj, (sy, zy, dt)), clamp) = (qi, clamp);
+    inputs.push(sy.clone());
+    inputs.push(zy.clone());
+    if let Some(b) = bias {
+        inputs.push(b);
+    }
+    let qn = &ctx.model.graph.nodes[qj];
+    let final_out = qn.outputs[0].clone();
+    let mut gone = vec![i, qj];
+    let mut nodes = Vec::new();
+    let mut conv = node(
+        "QLinearConv",
+        "",
+        format!("{}_qlinear", n.name),
+        inputs,
+        vec![final_out.clone()],
+    );
+    for k in [
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ] {
+        if let Some(a) = n.attributes.get(k) {
+            conv.attributes.insert(k.into(), a.clone());
+        }
+    }
+    if let Some((ai, lo, hi)) = clamp {
+        gone.push(ai);
+        let s = ctx.scalar_f32(&sy)?;
+        let z = ctx.init(&zy)?.to_i64_vec().ok()?[0];
+        let tmp = format!("{}_qlinear_out", n.name);
+        conv.outputs = vec![tmp.clone()];
+        let mut clip_in = vec![tmp];
+        for (tag, v) in [("min", lo), ("max", hi)] {
+            let q = match v {
+                Some(v) => quantize_bound(v, s, z, dt),
+                None if tag == "min" => {
+                    if dt == DType::I8 {
+                        -128
+                    } else {
+                        0
+                    }
+                }
+                None => {
+                    if dt == DType::I8 {
+                        127
+                    } else {
+                        255
+                    }
+                }
+            };
+            let name = format!("{}_qlinear_{tag}", n.name);
+            inits.insert(name.clone(), Tensor::scalar(q).cast(dt).ok()?);
+            clip_in.push(name);
+        }
+        nodes.push(conv);
+        nodes.push(node(
+            "Clip",
+            "",
+            format!("{}_qlinear_clip", n.name),
+            clip_in,
+            vec![final_out],
+        ));
+    } else {
+        nodes.push(conv);
+    }
+    Some((nodes, gone))
+}
+
+/// `[lo, hi]` of a Relu or a Clip with constant bounds (`None` = open).
+fn activation_bounds(ctx: &Ctx, a: &Node) -> Option<(Option<f32>, Option<f32>)> {
+    if a.op_type == "Relu" {
+        return Some((Some(0.0), None));
+    }
+    let opset = ctx.model.opset("").unwrap_or(21);
+    if opset < 11 {
+        let lo = a.attr_float("min", f32::MIN).ok()?;
+        let hi = a.attr_float("max", f32::MAX).ok()?;
+        return Some((Some(lo), Some(hi)));
+    }
+    let bound = |k: usize| -> Option<Option<f32>> {
+        match a.inputs.get(k).filter(|s| !s.is_empty()) {
+            None => Some(None),
+            Some(name) => ctx.scalar_f32(name).map(Some),
+        }
+    };
+    Some((bound(1)?, bound(2)?))
+}
+
+/// MatMul → Q as QLinearMatMul; Add / Mul → Q as com.microsoft ops.
+fn lower_binary(ctx: &Ctx, i: usize, out: &str, op: &str, domain: &str) -> Option<Group> {
+    let n = &ctx.model.graph.nodes[i];
+    if n.inputs.len() != 2 {
+        return None;
+    }
+    let a = ctx.dq(&n.inputs[0])?;
+    let b = ctx.dq(&n.inputs[1])?;
+    let qj = ctx.sole_reader(out)?;
+    let (sy, zy, _) = ctx.q8(qj)?;
+    let per_tensor = |d: &Dq| d.axis.is_none() && ctx.scalar_f32(&d.scale).is_some();
+    if !per_tensor(&a) || !(per_tensor(&b) || op == "QLinearMatMul" && b.axis == Some(1)) {
+        return None;
+    }
+    for d in [&a, &b] {
+        let z = ctx.init(&d.zp)?;
+        if !eight_bit(z) {
+            return None;
+        }
+    }
+    let q = &ctx.model.graph.nodes[qj];
+    let m = node(
+        op,
+        domain,
+        format!("{}_qlinear", n.name),
+        vec![a.x, a.scale, a.zp, b.x, b.scale, b.zp, sy, zy],
+        vec![q.outputs[0].clone()],
+    );
+    Some((vec![m], vec![i, qj]))
+}
+
+/// Gemm as com.microsoft.QGemm, quantized (→ Q) or float output.
+fn lower_gemm(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
+    let n = &ctx.model.graph.nodes[i];
+    let a = ctx.dq(n.inputs.first()?)?;
+    let b = ctx.dq(n.inputs.get(1)?)?;
+    if a.axis.is_some() || ctx.init(&a.x).is_some() || ctx.init(&b.x).is_none() {
+        return None;
+    }
+    if n.attr_float("beta", 1.0).ok()? != 1.0 || n.attr_int("transA", 0).ok()? != 0 {
+        return None;
+    }
+    let sa = ctx.scalar_f32(&a.scale)?;
+    let bs = ctx.init(&b.scale)?.to_f32_vec().ok()?;
+    let mut inputs = vec![a.x, a.scale, a.zp, b.x, b.scale, b.zp];
+    match n.inputs.get(2).filter(|s| !s.is_empty()) {
+        Some(c) => {
+            let c = ctx.dq(c)?;
+            let ct = ctx.init(&c.x)?;
+            let cs = ctx.init(&c.scale)?.to_f32_vec().ok()?;
+            let cz = ctx.init(&c.zp)?.to_i64_vec().ok()?;
+            let ok = ct.dtype() == DType::I32
+                && cz.iter().all(|&z| z == 0)
+                && cs.len() == bs.len()
+                && cs.iter().zip(&bs).all(|(&s, &b)| s == sa * b);
+            if !ok {
+                return None;
+            }
+            inputs.push(c.x);
+        }
+        None => inputs.push(String::new()),
+    }
+    let mut gone = vec![i];
+    let mut outputs = vec![out.to_string()];
+    if let Some(qj) = ctx.sole_reader(out) {
+        if let Some((sy, zy, _)) = ctx.q8(qj) {
+            inputs.push(sy);
+            inputs.push(zy);
+            gone.push(qj);
+            outputs = vec![ctx.model.graph.nodes[qj].outputs[0].clone()];
+        }
+    }
+    let mut m = node(
+        "QGemm",
+        "com.microsoft",
+        format!("{}_qlinear", n.name),
+        inputs,
+        outputs,
+    );
+    for k in ["alpha", "transA", "transB"] {
+        if let Some(v) = n.attributes.get(k) {
+            m.attributes.insert(k.into(), v.clone());
+        }
+    }
+    Some((vec![m], gone))
+}
+
+/// GlobalAveragePool → Q as com.microsoft.QLinearGlobalAveragePool.
+fn lower_gap(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
+    let n = &ctx.model.graph.nodes[i];
+    let x = ctx.dq(n.inputs.first()?)?;
+    if x.axis.is_some() {
+        return None;
+    }
+    ctx.scalar_f32(&x.scale)?;
+    let qj = ctx.sole_reader(out)?;
+    let (sy, zy, _) = ctx.q8(qj)?;
+    let mut m = node(
+        "QLinearGlobalAveragePool",
+        "com.microsoft",
+        format!("{}_qlinear", n.name),
+        vec![x.x, x.scale, x.zp, sy, zy],
+        vec![ctx.model.graph.nodes[qj].outputs[0].clone()],
+    );
+    m.attributes
+        .insert("channels_last".into(), Attribute::Int(0));
+    Some((vec![m], vec![i, qj]))
+}
+
+/// A data-movement op between a DQ and a Q with the same parameters runs on
+/// the integers.
+fn lower_move(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
+    let n = &ctx.model.graph.nodes[i];
+    let x = ctx.dq(n.inputs.first()?)?;
+    if x.axis.is_some() {
+        return None;
+    }
+    let qj = ctx.sole_reader(out)?;
+    let (sy, zy, _) = ctx.q8(qj)?;
+    let same = |a: &str, b: &str| match (ctx.init(a), ctx.init(b)) {
+        (Some(p), Some(q)) => p.dtype() == q.dtype() && p.data() == q.data(),
+        _ => false,
+    };
+    if !same(&x.scale, &sy) || !same(&x.zp, &zy) {
+        return None;
+    }
+    let mut m = n.clone();
+    m.name = format!("{}_qlinear", n.name);
+    m.inputs[0] = x.x;
+    m.outputs = vec![ctx.model.graph.nodes[qj].outputs[0].clone()];
+    Some((vec![m], vec![i, qj]))
+}
