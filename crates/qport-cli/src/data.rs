@@ -123,7 +123,7 @@ impl Source {
                 h.update(format!("first {} samples", self.limit));
             }
         }
-        Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+        Ok(crate::model_file::hex(&h.finalize()))
     }
 
     /// What the data is, for reports.

@@ -171,10 +171,7 @@ pub struct PlatformJson {
 
 /// A serde enum's wire name (`"int32-dequantize"`, `"float16"`).
 pub fn wire_name<T: Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        other => format!("{other:?}"),
-    }
+    qport_core::wire::wire(v)
 }
 
 impl From<&Platform> for PlatformJson {

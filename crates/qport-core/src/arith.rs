@@ -252,14 +252,7 @@ impl ArithProfile {
     }
 }
 
-/// The wire (serde) name of a policy value, e.g. `"q31-shift"`.
-pub fn wire<T: Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        Ok(other) => other.to_string(),
-        Err(e) => e.to_string(),
-    }
-}
+pub use crate::wire::wire;
 
 #[cfg(test)]
 #[path = "arith_tests.rs"]

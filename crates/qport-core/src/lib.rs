@@ -19,6 +19,7 @@ pub mod minifloat;
 pub mod shape;
 pub mod subbyte;
 pub mod tensor;
+pub mod wire;
 
 pub use arith::{ArithProfile, ProfileError, ProfileRegistry};
 pub use cast::CastOptions;

@@ -72,8 +72,8 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
         out.push(ch(
             "tail-output",
             Error,
-            wire(&a.tail_output),
-            wire(&b.tail_output),
+            qport_core::wire::wire(&a.tail_output),
+            qport_core::wire::wire(&b.tail_output),
             note,
             "seed §High-Accuracy Output Form Differences",
         ));
@@ -146,8 +146,8 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
         out.push(ch(
             "ips",
             Warning,
-            wire(&a.allowed_ips),
-            wire(&b.allowed_ips),
+            qport_core::wire::wire(&a.allowed_ips),
+            qport_core::wire::wire(&b.allowed_ips),
             "move tasks on the lost IPs elsewhere",
             "seed introduction (S6P: UCP supports only the BPU IP)",
         ));
@@ -161,8 +161,8 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
         out.push(ch(
             "precisions",
             Warning,
-            wire(&a.precisions),
-            wire(&b.precisions),
+            qport_core::wire::wire(&a.precisions),
+            qport_core::wire::wire(&b.precisions),
             "nodes configured with the lost precisions must change",
             "vt.md §quant_config",
         ));
@@ -173,31 +173,11 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
 fn desc(d: &TensorDescriptor) -> String {
     format!(
         "{} stride {:?} alignedShape {:?} alignedByteSize {}",
-        wire(&d.kind),
+        qport_core::wire::wire(&d.kind),
         d.stride,
         d.aligned_shape,
         d.aligned_byte_size
     )
-}
-
-/// A value as its JSON spelling without quotes (`int32-dequantize`,
-/// `["bpu","dsp"]` -> `bpu, dsp`), for checklist text.
-fn wire<T: serde::Serialize>(v: &T) -> String {
-    fn flat(v: &serde_json::Value) -> String {
-        match v {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Array(a) => a.iter().map(flat).collect::<Vec<_>>().join(", "),
-            serde_json::Value::Object(m) => m
-                .iter()
-                .map(|(k, v)| format!("{k} {}", flat(v)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            other => other.to_string(),
-        }
-    }
-    serde_json::to_value(v)
-        .map(|v| flat(&v))
-        .unwrap_or_default()
 }
 
 /// Per-tensor changes between the same model's layouts on two platforms.
