@@ -561,13 +561,14 @@ pub fn resolve(
     };
     let index = ModelIndex::from_model(model);
     let mut warnings = cfg.validate(platform, Some(&index))?;
-    if let Some(u) = user {
-        warnings.retain(|w| {
-            !cfg.op_config
-                .keys()
-                .any(|op| w.key == format!("op_config.{op}") && !u.op_config.contains_key(op))
-        });
-    }
+    // op types the template names but the model lacks are expected (a
+    // template serves every model); warn only about the user's own entries
+    let from_user = |op: &str| user.is_some_and(|u| u.op_config.contains_key(op));
+    warnings.retain(|w| {
+        !cfg.op_config
+            .keys()
+            .any(|op| w.key == format!("op_config.{op}") && !from_user(op))
+    });
     let meta = cfg.qport.get_or_insert_with(QportMeta::default);
     meta.platform = Some(platform.name.clone());
     meta.tail_output = Some(platform.tail_output);
