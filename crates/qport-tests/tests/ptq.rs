@@ -126,22 +126,19 @@ fn write_stack(path: &Path, tensors: &[Tensor]) {
     qport_data::npy::write(path, &Tensor::from_vec(shape, v).unwrap()).unwrap();
 }
 
-#[test]
-fn onnxruntime_runs_the_artifact_like_the_simulation() {
-    let model = effnet();
-    let r = resolved(&model, "j6m", CalibMethod::Max);
-    let calib = calibrate(&model, &r, &crops("calib", 16));
-    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
-    let dir = std::env::temp_dir().join(format!("qport-ptq-ort-{}", std::process::id()));
+/// Saves `q`, runs it (loaded back) with qport on `eval`, and has
+/// `scripts/oracle/ptq_compare.py` run it with onnxruntime; returns the
+/// comparison record (`sim_vs_ort`: QDQ as written; `sim_vs_ort_fused`:
+/// onnxruntime's default session).
+fn ort_vs_simulation(fp32_rel: &str, q: &Model, eval: &[Sample], tag: &str) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("qport-ptq-ort-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let qpath = dir.join("model.qdq.onnx");
-    qport_onnx::save(&q.exported.model, &qpath).unwrap();
-    // qport's simulated outputs come from the artifact loaded back
+    qport_onnx::save(q, &qpath).unwrap();
     let plan = Plan::new(&qport_onnx::load::load(&qpath).unwrap()).unwrap();
-    let eval = crops("eval", 48);
     let mut ins = Vec::new();
     let mut outs = Vec::new();
-    for s in &eval {
+    for s in eval {
         ins.push(s.inputs[0].1.clone());
         outs.push(plan.run(s.inputs.clone()).unwrap().remove(0).1);
     }
@@ -150,7 +147,7 @@ fn onnxruntime_runs_the_artifact_like_the_simulation() {
     let status = std::process::Command::new(python())
         .arg(repo_root().join("scripts/oracle/ptq_compare.py"))
         .arg("--fp32")
-        .arg(fixture("models/efficientnet-lite0.onnx"))
+        .arg(fixture(fp32_rel))
         .args(["--calib", dir.join("eval.npy").to_str().unwrap()])
         .args(["--eval", dir.join("eval.npy").to_str().unwrap()])
         .arg("--no-peers")
@@ -164,16 +161,37 @@ fn onnxruntime_runs_the_artifact_like_the_simulation() {
         serde_json::from_slice(&std::fs::read(dir.join("out.json")).unwrap()).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(rec["checker_full_check"]["qport"], "ok");
-    let fused = &rec["sim_vs_ort_fused"]["qport"];
-    println!(
-        "onnxruntime default (fused integer kernels) vs qport simulation: cosine mean {}, top-1 {}",
-        fused["cosine_mean"], fused["top1_rate"]
+    for what in ["sim_vs_ort", "sim_vs_ort_fused"] {
+        let v = &rec[what]["qport"];
+        println!(
+            "{tag} {what}: cosine mean {}, min {}, top-1 {}",
+            v["cosine_mean"], v["cosine_min"], v["top1_rate"]
+        );
+    }
+    rec
+}
+
+fn stat(rec: &serde_json::Value, key: &str) -> f64 {
+    rec["sim_vs_ort"]["qport"][key].as_f64().unwrap()
+}
+
+#[test]
+fn onnxruntime_runs_the_artifact_like_the_simulation() {
+    let model = effnet();
+    let r = resolved(&model, "j6m", CalibMethod::Max);
+    let calib = calibrate(&model, &r, &crops("calib", 16));
+    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+    let rec = ort_vs_simulation(
+        "models/efficientnet-lite0.onnx",
+        &q.exported.model,
+        &crops("eval", 48),
+        "effnet",
     );
-    let s = &rec["sim_vs_ort"]["qport"];
-    let cmin = s["cosine_min"].as_f64().unwrap();
-    let top1 = s["top1_rate"].as_f64().unwrap();
-    let cmean = s["cosine_mean"].as_f64().unwrap();
-    println!("onnxruntime (QDQ as written) vs qport simulation: cosine mean {cmean:.6}, min {cmin:.6}, top-1 {top1:.4}");
+    let (cmean, cmin, top1) = (
+        stat(&rec, "cosine_mean"),
+        stat(&rec, "cosine_min"),
+        stat(&rec, "top1_rate"),
+    );
     // Known gap (the PTQ issue asks for >= 0.9999 and >= 99%): the two runs
     // differ only by float summation order inside Conv/Gemm, which flips an
     // int8 rounding for a few elements per million in the early blocks
@@ -184,6 +202,29 @@ fn onnxruntime_runs_the_artifact_like_the_simulation() {
     assert!(cmean >= 0.999, "cosine mean {cmean}");
     assert!(cmin >= 0.995, "cosine min {cmin}");
     assert!(top1 >= 0.9, "top-1 agreement {top1}");
+}
+
+#[test]
+fn onnxruntime_runs_the_ppocr_artifact_like_the_simulation() {
+    let raw = qport_onnx::load::load(fixture("models/ppocr-cls.onnx")).unwrap();
+    let model = ptq::prepare(&raw);
+    let shape = [-1, 3, 48, 192];
+    let mut lines =
+        qport_tests::image_samples("datasets/ppocr-lines/0", "ppocr", "x", &shape, usize::MAX);
+    lines.extend(qport_tests::image_samples(
+        "datasets/ppocr-lines/180",
+        "ppocr",
+        "x",
+        &shape,
+        usize::MAX,
+    ));
+    let r = resolved(&model, "j6m", CalibMethod::Max);
+    let calib = calibrate(&model, &r, &lines);
+    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+    let rec = ort_vs_simulation("models/ppocr-cls.onnx", &q.exported.model, &lines, "ppocr");
+    let (cmin, top1) = (stat(&rec, "cosine_min"), stat(&rec, "top1_rate"));
+    assert!(cmin >= 0.9999, "cosine min {cmin}");
+    assert!(top1 >= 0.99, "top-1 agreement {top1}");
 }
 
 fn mean_cosine(fp32: &Plan, q: &Model, eval: &[Sample]) -> f64 {
