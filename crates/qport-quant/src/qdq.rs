@@ -98,14 +98,10 @@ struct Builder<'m> {
     needs_opset: i64,
 }
 
-fn grid_code_dtype(g: Grid) -> DType {
-    g.dtype()
-}
-
 fn zp_tensor(g: Grid, zps: &[i32], scalar: bool) -> Result<Tensor, QuantError> {
     let shape = if scalar { vec![] } else { vec![zps.len()] };
     let t = Tensor::from_vec(shape, zps.to_vec())?;
-    Ok(t.cast(grid_code_dtype(g))?)
+    Ok(t.cast(g.dtype())?)
 }
 
 fn scale_tensor(s: &[f32], scalar: bool) -> Result<Tensor, QuantError> {
