@@ -568,15 +568,7 @@ pub fn precision_mix(model: &Model, resolved: &Resolved, values: &ValueFacts) ->
     mix
 }
 
-/// `int8`, `int16`, `float16`, `float32`.
-pub fn qtype_name(q: QType) -> &'static str {
-    match q {
-        QType::Int8 => "int8",
-        QType::Int16 => "int16",
-        QType::Float16 => "float16",
-        QType::Float32 => "float32",
-    }
-}
+pub use crate::config::qtype_name;
 
 fn shape_of<'a>(model: &'a Model, values: &'a ValueFacts, name: &str) -> Option<&'a [usize]> {
     if let Some(t) = model.graph.initializers.get(name) {
