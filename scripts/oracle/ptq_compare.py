@@ -16,7 +16,11 @@ samples, each sample one model input with batch 1), this script
    agreement: ``sim_vs_ort`` with graph optimizations off (every
    Quantize/DequantizeLinear runs as written: the QDQ reference semantics
    qport simulates) and ``sim_vs_ort_fused`` with onnxruntime's default
-   session, which fuses QDQ groups into integer kernels.
+   session, which fuses QDQ groups into integer kernels;
+5. for every ``--integer NAME=OUTPUTS.npy`` (qport's integer execution of
+   model NAME: its QDQ groups lowered to QLinearConv, QLinearAdd, ...)
+   reports ``integer_vs_ort_fused``, the same comparison against
+   onnxruntime's default session plus the count of bit-identical outputs.
 
 Writes a JSON record to ``--out`` (and prints a summary table).
 """
@@ -87,7 +91,8 @@ def compare(ref: np.ndarray, out: np.ndarray) -> dict:
     agree = int((ref.reshape(len(ref), -1).argmax(1) == out.reshape(len(out), -1).argmax(1)).sum())
     c = cosine(ref, out)
     return {"top1_agree": agree, "samples": len(ref), "top1_rate": agree / len(ref),
-            "cosine_mean": float(c.mean()), "cosine_min": float(c.min())}
+            "cosine_mean": float(c.mean()), "cosine_min": float(c.min()),
+            "bit_identical": int(sum(np.array_equal(a, b) for a, b in zip(ref, out)))}
 
 
 def main() -> int:
@@ -97,6 +102,8 @@ def main() -> int:
     ap.add_argument("--eval", required=True, help=".npy [M,C,H,W]")
     ap.add_argument("--model", action="append", default=[], help="NAME=PATH of a QDQ model to run")
     ap.add_argument("--sim", action="append", default=[], help="NAME=OUTPUTS.npy of qport's simulated outputs")
+    ap.add_argument("--integer", action="append", default=[],
+                    help="NAME=OUTPUTS.npy of qport's integer execution (lowered QDQ groups)")
     ap.add_argument("--no-peers", action="store_true", help="skip onnxruntime quantize_static")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -106,7 +113,7 @@ def main() -> int:
     name = session(args.fp32).get_inputs()[0].name
     record = {"onnxruntime": ort.__version__, "calib_samples": len(calib),
               "eval_samples": len(evals), "models": {}, "sim_vs_ort": {},
-              "sim_vs_ort_fused": {}}
+              "sim_vs_ort_fused": {}, "integer_vs_ort_fused": {}}
     t0 = time.time()
     ref = run_all(args.fp32, evals)
     models = dict(m.split("=", 1) for m in args.model)
@@ -142,15 +149,21 @@ def main() -> int:
         # onnxruntime's default session fuses QDQ groups into its integer
         # kernels (QLinearConv, QLinearAdd, ...): a different arithmetic
         record["sim_vs_ort_fused"][k] = compare(outs[k].reshape(len(evals), -1), sim)
+    for s in args.integer:
+        k, p = s.split("=", 1)
+        got = np.load(p).reshape(len(evals), -1)
+        # qport's integer plan of the artifact vs onnxruntime's default
+        # session: both run the fused groups in integers
+        record["integer_vs_ort_fused"][k] = compare(outs[k].reshape(len(evals), -1), got)
     record["seconds"] = round(time.time() - t0, 1)
     Path(args.out).write_text(json.dumps(record, indent=2))
     print(f"{'model':<28} {'top-1 vs FP32':>14} {'cosine mean':>12}")
     for k, v in record["models"].items():
         print(f"{k:<28} {v['top1_agree']:>6}/{v['samples']:<7} {v['cosine_mean']:>12.5f}")
-    for what in ("sim_vs_ort", "sim_vs_ort_fused"):
+    for what in ("sim_vs_ort", "sim_vs_ort_fused", "integer_vs_ort_fused"):
         for k, v in record[what].items():
             print(f"{what} {k}: cosine mean {v['cosine_mean']:.6f} min {v['cosine_min']:.6f}, "
-                  f"top-1 {v['top1_agree']}/{v['samples']}")
+                  f"top-1 {v['top1_agree']}/{v['samples']}, bit-identical {v['bit_identical']}")
     return 0
 
 

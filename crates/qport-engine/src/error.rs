@@ -98,6 +98,12 @@ pub enum EngineError {
         /// Given dtype.
         actual: DType,
     },
+    /// Integer execution was asked of a model with no quantized node.
+    #[error("model '{model}' has no QuantizeLinear/DequantizeLinear (or other quantized) nodes: it is a float model; quantize it first with `qport quantize MODEL --platform P --calib DATA`")]
+    NotQuantized {
+        /// The graph's name.
+        model: String,
+    },
     /// The graph is malformed in a way that prevents planning.
     #[error("invalid graph: {0}")]
     Graph(String),

@@ -6,6 +6,8 @@
 //!   use (recycling their storage), and can report every intermediate value
 //!   to a tap. [`PlanOptions`] controls plan-time fusion (Conv with
 //!   BatchNormalization and activations, see [`plan`]).
+//! - [`integer`]: [`IntegerPlan`], a QDQ artifact lowered to integer
+//!   operators and run under an integer-arithmetic profile.
 //! - [`ops`]: the operator registry ([`ops::registry`]) and the operator
 //!   implementations, one builder per ONNX op type.
 //! - [`conformance`]: runs ONNX backend node tests (model + protobuf
@@ -15,12 +17,14 @@
 mod buffers;
 pub mod conformance;
 pub mod error;
+pub mod integer;
 pub mod lower;
 pub mod ops;
 mod optimize;
 pub mod plan;
 
 pub use error::{EngineError, OpError};
+pub use integer::{quantized_node_count, IntegerPlan};
 pub use lower::{lower_qdq, Lowered};
 pub use ops::{BuildCtx, Op, OpBuilder, Registry};
 pub use optimize::fold_batch_norms;

@@ -17,6 +17,7 @@
 use crate::error::EngineError;
 use crate::ops::{registry, BuildCtx, Op};
 use crate::optimize;
+use qport_core::arith::ArithProfile;
 use qport_core::Tensor;
 use qport_onnx::{Model, ValueInfo};
 use std::collections::{BTreeMap, HashMap};
@@ -84,12 +85,22 @@ pub struct PlanOptions {
     /// [`Plan::run_with_tap`] does not report them. With `fuse: false` every
     /// node runs as written and every ONNX value is produced and tapped.
     pub fuse: bool,
+    /// The integer arithmetic of the quantized operators (`QLinearConv`,
+    /// `QLinearMatMul`, `QGemm`, `QLinearAdd`, `QLinearMul`,
+    /// `QLinearGlobalAveragePool`, `QuantizeLinear`): `None` computes them
+    /// as onnxruntime's CPU kernels do; a profile computes them with its
+    /// accumulator, requantization, rounding, bias and epilogue policies
+    /// (see [`qport_core::arith`] and [`crate::integer`]).
+    pub arith: Option<ArithProfile>,
 }
 
 impl Default for PlanOptions {
-    /// Fusion on.
+    /// Fusion on, onnxruntime's quantized arithmetic.
     fn default() -> Self {
-        PlanOptions { fuse: true }
+        PlanOptions {
+            fuse: true,
+            arith: None,
+        }
     }
 }
 
@@ -97,7 +108,10 @@ impl PlanOptions {
     /// Every node as written, every value visible to taps (for
     /// calibration and layer-by-layer comparison).
     pub fn unfused() -> Self {
-        PlanOptions { fuse: false }
+        PlanOptions {
+            fuse: false,
+            arith: None,
+        }
     }
 }
 
@@ -156,6 +170,7 @@ impl Plan {
                 node,
                 opset,
                 initializers: &initializers,
+                arith: options.arith.as_ref(),
             };
             let built = match planned.act {
                 Some(act) => crate::ops::nn::conv::build_conv_fused(&ctx, act),

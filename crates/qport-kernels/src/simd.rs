@@ -266,6 +266,9 @@ pub(crate) enum Level {
 /// machine.
 pub(crate) fn level() -> Level {
     static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
+    if crate::force_generic() {
+        return Level::Generic;
+    }
     *LEVEL.get_or_init(|| {
         let cap = std::env::var("QPORT_SIMD").unwrap_or_default();
         if crate::force_generic() || cap == "generic" {

@@ -3,7 +3,8 @@
 //! (top-1 agreement with FP32, mean output cosine), side by side with
 //! onnxruntime's `quantize_static` (QDQ, per-channel, MinMax and Entropy,
 //! int8 and uint8 activations) on the same preprocessed tensors, and
-//! onnxruntime running qport's artifacts.
+//! onnxruntime running qport's artifacts (against qport's float simulation
+//! and against qport's integer execution of the same artifact).
 //!
 //! Run: `cargo run --release -p qport-tests --example ptq_study [CALIB EVAL]`
 //! (defaults 200 500). Writes `target/ptq-study/result.json`.
@@ -90,6 +91,17 @@ fn main() {
             py.arg(format!(
                 "--sim=qport-max={}",
                 out.join("sim-max.npy").display()
+            ));
+            // the same artifact run by qport in integers (QDQ groups lowered)
+            let int = Plan::new(&qport_engine::lower_qdq(&q.exported.model).model).unwrap();
+            let ints: Vec<Tensor> = eval
+                .iter()
+                .map(|s| int.run(s.inputs.clone()).unwrap().remove(0).1)
+                .collect();
+            stack(&out.join("int-max.npy"), &ints);
+            py.arg(format!(
+                "--integer=qport-max={}",
+                out.join("int-max.npy").display()
             ));
         }
     }

@@ -135,15 +135,20 @@ fn ort_vs_simulation(fp32_rel: &str, q: &Model, eval: &[Sample], tag: &str) -> s
     std::fs::create_dir_all(&dir).unwrap();
     let qpath = dir.join("model.qdq.onnx");
     qport_onnx::save(q, &qpath).unwrap();
-    let plan = Plan::new(&qport_onnx::load::load(&qpath).unwrap()).unwrap();
+    let loaded = qport_onnx::load::load(&qpath).unwrap();
+    let plan = Plan::new(&loaded).unwrap();
+    let integer = Plan::new(&qport_engine::lower_qdq(&loaded).model).unwrap();
     let mut ins = Vec::new();
     let mut outs = Vec::new();
+    let mut ints = Vec::new();
     for s in eval {
         ins.push(s.inputs[0].1.clone());
         outs.push(plan.run(s.inputs.clone()).unwrap().remove(0).1);
+        ints.push(integer.run(s.inputs.clone()).unwrap().remove(0).1);
     }
     write_stack(&dir.join("eval.npy"), &ins);
     write_stack(&dir.join("sim.npy"), &outs);
+    write_stack(&dir.join("int.npy"), &ints);
     let status = std::process::Command::new(python())
         .arg(repo_root().join("scripts/oracle/ptq_compare.py"))
         .arg("--fp32")
@@ -153,6 +158,7 @@ fn ort_vs_simulation(fp32_rel: &str, q: &Model, eval: &[Sample], tag: &str) -> s
         .arg("--no-peers")
         .arg(format!("--model=qport={}", qpath.display()))
         .arg(format!("--sim=qport={}", dir.join("sim.npy").display()))
+        .arg(format!("--integer=qport={}", dir.join("int.npy").display()))
         .args(["--out", dir.join("out.json").to_str().unwrap()])
         .status()
         .unwrap();
@@ -161,11 +167,11 @@ fn ort_vs_simulation(fp32_rel: &str, q: &Model, eval: &[Sample], tag: &str) -> s
         serde_json::from_slice(&std::fs::read(dir.join("out.json")).unwrap()).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(rec["checker_full_check"]["qport"], "ok");
-    for what in ["sim_vs_ort", "sim_vs_ort_fused"] {
+    for what in ["sim_vs_ort", "sim_vs_ort_fused", "integer_vs_ort_fused"] {
         let v = &rec[what]["qport"];
         println!(
-            "{tag} {what}: cosine mean {}, min {}, top-1 {}",
-            v["cosine_mean"], v["cosine_min"], v["top1_rate"]
+            "{tag} {what}: cosine mean {}, min {}, top-1 {}, bit-identical {}/{}",
+            v["cosine_mean"], v["cosine_min"], v["top1_rate"], v["bit_identical"], v["samples"]
         );
     }
     rec

@@ -52,6 +52,7 @@ pub(crate) mod tests {
             node: &node,
             opset,
             initializers: &inits,
+            arith: None,
         };
         let builder = registry().get("", op_type).expect("registered");
         builder(&ctx).unwrap_or_else(|e| panic!("{op_type}: {e}"))

@@ -34,6 +34,9 @@ pub struct BuildCtx<'a> {
     pub opset: i64,
     /// Constant tensors of the graph (initializers and folded constants).
     pub initializers: &'a BTreeMap<String, Tensor>,
+    /// The integer-arithmetic profile quantized operators compute under;
+    /// `None` is onnxruntime's arithmetic (see [`crate::PlanOptions::arith`]).
+    pub arith: Option<&'a qport_core::arith::ArithProfile>,
 }
 
 impl BuildCtx<'_> {

@@ -83,6 +83,7 @@ pub(crate) mod test_util {
             node: &node,
             opset,
             initializers: &init,
+            arith: None,
         };
         builder(&ctx)?.eval(inputs)
     }

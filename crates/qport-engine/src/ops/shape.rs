@@ -280,6 +280,7 @@ pub(crate) fn test_op(
         node: &node,
         opset,
         initializers: &inits,
+        arith: None,
     };
     let mut r = Registry::default();
     register(&mut r);

@@ -697,6 +697,7 @@ mod tests {
                 node: &node,
                 opset: 13,
                 initializers: &inits,
+                arith: None,
             };
             let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
             let plain = build_conv(&ctx).unwrap().eval(&args).unwrap().remove(0);

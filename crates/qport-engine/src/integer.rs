@@ -1,0 +1,122 @@
+//! Integer execution of a QDQ artifact under an arithmetic profile.
+//!
+//! [`IntegerPlan`] lowers the artifact's QDQ groups to integer operators
+//! ([`crate::lower_qdq`]: `QLinearConv`, `QLinearMatMul`, `QGemm`,
+//! `QLinearAdd`, `QLinearMul`, `QLinearGlobalAveragePool`, integer
+//! `Clip`, data movement on integers) and compiles them with a
+//! [`PlanOptions::arith`] profile, so int8 tensors flow between the
+//! quantized operators and the profile's accumulator, requantization,
+//! rounding, bias and epilogue policies are the only free variables. Groups
+//! the lowering leaves alone (an operator with no integer form) run in float
+//! between their dequantize and quantize nodes, as onnxruntime runs them.
+//!
+//! ```no_run
+//! use qport_core::arith::ArithProfile;
+//! use qport_engine::integer::IntegerPlan;
+//! let model = qport_onnx::load::load("model.qdq.onnx").unwrap();
+//! let plan = IntegerPlan::new(&model, &ArithProfile::preset("gemmlowp").unwrap()).unwrap();
+//! println!("{} groups run in integers", plan.lowered().len());
+//! let x = qport_core::Tensor::zeros(qport_core::DType::F32, vec![1, 3, 224, 224]).unwrap();
+//! let outputs = plan.run(vec![("input".to_string(), x)]).unwrap();
+//! ```
+
+use crate::error::EngineError;
+use crate::lower::lower_qdq;
+use crate::plan::{Plan, PlanOptions};
+use qport_core::arith::ArithProfile;
+use qport_core::Tensor;
+use qport_onnx::Model;
+
+/// Number of `QuantizeLinear` / `DequantizeLinear` nodes (any domain) and
+/// already-integer quantized operators (`QLinear*`, `QGemm`,
+/// `ConvInteger`, `MatMulInteger`) in `model`: zero means a float model.
+pub fn quantized_node_count(model: &Model) -> usize {
+    model
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.op_type.as_str(),
+                "QuantizeLinear"
+                    | "DequantizeLinear"
+                    | "QGemm"
+                    | "ConvInteger"
+                    | "MatMulInteger"
+                    | "DynamicQuantizeLinear"
+            ) || n.op_type.starts_with("QLinear")
+        })
+        .count()
+}
+
+/// A QDQ (or QOperator) model compiled for integer execution under one
+/// [`ArithProfile`].
+pub struct IntegerPlan {
+    plan: Plan,
+    lowered: Vec<(String, String)>,
+    model: Model,
+    profile: ArithProfile,
+}
+
+impl IntegerPlan {
+    /// Lowers `model` and compiles it with plan-time fusion on. Fails with
+    /// [`EngineError::NotQuantized`] when the model has no quantized node.
+    pub fn new(model: &Model, profile: &ArithProfile) -> Result<IntegerPlan, EngineError> {
+        Self::with_fusion(model, profile, true)
+    }
+
+    /// Like [`IntegerPlan::new`]; with `fuse: false` every value of the
+    /// lowered graph is produced and reported to taps (for layer-by-layer
+    /// comparison). Fusion never changes integer results: the integer
+    /// operators are not fused.
+    pub fn with_fusion(
+        model: &Model,
+        profile: &ArithProfile,
+        fuse: bool,
+    ) -> Result<IntegerPlan, EngineError> {
+        if quantized_node_count(model) == 0 {
+            return Err(EngineError::NotQuantized {
+                model: model.graph.name.clone(),
+            });
+        }
+        let low = lower_qdq(model);
+        let plan = Plan::with_options(
+            &low.model,
+            PlanOptions {
+                fuse,
+                arith: Some(profile.clone()),
+            },
+        )?;
+        Ok(IntegerPlan {
+            plan,
+            lowered: low.lowered,
+            model: low.model,
+            profile: profile.clone(),
+        })
+    }
+
+    /// The compiled plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// `(node name, integer operator)` for every lowered QDQ group.
+    pub fn lowered(&self) -> &[(String, String)] {
+        &self.lowered
+    }
+
+    /// The lowered model the plan was compiled from.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The profile the quantized operators compute under.
+    pub fn profile(&self) -> &ArithProfile {
+        &self.profile
+    }
+
+    /// Runs the plan (see [`Plan::run`]).
+    pub fn run(&self, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, EngineError> {
+        self.plan.run(inputs)
+    }
+}

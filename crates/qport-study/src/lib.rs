@@ -1,0 +1,22 @@
+//! Measurement studies on a quantized artifact, with the artifact and its
+//! scales held fixed and the integer arithmetic as the only free variable
+//! (the study in `shared/seeds/004_…`).
+#![deny(missing_docs)]
+
+use qport_core::arith::ProfileError;
+use qport_engine::EngineError;
+
+/// An error of a study: the engine, a profile, or the data given.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    /// Building or running a plan failed (includes a float model given
+    /// where a quantized one is needed: [`EngineError::NotQuantized`]).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A profile name or file was not usable.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// The data or the request does not fit the model (names what).
+    #[error("{0}")]
+    Input(String),
+}
