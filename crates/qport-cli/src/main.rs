@@ -8,9 +8,11 @@
 //! quietly. A panic is a bug in qport: it prints a short report request and
 //! exits `101`.
 
+mod agree;
 mod data;
 mod demo;
 mod deploy;
+mod diverge;
 mod info;
 mod layout;
 mod migrate;
@@ -62,6 +64,12 @@ Examples:
   qport deploy-check -p s6p --ips dsp         check cores, L2M and IPs against a platform
   qport migrate --from j6m --to j6p           what changes between two platforms
   qport profiles                              integer-arithmetic profiles (accumulator, requant, rounding)
+  qport run q/model.qdq.onnx --profile gemmlowp --inputs in.npz
+                                              run a QDQ artifact in integers under a profile
+  qport diverge q/model.qdq.onnx --data photos/ --preprocess effnet-lite --profiles avx2-u8s8,f32-rne
+                                              first layer and stage where two profiles diverge
+  qport agree q/model.qdq.onnx --data photos/ --preprocess effnet-lite --profiles all --out agree/
+                                              top-1 agreement matrix across profiles, FP32 controls
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -119,6 +127,14 @@ enum Command {
     /// definitions) and their policies.
     #[command(after_help = profiles::AFTER_HELP)]
     Profiles(profiles::ProfilesArgs),
+    /// Where and why two arithmetic profiles diverge on a quantized model:
+    /// the first diverging layer and the stage (accumulation, rounding...).
+    #[command(after_help = diverge::AFTER_HELP)]
+    Diverge(diverge::DivergeArgs),
+    /// Cross-profile agreement of a quantized model: top-1 agreement
+    /// matrix, bit-identical outputs, FP32 controls, flips and margins.
+    #[command(after_help = agree::AFTER_HELP)]
+    Agree(agree::AgreeArgs),
 }
 
 fn main() -> ExitCode {
@@ -144,6 +160,8 @@ fn main() -> ExitCode {
         Command::DeployCheck(a) => deploy::run(a, &ui),
         Command::Migrate(a) => migrate::run(a, &ui),
         Command::Profiles(a) => profiles::run(a, &ui),
+        Command::Diverge(a) => diverge::run(a, &ui),
+        Command::Agree(a) => agree::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

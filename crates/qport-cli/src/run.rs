@@ -1,5 +1,9 @@
 //! `qport run MODEL`: feed tensors from `.npy`/`.npz` files through qport's
 //! engine, summarise each output and optionally save them to an `.npz`.
+//! With `--profile P` (an integer-arithmetic profile) a quantized model is
+//! lowered to integer operators and run under P
+//! ([`qport_engine::IntegerPlan`]); `--profile fp32`, or no profile, runs
+//! the graph as written (a QDQ model's quantization simulated in float).
 //!
 //! # JSON schema (`--format json`), `"schema": "qport.run/1"`
 //!
@@ -16,9 +20,16 @@
 //!       "top5": [ { "index": int, "value": float } ] | null
 //!   } ],
 //!   "output_file": str | null,
-//!   "timing_ms": { "load": float, "plan": float, "run": float }
+//!   "timing_ms": { "load": float, "plan": float, "run": float },
+//!   "profile": str,
+//!   "lowered_groups": int | null
 //! }
 //! ```
+//!
+//! `profile` is `"fp32"` for the float graph (no `--profile`, or
+//! `--profile fp32`), else the arithmetic profile's name;
+//! `lowered_groups` is the number of QDQ groups run as integer operators
+//! under it (`null` for `fp32`).
 //!
 //! `source` is `FILE` for a `.npy` or `FILE:KEY` for an `.npz` member.
 //! `min`/`max`/`mean` ignore NaN and are `null` for empty or string
@@ -29,9 +40,12 @@
 use crate::info::FileJson;
 use crate::model_file;
 use crate::output::{self, fmt_ms, fmt_num, Align, Format, Style, Table, Ui};
+use crate::profiles::ProfileFilesArg;
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
+use qport_core::arith::{ArithProfile, ProfileError};
 use qport_core::{DType, Tensor};
+use qport_engine::{IntegerPlan, Plan};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -42,12 +56,22 @@ Examples:
   qport run model.onnx --input x=x.npy
   qport run model.onnx --input x=x.npy --input mask=mask.npy --output out.npz
   qport run model.onnx --inputs inputs.npz --format json
+  qport run q/model.qdq.onnx --inputs inputs.npz --profile avx2-u8s8 --output out.npz
+  qport run q/model.qdq.onnx --input input=x.npy --profile my-npu --profile-file my-npu.toml
+
+--profile P runs a quantized (QDQ) model as integer arithmetic under the
+profile P (`qport profiles` lists them): its QDQ groups are lowered to
+integer operators (QLinearConv, QLinearMatMul, ...) that accumulate, scale,
+round and add the bias as P says. --profile fp32, or no --profile, runs the
+graph as written (quantization simulated in float). A float model with a
+profile other than fp32 is refused (quantize it first with qport quantize).
 
 Inputs: each --input NAME=FILE gives one graph input (FILE is .npy, or .npz
 holding an array named NAME); --inputs FILE.npz gives every input, one array
 per input name. Outputs are written to --output as an .npz keyed by output
 name (np.load(\"out.npz\")[\"logits\"]). Exit code 2 for a missing, unknown or
-mis-shaped input or an unreadable file.";
+mis-shaped input, an unreadable file, an unknown profile or a float model
+given an integer profile.";
 
 /// Arguments of `qport run`.
 #[derive(Debug, clap::Args)]
@@ -69,6 +93,12 @@ pub struct RunArgs {
     /// Write the outputs to this .npz, keyed by output name (atomic write).
     #[arg(long, short = 'o', value_name = "OUT.npz")]
     pub output: Option<PathBuf>,
+    /// Integer-arithmetic profile to run a quantized model under (`qport
+    /// profiles` lists them); `fp32` (the default) runs the float graph.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+    #[command(flatten)]
+    pub profile_files: ProfileFilesArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -91,6 +121,10 @@ pub struct RunJson {
     pub output_file: Option<String>,
     /// Wall-clock times in milliseconds.
     pub timing_ms: TimingJson,
+    /// `"fp32"` for the float graph, else the arithmetic profile's name.
+    pub profile: String,
+    /// QDQ groups run as integer operators (`None` for `fp32`).
+    pub lowered_groups: Option<usize>,
 }
 
 /// A tensor fed to the model.
@@ -247,12 +281,33 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     if let Some(out) = &args.output {
         check_output_path(out)?;
     }
+    let profile = pick_profile(args)?;
     let spinner = ui.spinner("loading model");
     let loaded = model_file::load(&args.model)?;
     spinner.set_message("building plan");
     let t_plan = Instant::now();
-    let plan = qport_engine::Plan::new(&loaded.model)
-        .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+    let (integer, float) = match &profile {
+        Some(p) => {
+            let ip = IntegerPlan::new(&loaded.model, p).with_context(|| {
+                format!(
+                    "cannot run model '{}' under profile `{}`",
+                    args.model.display(),
+                    p.name
+                )
+            })?;
+            (Some(ip), None)
+        }
+        None => {
+            let plan = Plan::new(&loaded.model)
+                .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+            (None, Some(plan))
+        }
+    };
+    let plan: &Plan = match (&integer, &float) {
+        (Some(ip), _) => ip.plan(),
+        (None, Some(p)) => p,
+        (None, None) => unreachable!("one plan is always built"),
+    };
     let plan_time = t_plan.elapsed();
     spinner.set_message("reading inputs");
     let given = gather_inputs(args)?;
@@ -326,6 +381,10 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             plan: output::ms(plan_time),
             run: output::ms(run_time),
         },
+        profile: profile
+            .as_ref()
+            .map_or_else(|| FP32.to_string(), |p| p.name.clone()),
+        lowered_groups: integer.as_ref().map(|ip| ip.lowered().len()),
     };
     match args.format {
         Format::Json => output::print_json(&report)?,
@@ -335,6 +394,27 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// The `--profile` value that runs the float graph.
+const FP32: &str = "fp32";
+
+/// The profile of `--profile` (after reading every `--profile-file`);
+/// `None` for `fp32` or no profile. An unknown name lists the valid ones.
+fn pick_profile(args: &RunArgs) -> Result<Option<ArithProfile>> {
+    let loaded = args.profile_files.load()?;
+    let name = match args.profile.as_deref().map(str::trim) {
+        None => return Ok(None),
+        Some(n) if n.eq_ignore_ascii_case(FP32) => return Ok(None),
+        Some(n) => n,
+    };
+    match loaded.registry.get(name) {
+        Ok(p) => Ok(Some(p.clone())),
+        Err(ProfileError::Unknown { name, valid }) => {
+            bail!("unknown arithmetic profile `{name}`; valid: {FP32} (the float graph), {valid}")
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Fails early (before running) when the output's directory does not exist.
@@ -373,10 +453,22 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
     let mut s = String::new();
     let opt = |v: Option<f64>| v.map(fmt_num).unwrap_or_else(|| "-".into());
     s.push_str(&format!(
-        "{}  {} (sha256 {})\n\n",
+        "{}  {} (sha256 {})\n",
         ui.paint("model", Style::Bold),
         r.model.path,
         &r.model.sha256[..12]
+    ));
+    let arith = match r.lowered_groups {
+        Some(n) => format!(
+            "integer arithmetic, {n} QDQ group{} lowered",
+            if n == 1 { "" } else { "s" }
+        ),
+        None => "float graph".to_string(),
+    };
+    s.push_str(&format!(
+        "{}  {} ({arith})\n\n",
+        ui.paint("profile", Style::Bold),
+        r.profile
     ));
     let mut t = Table::new(&["input", "dtype", "shape", "from"], &[Align::Left; 4]);
     for i in &r.inputs {

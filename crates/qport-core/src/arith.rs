@@ -28,10 +28,10 @@ mod reference;
 pub use file::{ProfileFormat, ProfileRegistry};
 pub use presets::{presets, PRESET_NAMES};
 pub use reference::{
-    accumulator_width, exact_dot, pot_exponent, quantize_bias, quantize_f32, requantize,
-    requantize_biased, rescale, round, rounding_divide_by_pot, rounding_shift_right,
-    saturating_pair_dot, saturating_rounding_doubling_high_mul, AccumulatorWidth, Operand,
-    Q31Multiplier,
+    accumulator_width, add_fixed_point, dequantize_acc, exact_dot, mul, pot_exponent,
+    quantize_bias, quantize_f32, requantize, requantize_biased, rescale, round,
+    rounding_divide_by_pot, rounding_shift_right, saturating_pair_dot,
+    saturating_rounding_doubling_high_mul, AccumulatorWidth, Operand, Q31Multiplier, Requantizer,
 };
 
 use serde::{Deserialize, Serialize};

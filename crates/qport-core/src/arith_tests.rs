@@ -156,7 +156,41 @@ fn q31_requant_exact_on_known_cases() {
     assert_eq!(rq(-big - (1 << 20), 2f64.powi(-21), &g), -(3 << 19) - 1);
 }
 
+/// The rounding modes written with `std`'s functions (the definition
+/// [`round`] is an inlined rewrite of).
+fn round_std(x: f64, mode: Rounding) -> f64 {
+    match mode {
+        Rounding::HalfEven => x.round_ties_even(),
+        Rounding::HalfAway => x.round(),
+        Rounding::HalfUp => {
+            let f = x.floor();
+            if x - f >= 0.5 {
+                f + 1.0
+            } else {
+                f
+            }
+        }
+        Rounding::Floor => x.floor(),
+    }
+}
+
 proptest! {
+    #[test]
+    fn fast_round_matches_std(
+        x in prop_oneof![
+            any::<f64>(),
+            (-1e6f64..1e6),
+            (-4096i64..4096).prop_map(|k| k as f64 / 2.0),
+            Just(0.49999999999999994), Just(-0.49999999999999994),
+            Just(4_503_599_627_370_495.5), Just(-2.5), Just(f64::NAN),
+        ],
+    ) {
+        for mode in [Rounding::HalfEven, Rounding::HalfAway, Rounding::HalfUp, Rounding::Floor] {
+            let (a, b) = (round(x, mode), round_std(x, mode));
+            prop_assert!(a == b || (a.is_nan() && b.is_nan()), "{x} {mode:?}: {a} vs {b}");
+        }
+    }
+
     #[test]
     fn q31_requant_within_one_lsb_of_f64(acc in -(1i64 << 31)..(1i64 << 31), m in 1e-6f64..4.0) {
         let g = p("gemmlowp");
@@ -180,6 +214,25 @@ proptest! {
     #[test]
     fn rdbpot_matches_published_definition(x in any::<i32>(), e in 0u32..=31) {
         prop_assert_eq!(rounding_divide_by_pot(x, e), rdbpot_published(x, e));
+    }
+
+    #[test]
+    fn prepared_requantizer_matches_the_definition(
+        acc in prop_oneof![any::<i64>(), -(1i64 << 24)..(1i64 << 24)],
+        m in prop_oneof![any::<f64>(), 1e-7f64..1.0, -1.0f64..1.0, Just(0.0), Just(0.25)],
+        zp in -300i32..300,
+        bias in prop_oneof![any::<f64>(), -1e5f64..1e5, (-1000i32..1000).prop_map(f64::from)],
+    ) {
+        for profile in presets() {
+            let want = requantize_biased(acc, bias, m, zp, -128, 127, &profile);
+            let rq = Requantizer::new(bias, m, zp, -128, 127, &profile);
+            prop_assert_eq!(rq.apply(acc), want, "{}: acc {} bias {} m {}", profile.name, acc, bias, m);
+            let a32 = acc.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+            let mut out = [0i32; 1];
+            rq.apply_slice(&[a32], &mut out);
+            let want32 = requantize_biased(i64::from(a32), bias, m, zp, -128, 127, &profile);
+            prop_assert_eq!(out[0], want32, "{} slice: acc {}", profile.name, a32);
+        }
     }
 
     #[test]

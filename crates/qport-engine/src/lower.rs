@@ -461,6 +461,15 @@ fn lower_binary(ctx: &Ctx, i: usize, out: &str, op: &str, domain: &str) -> Optio
             return None;
         }
     }
+    // QLinearAdd / QLinearMul take A, B and C of one 8-bit type
+    // (QLinearMatMul allows u8 × s8).
+    if op != "QLinearMatMul" {
+        let t = |z: &str| ctx.init(z).map(|t| t.dtype());
+        let ta = t(&a.zp)?;
+        if t(&b.zp)? != ta || t(&zy)? != ta {
+            return None;
+        }
+    }
     let q = &ctx.model.graph.nodes[qj];
     let m = node(
         op,

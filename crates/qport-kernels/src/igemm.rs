@@ -210,17 +210,36 @@ pub fn igemm<A: QInt, B: QInt>(
     let bp = pack_b(&b, &b_zero);
     let mut arow = vec![0i16; a.cols];
     if a.cols <= MAX_EXACT_K_I32 {
-        let mut acc = vec![0i32; n];
-        for i in 0..m {
-            pack_a_row(&a, &a_zero, i, &mut arow);
-            acc.fill(0);
-            row_times_panel_i32(&arow, &bp, n, &mut acc);
-            store(
-                &mut c[i * c_row_stride..i * c_row_stride + n],
-                &acc,
-                accumulate,
-                |v| v,
-            );
+        let k = a.cols;
+        let mut ap = vec![0i16; m * k];
+        for (i, row) in ap.chunks_mut(k.max(1)).enumerate().take(m) {
+            pack_a_row(&a, &a_zero, i, row);
+        }
+        let mut acc = vec![0i32; ROWS * COLS];
+        for j0 in (0..n).step_by(COLS) {
+            let nb = COLS.min(n - j0);
+            for i0 in (0..m).step_by(ROWS) {
+                let rows = ROWS.min(m - i0);
+                let acc = &mut acc[..rows * nb];
+                acc.fill(0);
+                if rows == ROWS {
+                    rows4_times_block(&ap[i0 * k..(i0 + ROWS) * k], k, &bp, n, j0, nb, acc);
+                } else {
+                    for r in 0..rows {
+                        let arow = &ap[(i0 + r) * k..(i0 + r + 1) * k];
+                        row_times_panel_i32(arow, &bp[j0..], n, nb, &mut acc[r * nb..(r + 1) * nb]);
+                    }
+                }
+                for r in 0..rows {
+                    let i = i0 + r;
+                    store(
+                        &mut c[i * c_row_stride + j0..i * c_row_stride + j0 + nb],
+                        &acc[r * nb..(r + 1) * nb],
+                        accumulate,
+                        |v| v,
+                    );
+                }
+            }
         }
     } else {
         let mut acc = vec![0i64; n];
@@ -326,15 +345,55 @@ fn diff16(v: i32, z: i32) -> i16 {
     (v - z).clamp(-255, 255) as i16
 }
 
-fn row_times_panel_i32(arow: &[i16], panel: &[i16], n: usize, acc: &mut [i32]) {
+/// Rows of `A` per register block of the i32 kernel.
+const ROWS: usize = 4;
+/// Columns of `B` per cache block of the i32 kernel.
+const COLS: usize = 256;
+
+/// `acc[j] += Σ_p arow[p] · panel[p·ld + j]` for `j < nb` (`panel` starts
+/// at the block's first column; `ld` is the panel's row stride).
+fn row_times_panel_i32(arow: &[i16], panel: &[i16], ld: usize, nb: usize, acc: &mut [i32]) {
     for (p, &av) in arow.iter().enumerate() {
         if av == 0 {
             continue;
         }
         let av = av as i32;
-        let brow = &panel[p * n..p * n + n];
+        let brow = &panel[p * ld..p * ld + nb];
         for (o, &bv) in acc.iter_mut().zip(brow) {
             *o += av * bv as i32;
+        }
+    }
+}
+
+/// Four rows of `A` (`a`, row-major `4 × k`) against columns `j0..j0+nb`
+/// of the packed panel (row stride `ld`): each panel row is loaded once for
+/// the four accumulator rows in `acc` (`4 × nb`).
+fn rows4_times_block(
+    a: &[i16],
+    k: usize,
+    panel: &[i16],
+    ld: usize,
+    j0: usize,
+    nb: usize,
+    acc: &mut [i32],
+) {
+    let (acc0, rest) = acc.split_at_mut(nb);
+    let (acc1, rest) = rest.split_at_mut(nb);
+    let (acc2, acc3) = rest.split_at_mut(nb);
+    for p in 0..k {
+        let (a0, a1, a2, a3) = (
+            a[p] as i32,
+            a[k + p] as i32,
+            a[2 * k + p] as i32,
+            a[3 * k + p] as i32,
+        );
+        let brow = &panel[p * ld + j0..p * ld + j0 + nb];
+        for j in 0..nb {
+            let b = brow[j] as i32;
+            acc0[j] += a0 * b;
+            acc1[j] += a1 * b;
+            acc2[j] += a2 * b;
+            acc3[j] += a3 * b;
         }
     }
 }
@@ -345,7 +404,7 @@ fn row_times_panel_i64(arow: &[i16], panel: &[i16], n: usize, acc: &mut [i64]) {
     for (chunk_idx, chunk) in arow.chunks(MAX_EXACT_K_I32).enumerate() {
         part.fill(0);
         let p0 = chunk_idx * MAX_EXACT_K_I32;
-        row_times_panel_i32(chunk, &panel[p0 * n..], n, &mut part);
+        row_times_panel_i32(chunk, &panel[p0 * n..], n, n, &mut part);
         for (o, &v) in acc.iter_mut().zip(&part) {
             *o += v as i64;
         }

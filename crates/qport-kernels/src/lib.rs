@@ -3,11 +3,14 @@
 //! - [`gemm`]: single-precision matrix multiply (strided, with optional
 //!   accumulation), backed by the `gemm` crate's runtime-dispatched SIMD.
 //! - [`im2col`]: patch extraction for convolution as GEMM.
+//! - [`idepthwise`]: exact integer depthwise convolution of one plane.
 //! - [`igemm`]: integer matrix multiply (u8/i8 operands, exact i32
 //!   accumulation) with zero points, the reference for quantized ops.
 //! - [`depthwise`]: depthwise 2-D convolution of `f32` planes with a fused
 //!   bias and [`activation::Activation`] epilogue.
 //! - [`activation`]: the epilogue activations and their scalar reference.
+//! - [`satpair`]: the AVX2 u8×s8 int16-saturating pair accumulation
+//!   (`avx2-u8s8` profile) and its scalar reference.
 //! - [`pgemm`]: `f32` GEMM with a pre-packed constant left operand and a
 //!   fused per-row bias and activation (convolution as GEMM).
 //!
@@ -21,9 +24,11 @@
 pub mod activation;
 pub mod depthwise;
 pub mod gemm;
+pub mod idepthwise;
 pub mod igemm;
 pub mod im2col;
 pub mod pgemm;
+pub mod satpair;
 mod simd;
 
 thread_local! {

@@ -22,6 +22,7 @@ pub mod import;
 pub mod observer;
 pub mod ops;
 pub mod opset;
+pub mod pot;
 pub mod ptq;
 pub mod qdq;
 pub mod resolve;

@@ -3,6 +3,9 @@
 //! (the study in `shared/seeds/004_…`).
 #![deny(missing_docs)]
 
+pub mod agree;
+pub mod diverge;
+
 use qport_core::arith::ProfileError;
 use qport_engine::EngineError;
 
@@ -19,4 +22,20 @@ pub enum StudyError {
     /// The data or the request does not fit the model (names what).
     #[error("{0}")]
     Input(String),
+    /// Reading a sample from a data source failed (names the sample).
+    #[error(transparent)]
+    Data(#[from] qport_quant::QuantError),
+    /// Running a plan on one sample failed.
+    #[error("running the model on {sample} failed")]
+    Sample {
+        /// The sample's id (where it came from: an image file, `FILE[i]`).
+        sample: String,
+        /// What the engine reported.
+        #[source]
+        source: EngineError,
+    },
+    /// A study's internal cross-check failed (names what did not match):
+    /// a bug in qport, not in the input.
+    #[error("internal check failed: {0}; this is a bug in qport, please report it")]
+    Inconsistent(String),
 }

@@ -93,7 +93,8 @@ fn main() {
                 out.join("sim-max.npy").display()
             ));
             // the same artifact run by qport in integers (QDQ groups lowered)
-            let int = Plan::new(&qport_engine::lower_qdq(&q.exported.model).model).unwrap();
+            let f32_rne = qport_core::arith::ArithProfile::preset("f32-rne").unwrap();
+            let int = qport_engine::IntegerPlan::new(&q.exported.model, &f32_rne).unwrap();
             let ints: Vec<Tensor> = eval
                 .iter()
                 .map(|s| int.run(s.inputs.clone()).unwrap().remove(0).1)

@@ -137,7 +137,8 @@ fn ort_vs_simulation(fp32_rel: &str, q: &Model, eval: &[Sample], tag: &str) -> s
     qport_onnx::save(q, &qpath).unwrap();
     let loaded = qport_onnx::load::load(&qpath).unwrap();
     let plan = Plan::new(&loaded).unwrap();
-    let integer = Plan::new(&qport_engine::lower_qdq(&loaded).model).unwrap();
+    let f32_rne = qport_core::arith::ArithProfile::preset("f32-rne").unwrap();
+    let integer = qport_engine::IntegerPlan::new(&loaded, &f32_rne).unwrap();
     let mut ins = Vec::new();
     let mut outs = Vec::new();
     let mut ints = Vec::new();
@@ -198,16 +199,28 @@ fn onnxruntime_runs_the_artifact_like_the_simulation() {
         stat(&rec, "cosine_min"),
         stat(&rec, "top1_rate"),
     );
-    // Known gap (the PTQ issue asks for >= 0.9999 and >= 99%): the two runs
-    // differ only by float summation order inside Conv/Gemm, which flips an
-    // int8 rounding for a few elements per million in the early blocks
-    // (each by one step, checked by comparing every QuantizeLinear output);
-    // EfficientNet-Lite0's int8 chain amplifies those flips block by block
-    // until most of the last block's values differ by a step or two. This
-    // test guards the level reached, not the target.
+    // qport's float simulation vs onnxruntime running every Q/DQ as written:
+    // the two differ only by float summation order inside Conv/Gemm, which
+    // flips an int8 rounding for a few elements per million in the early
+    // blocks; EfficientNet-Lite0's int8 chain amplifies those flips block by
+    // block. Guarded at the level reached.
     assert!(cmean >= 0.999, "cosine mean {cmean}");
     assert!(cmin >= 0.995, "cosine min {cmin}");
     assert!(top1 >= 0.9, "top-1 agreement {top1}");
+    // qport's integer execution of the artifact (QDQ groups lowered, the
+    // f32-rne arithmetic) vs onnxruntime's default session, which runs the
+    // same groups in its integer kernels: the acceptance thresholds of the
+    // PTQ issue (cosine >= 0.9999, top-1 >= 99%); in practice bit-identical.
+    let int = &rec["integer_vs_ort_fused"]["qport"];
+    let (icmin, itop1) = (
+        int["cosine_min"].as_f64().unwrap(),
+        int["top1_rate"].as_f64().unwrap(),
+    );
+    assert!(
+        icmin >= 0.9999,
+        "integer vs onnxruntime: cosine min {icmin}"
+    );
+    assert!(itop1 >= 0.99, "integer vs onnxruntime: top-1 {itop1}");
 }
 
 #[test]

@@ -14,25 +14,35 @@ use half::f16;
 
 /// Rounds `x` to an integer-valued `f64` under `mode`. NaN and infinities
 /// come back unchanged.
+///
+/// Written with integer conversions rather than the `std` rounding
+/// functions, which compile to library calls on baseline x86-64 (no SSE4.1):
+/// this is the innermost step of every requantization.
+#[inline]
 pub fn round(x: f64, mode: Rounding) -> f64 {
-    match mode {
-        Rounding::HalfEven => x.round_ties_even(),
-        Rounding::HalfAway => x.round(),
-        Rounding::HalfUp => {
-            // `(x + 0.5).floor()` would round 0.49999999999999994 up; the
-            // fraction `x - floor(x)` is exact for every finite f64.
-            let f = x.floor();
-            if x - f >= 0.5 {
-                f + 1.0
-            } else {
-                f
-            }
-        }
-        Rounding::Floor => x.floor(),
+    // Every f64 of magnitude >= 2^52 (and NaN, ±inf) is already integral.
+    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
+        return x;
     }
+    let t = x as i64 as f64; // toward zero, exact here
+    let r = x - t; // the signed fraction, exact, in (-1, 1)
+    let odd = (t as i64) & 1 != 0;
+    // Non-short-circuit `&` / `|` keep this free of data-dependent branches
+    // (a requantization loop would mispredict on every other element).
+    let (up, down) = match mode {
+        Rounding::Floor => (false, r < 0.0),
+        Rounding::HalfUp => (r >= 0.5, r < -0.5),
+        Rounding::HalfAway => (r >= 0.5, r <= -0.5),
+        Rounding::HalfEven => (
+            (r > 0.5) | ((r == 0.5) & odd),
+            (r < -0.5) | ((r == -0.5) & odd),
+        ),
+    };
+    t + f64::from(u8::from(up)) - f64::from(u8::from(down))
 }
 
 /// `x / 2^shift` rounded under `mode`, in exact integer arithmetic.
+#[inline]
 fn shr_round(x: i128, shift: u32, mode: Rounding) -> i128 {
     if shift == 0 {
         return x;
@@ -63,6 +73,7 @@ pub fn rounding_shift_right(x: i64, shift: u32, mode: Rounding) -> i64 {
 /// published nudge of `2^30`, or `1 − 2^30` for negative products, followed
 /// by a division that truncates toward zero). The one overflowing case,
 /// `a = b = i32::MIN`, saturates to `i32::MAX`.
+#[inline]
 pub fn saturating_rounding_doubling_high_mul(a: i32, b: i32) -> i32 {
     if a == i32::MIN && b == i32::MIN {
         return i32::MAX;
@@ -96,6 +107,7 @@ impl Q31Multiplier {
     /// `multiplier = round_half_away(f·2^31)`; a mantissa that rounds up to
     /// `2^31` is halved and the exponent raised; exponents below −31 flush
     /// to zero (TFLite's rules). `None` for a negative, NaN or infinite `m`.
+    #[inline]
     pub fn from_real(m: f64) -> Option<Q31Multiplier> {
         if !m.is_finite() || m < 0.0 {
             return None;
@@ -142,12 +154,14 @@ impl Q31Multiplier {
     /// kernels do. Wider
     /// accumulators (int16 activations) use the exact product with one
     /// rounding shift by `31 − exponent`.
+    #[inline]
     pub fn apply(self, x: i64, rounding: Rounding) -> i64 {
         let r = self.apply_wide(i128::from(x), rounding);
         r.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
     }
 
     /// [`Self::apply`] for `|x| ≤ 2^63`, unsaturated.
+    #[inline]
     fn apply_wide(self, x: i128, rounding: Rounding) -> i128 {
         if self.multiplier == 0 || x == 0 {
             return 0;
@@ -175,11 +189,13 @@ impl Q31Multiplier {
 /// The power-of-two exponent `k` that replaces a multiplier `m` under
 /// [`Requant::PotShift`]: `round(log2 m)` (nearest in the log domain; an
 /// exact power of two maps to itself). `None` unless `m` is finite and > 0.
+#[inline]
 pub fn pot_exponent(m: f64) -> Option<i32> {
     (m.is_finite() && m > 0.0).then(|| m.log2().round() as i32)
 }
 
 /// `x · 2^k` with a rounding right shift for negative `k`; saturates.
+#[inline]
 fn pot_scale(x: i128, k: i32, rounding: Rounding) -> i128 {
     if k >= 0 {
         // |x| ≤ 2^63, so shifts below 64 stay under 2^127.
@@ -195,6 +211,7 @@ fn pot_scale(x: i128, k: i32, rounding: Rounding) -> i128 {
 
 /// Scales `x` by `m` in integer arithmetic (Q31, or a power-of-two shift
 /// when `pot`). `None` when `m` is NaN or infinite.
+#[inline]
 fn integer_scale(x: i128, m: f64, pot: bool, rounding: Rounding) -> Option<i128> {
     if !m.is_finite() {
         return None;
@@ -214,6 +231,7 @@ fn integer_scale(x: i128, m: f64, pot: bool, rounding: Rounding) -> Option<i128>
 }
 
 /// `x` held in the epilogue precision.
+#[inline]
 fn hold(x: f64, epilogue: Epilogue) -> f64 {
     match epilogue {
         Epilogue::F64 => x,
@@ -223,6 +241,7 @@ fn hold(x: f64, epilogue: Epilogue) -> f64 {
 }
 
 /// `acc · m` in the requant precision, then held in the epilogue precision.
+#[inline]
 fn float_scale(acc: i64, m: f64, requant: Requant, epilogue: Epilogue) -> f64 {
     let v = match requant {
         Requant::F32 => f64::from(acc as f32 * m as f32),
@@ -233,18 +252,17 @@ fn float_scale(acc: i64, m: f64, requant: Requant, epilogue: Epilogue) -> f64 {
 
 /// `r + zero_point` clamped to `[qmin, qmax]`; NaN gives `qmin` (as
 /// onnxruntime's clamp does). Expects `qmin ≤ qmax`.
+#[inline]
 fn clamp_float(r: f64, zero_point: i32, qmin: i32, qmax: i32) -> i32 {
-    let v = r + f64::from(zero_point);
-    if v.is_nan() || v <= f64::from(qmin) {
-        qmin
-    } else if v >= f64::from(qmax) {
-        qmax
-    } else {
-        v as i32
-    }
+    // `max` returns the non-NaN operand, so NaN gives `qmin`; no branches
+    // (outputs clamped at qmin are common after a fused ReLU).
+    (r + f64::from(zero_point))
+        .max(f64::from(qmin))
+        .min(f64::from(qmax)) as i32
 }
 
 /// `r + zero_point` clamped to `[qmin, qmax]` in exact integers.
+#[inline]
 fn clamp_int(r: i128, zero_point: i32, qmin: i32, qmax: i32) -> i32 {
     let v = r.saturating_add(i128::from(zero_point));
     if v <= i128::from(qmin) {
@@ -270,6 +288,7 @@ fn clamp_int(r: i128, zero_point: i32, qmin: i32, qmax: i32) -> i32 {
 ///
 /// NaN (from a NaN multiplier) gives `qmin`; the integer modes treat a NaN
 /// or infinite multiplier like [`Requant::F64`]. Expects `qmin ≤ qmax`.
+#[inline]
 pub fn requantize(
     acc: i64,
     multiplier: f64,
@@ -290,6 +309,7 @@ pub fn requantize(
 
 /// The int32 bias of ONNX `QLinearConv` / TFLite: `bias` (already divided
 /// by `s_in·s_w`) rounded half to even and saturated to i32; NaN gives 0.
+#[inline]
 pub fn quantize_bias(bias: f64) -> i32 {
     if bias.is_nan() {
         return 0;
@@ -305,6 +325,7 @@ pub fn quantize_bias(bias: f64) -> i32 {
 /// [`BiasPlacement::FloatAfterScale`] adds `bias · multiplier`, held in the
 /// epilogue precision, to the scaled value, the sum held in the epilogue
 /// precision too, before the final rounding.
+#[inline]
 pub fn requantize_biased(
     acc: i64,
     bias: f64,
@@ -330,6 +351,7 @@ pub fn requantize_biased(
 /// profile's rounding. [`NonGemm::FixedPoint`]: `q − zp_in` scaled in
 /// integers (a power-of-two shift under [`Requant::PotShift`], Q31
 /// otherwise) with the same rounding.
+#[inline]
 pub fn rescale(
     q: i32,
     zp_in: i32,
@@ -352,6 +374,7 @@ pub fn rescale(
 
 /// ONNX `QuantizeLinear` in f32 with a chosen rounding: `clamp(round(x /
 /// scale) + zero_point, qmin, qmax)`; NaN gives `qmin`.
+#[inline]
 pub fn quantize_f32(
     x: f32,
     scale: f32,
@@ -447,5 +470,246 @@ pub fn accumulator_width(k: usize, a: Operand, b: Operand) -> AccumulatorWidth {
         AccumulatorWidth::I32
     } else {
         AccumulatorWidth::I64
+    }
+}
+
+/// A GEMM accumulator scaled to a float output (a quantized GEMM whose
+/// output is not requantized, e.g. `QGemm` without `y_scale`): `(acc +
+/// bias) · multiplier` with `multiplier = s_a·s_b`. [`Requant::F32`]
+/// computes the product in f32; every other policy in f64; the value is held
+/// in the epilogue precision, then returned as f32. The bias (accumulator
+/// units) is placed as the profile says (see [`requantize_biased`]).
+#[inline]
+pub fn dequantize_acc(acc: i64, bias: f64, multiplier: f64, profile: &ArithProfile) -> f32 {
+    let requant = match profile.requant {
+        Requant::F32 => Requant::F32,
+        _ => Requant::F64,
+    };
+    let ep = profile.epilogue;
+    let v = if profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant() {
+        float_scale(
+            acc.saturating_add(i64::from(quantize_bias(bias))),
+            multiplier,
+            requant,
+            ep,
+        )
+    } else {
+        hold(
+            float_scale(acc, multiplier, requant, ep) + hold(bias * multiplier, ep),
+            ep,
+        )
+    };
+    v as f32
+}
+
+/// Integer (TFLite-style) quantized addition `C = A + B` under
+/// [`NonGemm::FixedPoint`]: both zero-point-free inputs are shifted left by
+/// 20 bits, rescaled to the common scale `2·max(s_a, s_b)` (multipliers
+/// `m_a / (2·max(m_a, m_b))` and `m_b / (2·max(m_a, m_b))`), summed, and
+/// rescaled to the output (`2·max(m_a, m_b) / 2^20`), every rescale in
+/// integers (Q31, or power-of-two shifts under [`Requant::PotShift`]) and
+/// rounded under the profile's rounding. `m_a = s_a / s_c`, `m_b = s_b /
+/// s_c`. A NaN or infinite ratio falls back to the float sum. Expects
+/// `qmin ≤ qmax`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn add_fixed_point(
+    qa: i32,
+    za: i32,
+    m_a: f64,
+    qb: i32,
+    zb: i32,
+    m_b: f64,
+    zc: i32,
+    qmin: i32,
+    qmax: i32,
+    profile: &ArithProfile,
+) -> i32 {
+    const LEFT: u32 = 20;
+    let pot = profile.requant == Requant::PotShift;
+    let r = profile.rounding;
+    let twice = 2.0 * m_a.max(m_b);
+    let a = (i128::from(qa) - i128::from(za)) << LEFT;
+    let b = (i128::from(qb) - i128::from(zb)) << LEFT;
+    let parts = (
+        integer_scale(a, m_a / twice, pot, r),
+        integer_scale(b, m_b / twice, pot, r),
+    );
+    if let (Some(sa), Some(sb)) = parts {
+        if let Some(s) = integer_scale(sa + sb, twice / f64::from(1u32 << LEFT), pot, r) {
+            return clamp_int(s, zc, qmin, qmax);
+        }
+    }
+    let v = f64::from(qa - za) * m_a + f64::from(qb - zb) * m_b;
+    clamp_float(round(v, r), zc, qmin, qmax)
+}
+
+/// Quantized elementwise product `C = A · B` under a profile:
+/// [`NonGemm::Float`] computes `(q_a − z_a)·s_a · (q_b − z_b)·s_b / s_c` in
+/// f32 (onnxruntime's formulation) and rounds under the profile's rounding;
+/// [`NonGemm::FixedPoint`] multiplies the zero-point-free integers exactly
+/// and rescales by `s_a·s_b/s_c` in integers (Q31, or a power-of-two shift
+/// under [`Requant::PotShift`]). Expects `qmin ≤ qmax`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn mul(
+    qa: i32,
+    za: i32,
+    sa: f32,
+    qb: i32,
+    zb: i32,
+    sb: f32,
+    sc: f32,
+    zc: i32,
+    qmin: i32,
+    qmax: i32,
+    profile: &ArithProfile,
+) -> i32 {
+    let (xa, xb) = (i64::from(qa) - i64::from(za), i64::from(qb) - i64::from(zb));
+    if profile.non_gemm == NonGemm::FixedPoint {
+        let pot = profile.requant == Requant::PotShift;
+        let m = f64::from(sa) * f64::from(sb) / f64::from(sc);
+        if let Some(r) = integer_scale(i128::from(xa * xb), m, pot, profile.rounding) {
+            return clamp_int(r, zc, qmin, qmax);
+        }
+    }
+    let v = (xa as f32 * sa) * (xb as f32 * sb) / sc;
+    clamp_float(round(f64::from(v), profile.rounding), zc, qmin, qmax)
+}
+
+/// [`requantize_biased`] with everything that depends only on the bias,
+/// the multiplier, the output range and the profile worked out once (the
+/// bias rounding, the Q31 decomposition or power-of-two exponent, the f32
+/// multiplier): the form kernels use per output channel. [`Self::apply`]
+/// equals [`requantize_biased`] bit for bit (property-tested over every
+/// preset and random accumulators, biases and multipliers).
+#[derive(Debug, Clone)]
+pub struct Requantizer {
+    integer: Option<IntegerScale>,
+    bias_acc: Option<i64>,
+    bias_term: f64,
+    multiplier: f64,
+    zero_point: i32,
+    qmin: i32,
+    qmax: i32,
+    requant: Requant,
+    rounding: Rounding,
+    epilogue: Epilogue,
+}
+
+/// The integer scaling of a finite multiplier, decomposed once.
+#[derive(Debug, Clone, Copy)]
+enum IntegerScale {
+    Zero,
+    Q31 {
+        negate: bool,
+        q: Option<Q31Multiplier>,
+    },
+    Pot {
+        negate: bool,
+        k: Option<i32>,
+    },
+}
+
+impl Requantizer {
+    /// Prepares [`requantize_biased`]`(·, bias, multiplier, zero_point,
+    /// qmin, qmax, profile)`.
+    pub fn new(
+        bias: f64,
+        multiplier: f64,
+        zero_point: i32,
+        qmin: i32,
+        qmax: i32,
+        profile: &ArithProfile,
+    ) -> Requantizer {
+        let integer = (profile.integer_requant() && multiplier.is_finite()).then(|| {
+            let negate = multiplier < 0.0;
+            let m = multiplier.abs();
+            if m == 0.0 {
+                IntegerScale::Zero
+            } else if profile.requant == Requant::PotShift {
+                IntegerScale::Pot {
+                    negate,
+                    k: pot_exponent(m),
+                }
+            } else {
+                IntegerScale::Q31 {
+                    negate,
+                    q: Q31Multiplier::from_real(m),
+                }
+            }
+        });
+        let int_bias = profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant();
+        Requantizer {
+            integer,
+            bias_acc: int_bias.then(|| i64::from(quantize_bias(bias))),
+            bias_term: hold(bias * multiplier, profile.epilogue),
+            multiplier,
+            zero_point,
+            qmin,
+            qmax,
+            requant: profile.requant,
+            rounding: profile.rounding,
+            epilogue: profile.epilogue,
+        }
+    }
+
+    /// [`Self::apply`] over a slice of i32 accumulators (one output
+    /// channel), into `out` (the common prefix of the two).
+    pub fn apply_slice(&self, acc: &[i32], out: &mut [i32]) {
+        // The common float policies get a loop of their own (no per-element
+        // dispatch); every other policy runs `apply` element by element.
+        if let (Some(b), None, Requant::F32, Epilogue::F32 | Epilogue::F64) =
+            (self.bias_acc, self.integer, self.requant, self.epilogue)
+        {
+            let m = self.multiplier as f32;
+            let (z, lo, hi, r) = (self.zero_point, self.qmin, self.qmax, self.rounding);
+            for (o, &v) in out.iter_mut().zip(acc) {
+                let a = i64::from(v).saturating_add(b);
+                *o = clamp_float(round(f64::from(a as f32 * m), r), z, lo, hi);
+            }
+            return;
+        }
+        for (o, &v) in out.iter_mut().zip(acc) {
+            *o = self.apply(i64::from(v));
+        }
+    }
+
+    /// The requantized accumulator (bias not included in `acc`).
+    #[inline]
+    pub fn apply(&self, acc: i64) -> i32 {
+        let (z, lo, hi) = (self.zero_point, self.qmin, self.qmax);
+        let Some(b) = self.bias_acc else {
+            let ep = self.epilogue;
+            let scaled = float_scale(acc, self.multiplier, self.requant, ep);
+            let v = hold(scaled + self.bias_term, ep);
+            return clamp_float(round(v, self.rounding), z, lo, hi);
+        };
+        let acc = acc.saturating_add(b);
+        match self.integer {
+            Some(IntegerScale::Zero) => clamp_int(0, z, lo, hi),
+            Some(IntegerScale::Q31 { negate, q }) => {
+                let x = if negate {
+                    -i128::from(acc)
+                } else {
+                    i128::from(acc)
+                };
+                let r = q.map_or(0, |q| q.apply_wide(x, self.rounding));
+                clamp_int(r, z, lo, hi)
+            }
+            Some(IntegerScale::Pot { negate, k }) => {
+                let x = if negate {
+                    -i128::from(acc)
+                } else {
+                    i128::from(acc)
+                };
+                let r = k.map_or(0, |k| pot_scale(x, k, self.rounding));
+                clamp_int(r, z, lo, hi)
+            }
+            None => {
+                let v = float_scale(acc, self.multiplier, self.requant, self.epilogue);
+                clamp_float(round(v, self.rounding), z, lo, hi)
+            }
+        }
     }
 }

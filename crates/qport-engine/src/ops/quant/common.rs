@@ -99,12 +99,31 @@ impl QType {
     }
 }
 
+/// `x` rounded half to even, as `f32::round_ties_even` but written with an
+/// integer conversion: the `std` function is a library call on baseline
+/// x86-64 (no SSE4.1) and this is the innermost step of every
+/// (re)quantization. NaN and values of magnitude >= 2^23 come back as they
+/// are (already integral).
+#[inline]
+pub(crate) fn round_half_even(x: f32) -> f32 {
+    if x.is_nan() || x.abs() >= 8_388_608.0 {
+        return x;
+    }
+    let t = x as i32;
+    let r = x - t as f32; // exact, in (-1, 1)
+    let odd = t & 1 != 0;
+    // non-short-circuit: no data-dependent branches in requantization loops
+    let up = (r > 0.5) | ((r == 0.5) & odd);
+    let down = (r < -0.5) | ((r == -0.5) & odd);
+    (t + i32::from(up) - i32::from(down)) as f32
+}
+
 /// Quantizes one value the way ONNX `QuantizeLinear` and onnxruntime's MLAS
 /// do: `saturate(round_half_even(x / scale) + zero_point)`, computed in f32.
 /// NaN maps to the type's minimum (as onnxruntime's clamp does).
 #[inline]
 pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: QType) -> i32 {
-    saturate_rounded((x / scale).round_ties_even(), zero, q)
+    saturate_rounded(round_half_even(x / scale), zero, q)
 }
 
 /// Requantizes an exact integer accumulator with a real multiplier: the
@@ -112,7 +131,7 @@ pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: QType) -> i32 {
 /// multiplier) + zero_point)`, with the product in f32.
 #[inline]
 pub(crate) fn requantize(acc: i32, multiplier: f32, zero: i32, q: QType) -> i32 {
-    saturate_rounded((acc as f32 * multiplier).round_ties_even(), zero, q)
+    saturate_rounded(round_half_even(acc as f32 * multiplier), zero, q)
 }
 
 /// `clamp(r + zero)` for an already-rounded float `r`; NaN gives the minimum.
@@ -351,5 +370,26 @@ mod tests {
         let idx: Vec<usize> = (0..10).map(|i| l.index(i)).collect();
         assert_eq!(idx, [0, 0, 1, 1, 2, 3, 3, 4, 4, 5]);
         assert!(Layout::new(&[2, 5], &[2, 2], 1, 2).is_err());
+    }
+}
+
+#[cfg(test)]
+mod round_tests {
+    use super::round_half_even;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn round_half_even_matches_std(
+            x in prop_oneof![
+                any::<f32>(),
+                (-1e4f32..1e4),
+                (-4096i32..4096).prop_map(|k| k as f32 / 2.0),
+                Just(0.49999997f32), Just(-0.49999997f32), Just(8_388_607.5f32),
+            ],
+        ) {
+            let (a, b) = (round_half_even(x), x.round_ties_even());
+            prop_assert!(a == b || (a.is_nan() && b.is_nan()), "{x}: {a} vs {b}");
+        }
     }
 }

@@ -15,10 +15,21 @@
 //! - `QLinearMul`, `QLinearAveragePool`, `QLinearConcat` and
 //!   `QLinearSoftmax` dequantize, compute in f32 and quantize (within one
 //!   step of onnxruntime; not checked bit for bit).
+//!
+//! Under an integer-arithmetic profile ([`crate::PlanOptions::arith`]):
+//! `QLinearAdd` keeps the formula above with the profile's rounding
+//! ([`qport_core::arith::NonGemm::Float`]) or runs TFLite-style in
+//! integers ([`qport_core::arith::add_fixed_point`]); `QLinearMul` follows
+//! [`qport_core::arith::mul`]; `QLinearGlobalAveragePool` rescales the
+//! exact sum with [`qport_core::arith::rescale`]. The other ops keep
+//! onnxruntime's arithmetic.
 
-use super::common::{i32_values, quantize, saturate_rounded, scalar_f32, scalar_zero, QType};
+use super::common::{
+    i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, QType,
+};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
+use qport_core::arith::{self, ArithProfile, NonGemm, Rounding};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, normalize_axis};
 use qport_core::Tensor;
 
@@ -62,7 +73,12 @@ enum Binary {
     Mul,
 }
 
-fn build_binary(kind: Binary) -> Box<dyn Op> {
+fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
+    let rounding = arith.as_ref().map_or(Rounding::HalfEven, |p| p.rounding);
+    let fixed_point = arith
+        .as_ref()
+        .filter(|p| p.non_gemm == NonGemm::FixedPoint)
+        .cloned();
     fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
@@ -86,8 +102,51 @@ fn build_binary(kind: Binary) -> Box<dyn Op> {
         let (av, bv) = (i32_values(a, "A")?, i32_values(b, "B")?);
         let am = broadcast_index_map(a.shape(), &shape);
         let bm = broadcast_index_map(b.shape(), &shape);
-        let round = |r: f32| saturate_rounded(r.round_ties_even(), 0, q);
+        let round = |r: f32| saturate_rounded(rounded(r, rounding), 0, q);
         let out: Vec<i32> = match kind {
+            Binary::Add if fixed_point.is_some() => {
+                let p = fixed_point.as_ref().expect("checked");
+                let m_a = f64::from(pa.scale) / f64::from(pc.scale);
+                let m_b = f64::from(pb.scale) / f64::from(pc.scale);
+                am.iter()
+                    .zip(&bm)
+                    .map(|(&i, &j)| {
+                        arith::add_fixed_point(
+                            av[i],
+                            pa.zero,
+                            m_a,
+                            bv[j],
+                            pb.zero,
+                            m_b,
+                            pc.zero,
+                            q.min(),
+                            q.max(),
+                            p,
+                        )
+                    })
+                    .collect()
+            }
+            Binary::Mul if arith.is_some() => {
+                let p = arith.as_ref().expect("checked");
+                am.iter()
+                    .zip(&bm)
+                    .map(|(&i, &j)| {
+                        arith::mul(
+                            av[i],
+                            pa.zero,
+                            pa.scale,
+                            bv[j],
+                            pb.zero,
+                            pb.scale,
+                            pc.scale,
+                            pc.zero,
+                            q.min(),
+                            q.max(),
+                            p,
+                        )
+                    })
+                    .collect()
+            }
             Binary::Add => {
                 // onnxruntime's MLAS QLinearAdd (x86): ratios to the output
                 // scale, the zero points folded into one constant, fused
@@ -119,7 +178,7 @@ fn build_binary(kind: Binary) -> Box<dyn Op> {
                 .zip(&bm)
                 .map(|(&i, &j)| {
                     let r = pa.dequant(av[i]) * pb.dequant(bv[j]) / pc.scale;
-                    saturate_rounded(r.round_ties_even(), pc.zero, q)
+                    saturate_rounded(round_half_even(r), pc.zero, q)
                 })
                 .collect(),
         };
@@ -128,13 +187,22 @@ fn build_binary(kind: Binary) -> Box<dyn Op> {
 }
 
 /// `QLinearAdd`: `C = quantize(dequant(A) + dequant(B))`, broadcasting.
-pub(crate) fn build_add(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_binary(Binary::Add))
+pub(crate) fn build_add(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(build_binary(Binary::Add, ctx.arith.cloned()))
 }
 
 /// `QLinearMul`: `C = quantize(dequant(A) * dequant(B))`, broadcasting.
-pub(crate) fn build_mul(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_binary(Binary::Mul))
+pub(crate) fn build_mul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(build_binary(Binary::Mul, ctx.arith.cloned()))
+}
+
+/// `r` rounded to an integer-valued f32 under `mode`.
+#[inline]
+fn rounded(r: f32, mode: Rounding) -> f32 {
+    match mode {
+        Rounding::HalfEven => round_half_even(r),
+        _ => arith::round(f64::from(r), mode) as f32,
+    }
 }
 
 /// A unary op through a lookup table over all 256 input values.
@@ -229,6 +297,7 @@ impl Planes {
 /// `x_scale / (y_scale * pixels)` in f32, as onnxruntime's MLAS kernel does.
 pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
+    let arith = ctx.arith.cloned();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let qx = QType::of8("X", x.dtype())?;
@@ -251,8 +320,17 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
                 let (base, step) = p.base(n, c, size);
                 let sum: i64 = (0..size).map(|s| xv[base + s * step] as i64).sum();
                 let acc = (sum - px.zero as i64 * size as i64) as i32;
+                if let Some(p) = &arith {
+                    let m = if p.non_gemm == NonGemm::FixedPoint {
+                        f64::from(px.scale) / (f64::from(py.scale) * size as f64)
+                    } else {
+                        f64::from(scale)
+                    };
+                    out.push(arith::rescale(acc, 0, m, py.zero, qy.min(), qy.max(), p));
+                    continue;
+                }
                 out.push(saturate_rounded(
-                    (acc as f32 * scale).round_ties_even(),
+                    round_half_even(acc as f32 * scale),
                     py.zero,
                     qy,
                 ));

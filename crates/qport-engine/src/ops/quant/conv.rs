@@ -5,17 +5,24 @@
 //! Requantization in `QLinearConv` is the onnxruntime reference arithmetic:
 //! the exact i32 accumulator plus the int32 bias is multiplied in f32 by
 //! `x_scale * w_scale[c] / y_scale`, rounded half to even, offset by the
-//! output zero point and saturated. Other integer-arithmetic profiles are
-//! layered on the same accumulator elsewhere.
+//! output zero point and saturated. Under an integer-arithmetic profile
+//! ([`crate::PlanOptions::arith`]) the accumulator is the profile's (exact,
+//! or the AVX2 int16-saturating pairs for u8 activations × s8 weights in
+//! every convolution but depthwise ones) and the bias, scaling, rounding and
+//! epilogue follow [`qport_core::arith::requantize_biased`], the profile's
+//! scalar definition.
 
 use super::common::{
     f32_values, i32_values, per_channel, requantize, scalar_f32, scalar_zero, QType,
 };
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
+use qport_core::arith::{self, Accumulator, ArithProfile, Requant};
 use qport_core::shape::checked_numel;
-use qport_core::{Tensor, TensorData};
+use qport_core::{DType, Tensor, TensorData};
+use qport_kernels::idepthwise::{depthwise_plane, PlaneGeom};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::satpair::sat_pair_gemm;
 use qport_onnx::Node;
 
 /// `auto_pad` modes.
@@ -215,6 +222,27 @@ pub(crate) fn conv_accumulate<X: QInt, W: QInt>(
     x_zero: i32,
     w_zero: &[i32],
 ) -> OpResult<Vec<i32>> {
+    conv_accumulate_with(x, w, g, x_zero, w_zero, false)
+}
+
+/// True for a depthwise convolution (one input channel per group): such
+/// layers run on dedicated kernels that accumulate exactly, never on the
+/// saturating pair path.
+pub(crate) fn depthwise(g: &ConvGeom) -> bool {
+    g.group > 1 && g.c_in / g.group == 1
+}
+
+/// [`conv_accumulate`], or with `sat_pairs` the AVX2 u8×s8 int16-saturating
+/// pair accumulation along the `(c, k…)` reduction order of the weights
+/// ([`qport_kernels::satpair`]).
+pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
+    x: &[X],
+    w: &[W],
+    g: &ConvGeom,
+    x_zero: i32,
+    w_zero: &[i32],
+    sat_pairs: bool,
+) -> OpResult<Vec<i32>> {
     let is: usize = g.input.iter().product();
     let os: usize = g.output.iter().product();
     let ks: usize = g.kernel.iter().product();
@@ -222,6 +250,29 @@ pub(crate) fn conv_accumulate<X: QInt, W: QInt>(
     let mg = g.c_out / g.group;
     let kdim = cg * ks;
     let mut y = vec![0i32; checked_numel(&[g.batch, g.c_out, os])?];
+    if depthwise(g) && mg == 1 && g.input.len() == 2 {
+        let pg = PlaneGeom {
+            input: [g.input[0], g.input[1]],
+            kernel: [g.kernel[0], g.kernel[1]],
+            strides: [g.strides[0], g.strides[1]],
+            dilations: [g.dilations[0], g.dilations[1]],
+            pad_begin: [g.pad_begin[0], g.pad_begin[1]],
+            output: [g.output[0], g.output[1]],
+        };
+        for n in 0..g.batch {
+            for c in 0..g.c_out {
+                depthwise_plane(
+                    &x[(n * g.c_in + c) * is..][..is],
+                    x_zero,
+                    &w[c * ks..(c + 1) * ks],
+                    w_zero[c],
+                    &pg,
+                    &mut y[(n * g.c_out + c) * os..][..os],
+                );
+            }
+        }
+        return Ok(y);
+    }
     let pointwise = g.pointwise();
     let mut col: Vec<X> = Vec::new();
     if !pointwise {
@@ -239,7 +290,11 @@ pub(crate) fn conv_accumulate<X: QInt, W: QInt>(
             let a = MatRef::row_major(&w[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim);
             let za = ZeroPoints::PerSlice(&w_zero[gi * mg..(gi + 1) * mg]);
             let out = &mut y[(n * g.c_out + gi * mg) * os..][..mg * os];
-            igemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os, false);
+            if sat_pairs {
+                sat_pair_gemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os);
+            } else {
+                igemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os, false);
+            }
         }
     }
     Ok(y)
@@ -362,6 +417,7 @@ pub(crate) fn build_conv_integer(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// per output channel (see the module docs for the arithmetic).
 pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let attrs = ConvAttrs::from_node(ctx.node)?;
+    let arith = ctx.arith.cloned();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let w = input(inputs, 3)?;
@@ -399,9 +455,35 @@ pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
             None => None,
         };
-        let acc = with_q8_xw!(x, w, |xv, wv| conv_accumulate(xv, wv, &g, x_zero, &w_zero)?);
+        let sat = arith.as_ref().is_some_and(|p| {
+            p.accumulator == Accumulator::I16SatPairs
+                && x.dtype() == DType::U8
+                && w.dtype() == DType::I8
+                && !depthwise(&g)
+        });
+        let acc = with_q8_xw!(x, w, |xv, wv| conv_accumulate_with(
+            xv, wv, &g, x_zero, &w_zero, sat
+        )?);
         let mult: Vec<f32> = w_scale.iter().map(|&s| x_scale * s / y_scale).collect();
         let os: usize = g.output.iter().product();
+        if let Some(p) = &arith {
+            let m = profile_multipliers(p, &mult, x_scale, &w_scale, y_scale);
+            let rq: Vec<arith::Requantizer> = (0..g.c_out)
+                .map(|c| {
+                    let b = bias.map_or(0.0, |b| f64::from(b[c]));
+                    arith::Requantizer::new(b, m[c], y_zero, q.min(), q.max(), p)
+                })
+                .collect();
+            let mut out = vec![0i32; acc.len()];
+            for (i, (o, a)) in out
+                .chunks_mut(os.max(1))
+                .zip(acc.chunks(os.max(1)))
+                .enumerate()
+            {
+                rq[i % g.c_out].apply_slice(a, o);
+            }
+            return Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?]);
+        }
         let out: Vec<i32> = acc
             .iter()
             .enumerate()
@@ -416,6 +498,27 @@ pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             .collect();
         Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?])
     }))
+}
+
+/// Requantization multipliers under a profile: the f32 products
+/// onnxruntime computes (`x_scale · w_scale / y_scale` in f32) for
+/// [`qport_core::arith::Requant::F32`], the f64 products of the same f32
+/// scales for every other policy.
+pub(crate) fn profile_multipliers(
+    p: &ArithProfile,
+    mult_f32: &[f32],
+    x_scale: f32,
+    w_scale: &[f32],
+    y_scale: f32,
+) -> Vec<f64> {
+    if p.requant == Requant::F32 {
+        mult_f32.iter().map(|&m| f64::from(m)).collect()
+    } else {
+        w_scale
+            .iter()
+            .map(|&s| f64::from(x_scale) * f64::from(s) / f64::from(y_scale))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,20 @@
 //! Integer matrix products: `MatMulInteger`, `QLinearMatMul` and
 //! onnxruntime's `com.microsoft.QGemm`, all on the exact
 //! [`qport_kernels::igemm`] kernel. Requantization is the onnxruntime
-//! reference arithmetic (see `common::requantize`).
+//! reference arithmetic (see `common::requantize`); under an
+//! integer-arithmetic profile ([`crate::PlanOptions::arith`]) the
+//! accumulator is the profile's (the AVX2 saturating pairs for u8 × s8 under
+//! `avx2-u8s8`) and the epilogue is the profile's scalar definition
+//! ([`qport_core::arith::requantize_biased`]).
 
 use super::common::{f32_values, i32_values, requantize, scalar_f32, scalar_zero, QType};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
+use qport_core::arith::{self, Accumulator, ArithProfile, Requant};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
-use qport_core::{Tensor, TensorData};
+use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::satpair::sat_pair_gemm;
 
 /// Shapes of a numpy-style (batched, broadcasting) matrix product.
 pub(crate) struct MatMulGeom {
@@ -125,9 +131,33 @@ pub(crate) fn batched<A: QInt, B: QInt>(
     za: &BatchZero,
     zb: &BatchZero,
 ) -> Vec<i32> {
+    batched_with(a, b, g, za, zb, false)
+}
+
+/// [`batched`], or with `sat_pairs` the AVX2 u8×s8 int16-saturating pair
+/// accumulation ([`qport_kernels::satpair`]).
+pub(crate) fn batched_with<A: QInt, B: QInt>(
+    a: &[A],
+    b: &[B],
+    g: &MatMulGeom,
+    za: &BatchZero,
+    zb: &BatchZero,
+    sat_pairs: bool,
+) -> Vec<i32> {
     let (m, k, n) = (g.m, g.k, g.n);
     let mut out = vec![0i32; g.pairs.len() * m * n];
     for (i, &(ia, ib)) in g.pairs.iter().enumerate() {
+        if sat_pairs {
+            sat_pair_gemm(
+                MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k),
+                za.view(ia),
+                MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n),
+                zb.view(ib),
+                &mut out[i * m * n..(i + 1) * m * n],
+                n,
+            );
+            continue;
+        }
         igemm(
             MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k),
             za.view(ia),
@@ -173,8 +203,9 @@ pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// `QLinearMatMul`: the exact integer product requantized with
 /// `a_scale * b_scale / y_scale` (per-row `a` and per-column `b` scales and
 /// zero points accepted).
-pub(crate) fn build_qlinear_matmul(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(fn_op(|inputs| {
+pub(crate) fn build_qlinear_matmul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let arith = ctx.arith.cloned();
+    Ok(fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
         let g = MatMulGeom::new(a.shape(), b.shape())?;
@@ -188,11 +219,30 @@ pub(crate) fn build_qlinear_matmul(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let yz = opt_input(inputs, 7);
         let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
         let y_zero = scalar_zero(yz, "y_zero_point")?;
-        let acc = with_q8_pair!(a, b, |av, bv| batched(av, bv, &g, &za, &zb));
+        let sat = sat_pairs(arith.as_ref(), a, b);
+        let acc = with_q8_pair!(a, b, |av, bv| batched_with(av, bv, &g, &za, &zb, sat));
         let (m, n) = (g.m, g.n);
         let mult: Vec<f32> = (0..m * n)
             .map(|i| pick(&a_scale, i / n) * pick(&b_scale, i % n) / y_scale)
             .collect();
+        if let Some(p) = &arith {
+            let rq: Vec<arith::Requantizer> = (0..m * n)
+                .map(|j| {
+                    let mult = if p.requant == Requant::F32 {
+                        f64::from(mult[j])
+                    } else {
+                        f64::from(pick(&a_scale, j / n)) * f64::from(pick(&b_scale, j % n))
+                            / f64::from(y_scale)
+                    };
+                    arith::Requantizer::new(0.0, mult, y_zero, q.min(), q.max(), p)
+                })
+                .collect();
+            let out: Vec<i32> = acc
+                .chunks(m * n)
+                .flat_map(|c| c.iter().zip(&rq).map(|(&v, r)| r.apply(i64::from(v))))
+                .collect();
+            return Ok(vec![Tensor::new(g.out_shape, q.pack(out))?]);
+        }
         let out: Vec<i32> = acc
             .iter()
             .enumerate()
@@ -210,6 +260,7 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let trans_a = node.attr_int("transA", 0)? != 0;
     let trans_b = node.attr_int("transB", 0)? != 0;
     let alpha = node.attr_float("alpha", 1.0)?;
+    let arith = ctx.arith.cloned();
     Ok(fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
@@ -250,6 +301,7 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             None => vec![0; n],
         };
         let mut acc = vec![0i32; m * n];
+        let mut bias = vec![0i32; m * n];
         if let Some(c) = opt_input(inputs, 6) {
             let cv = c
                 .as_slice::<i32>()
@@ -261,10 +313,12 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                     c.shape()
                 )));
             }
-            for (o, i) in acc.iter_mut().zip(broadcast_index_map(c.shape(), &[m, n])) {
+            let dst = if arith.is_some() { &mut bias } else { &mut acc };
+            for (o, i) in dst.iter_mut().zip(broadcast_index_map(c.shape(), &[m, n])) {
                 *o = cv[i];
             }
         }
+        let sat = sat_pairs(arith.as_ref(), a, b);
         with_q8_pair!(a, b, |av, bv| {
             let mut am = MatRef::row_major(av, a.shape()[0], a.shape()[1]);
             if trans_a {
@@ -274,16 +328,30 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             if trans_b {
                 bm = bm.t();
             }
-            igemm(
-                am,
-                ZeroPoints::Scalar(za),
-                bm,
-                ZeroPoints::PerSlice(&zb),
-                &mut acc,
-                n,
-                true,
-            );
+            if sat {
+                sat_pair_gemm(
+                    am,
+                    ZeroPoints::Scalar(za),
+                    bm,
+                    ZeroPoints::PerSlice(&zb),
+                    &mut acc,
+                    n,
+                );
+            } else {
+                igemm(
+                    am,
+                    ZeroPoints::Scalar(za),
+                    bm,
+                    ZeroPoints::PerSlice(&zb),
+                    &mut acc,
+                    n,
+                    true,
+                );
+            }
         });
+        if let Some(p) = &arith {
+            return qgemm_profile(p, inputs, &acc, &bias, (m, n), alpha, a_scale, &b_scale, a);
+        }
         match opt_input(inputs, 7) {
             Some(ys) => {
                 let y_scale = scalar_f32(ys, "y_scale")?;
@@ -312,6 +380,82 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
         }
     }))
+}
+
+/// True when `profile` accumulates `a × b` with the AVX2 saturating pairs:
+/// [`Accumulator::I16SatPairs`] and u8 activations × s8 weights.
+fn sat_pairs(profile: Option<&ArithProfile>, a: &Tensor, b: &Tensor) -> bool {
+    profile.is_some_and(|p| p.accumulator == Accumulator::I16SatPairs)
+        && a.dtype() == DType::U8
+        && b.dtype() == DType::I8
+}
+
+/// The epilogue of `QGemm` under a profile: the accumulator `acc` (without
+/// `C`) and the int32 `bias` (`C`, broadcast) requantized to `y_scale` /
+/// `y_zero_point` with [`arith::requantize_biased`], or scaled to float
+/// with [`arith::dequantize_acc`] when the output is not quantized.
+#[allow(clippy::too_many_arguments)]
+fn qgemm_profile(
+    p: &ArithProfile,
+    inputs: &[Option<&Tensor>],
+    acc: &[i32],
+    bias: &[i32],
+    (m, n): (usize, usize),
+    alpha: f32,
+    a_scale: f32,
+    b_scale: &[f32],
+    a: &Tensor,
+) -> OpResult<Vec<Tensor>> {
+    let f32_policy = p.requant == Requant::F32;
+    match opt_input(inputs, 7) {
+        Some(ys) => {
+            let y_scale = scalar_f32(ys, "y_scale")?;
+            let yz = opt_input(inputs, 8);
+            let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
+            let y_zero = scalar_zero(yz, "y_zero_point")?;
+            let mult: Vec<f64> = b_scale
+                .iter()
+                .map(|&s| {
+                    if f32_policy {
+                        f64::from(alpha * a_scale * s / y_scale)
+                    } else {
+                        f64::from(alpha) * f64::from(a_scale) * f64::from(s) / f64::from(y_scale)
+                    }
+                })
+                .collect();
+            let out: Vec<i32> = acc
+                .iter()
+                .zip(bias)
+                .enumerate()
+                .map(|(i, (&v, &b))| {
+                    arith::Requantizer::new(f64::from(b), mult[i % n], y_zero, q.min(), q.max(), p)
+                        .apply(i64::from(v))
+                })
+                .collect();
+            Ok(vec![Tensor::new(vec![m, n], q.pack(out))?])
+        }
+        None => {
+            let mult: Vec<f64> = b_scale
+                .iter()
+                .map(|&s| {
+                    if f32_policy {
+                        f64::from(alpha * a_scale * s)
+                    } else {
+                        f64::from(alpha) * f64::from(a_scale) * f64::from(s)
+                    }
+                })
+                .collect();
+            let out: Vec<f32> = acc
+                .iter()
+                .zip(bias)
+                .enumerate()
+                .map(|(i, (&v, &b))| {
+                    arith::dequantize_acc(i64::from(v), f64::from(b), mult[i % n], p)
+                })
+                .collect();
+            Ok(vec![Tensor::new(vec![m, n], TensorData::F32(out))?])
+        }
+    }
 }
 
 fn check_len(v: &[f32], n: usize, what: &str) -> OpResult<()> {

@@ -1,0 +1,730 @@
+//! `qport agree`: the cross-profile agreement study on one quantized
+//! artifact (`qport_study::agree`): the artifact's scales held fixed, the
+//! integer arithmetic the only free variable. Prints the top-1 agreement
+//! matrix, the per-pair detail, the determinism and FP32 controls and the
+//! samples that flip; writes `OUT/agree.json` (atomically) and, with
+//! `--min-agreement`, exits 1 when a pair of profiles agrees less often.
+//!
+//! # JSON schema (`OUT/agree.json`, and stdout with `--format json`), `"schema": "qport.agree/1"`
+//!
+//! ```text
+//! {
+//!   "schema": "qport.agree/1",
+//!   "qport_version": str,
+//!   "command": [str],
+//!   "model": { "path": str, "size_bytes": int, "sha256": str },
+//!   "fp32_model": { "path": str, "size_bytes": int, "sha256": str } | null,
+//!   "data": { "path": str, "description": str, "sha256": str, "preprocess": str | null },
+//!   "n": int,
+//!   "output": { "name": str, "elements": int },
+//!   "pot": { "mode": "ceil" | "nearest", "scales": int, "scale_elements_changed": int,
+//!            "weights": int, "biases": int, "integers_changed": int, "clamped": int } | null,
+//!   "threads": int,
+//!   "profile_files": [ { "path": str, "size_bytes": int, "sha256": str } ],
+//!   "profiles": [ Profile ],            // as in qport.profiles/1, in study order
+//!   "matrix": { "profiles": [str], "top1_agree": [[int]], "bit_identical": [[int]] },
+//!   "pairs": [ Pair ],                  // every pair of different profiles
+//!   "self": [ Pair ],                   // each profile vs its own second run
+//!   "vs_fp32": [ Pair ],                // each profile vs the fp32 control
+//!   "fp32_controls": [ Pair ],          // fp32 / fp32-generic / fp32-2threads
+//!   "any_flip": { "count": int, "samples": [int], "margin_auc": float | null },
+//!   "samples": [ { "index": int, "id": str, "fp32_top1": int, "fp32_margin": float,
+//!                  "top1": [int] } ],   // top1 in profile order
+//!   "min_agreement": { "threshold": float, "passed": bool,
+//!                      "failing": [ { "a": str, "b": str, "top1_rate": float } ] } | null,
+//!   "warnings": [str],
+//!   "seconds": float
+//! }
+//! Pair = { "a": str, "b": str, "n": int, "top1_agree": int, "top1_rate": float,
+//!          "bit_identical": int, "cosine_mean": float, "cosine_min": float,
+//!          "max_abs_diff": float | null, "top5_overlap": float,
+//!          "margin_auc": float | null,
+//!          "flips": [ { "index": int, "margin": float | null, "top1_a": int, "top1_b": int } ] }
+//! ```
+
+use crate::data::{self, LastSample, Source};
+use crate::info::FileJson;
+use crate::model_file;
+use crate::output::{self, Align, Format, Style, Table, Ui};
+use crate::profiles::{ProfileFilesArg, ProfileJson};
+use crate::ExitStatus;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use qport_core::arith::ArithProfile;
+use qport_quant::pot::{self, PotMode, PotSummary};
+use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement, PairStats};
+use qport_study::StudyError;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Examples shown by `qport agree --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  qport agree q/model.qdq.onnx --data photos/ --preprocess effnet-lite --out agree/
+  qport agree q/model.qdq.onnx --data photos/ --preprocess effnet-lite \\
+      --profiles f32-rne,avx2-u8s8,gemmlowp --n 1000 --min-agreement 0.99 --out agree/
+  qport agree q/model.qdq.onnx --data eval.npz --fp32 model.onnx --pot ceil --out agree-pot/
+  qport agree q/model.qdq.onnx --data photos/ --preprocess effnet-lite \\
+      --profile-file my-npu.toml --profiles f32-rne,my-npu --format json --out agree/
+
+Runs every sample through every profile's integer plan twice (the second
+run must be bit-identical: a determinism check), and through three FP32
+controls on the float model (fp32: default kernels on one thread;
+fp32-generic: portable scalar kernels; fp32-2threads: samples split across
+two threads). Compares the model's first output. The matrix counts top-1
+agreement between profiles (diagonal: a profile against its second run). A
+flip is a sample whose top-1 class differs between two profiles; margin AUC
+is the ROC-AUC of the FP32 top-1 minus top-2 logit as a predictor of a flip
+(1: flips happen only at small margins; 0.5: chance).
+
+Data (--data): a folder of images (PNG, JPEG) with --preprocess, or a .npy /
+.npz file (first axis = samples). The FP32 controls run the float graph
+recovered from the artifact unless --fp32 gives the original model.
+--pot ceil|nearest rewrites the artifact's scales to powers of two (integer
+weights and biases re-derived) before measuring.
+
+Writes OUT/agree.json (schema qport.agree/1, docs/cli-json.md). Exit codes:
+0 done, 1 --min-agreement not met (the failing pairs are named), 2 input
+error (unknown profile, float model, data that does not fit the model).";
+
+/// `--pot` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PotArg {
+    /// `2^ceil(log2 s)`: steps only grow, nothing new clips.
+    Ceil,
+    /// `2^round(log2 s)`: the closest power of two.
+    Nearest,
+}
+
+/// `qport agree` arguments.
+#[derive(Debug, Args)]
+pub struct AgreeArgs {
+    /// The quantized (QDQ) model.
+    pub model: PathBuf,
+    /// Input data: image folder, .npy or .npz.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Image preprocessing: a preset name or a TOML file.
+    #[arg(long)]
+    pub preprocess: Option<String>,
+    /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).
+    #[arg(long = "pp", value_name = "KEY=VALUE")]
+    pub pp: Vec<String>,
+    /// Comma-separated profile names, or `all` (`qport profiles` lists them).
+    #[arg(long, default_value = "all", value_name = "P1,P2,...|all")]
+    pub profiles: String,
+    #[command(flatten)]
+    pub files: ProfileFilesArg,
+    /// Use at most this many samples.
+    #[arg(long, value_name = "N")]
+    pub n: Option<usize>,
+    /// The original FP32 model for the FP32 controls and margins (default:
+    /// the float graph recovered from MODEL).
+    #[arg(long, value_name = "FP32.onnx")]
+    pub fp32: Option<PathBuf>,
+    /// Rewrite the artifact's scales to powers of two before measuring.
+    #[arg(long, value_enum)]
+    pub pot: Option<PotArg>,
+    /// Fail (exit 1) when any pair of profiles agrees on top-1 for less than
+    /// this fraction of the samples (0 to 1).
+    #[arg(long, value_name = "X", value_parser = parse_fraction)]
+    pub min_agreement: Option<f64>,
+    /// Worker threads (default: every core); results do not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Output directory for agree.json (created if missing).
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(0.0..=1.0).contains(&x) {
+        return Err(format!(
+            "{s} is not a fraction between 0 and 1 (0.99 means 99% of the samples)"
+        ));
+    }
+    Ok(x)
+}
+
+#[derive(Debug, Serialize)]
+struct DataJson {
+    path: String,
+    description: String,
+    sha256: String,
+    preprocess: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutputJson {
+    name: String,
+    elements: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct PotJson {
+    mode: &'static str,
+    #[serde(flatten)]
+    summary: PotSummary,
+}
+
+#[derive(Debug, Serialize)]
+struct MatrixJson {
+    profiles: Vec<String>,
+    top1_agree: Vec<Vec<usize>>,
+    bit_identical: Vec<Vec<usize>>,
+}
+
+#[derive(Debug, Serialize)]
+struct PairJson<'a> {
+    #[serde(flatten)]
+    stats: &'a PairStats,
+    top1_rate: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct AnyFlipJson<'a> {
+    count: usize,
+    samples: &'a [usize],
+    margin_auc: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct SampleJson<'a> {
+    index: usize,
+    #[serde(flatten)]
+    record: &'a qport_study::agree::SampleRecord,
+}
+
+#[derive(Debug, Serialize)]
+struct FailingJson {
+    a: String,
+    b: String,
+    top1_rate: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct CheckJson {
+    threshold: f64,
+    passed: bool,
+    failing: Vec<FailingJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    schema: &'static str,
+    qport_version: &'static str,
+    command: Vec<String>,
+    model: FileJson,
+    fp32_model: Option<FileJson>,
+    data: DataJson,
+    n: usize,
+    output: OutputJson,
+    pot: Option<PotJson>,
+    threads: usize,
+    profile_files: Vec<FileJson>,
+    profiles: Vec<ProfileJson>,
+    matrix: MatrixJson,
+    pairs: Vec<PairJson<'a>>,
+    #[serde(rename = "self")]
+    selves: Vec<PairJson<'a>>,
+    vs_fp32: Vec<PairJson<'a>>,
+    fp32_controls: Vec<PairJson<'a>>,
+    any_flip: AnyFlipJson<'a>,
+    samples: Vec<SampleJson<'a>>,
+    min_agreement: Option<CheckJson>,
+    warnings: Vec<String>,
+    seconds: f64,
+}
+
+fn pairs_json(p: &[PairStats]) -> Vec<PairJson<'_>> {
+    p.iter()
+        .map(|stats| PairJson {
+            stats,
+            top1_rate: stats.top1_rate(),
+        })
+        .collect()
+}
+
+/// Resolves `--profiles` against the presets and profile files.
+fn select_profiles(
+    spec: &str,
+    reg: &qport_core::arith::ProfileRegistry,
+) -> Result<Vec<ArithProfile>> {
+    if spec.trim().eq_ignore_ascii_case("all") {
+        return Ok(reg.profiles().to_vec());
+    }
+    let mut out: Vec<ArithProfile> = vec![];
+    for name in spec.split(',').map(str::trim) {
+        if name.is_empty() {
+            bail!(
+                "--profiles '{spec}' has an empty name; valid: all, {}",
+                reg.names().join(", ")
+            );
+        }
+        let p = reg.get(name)?;
+        if out.iter().any(|q| q.name == p.name) {
+            bail!("--profiles lists `{}` twice", p.name);
+        }
+        out.push(p.clone());
+    }
+    Ok(out)
+}
+
+/// Turns a study error into the CLI's message: a failing sample is named
+/// with its input shapes next to the model's declared ones.
+fn study_err(e: StudyError, last: &LastSample, inputs: &[qport_data::InputSpec]) -> anyhow::Error {
+    match e {
+        StudyError::Data(q) => last.explain(q, inputs),
+        StudyError::Sample { sample, source } => {
+            let mismatch = matches!(
+                source,
+                qport_engine::EngineError::InputShape { .. }
+                    | qport_engine::EngineError::InputDType { .. }
+                    | qport_engine::EngineError::MissingInput { .. }
+                    | qport_engine::EngineError::UnknownInput { .. }
+            );
+            let e = anyhow::Error::new(source);
+            if mismatch {
+                e.context(format!(
+                    "the data does not match the model's inputs (sample {sample})"
+                ))
+            } else {
+                e.context(format!("running the model on {sample} failed"))
+            }
+        }
+        e => anyhow::Error::new(e),
+    }
+}
+
+/// Runs `qport agree`.
+pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
+    let t0 = Instant::now();
+    let loaded = args.files.load()?;
+    let profiles = select_profiles(&args.profiles, &loaded.registry)?;
+    let qdq = model_file::load(&args.model)?;
+    if qport_engine::quantized_node_count(&qdq.model) == 0 {
+        return Err(anyhow::Error::new(qport_engine::EngineError::NotQuantized {
+            model: qdq.model.graph.name.clone(),
+        })
+        .context(format!("'{}' is not quantized", args.model.display())));
+    }
+    let mut warnings = vec![];
+    let (fp32_model, fp32_facts) = match &args.fp32 {
+        Some(p) => {
+            let m = model_file::load(p)?;
+            (m.model, Some(m.facts))
+        }
+        None => {
+            let imp = qport_quant::import::import(&qdq.model).with_context(|| {
+                format!(
+                    "cannot recover the float graph of '{}'; give the original model with --fp32",
+                    args.model.display()
+                )
+            })?;
+            if qport_engine::quantized_node_count(&imp.model) > 0 {
+                bail!(
+                    "'{}' has quantized operators (QLinearConv, ...) besides QuantizeLinear/DequantizeLinear \
+                     pairs, so its float graph cannot be recovered; give the original model with --fp32",
+                    args.model.display()
+                );
+            }
+            warnings.push(
+                "the FP32 controls run the float graph recovered from the artifact; give \
+                 --fp32 ORIGINAL.onnx to use the original model"
+                    .to_string(),
+            );
+            (imp.model, None)
+        }
+    };
+    let (study_model, pot_json) = match args.pot {
+        Some(mode) => {
+            let (pm, name) = match mode {
+                PotArg::Ceil => (PotMode::Ceil, "ceil"),
+                PotArg::Nearest => (PotMode::Nearest, "nearest"),
+            };
+            let (m, summary) =
+                pot::rewrite_scales_with_summary(&qdq.model, pm).with_context(|| {
+                    format!("--pot {name}: cannot rewrite '{}'", args.model.display())
+                })?;
+            if summary.clamped > 0 {
+                warnings.push(format!(
+                    "--pot {name}: {} weight/bias integers were clamped to their grid",
+                    summary.clamped
+                ));
+            }
+            (
+                m,
+                Some(PotJson {
+                    mode: name,
+                    summary,
+                }),
+            )
+        }
+        None => (qdq.model.clone(), None),
+    };
+    let inputs = data::model_inputs(&qdq.model);
+    let preprocess = data::preprocess(args.preprocess.as_deref(), &args.pp)?;
+    let src = Source::open(&args.data, &inputs, preprocess, args.n)?;
+    if src.len() == 0 {
+        bail!(
+            "no samples: '{}' holds none{}",
+            args.data.display(),
+            if args.n == Some(0) { " (--n 0)" } else { "" }
+        );
+    }
+    let sp = ui.spinner("compiling plans");
+    let study = AgreeStudy::new(
+        &study_model,
+        &fp32_model,
+        &profiles,
+        AgreeOptions {
+            threads: args.threads.unwrap_or(0),
+            ..AgreeOptions::default()
+        },
+    )
+    .map_err(|e| study_err(e, &LastSample::default(), &inputs))
+    .with_context(|| format!("cannot run '{}'", args.model.display()))?;
+    drop(sp);
+    let pb = ui.progress(src.len() as u64, "running");
+    let last = LastSample::default();
+    let result = study
+        .run(src.samples(&last), &mut |n| pb.set_position(n as u64))
+        .map_err(|e| study_err(e, &last, &inputs))?;
+    drop(pb);
+
+    let check = args.min_agreement.map(|threshold| {
+        let failing: Vec<FailingJson> = result
+            .pairs_below(threshold)
+            .into_iter()
+            .map(|p| FailingJson {
+                a: p.a.clone(),
+                b: p.b.clone(),
+                top1_rate: p.top1_rate(),
+            })
+            .collect();
+        CheckJson {
+            threshold,
+            passed: failing.is_empty(),
+            failing,
+        }
+    });
+    let reg = &loaded.registry;
+    let report = Report {
+        schema: "qport.agree/1",
+        qport_version: env!("CARGO_PKG_VERSION"),
+        command: std::env::args().collect(),
+        model: FileJson::from(&qdq.facts),
+        fp32_model: fp32_facts.as_ref().map(FileJson::from),
+        data: DataJson {
+            path: args.data.display().to_string(),
+            description: src.describe(),
+            sha256: src.fingerprint()?,
+            preprocess: args.preprocess.clone(),
+        },
+        n: result.n(),
+        output: OutputJson {
+            name: result.output.clone(),
+            elements: result.classes,
+        },
+        pot: pot_json,
+        threads: result.threads,
+        profile_files: loaded.files.iter().map(FileJson::from).collect(),
+        profiles: profiles
+            .iter()
+            .map(|p| ProfileJson::new(p, reg.origin(&p.name)))
+            .collect(),
+        matrix: MatrixJson {
+            profiles: result.profiles.clone(),
+            top1_agree: result.top1_matrix(),
+            bit_identical: result.bit_identical_matrix(),
+        },
+        pairs: pairs_json(&result.pairs),
+        selves: pairs_json(&result.selves),
+        vs_fp32: pairs_json(&result.vs_fp32),
+        fp32_controls: pairs_json(&result.fp32_controls),
+        any_flip: AnyFlipJson {
+            count: result.any_flip.samples.len(),
+            samples: &result.any_flip.samples,
+            margin_auc: result.any_flip.margin_auc,
+        },
+        samples: result
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(index, record)| SampleJson { index, record })
+            .collect(),
+        min_agreement: check,
+        warnings,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create output directory '{}'", args.out.display()))?;
+    let path = args.out.join("agree.json");
+    let json = serde_json::to_string_pretty(&report).context("cannot encode agree.json")? + "\n";
+    qport_data::atomic::write_atomic(&path, json.as_bytes())
+        .with_context(|| format!("cannot write '{}'", path.display()))?;
+    match args.format {
+        Format::Json => output::print(&json)?,
+        Format::Human => output::print(&render_human(&report, &result, ui, &path))?,
+    }
+    Ok(match &report.min_agreement {
+        Some(c) if !c.passed => {
+            for f in &c.failing {
+                eprintln!(
+                    "qport: check failed: {} vs {} agree on top-1 for {:.2}% of the samples, below --min-agreement {}",
+                    f.a,
+                    f.b,
+                    100.0 * f.top1_rate,
+                    c.threshold
+                );
+            }
+            ExitStatus::Failure
+        }
+        _ => ExitStatus::Success,
+    })
+}
+
+/// At most this many flipped samples are listed in the human output.
+const FLIPS_SHOWN: usize = 20;
+
+fn frac(k: usize, n: usize) -> String {
+    format!("{k}/{n}")
+}
+
+fn opt3(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> String {
+    use Align::{Left, Right};
+    let n = a.n();
+    let mut s = format!(
+        "agreement of {} profile{} on {} ({}), output '{}' ({} values){}\n",
+        a.profiles.len(),
+        if a.profiles.len() == 1 { "" } else { "s" },
+        r.data.path,
+        r.data.description,
+        a.output,
+        a.classes,
+        r.pot
+            .as_ref()
+            .map(|p| format!(", scales rewritten to powers of two (--pot {})", p.mode))
+            .unwrap_or_default()
+    );
+    // the matrix
+    let mut header = vec!["top-1"];
+    header.extend(a.profiles.iter().map(String::as_str));
+    let mut align = vec![Left];
+    align.extend(std::iter::repeat_n(Right, a.profiles.len()));
+    let mut t = Table::new(&header, &align);
+    for (i, row) in a.top1_matrix().iter().enumerate() {
+        let mut cells = vec![(a.profiles[i].clone(), Style::Bold)];
+        for (j, &k) in row.iter().enumerate() {
+            let style = if k < n {
+                Style::Bad
+            } else if i == j {
+                Style::Dim
+            } else {
+                Style::Plain
+            };
+            cells.push((k.to_string(), style));
+        }
+        t.styled_row(cells);
+    }
+    s += &format!(
+        "\ntop-1 agreement of {n} samples (diagonal: each profile against its own second run)\n"
+    );
+    s += &t.render(ui, "  ");
+    // the pairs
+    if !a.pairs.is_empty() {
+        let mut t = Table::new(
+            &[
+                "a",
+                "b",
+                "top-1",
+                "bit-identical",
+                "cosine mean",
+                "cosine min",
+                "max |diff|",
+                "top-5",
+                "margin AUC",
+            ],
+            &[Left, Left, Right, Right, Right, Right, Right, Right, Right],
+        );
+        for p in &a.pairs {
+            let style = if p.top1_agree < p.n {
+                Style::Bad
+            } else {
+                Style::Plain
+            };
+            t.styled_row(vec![
+                (p.a.clone(), Style::Plain),
+                (p.b.clone(), Style::Plain),
+                (frac(p.top1_agree, p.n), style),
+                (frac(p.bit_identical, p.n), Style::Plain),
+                (format!("{:.6}", p.cosine_mean), Style::Plain),
+                (format!("{:.6}", p.cosine_min), Style::Plain),
+                (output::fmt_num(f64::from(p.max_abs_diff)), Style::Plain),
+                (format!("{:.4}", p.top5_overlap), Style::Plain),
+                (opt3(p.margin_auc), Style::Plain),
+            ]);
+        }
+        s += "\npairs of profiles\n";
+        s += &t.render(ui, "  ");
+    }
+    // determinism and FP32 controls
+    let bad_self: Vec<String> = a
+        .selves
+        .iter()
+        .filter(|p| p.bit_identical < p.n || p.top1_agree < p.n)
+        .map(|p| {
+            format!(
+                "{} {} top-1, {} bit-identical",
+                p.a,
+                frac(p.top1_agree, p.n),
+                frac(p.bit_identical, p.n)
+            )
+        })
+        .collect();
+    s += "\n";
+    s += &if bad_self.is_empty() {
+        format!(
+            "determinism: every profile {} top-1 and {} bit-identical against its second run\n",
+            frac(n, n),
+            frac(n, n)
+        )
+    } else {
+        ui.paint(
+            &format!("determinism FAILED: {}\n", bad_self.join("; ")),
+            Style::Bad,
+        )
+    };
+    let controls: Vec<String> = a
+        .fp32_controls
+        .iter()
+        .map(|p| {
+            format!(
+                "{} vs {} {} top-1 ({} bit-identical)",
+                p.a,
+                p.b,
+                frac(p.top1_agree, p.n),
+                p.bit_identical
+            )
+        })
+        .collect();
+    s += &format!("FP32 controls: {}\n", controls.join(", "));
+    let vs: Vec<String> = a
+        .vs_fp32
+        .iter()
+        .map(|p| format!("{} {}", p.a, frac(p.top1_agree, p.n)))
+        .collect();
+    s += &format!("top-1 vs fp32: {}\n", vs.join(", "));
+    // flips
+    let flips = &a.any_flip.samples;
+    if a.profiles.len() > 1 {
+        s += &format!(
+            "\nflips: {} of {n} samples change top-1 class between some pair of profiles; \
+             FP32 margin AUC {}\n",
+            flips.len(),
+            opt3(a.any_flip.margin_auc)
+        );
+    }
+    if !flips.is_empty() {
+        let mut header = vec!["#", "sample", "fp32 margin", "fp32"];
+        header.extend(a.profiles.iter().map(String::as_str));
+        let mut align = vec![Right, Left, Right, Right];
+        align.extend(std::iter::repeat_n(Right, a.profiles.len()));
+        let mut t = Table::new(&header, &align);
+        for &i in flips.iter().take(FLIPS_SHOWN) {
+            let rec = &a.samples[i];
+            // image paths relative to --data
+            let id = std::path::Path::new(&rec.id)
+                .strip_prefix(&r.data.path)
+                .map_or(rec.id.clone(), |p| p.display().to_string());
+            let mut row = vec![
+                i.to_string(),
+                id,
+                format!("{:.4}", rec.fp32_margin),
+                rec.fp32_top1.to_string(),
+            ];
+            row.extend(rec.top1.iter().map(|c| c.to_string()));
+            t.row(row);
+        }
+        s += &t.render(ui, "  ");
+        if flips.len() > FLIPS_SHOWN {
+            s += &format!(
+                "  ... and {} more (all in agree.json)\n",
+                flips.len() - FLIPS_SHOWN
+            );
+        }
+    }
+    if let Some(c) = &r.min_agreement {
+        s += "\n";
+        s += &if c.passed {
+            ui.paint(
+                &format!(
+                    "check passed: every pair of profiles agrees on top-1 for at least {} of the samples\n",
+                    c.threshold
+                ),
+                Style::Good,
+            )
+        } else {
+            let names: Vec<String> = c
+                .failing
+                .iter()
+                .map(|f| format!("{} vs {} ({:.2}%)", f.a, f.b, 100.0 * f.top1_rate))
+                .collect();
+            ui.paint(
+                &format!(
+                    "check FAILED: below --min-agreement {}: {}\n",
+                    c.threshold,
+                    names.join(", ")
+                ),
+                Style::Bad,
+            )
+        };
+    }
+    for w in &r.warnings {
+        s += &format!("warning: {w}\n");
+    }
+    s += &format!("\nwrote {} in {:.1} s\n", path.display(), r.seconds);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractions_are_checked() {
+        assert_eq!(parse_fraction("0.99"), Ok(0.99));
+        assert_eq!(parse_fraction("1"), Ok(1.0));
+        assert!(parse_fraction("1.01")
+            .unwrap_err()
+            .contains("between 0 and 1"));
+        assert!(parse_fraction("-0.1").is_err());
+        assert!(parse_fraction("NaN").is_err());
+        assert!(parse_fraction("x").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn profile_lists_resolve() {
+        let reg = qport_core::arith::ProfileRegistry::builtin();
+        let all = select_profiles("all", &reg).unwrap();
+        assert_eq!(all.len(), reg.profiles().len());
+        let two = select_profiles("exact, gemmlowp", &reg).unwrap();
+        assert_eq!(two[1].name, "gemmlowp");
+        let e = select_profiles("exact,nope", &reg).unwrap_err().to_string();
+        assert!(e.contains("nope") && e.contains("f32-rne"), "{e}");
+        assert!(select_profiles("exact,exact", &reg).is_err());
+        assert!(select_profiles("exact,", &reg).is_err());
+    }
+}

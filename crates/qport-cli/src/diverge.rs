@@ -1,0 +1,534 @@
+//! `qport diverge MODEL --data DATA --profiles A,B`: where and why two
+//! integer-arithmetic profiles compute different values on the same
+//! quantized artifact. Every layer of the lowered (integer) graph is re-run
+//! on its own under both profiles with the same operands (profile A's
+//! values); the first layer that differs is named, and its stage is found
+//! by swapping B's policies into A one at a time (see
+//! `qport_study::diverge`). Both profiles also run end to end, to show how
+//! a first flip propagates.
+//!
+//! # JSON schema (`--format json`, and `DIR/diverge.json` with `--out`), `"schema": "qport.diverge/1"`
+//!
+//! ```text
+//! {
+//!   "schema": "qport.diverge/1",
+//!   "qport_version": str,
+//!   "command": [str],
+//!   "model": { "path": str, "size_bytes": int, "sha256": str },
+//!   "data": { "path": str, "description": str, "sha256": str, "samples": int },
+//!   "profile_files": [ { "path": str, "size_bytes": int, "sha256": str } ],
+//!   "profiles": { "a": Profile, "b": Profile },
+//!   "differing_policies": [ { "stage": Stage, "field": str, "a": str, "b": str } ],
+//!   "lowered_groups": int,
+//!   "summary": {
+//!     "inputs": int, "inputs_diverging": int, "outputs_identical": int,
+//!     "top1_compared": int, "top1_agree": int,
+//!     "first_layer": str | null, "first_op": str | null,
+//!     "stage": str | null, "primary": Stage | null,
+//!     "first": [ { "node": str, "op": str, "inputs": int } ]
+//!   },
+//!   "layers": [ {
+//!     "node": str, "op": str, "dtype": str, "unit": "lsb" | "value", "elements": int,
+//!     "isolated": View, "end_to_end": View,
+//!     "verdict": str | null, "primary": Stage | null,
+//!     "verdicts": [ { "verdict": str, "primary": Stage | null, "inputs": int } ],
+//!     "swaps": [ {
+//!       "stage": Stage, "field": str, "a": str, "b": str,
+//!       "tried": int, "inputs_reproducing": int,
+//!       "mean_share_vs_a": float, "mean_share_vs_b": float,
+//!       "skipped": str | null
+//!     } ]
+//!   } ],
+//!   "per_input": [ {
+//!     "id": str, "first_layer": str | null, "first_op": str | null,
+//!     "stage": str | null, "layers_diverging": int,
+//!     "outputs": [ {
+//!       "name": str,
+//!       "diff": { "elements": int, "differing": int, "max_diff": float | null },
+//!       "top1_a": int | null, "top1_b": int | null
+//!     } ]
+//!   } ],
+//!   "seconds": float
+//! }
+//!
+//! View = { "inputs_diverging": int, "mean_share": float, "max_share": float, "max_diff": float }
+//! Stage = "accumulation" | "requantization-scale" | "rounding" | "bias" | "epilogue" | "non-gemm"
+//! Profile = an entry of qport.profiles/1
+//! ```
+//!
+//! Shares are fractions in `[0, 1]`; `mean_share` averages over all inputs.
+//! `max_diff` is in LSBs (integer steps of the output) when `unit` is
+//! `lsb`. A layer's `verdict` names the stage whose single swap reproduces
+//! the difference with the largest share (`"rounding"`, `"requantization
+//! scale (also rounding)"`) or says `"interaction of f1, f2"` when no
+//! single swap does.
+
+use crate::data::{self, Source};
+use crate::info::FileJson;
+use crate::model_file;
+use crate::output::{self, fmt_num, Align, Format, Style, Table, Ui};
+use crate::profiles::{ProfileFilesArg, ProfileJson};
+use crate::ExitStatus;
+use anyhow::{bail, Context, Result};
+use qport_core::arith::ArithProfile;
+use qport_study::diverge::{
+    summarize, Divergence, FirstCount, LayerSummary, Localizer, OutputDiff, Stage, Summary, Unit,
+};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Examples shown by `qport diverge --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  qport diverge q/model.qdq.onnx --data photos/ --preprocess effnet-lite --profiles avx2-u8s8,f32-rne
+  qport diverge q/model.qdq.onnx --data eval.npz --profiles gemmlowp,f32-rne --n 16 --out div/
+  qport diverge m.qdq.onnx --data x.npy --profiles my-npu,exact --profile-file my-npu.toml --format json
+
+Each layer of the integer graph is re-run alone under both profiles with
+the same operands (profile A's values): 'isolated' is the share of its
+output elements that differ, 'max LSB' the largest difference in integer
+steps. 'end-to-end' compares the two profiles each running the whole graph.
+The stage is found by re-running a diverging layer under A with one of B's
+policies swapped in at a time (accumulation, requantization scale,
+rounding, bias, epilogue, non-GEMM arithmetic).
+
+Data (--data): a folder of images with --preprocess (a preset or TOML file),
+or a .npy / .npz whose first axis is the sample axis; the first --n samples
+are used. --out DIR writes DIR/diverge.json (the --format json document).
+Exit code 2 for an unknown profile, not exactly two profiles, a float model
+(quantize it first) or data that does not fit the model's inputs.";
+
+/// Arguments of `qport diverge`.
+#[derive(Debug, clap::Args)]
+pub struct DivergeArgs {
+    /// The quantized (QDQ) ONNX model.
+    pub model: PathBuf,
+    /// Input data: a folder of images, a .npy or a .npz.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Image preprocessing: a preset name or a TOML file.
+    #[arg(long)]
+    pub preprocess: Option<String>,
+    /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).
+    #[arg(long = "pp", value_name = "KEY=VALUE")]
+    pub pp: Vec<String>,
+    /// The two arithmetic profiles to compare, A,B (`qport profiles` lists
+    /// them).
+    #[arg(long, value_name = "A,B", value_delimiter = ',', required = true)]
+    pub profiles: Vec<String>,
+    #[command(flatten)]
+    pub files: ProfileFilesArg,
+    /// Use the first N samples of --data.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 8)]
+    pub n: usize,
+    /// Write DIR/diverge.json (created if missing).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// List every layer in the table, also those identical under both
+    /// profiles.
+    #[arg(long)]
+    pub all_layers: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+/// `qport.diverge/1`.
+#[derive(Debug, Serialize)]
+struct DivergeJson<'a> {
+    schema: &'static str,
+    qport_version: &'static str,
+    command: Vec<String>,
+    model: FileJson,
+    data: DataJson,
+    profile_files: Vec<FileJson>,
+    profiles: PairJson,
+    differing_policies: Vec<PolicyJson>,
+    lowered_groups: usize,
+    summary: SummaryJson<'a>,
+    layers: &'a [LayerSummary],
+    per_input: Vec<InputJson<'a>>,
+    seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct DataJson {
+    path: String,
+    description: String,
+    sha256: String,
+    samples: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct PairJson {
+    a: ProfileJson,
+    b: ProfileJson,
+}
+
+#[derive(Debug, Serialize)]
+struct PolicyJson {
+    stage: Stage,
+    field: &'static str,
+    a: String,
+    b: String,
+}
+
+#[derive(Debug, Serialize)]
+struct SummaryJson<'a> {
+    inputs: usize,
+    inputs_diverging: usize,
+    outputs_identical: usize,
+    top1_compared: usize,
+    top1_agree: usize,
+    first_layer: Option<&'a str>,
+    first_op: Option<&'a str>,
+    stage: Option<&'a str>,
+    primary: Option<Stage>,
+    first: &'a [FirstCount],
+}
+
+#[derive(Debug, Serialize)]
+struct InputJson<'a> {
+    id: String,
+    first_layer: Option<&'a str>,
+    first_op: Option<&'a str>,
+    stage: Option<&'a str>,
+    layers_diverging: usize,
+    outputs: &'a [OutputDiff],
+}
+
+/// Parses `--profiles`: exactly two names, looked up in the registry
+/// (unknown names list the valid ones).
+fn pick_profiles(
+    names: &[String],
+    registry: &qport_core::arith::ProfileRegistry,
+) -> Result<(ArithProfile, ArithProfile)> {
+    let names: Vec<&str> = names
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let [a, b] = names.as_slice() else {
+        bail!(
+            "--profiles needs exactly two profiles, A,B (e.g. --profiles avx2-u8s8,f32-rne), got {}: {}; valid: {}",
+            names.len(),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            },
+            registry.names().join(", ")
+        );
+    };
+    Ok((registry.get(a)?.clone(), registry.get(b)?.clone()))
+}
+
+/// Runs `qport diverge`.
+pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
+    let t0 = Instant::now();
+    let loaded_profiles = args.files.load()?;
+    let (a, b) = pick_profiles(&args.profiles, &loaded_profiles.registry)?;
+    if args.n == 0 {
+        bail!("--n must be at least 1");
+    }
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out)
+            .with_context(|| format!("cannot create output directory '{}'", out.display()))?;
+    }
+    let spinner = ui.spinner("loading model");
+    let loaded = model_file::load(&args.model)?;
+    spinner.set_message("lowering to integer operators");
+    let mut loc = Localizer::new(&loaded.model, &a, &b)
+        .with_context(|| format!("cannot localize divergence on '{}'", args.model.display()))?;
+    drop(spinner);
+
+    let inputs = data::model_inputs(&loaded.model);
+    let preprocess = data::preprocess(args.preprocess.as_deref(), &args.pp)?;
+    let src = Source::open(&args.data, &inputs, preprocess, Some(args.n))?;
+    if src.len() == 0 {
+        bail!("no samples in '{}'", args.data.display());
+    }
+    let pb = ui.progress(src.len() as u64, &format!("{} vs {}", a.name, b.name));
+    let last = data::LastSample::default();
+    let mut results: Vec<(String, Divergence)> = Vec::with_capacity(src.len());
+    for sample in src.samples(&last) {
+        let sample = sample.map_err(|e| last.explain(e, &inputs))?;
+        let d = loc.localize(sample.inputs).with_context(|| {
+            format!(
+                "cannot localize divergence on {} (the model's inputs: {})",
+                sample.id,
+                declared_inputs(&inputs)
+            )
+        })?;
+        results.push((sample.id, d));
+        pb.inc(1);
+    }
+    drop(pb);
+    let divergences: Vec<Divergence> = results.iter().map(|(_, d)| d.clone()).collect();
+    let summary = summarize(&divergences);
+
+    let reg = &loaded_profiles.registry;
+    let report = DivergeJson {
+        schema: "qport.diverge/1",
+        qport_version: env!("CARGO_PKG_VERSION"),
+        command: std::env::args().collect(),
+        model: (&loaded.facts).into(),
+        data: DataJson {
+            path: args.data.display().to_string(),
+            description: src.describe(),
+            sha256: src.fingerprint()?,
+            samples: src.len(),
+        },
+        profile_files: loaded_profiles.files.iter().map(FileJson::from).collect(),
+        profiles: PairJson {
+            a: ProfileJson::new(&a, reg.origin(&a.name)),
+            b: ProfileJson::new(&b, reg.origin(&b.name)),
+        },
+        differing_policies: Stage::differing(&a, &b)
+            .into_iter()
+            .map(|s| PolicyJson {
+                stage: s,
+                field: s.field(),
+                a: s.policy(&a),
+                b: s.policy(&b),
+            })
+            .collect(),
+        lowered_groups: loc.lowered().len(),
+        summary: SummaryJson {
+            inputs: summary.inputs,
+            inputs_diverging: summary.inputs_diverging,
+            outputs_identical: summary.outputs_identical,
+            top1_compared: summary.top1_compared,
+            top1_agree: summary.top1_agree,
+            first_layer: summary.first_layer.as_deref(),
+            first_op: summary.first_op.as_deref(),
+            stage: summary.stage.as_deref(),
+            primary: summary.primary,
+            first: &summary.first,
+        },
+        layers: &summary.layers,
+        per_input: results
+            .iter()
+            .map(|(id, d)| {
+                let first = d.first_layer();
+                InputJson {
+                    id: id.clone(),
+                    first_layer: first.map(|l| l.node.as_str()),
+                    first_op: first.map(|l| l.op.as_str()),
+                    stage: first
+                        .and_then(|l| l.attribution.as_ref())
+                        .map(|x| x.verdict.as_str()),
+                    layers_diverging: d
+                        .layers
+                        .iter()
+                        .filter(|l| !l.isolated.is_identical())
+                        .count(),
+                    outputs: &d.outputs,
+                }
+            })
+            .collect(),
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    let written = match &args.out {
+        Some(dir) => {
+            let path = dir.join("diverge.json");
+            let text = serde_json::to_string_pretty(&report)? + "\n";
+            qport_data::atomic::write_atomic(&path, text.as_bytes())
+                .with_context(|| format!("cannot write '{}'", path.display()))?;
+            Some(path)
+        }
+        None => None,
+    };
+    match args.format {
+        Format::Json => output::print_json(&report)?,
+        Format::Human => {
+            let mut s = render_human(&summary, &report, args.all_layers, ui);
+            if let Some(p) = written {
+                s.push_str(&format!("\nwrote {}\n", p.display()));
+            }
+            output::print(&s)?
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// `name [1, 3, 224, 224]` for each declared input.
+fn declared_inputs(inputs: &[qport_data::dataset::InputSpec]) -> String {
+    inputs
+        .iter()
+        .map(|i| match &i.shape {
+            Some(s) => format!("{} {s:?}", i.name),
+            None => i.name.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A share as a percentage for tables: `0`, `0.472%`, `12.5%`.
+fn pct(share: f64) -> String {
+    if share == 0.0 {
+        "0".into()
+    } else {
+        let p = share * 100.0;
+        // 9.9996% prints as 10.0%, not 10.000%
+        let digits = if p >= 9.9995 { 1 } else { 3 };
+        format!("{p:.digits$}%")
+    }
+}
+
+/// The one-sentence finding.
+fn headline(s: &Summary, ui: &Ui) -> String {
+    match (&s.first_layer, &s.first_op) {
+        (Some(layer), Some(op)) => {
+            let count = s.first.first().map_or(0, |f| f.inputs);
+            let stage = s.stage.as_deref().unwrap_or("unknown");
+            format!(
+                "The first diverging layer is {} ({op}, first on {count}/{} inputs); stage: {}.\n",
+                ui.paint(layer, Style::Bold),
+                s.inputs,
+                ui.paint(stage, Style::Bold)
+            )
+        }
+        _ => format!(
+            "No layer diverges: {} and {} compute identical values at every layer on all {} inputs.\n",
+            s.a, s.b, s.inputs
+        ),
+    }
+}
+
+fn render_human(s: &Summary, r: &DivergeJson, all: bool, ui: &Ui) -> String {
+    let mut out = format!(
+        "{} vs {} on {} ({}; {} groups lowered to integer operators)\n",
+        ui.paint(&s.a, Style::Bold),
+        ui.paint(&s.b, Style::Bold),
+        r.model.path,
+        r.data.description,
+        r.lowered_groups
+    );
+    out.push_str(&headline(s, ui));
+    let policies: Vec<String> = r
+        .differing_policies
+        .iter()
+        .map(|p| format!("{} {} vs {}", p.field, p.a, p.b))
+        .collect();
+    out.push_str(&format!(
+        "policies that differ: {}\n",
+        if policies.is_empty() {
+            "none".to_string()
+        } else {
+            policies.join("; ")
+        }
+    ));
+    out.push_str(&format!(
+        "outputs: bit-identical on {}/{} inputs",
+        s.outputs_identical, s.inputs
+    ));
+    if s.top1_compared > 0 {
+        out.push_str(&format!(
+            ", top-1 agrees on {}/{}",
+            s.top1_agree, s.top1_compared
+        ));
+    }
+    out.push_str("\n\n");
+    let mut t = Table::new(
+        &[
+            "layer",
+            "op",
+            "diverging",
+            "isolated",
+            "max LSB",
+            "end-to-end",
+            "stage",
+        ],
+        &[
+            Align::Left,
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Left,
+        ],
+    );
+    let mut hidden = 0;
+    for l in &s.layers {
+        let quiet = l.isolated.inputs_diverging == 0 && l.end_to_end.inputs_diverging == 0;
+        if quiet && !all {
+            hidden += 1;
+            continue;
+        }
+        let first = s.first_layer.as_deref() == Some(l.node.as_str());
+        let max = match (l.isolated.inputs_diverging, l.unit) {
+            (0, _) => "-".to_string(),
+            (_, Unit::Lsb) => fmt_num(l.isolated.max_diff),
+            (_, Unit::Value) => format!("{} (value)", fmt_num(l.isolated.max_diff)),
+        };
+        t.styled_row(vec![
+            (
+                l.node.clone(),
+                if first { Style::Bold } else { Style::Plain },
+            ),
+            (l.op.clone(), Style::Plain),
+            (
+                format!("{}/{}", l.isolated.inputs_diverging, s.inputs),
+                Style::Plain,
+            ),
+            (pct(l.isolated.mean_share), Style::Plain),
+            (max, Style::Plain),
+            (pct(l.end_to_end.mean_share), Style::Plain),
+            (
+                l.verdict.clone().unwrap_or_else(|| "-".into()),
+                if l.verdict.is_some() {
+                    Style::Bad
+                } else {
+                    Style::Dim
+                },
+            ),
+        ]);
+    }
+    out.push_str(&t.render(ui, ""));
+    if hidden > 0 {
+        out.push_str(&ui.paint(
+            &format!(
+                "({hidden} of {} layers identical under both profiles in both views not shown; --all-layers lists them)\n",
+                s.layers.len()
+            ),
+            Style::Dim,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_must_be_two_known_names() {
+        let reg = qport_core::arith::ProfileRegistry::builtin();
+        let names = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+        let (a, b) = pick_profiles(&names("gemmlowp, f32-rne"), &reg).unwrap();
+        assert_eq!((a.name.as_str(), b.name.as_str()), ("gemmlowp", "f32-rne"));
+        let e = pick_profiles(&names("gemmlowp"), &reg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exactly two") && e.contains("got 1"), "{e}");
+        let e = pick_profiles(&names("a,b,c"), &reg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("got 3"), "{e}");
+        let e = pick_profiles(&names("gemmlowp,nope"), &reg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope") && e.contains("avx2-u8s8"), "{e}");
+    }
+
+    #[test]
+    fn shares_print_as_percentages() {
+        assert_eq!(pct(0.0), "0");
+        assert_eq!(pct(0.00472), "0.472%");
+        assert_eq!(pct(0.125), "12.5%");
+        assert_eq!(pct(0.0999999), "10.0%");
+    }
+}

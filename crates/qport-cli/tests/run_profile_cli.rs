@@ -1,0 +1,129 @@
+//! End-to-end tests of `qport run --profile`: a QDQ model run as integer
+//! arithmetic under a profile (bit-identical run to run), `fp32` and no
+//! profile running the float graph, and the input errors (unknown profile,
+//! float model under an integer profile) that exit with code 2.
+
+use qport_tests::cli::Out;
+use qport_tests::fixture;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn qport(args: &[&str]) -> Out {
+    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn qdq_model() -> String {
+    s(&fixture("models/efficientnet-lite0.qdq-u8s8.onnx"))
+}
+
+/// One preprocessed photo crop as `DIR/in.npz` (key `input`).
+fn crop_npz(dir: &Path) -> PathBuf {
+    let sample = qport_tests::photo_crops("eval", 1).remove(0);
+    let p = dir.join("in.npz");
+    qport_data::npz::write(&p, &sample.inputs).unwrap();
+    p
+}
+
+/// `qport run MODEL --inputs IN [extra] --format json`, expecting success.
+fn run_json(model: &str, inputs: &Path, extra: &[&str]) -> Value {
+    let inp = s(inputs);
+    let mut args = vec!["run", model, "--inputs", inp.as_str(), "--format", "json"];
+    args.extend(extra);
+    let o = qport(&args);
+    assert_eq!(o.code, 0, "{args:?}\n{}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("valid JSON")
+}
+
+fn assert_input_error(o: &Out, words: &[&str]) {
+    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
+    for w in words {
+        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
+    }
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+}
+
+#[test]
+fn integer_profile_runs_the_lowered_model_bit_identically() {
+    let dir = qport_tests::cli::temp_dir("run-profile");
+    let inp = crop_npz(&dir);
+    let m = qdq_model();
+    let (o1, o2) = (dir.join("a.npz"), dir.join("b.npz"));
+    let j = run_json(&m, &inp, &["--profile", "gemmlowp", "--output", &s(&o1)]);
+    assert_eq!(j["schema"], "qport.run/1");
+    assert_eq!(j["profile"], "gemmlowp");
+    assert!(
+        j["lowered_groups"].as_u64().unwrap() > 50,
+        "{}",
+        j["lowered_groups"]
+    );
+    assert_eq!(j["outputs"][0]["shape"], serde_json::json!([1, 1000]));
+    run_json(&m, &inp, &["--profile", "GEMMLOWP", "--output", &s(&o2)]);
+    let (a, b) = (
+        qport_data::npz::read(&o1).unwrap(),
+        qport_data::npz::read(&o2).unwrap(),
+    );
+    assert_eq!(a, b, "two runs under one profile differ");
+
+    // fp32, or no profile: the float graph, QDQ simulated in float
+    for extra in [&["--profile", "fp32"][..], &[][..]] {
+        let f = run_json(&m, &inp, extra);
+        assert_eq!(f["profile"], "fp32");
+        assert!(f["lowered_groups"].is_null());
+        assert_eq!(f["outputs"][0]["shape"], j["outputs"][0]["shape"]);
+    }
+
+    // another profile computes other integers on the same artifact
+    let o3 = dir.join("c.npz");
+    run_json(&m, &inp, &["--profile", "avx2-u8s8", "--output", &s(&o3)]);
+    assert_ne!(a, qport_data::npz::read(&o3).unwrap());
+
+    // human output names the profile
+    let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile", "f32-rne"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("profile  f32-rne (integer arithmetic,"),
+        "{}",
+        o.stdout
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn profile_errors_exit_2() {
+    let dir = qport_tests::cli::temp_dir("run-profile-errors");
+    let inp = crop_npz(&dir);
+    let m = qdq_model();
+    let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile", "nope"]);
+    assert_input_error(&o, &["nope", "valid: fp32", "gemmlowp", "avx2-u8s8"]);
+
+    // a float model runs as fp32 but not under an integer profile
+    let float = s(&fixture("models/efficientnet-lite0.onnx"));
+    let f = run_json(&float, &inp, &["--profile", "fp32"]);
+    assert_eq!(f["profile"], "fp32");
+    let o = qport(&["run", &float, "--inputs", &s(&inp), "--profile", "exact"]);
+    assert_input_error(
+        &o,
+        &["under profile `exact`", "float model", "qport quantize"],
+    );
+
+    // user profiles come from --profile-file
+    let file = dir.join("p.toml");
+    std::fs::write(&file, "name = \"my-npu\"\nbase = \"gemmlowp\"\n").unwrap();
+    let j = run_json(
+        &m,
+        &inp,
+        &["--profile", "my-npu", "--profile-file", &s(&file)],
+    );
+    assert_eq!(j["profile"], "my-npu");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\nbase = \"exact\"\nwat = 1\n").unwrap();
+    let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile-file", &s(&bad)]);
+    assert_input_error(&o, &["bad.toml", "wat"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

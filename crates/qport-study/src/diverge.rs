@@ -1,0 +1,370 @@
+//! Divergence localization: where and why two arithmetic profiles compute
+//! different integers on the same quantized artifact.
+//!
+//! For a pair of profiles A and B and one input, [`Localizer::localize`]:
+//!
+//! 1. lowers the artifact to integer operators ([`IntegerPlan`], no
+//!    fusion) and runs it under A, recording every value;
+//! 2. takes the *layers*: the nodes of the lowered graph whose arithmetic
+//!    is quantized (`QLinear*`, `QGemm`, `QuantizeLinear`, ...) or whose
+//!    output is an 8-, 16- or 32-bit integer tensor (integer `Clip`, data
+//!    movement on integers), in execution order;
+//! 3. re-runs every layer on its own, under A and under B, with A's values
+//!    as its inputs, so both profiles see the same integer operands. The
+//!    re-run under A must reproduce A's value in the full graph (anything
+//!    else is a bug and fails with [`StudyError::Inconsistent`]); B's
+//!    result against A's gives the layer's *isolated* divergence (share of
+//!    differing elements, max difference in LSBs);
+//! 4. for each layer that diverges in isolation, re-runs it under A with
+//!    one of B's policies swapped in at a time ([`Stage`]): every swap that
+//!    alone reproduces a difference names its stage ([`Attribution`]);
+//! 5. runs the whole graph under B too, for the *end-to-end* view: how far
+//!    a first flipped integer propagates and grows through later layers.
+//!
+//! The first layer with any isolated difference is the first diverging
+//! layer. [`summarize`] aggregates the results of several inputs.
+//!
+//! ```no_run
+//! use qport_core::arith::ArithProfile;
+//! use qport_study::diverge::Localizer;
+//! let model = qport_onnx::load("model.qdq.onnx").unwrap();
+//! let a = ArithProfile::preset("gemmlowp").unwrap();
+//! let b = ArithProfile::preset("f32-rne").unwrap();
+//! let mut loc = Localizer::new(&model, &a, &b).unwrap();
+//! let x = qport_core::Tensor::zeros(qport_core::DType::F32, vec![1, 3, 224, 224]).unwrap();
+//! let d = loc.localize(vec![("input".to_string(), x)]).unwrap();
+//! if let Some(layer) = d.first_layer() {
+//!     let stage = layer.attribution.as_ref().map(|a| a.verdict.as_str());
+//!     println!("first diverging layer: {} ({stage:?})", layer.node);
+//! }
+//! ```
+
+mod compare;
+mod node;
+mod stage;
+mod summary;
+
+pub use compare::Diff;
+pub use stage::{Attribution, Stage, Swap};
+pub use summary::{summarize, FirstCount, LayerSummary, Summary, SwapSummary, VerdictCount, View};
+
+use crate::StudyError;
+use node::{is_quantized_op, NodeRunner, Variant};
+use qport_core::arith::ArithProfile;
+use qport_core::{DType, Tensor};
+use qport_engine::IntegerPlan;
+use qport_onnx::Model;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Units of a layer's differences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unit {
+    /// Integer steps of the quantized output (LSBs).
+    Lsb,
+    /// The output's own (float) units.
+    Value,
+}
+
+/// One layer's divergence on one input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Layer {
+    /// Node name in the lowered graph.
+    pub node: String,
+    /// Op type (`domain:Op` outside the default domain).
+    pub op: String,
+    /// The node's outputs.
+    pub outputs: Vec<String>,
+    /// Element type of the first output.
+    pub dtype: String,
+    /// Units of `max_diff`.
+    pub unit: Unit,
+    /// B against A with the same operands (A's values) fed to the layer.
+    pub isolated: Diff,
+    /// B against A when each profile runs the whole graph.
+    pub end_to_end: Diff,
+    /// For a layer with an isolated difference: which stage(s) explain it.
+    pub attribution: Option<Attribution>,
+}
+
+/// One graph output under both profiles.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutputDiff {
+    /// Graph output name.
+    pub name: String,
+    /// B against A, end to end.
+    pub diff: Diff,
+    /// Arg-max under A, for a `[1, K]` output.
+    pub top1_a: Option<usize>,
+    /// Arg-max under B, for a `[1, K]` output.
+    pub top1_b: Option<usize>,
+}
+
+/// The divergence of profile B from profile A on one input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Divergence {
+    /// Profile A's name.
+    pub a: String,
+    /// Profile B's name.
+    pub b: String,
+    /// Every layer, in execution order.
+    pub layers: Vec<Layer>,
+    /// Index in `layers` of the first layer with an isolated difference.
+    pub first: Option<usize>,
+    /// The graph outputs.
+    pub outputs: Vec<OutputDiff>,
+}
+
+impl Divergence {
+    /// The first diverging layer, if any.
+    pub fn first_layer(&self) -> Option<&Layer> {
+        self.first.map(|i| &self.layers[i])
+    }
+
+    /// True when every graph output is bit-identical under both profiles.
+    pub fn outputs_identical(&self) -> bool {
+        self.outputs.iter().all(|o| o.diff.is_identical())
+    }
+}
+
+/// Localizes the divergence between two profiles on one model, input after
+/// input, reusing the lowered plans and the single-node plans.
+pub struct Localizer {
+    a: ArithProfile,
+    b: ArithProfile,
+    plan_a: IntegerPlan,
+    plan_b: IntegerPlan,
+    nodes: NodeRunner,
+}
+
+/// Localizes the divergence of `b` from `a` on `model` for one input (see
+/// the [module docs](self)); use a [`Localizer`] for several inputs.
+pub fn localize(
+    model: &Model,
+    inputs: Vec<(String, Tensor)>,
+    a: &ArithProfile,
+    b: &ArithProfile,
+) -> Result<Divergence, StudyError> {
+    Localizer::new(model, a, b)?.localize(inputs)
+}
+
+/// True for the element types of quantized values and accumulators.
+fn is_quantized_dtype(d: DType) -> bool {
+    matches!(
+        d,
+        DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32
+    )
+}
+
+impl Localizer {
+    /// Lowers `model` and compiles it under `a` and under `b`. Fails with
+    /// [`qport_engine::EngineError::NotQuantized`] for a float model.
+    pub fn new(model: &Model, a: &ArithProfile, b: &ArithProfile) -> Result<Localizer, StudyError> {
+        let plan_a = IntegerPlan::with_fusion(model, a, false)?;
+        let plan_b = IntegerPlan::with_fusion(model, b, false)?;
+        Ok(Localizer {
+            a: a.clone(),
+            b: b.clone(),
+            plan_a,
+            plan_b,
+            nodes: NodeRunner::new(),
+        })
+    }
+
+    /// Profile A.
+    pub fn profile_a(&self) -> &ArithProfile {
+        &self.a
+    }
+
+    /// Profile B.
+    pub fn profile_b(&self) -> &ArithProfile {
+        &self.b
+    }
+
+    /// `(node name, integer operator)` of every lowered QDQ group.
+    pub fn lowered(&self) -> &[(String, String)] {
+        self.plan_a.lowered()
+    }
+
+    /// The lowered model the layers are nodes of.
+    pub fn model(&self) -> &Model {
+        self.plan_a.model()
+    }
+
+    /// Localizes the divergence of B from A on one input (the graph inputs
+    /// by name, as [`qport_engine::Plan::run`] takes them).
+    pub fn localize(&mut self, inputs: Vec<(String, Tensor)>) -> Result<Divergence, StudyError> {
+        // 1. A, every value kept.
+        let mut values: HashMap<String, Tensor> = inputs.iter().cloned().collect();
+        let outputs_a = self
+            .plan_a
+            .plan()
+            .run_with_tap(inputs.clone(), &mut |name, t| {
+                values.insert(name.to_string(), t.clone());
+            })?;
+
+        // 2. The layers.
+        let model = self.plan_a.model();
+        let mut layers: Vec<(usize, Layer)> = vec![];
+        for (i, n) in model.graph.nodes.iter().enumerate() {
+            let outs: Vec<String> = n
+                .outputs
+                .iter()
+                .filter(|o| !o.is_empty())
+                .cloned()
+                .collect();
+            let Some(dtype) = outs.first().and_then(|o| values.get(o)).map(|t| t.dtype()) else {
+                continue;
+            };
+            if !(is_quantized_op(&n.op_type) || is_quantized_dtype(dtype)) {
+                continue;
+            }
+            let op = if n.domain.is_empty() || n.domain == "ai.onnx" {
+                n.op_type.clone()
+            } else {
+                format!("{}:{}", n.domain, n.op_type)
+            };
+            layers.push((
+                i,
+                Layer {
+                    node: n.name.clone(),
+                    op,
+                    outputs: outs,
+                    dtype: dtype.name().to_string(),
+                    unit: if dtype.is_int() {
+                        Unit::Lsb
+                    } else {
+                        Unit::Value
+                    },
+                    isolated: Diff::default(),
+                    end_to_end: Diff::default(),
+                    attribution: None,
+                },
+            ));
+        }
+
+        // 3. B end to end, compared value by value as it runs.
+        let owner: HashMap<&str, usize> = layers
+            .iter()
+            .enumerate()
+            .flat_map(|(k, (_, l))| l.outputs.iter().map(move |o| (o.as_str(), k)))
+            .collect();
+        let mut e2e: Vec<Diff> = vec![Diff::default(); layers.len()];
+        let mut mismatch: Option<String> = None;
+        let outputs_b = self.plan_b.plan().run_with_tap(inputs, &mut |name, t| {
+            let (Some(&k), Some(ta)) = (owner.get(name), values.get(name)) else {
+                return;
+            };
+            match compare::compare(ta, t) {
+                Ok(d) => e2e[k].merge(d),
+                Err(e) => {
+                    mismatch.get_or_insert(format!("value '{name}' under A and B: {e}"));
+                }
+            }
+        })?;
+        if let Some(m) = mismatch {
+            return Err(StudyError::Inconsistent(m));
+        }
+        for ((_, l), d) in layers.iter_mut().zip(e2e) {
+            l.end_to_end = d;
+        }
+
+        // 4. Each layer alone, under A (check), B and the swaps.
+        for (index, layer) in layers.iter_mut() {
+            self.isolate(*index, layer, &values)?;
+        }
+        let first = layers.iter().position(|(_, l)| !l.isolated.is_identical());
+
+        let mut outputs = vec![];
+        for ((name, ta), (_, tb)) in outputs_a.iter().zip(&outputs_b) {
+            let diff = compare::compare(ta, tb)
+                .map_err(|e| StudyError::Inconsistent(format!("graph output '{name}': {e}")))?;
+            outputs.push(OutputDiff {
+                name: name.clone(),
+                diff,
+                top1_a: compare::top1(ta),
+                top1_b: compare::top1(tb),
+            });
+        }
+        Ok(Divergence {
+            a: self.a.name.clone(),
+            b: self.b.name.clone(),
+            layers: layers.into_iter().map(|(_, l)| l).collect(),
+            first,
+            outputs,
+        })
+    }
+
+    /// Re-runs node `index` alone under A, B and (when B differs) each
+    /// single-policy swap, filling `layer.isolated` and
+    /// `layer.attribution`.
+    fn isolate(
+        &mut self,
+        index: usize,
+        layer: &mut Layer,
+        values: &HashMap<String, Tensor>,
+    ) -> Result<(), StudyError> {
+        let model = self.plan_a.model();
+        let expected: Vec<&Tensor> = layer.outputs.iter().map(|o| &values[o.as_str()]).collect();
+        let diff_to = |got: &[(String, Tensor)], want: &[&Tensor]| -> Result<Diff, String> {
+            let mut d = Diff::default();
+            for ((name, g), w) in got.iter().zip(want) {
+                d.merge(compare::compare(w, g).map_err(|e| format!("output '{name}': {e}"))?);
+            }
+            Ok(d)
+        };
+        let (node, op) = (layer.node.clone(), layer.op.clone());
+        let inconsistent = |what: String| {
+            StudyError::Inconsistent(format!(
+                "node '{node}' ({op}) re-run alone under profile `{}`: {what}",
+                self.a.name
+            ))
+        };
+
+        let own = self.nodes.run(model, index, Variant::A, &self.a, values)?;
+        let check = diff_to(&own, &expected).map_err(inconsistent)?;
+        if !check.is_identical() {
+            return Err(inconsistent(format!(
+                "{} of {} elements differ from its value in the full graph (max {} apart)",
+                check.differing, check.elements, check.max_diff
+            )));
+        }
+
+        let under_b = self.nodes.run(model, index, Variant::B, &self.b, values)?;
+        layer.isolated = diff_to(&under_b, &expected).map_err(inconsistent)?;
+        if layer.isolated.is_identical() {
+            return Ok(());
+        }
+        let b_refs: Vec<&Tensor> = under_b.iter().map(|(_, t)| t).collect();
+        let mut swaps = vec![];
+        for stage in Stage::differing(&self.a, &self.b) {
+            let mut swap = Swap {
+                stage,
+                field: stage.field(),
+                a: stage.policy(&self.a),
+                b: stage.policy(&self.b),
+                vs_a: None,
+                vs_b: None,
+                skipped: None,
+            };
+            match stage::swapped(stage, &self.a, &self.b) {
+                Err(why) => swap.skipped = Some(why),
+                Ok(p) => {
+                    let got = self
+                        .nodes
+                        .run(model, index, Variant::Swap(stage), &p, values)?;
+                    swap.vs_a = Some(diff_to(&got, &expected).map_err(inconsistent)?);
+                    swap.vs_b = Some(diff_to(&got, &b_refs).map_err(inconsistent)?);
+                }
+            }
+            swaps.push(swap);
+        }
+        layer.attribution = Some(Attribution::from_swaps(swaps));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "diverge_tests.rs"]
+mod tests;

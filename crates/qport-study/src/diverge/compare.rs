@@ -1,0 +1,154 @@
+//! Element-wise comparison of two tensors of one value: how many elements
+//! differ and by how much, in the value's own units (LSBs for integers).
+
+use qport_core::{DType, Tensor};
+use serde::Serialize;
+
+/// How two versions of a value differ.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Diff {
+    /// Elements compared.
+    pub elements: usize,
+    /// Elements that differ (two NaNs count as equal).
+    pub differing: usize,
+    /// Largest `|a − b|` over the differing elements, in the value's units:
+    /// LSBs (integer steps) for an integer value; 0 when nothing differs,
+    /// infinite when a NaN meets a number.
+    pub max_diff: f64,
+}
+
+impl Diff {
+    /// Share of differing elements, in `[0, 1]` (0 for an empty value).
+    pub fn share(&self) -> f64 {
+        if self.elements == 0 {
+            0.0
+        } else {
+            self.differing as f64 / self.elements as f64
+        }
+    }
+
+    /// True when no element differs.
+    pub fn is_identical(&self) -> bool {
+        self.differing == 0
+    }
+
+    /// Adds `other` (another output of the same node) to this one.
+    pub(crate) fn merge(&mut self, other: Diff) {
+        self.elements += other.elements;
+        self.differing += other.differing;
+        self.max_diff = self.max_diff.max(other.max_diff);
+    }
+}
+
+fn diff_slices<T: Copy + PartialEq + Into<f64>>(a: &[T], b: &[T]) -> Diff {
+    let mut d = Diff {
+        elements: a.len(),
+        ..Diff::default()
+    };
+    for (&x, &y) in a.iter().zip(b) {
+        if x == y {
+            continue;
+        }
+        let (x, y): (f64, f64) = (x.into(), y.into());
+        if x.is_nan() && y.is_nan() {
+            continue;
+        }
+        d.differing += 1;
+        let gap = (x - y).abs();
+        d.max_diff = d
+            .max_diff
+            .max(if gap.is_nan() { f64::INFINITY } else { gap });
+    }
+    d
+}
+
+/// Compares `a` with `b` element by element. Fails (with a description)
+/// when their dtypes or shapes differ.
+pub(crate) fn compare(a: &Tensor, b: &Tensor) -> Result<Diff, String> {
+    if a.dtype() != b.dtype() || a.shape() != b.shape() {
+        return Err(format!(
+            "{} {:?} vs {} {:?}",
+            a.dtype(),
+            a.shape(),
+            b.dtype(),
+            b.shape()
+        ));
+    }
+    let err = |e: qport_core::Error| e.to_string();
+    Ok(match a.dtype() {
+        DType::U8 => diff_slices(a.as_slice::<u8>().map_err(err)?, b.as_slice().map_err(err)?),
+        DType::I8 => diff_slices(a.as_slice::<i8>().map_err(err)?, b.as_slice().map_err(err)?),
+        DType::I16 => diff_slices(
+            a.as_slice::<i16>().map_err(err)?,
+            b.as_slice().map_err(err)?,
+        ),
+        DType::U16 => diff_slices(
+            a.as_slice::<u16>().map_err(err)?,
+            b.as_slice().map_err(err)?,
+        ),
+        DType::I32 => diff_slices(
+            a.as_slice::<i32>().map_err(err)?,
+            b.as_slice().map_err(err)?,
+        ),
+        DType::F32 => diff_slices(
+            a.as_slice::<f32>().map_err(err)?,
+            b.as_slice().map_err(err)?,
+        ),
+        _ => {
+            let wide = |t: &Tensor| {
+                t.cast(DType::F64)
+                    .and_then(|c| c.into_vec::<f64>())
+                    .map_err(err)
+            };
+            diff_slices(&wide(a)?, &wide(b)?)
+        }
+    })
+}
+
+/// Index of the largest element of a `[1, K]` (or `[K]`) numeric tensor,
+/// the lower index on ties, NaN skipped; `None` for other shapes.
+pub(crate) fn top1(t: &Tensor) -> Option<usize> {
+    let k = match t.shape() {
+        [k] | [1, k] if *k > 0 => *k,
+        _ => return None,
+    };
+    let v = t.cast(DType::F64).ok()?.into_vec::<f64>().ok()?;
+    let mut best: Option<usize> = None;
+    for (i, &x) in v.iter().enumerate().take(k) {
+        if x.is_nan() {
+            continue;
+        }
+        if best.is_none_or(|b| x > v[b]) {
+            best = Some(i);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_measures_differences() {
+        let a = Tensor::from_vec(vec![4], vec![1u8, 2, 250, 7]).unwrap();
+        let b = Tensor::from_vec(vec![4], vec![1u8, 5, 255, 7]).unwrap();
+        let d = compare(&a, &b).unwrap();
+        assert_eq!((d.elements, d.differing, d.max_diff), (4, 2, 5.0));
+        assert_eq!(d.share(), 0.5);
+        let f = Tensor::from_vec(vec![3], vec![f32::NAN, 0.0, 1.0]).unwrap();
+        let g = Tensor::from_vec(vec![3], vec![f32::NAN, -0.0, f32::NAN]).unwrap();
+        let d = compare(&f, &g).unwrap();
+        assert_eq!((d.differing, d.max_diff), (1, f64::INFINITY));
+        let s = Tensor::from_vec(vec![2, 2], vec![1u8, 2, 3, 4]).unwrap();
+        assert!(compare(&a, &s).is_err());
+    }
+
+    #[test]
+    fn top1_of_row_vectors() {
+        let t = Tensor::from_vec(vec![1, 4], vec![0.1f32, 0.9, 0.9, f32::NAN]).unwrap();
+        assert_eq!(top1(&t), Some(1));
+        let t = Tensor::from_vec(vec![2, 2], vec![0.1f32, 0.9, 0.9, 0.0]).unwrap();
+        assert_eq!(top1(&t), None);
+    }
+}
