@@ -9,7 +9,8 @@ lives in ``$QPORT_FIXTURES`` (default ``~/.cache/qport/fixtures``)::
     models/     ppocr-cls.onnx, efficientnet-lite0.onnx (+ ORT INT8 variants)
     node/       ONNX backend node conformance cases
     datasets/   ppocr-lines/{0,180}/*.png, effnet-calib64/ (ORT's calibration set),
-                photo-crops/{calib,eval}/*.png (200 + 500 crops, shorter side 256)
+                photo-crops/{calib,eval,study}/*.png (200 + 500 + 1000 crops,
+                shorter side 256)
     parity/     onnxruntime oracle inputs/outputs per model
     stamps/     <step>.DONE, one per finished step
     MANIFEST.json   sha256 and size of every file above
@@ -66,6 +67,9 @@ CROPS_CALIB_COUNT = 200
 CROPS_CALIB_SEED = 104_729
 CROPS_EVAL_COUNT = 500
 CROPS_EVAL_SEED = 130_363
+# The cross-profile agreement study: 1000 crops disjoint from calibration.
+CROPS_STUDY_COUNT = 1000
+CROPS_STUDY_SEED = 155_921
 CROPS_SHORT_SIDE = 256
 EFFNET = "models/efficientnet-lite0.onnx"
 PPOCR = "models/ppocr-cls.onnx"
@@ -292,7 +296,8 @@ def step_parity(ctx: Context):
 
 
 def step_photo_crops(ctx: Context):
-    """Disjoint calibration (200) and evaluation (500) crops of the photos as PNG.
+    """Disjoint calibration (200) and evaluation (500) crops of the photos as
+    PNG, and 1000 study crops (for ``qport agree``) disjoint from calibration.
 
     Each crop (random box + mirror, as ``random_crop_specs``) is resized with
     Pillow's bicubic filter so its shorter side is 256, the size the
@@ -307,11 +312,16 @@ def step_photo_crops(ctx: Context):
              if s not in taken][:CROPS_EVAL_COUNT]
     if len(evals) < CROPS_EVAL_COUNT:
         raise FixtureError("evaluation crops overlap the calibration crops; change CROPS_EVAL_SEED")
+    study = [s for s in random_crop_specs(sizes, CROPS_STUDY_COUNT + 128, CROPS_STUDY_SEED)
+             if s not in taken][:CROPS_STUDY_COUNT]
+    if len(study) < CROPS_STUDY_COUNT:
+        raise FixtureError("study crops overlap the calibration crops; change CROPS_STUDY_SEED")
     staging = fresh_dir(ctx.path("datasets/photo-crops"))
     index = {"what": "random crops of the scikit-image photos, shorter side resized to 256 "
-                     "(Pillow bicubic); calib and eval are disjoint",
+                     "(Pillow bicubic); calib is disjoint from eval and from study",
              "short_side": CROPS_SHORT_SIDE}
-    for split, specs, seed in (("calib", calib, CROPS_CALIB_SEED), ("eval", evals, CROPS_EVAL_SEED)):
+    for split, specs, seed in (("calib", calib, CROPS_CALIB_SEED), ("eval", evals, CROPS_EVAL_SEED),
+                               ("study", study, CROPS_STUDY_SEED)):
         (staging / split).mkdir()
         for i, spec in enumerate(specs):
             img = spec.apply(photos[spec.image])
@@ -322,8 +332,8 @@ def step_photo_crops(ctx: Context):
         index[split] = {"seed": seed, "count": len(specs), "crops": [s.to_json() for s in specs]}
     write_json_atomic(staging / "INDEX.json", index)
     commit_dir(staging, ctx.path("datasets/photo-crops"))
-    log(f"  {len(calib)} calibration + {len(evals)} evaluation crops")
-    return {"calib": len(calib), "eval": len(evals)}, ["datasets/photo-crops"]
+    log(f"  {len(calib)} calibration + {len(evals)} evaluation + {len(study)} study crops")
+    return {"calib": len(calib), "eval": len(evals), "study": len(study)}, ["datasets/photo-crops"]
 
 
 @dataclass(frozen=True)
@@ -343,7 +353,7 @@ STEPS = (
     Step("quantize", "1", ("effnet", "extract"), step_quantize),
     Step("node", f"1-onnx{onnx.__version__}", (), step_node),
     Step("datasets", "1", ("extract",), step_datasets),
-    Step("photo-crops", "1", ("extract",), step_photo_crops),
+    Step("photo-crops", "2", ("extract",), step_photo_crops),
     Step("parity", "1", ("effnet", "quantize", "extract"), step_parity),
 )
 

@@ -17,6 +17,12 @@
 //! | DQ(x) → GlobalAveragePool → Q | `com.microsoft.QLinearGlobalAveragePool` |
 //! | DQ(x) → Reshape / Flatten / Squeeze / Unsqueeze / Transpose / MaxPool → Q, same scale and zero point | the operator on the integers |
 //!
+//! Conv groups with 16-bit activations or weights (the int16 precision of
+//! `j6e`/`j6m`/`j6b` configs) are lowered too, to a `QLinearConv` on int16
+//! tensors: not an ONNX type combination, so such a lowered model is for
+//! qport's own plans only; the engine accumulates it exactly in i64. The
+//! other groups are lowered for 8-bit types only.
+//!
 //! A bias is lowered only when it is int32 with scale `s_x · s_w` and zero
 //! point 0 (what `QLinearConv` assumes). A Relu or Clip between the
 //! operator and its Q is exact as an integer clamp: quantization is
@@ -116,6 +122,12 @@ impl<'m> Ctx<'m> {
 
     /// A QuantizeLinear with constant per-tensor 8-bit parameters.
     fn q8(&self, i: usize) -> Option<(String, String, DType)> {
+        self.q_int(i, false)
+    }
+
+    /// A QuantizeLinear with constant per-tensor 8-bit (or, with `wide`,
+    /// 16-bit) parameters.
+    fn q_int(&self, i: usize, wide: bool) -> Option<(String, String, DType)> {
         if !self.op(i, "QuantizeLinear") {
             return None;
         }
@@ -124,7 +136,9 @@ impl<'m> Ctx<'m> {
         let z = n.inputs.get(2).filter(|s| !s.is_empty())?.clone();
         self.scalar_f32(&s)?;
         let zt = self.init(&z)?;
-        if zt.len() != 1 || !matches!(zt.dtype(), DType::I8 | DType::U8) {
+        let ok = matches!(zt.dtype(), DType::I8 | DType::U8)
+            || wide && matches!(zt.dtype(), DType::I16 | DType::U16);
+        if zt.len() != 1 || !ok {
             return None;
         }
         Some((s, z, zt.dtype()))
@@ -133,6 +147,10 @@ impl<'m> Ctx<'m> {
 
 fn eight_bit(t: &Tensor) -> bool {
     matches!(t.dtype(), DType::I8 | DType::U8)
+}
+
+fn eight_or_sixteen_bit(t: &Tensor) -> bool {
+    matches!(t.dtype(), DType::I8 | DType::U8 | DType::I16 | DType::U16)
 }
 
 fn node(op: &str, domain: &str, name: String, inputs: Vec<String>, outputs: Vec<String>) -> Node {
@@ -147,13 +165,19 @@ fn node(op: &str, domain: &str, name: String, inputs: Vec<String>, outputs: Vec<
     }
 }
 
+/// The integer range of a quantized type (u8 for anything unknown).
+fn grid(dt: DType) -> (i64, i64) {
+    match dt {
+        DType::I8 => (-128, 127),
+        DType::I16 => (-32768, 32767),
+        DType::U16 => (0, 65535),
+        _ => (0, 255),
+    }
+}
+
 /// `clamp(round_half_even(v / s) + z)` on the grid of `dt`.
 fn quantize_bound(v: f32, s: f32, z: i64, dt: DType) -> i64 {
-    let (lo, hi) = if dt == DType::I8 {
-        (-128, 127)
-    } else {
-        (0, 255)
-    };
+    let (lo, hi) = grid(dt);
     let r = (v / s).round_ties_even();
     if r.is_nan() {
         return lo;
@@ -303,7 +327,10 @@ fn lower_conv(
         return None;
     }
     let wt = ctx.init(&w.x)?;
-    if !eight_bit(wt) || w.axis.is_some_and(|a| a != 0) {
+    if !eight_or_sixteen_bit(wt) || w.axis.is_some_and(|a| a != 0) {
+        return None;
+    }
+    if !eight_or_sixteen_bit(ctx.init(&x.zp)?) {
         return None;
     }
     let sx = ctx.scalar_f32(&x.scale)?;
@@ -337,7 +364,7 @@ fn lower_conv(
     };
     // the reader: Q, or Relu/Clip then Q
     let r = ctx.sole_reader(out)?;
-    let (qi, clamp) = if let Some(q) = ctx.q8(r) {
+    let (qi, clamp) = if let Some(q) = ctx.q_int(r, true) {
         ((r, q), None)
     } else {
         let a = &ctx.model.graph.nodes[r];
@@ -346,7 +373,7 @@ fn lower_conv(
         }
         let (lo, hi) = activation_bounds(ctx, a)?;
         let qj = ctx.sole_reader(a.outputs.first()?)?;
-        let q = ctx.q8(qj)?;
+        let q = ctx.q_int(qj, true)?;
         ((qj, q), Some((r, lo, hi)))
     };
     let ((qj, (sy, zy, dt)), clamp) = (qi, clamp);
@@ -386,22 +413,11 @@ fn lower_conv(
         conv.outputs = vec![tmp.clone()];
         let mut clip_in = vec![tmp];
         for (tag, v) in [("min", lo), ("max", hi)] {
+            let (qmin, qmax) = grid(dt);
             let q = match v {
                 Some(v) => quantize_bound(v, s, z, dt),
-                None if tag == "min" => {
-                    if dt == DType::I8 {
-                        -128
-                    } else {
-                        0
-                    }
-                }
-                None => {
-                    if dt == DType::I8 {
-                        127
-                    } else {
-                        255
-                    }
-                }
+                None if tag == "min" => qmin,
+                None => qmax,
             };
             let name = format!("{}_qlinear_{tag}", n.name);
             inits.insert(name.clone(), Tensor::scalar(q).cast(dt).ok()?);

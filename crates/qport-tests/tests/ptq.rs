@@ -329,6 +329,28 @@ fn ppocr_int8_accuracy_is_within_one_point_of_fp32() {
     assert!(a8 >= a32 - 1.0, "int8 {a8} vs FP32 {a32}");
 }
 
+/// The int16 artifact's Conv groups run in integers (16-bit operands, exact
+/// i64 accumulation) under the `exact` profile, and agree with the float
+/// simulation of the same artifact.
+fn int16_runs_in_integers(q: &Model, samples: &[Sample]) {
+    let exact = qport_core::arith::ArithProfile::preset("exact").unwrap();
+    let int = qport_engine::IntegerPlan::new(q, &exact).unwrap();
+    let convs = int
+        .lowered()
+        .iter()
+        .filter(|(_, op)| op == "QLinearConv")
+        .count();
+    let n_conv = q.graph.nodes.iter().filter(|n| n.op_type == "Conv").count();
+    assert_eq!(convs, n_conv, "every int16 Conv group lowered");
+    let sim = Plan::new(q).unwrap();
+    for s in samples {
+        let a = int.run(s.inputs.clone()).unwrap().remove(0).1;
+        let b = sim.run(s.inputs.clone()).unwrap().remove(0).1;
+        let c = qport_core::metrics::cosine(&a.to_f32_vec().unwrap(), &b.to_f32_vec().unwrap());
+        assert!(c > 0.9999, "int16 integer vs float simulation: cosine {c}");
+    }
+}
+
 #[test]
 fn int16_and_per_channel_activation_artifacts_are_valid_onnx() {
     let raw = qport_onnx::load::load(fixture("models/ppocr-cls.onnx")).unwrap();
@@ -360,6 +382,9 @@ fn int16_and_per_channel_activation_artifacts_are_valid_onnx() {
         let c = mean_cosine(&fp32, &q.exported.model, &samples);
         println!("{name}: opset {opset}, mean output cosine vs FP32 {c:.6}");
         assert!(c > 0.999, "{name}: cosine {c}");
+        if name == "int16" {
+            int16_runs_in_integers(&q.exported.model, &samples);
+        }
         let path = dir.join(format!("{name}.onnx"));
         qport_onnx::save(&q.exported.model, &path).unwrap();
         let out = std::process::Command::new(python())

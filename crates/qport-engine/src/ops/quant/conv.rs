@@ -300,6 +300,60 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
     Ok(y)
 }
 
+/// Exact convolution of 16-bit (or mixed 8/16-bit) operands: values
+/// widened to i32, zero points subtracted, products summed in i64 (an i32
+/// sum of i16 × i8 products overflows past 511 terms; see
+/// [`qport_core::arith::accumulator_width`]). Returns `[N, M, out..]`.
+pub(crate) fn conv_accumulate_wide(
+    x: &[i32],
+    w: &[i32],
+    g: &ConvGeom,
+    x_zero: i32,
+    w_zero: &[i32],
+) -> OpResult<Vec<i64>> {
+    let is: usize = g.input.iter().product();
+    let os: usize = g.output.iter().product();
+    let ks: usize = g.kernel.iter().product();
+    let cg = g.c_in / g.group;
+    let mg = g.c_out / g.group;
+    let kdim = cg * ks;
+    let mut y = vec![0i64; checked_numel(&[g.batch, g.c_out, os])?];
+    let mut col = vec![0i32; checked_numel(&[kdim, os])?];
+    let mut acc = vec![0i64; os];
+    for n in 0..g.batch {
+        for gi in 0..g.group {
+            // zero-point-free input, padded with 0
+            let xs: Vec<i32> = x[(n * g.c_in + gi * cg) * is..][..cg * is]
+                .iter()
+                .map(|&v| v - x_zero)
+                .collect();
+            im2col_with(&xs, cg, g, &mut col, 0);
+            for mi in 0..mg {
+                let m = gi * mg + mi;
+                let wrow = &w[m * kdim..(m + 1) * kdim];
+                acc.fill(0);
+                for (p, &wv) in wrow.iter().enumerate() {
+                    let wv = i64::from(wv - w_zero[m]);
+                    if wv == 0 {
+                        continue;
+                    }
+                    for (o, &c) in acc.iter_mut().zip(&col[p * os..(p + 1) * os]) {
+                        *o += wv * i64::from(c);
+                    }
+                }
+                y[(n * g.c_out + m) * os..][..os].copy_from_slice(&acc);
+            }
+        }
+    }
+    Ok(y)
+}
+
+/// True when either operand of a quantized convolution or product is
+/// 16-bit (the wide, exact i64 path).
+pub(crate) fn wide(x: DType, w: DType) -> bool {
+    matches!(x, DType::U16 | DType::I16) || matches!(w, DType::U16 | DType::I16)
+}
+
 /// The stored value whose difference to the zero point is 0 (padding).
 fn pad_value<X: QInt>(zero: i32) -> X {
     X::saturate(zero)
@@ -308,8 +362,12 @@ fn pad_value<X: QInt>(zero: i32) -> X {
 /// Fills `col` (`[cg * ks, os]`) with the patches of one group of one image.
 /// Positions in the padding get the zero point.
 fn im2col<X: QInt>(xs: &[X], cg: usize, g: &ConvGeom, col: &mut [X], x_zero: i32) {
+    im2col_with(xs, cg, g, col, pad_value::<X>(x_zero));
+}
+
+/// [`im2col`] for any element type, padding with `pad`.
+fn im2col_with<X: Copy>(xs: &[X], cg: usize, g: &ConvGeom, col: &mut [X], pad: X) {
     let nd = g.input.len();
-    let pad: X = pad_value(x_zero);
     let is: usize = g.input.iter().product();
     let ks: usize = g.kernel.iter().product();
     let os: usize = g.output.iter().product();
@@ -437,6 +495,38 @@ pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         };
         let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
         let yz = opt_input(inputs, 7);
+        if wide(x.dtype(), w.dtype()) {
+            // 16-bit operands (qport's integer plan of int16 QDQ groups;
+            // not an ONNX QLinearConv type): exact i64 accumulation.
+            let p = arith.clone().unwrap_or_else(onnxruntime_like);
+            let qy = yz.map_or(x.dtype(), |t| t.dtype());
+            let q = QType::from_dtype(qy).ok_or_else(|| OpError::dtype("y", qy))?;
+            let y_zero = scalar_zero(yz, "y_zero_point")?;
+            let bias = match opt_input(inputs, 8) {
+                Some(b) => Some(i32_values(b, "B (bias)")?),
+                None => None,
+            };
+            let acc = conv_accumulate_wide(
+                &i32_values(x, "X")?,
+                &i32_values(w, "W")?,
+                &g,
+                x_zero,
+                &w_zero,
+            )?;
+            let mult: Vec<f32> = w_scale.iter().map(|&s| x_scale * s / y_scale).collect();
+            let m = profile_multipliers(&p, &mult, x_scale, &w_scale, y_scale);
+            let os: usize = g.output.iter().product::<usize>().max(1);
+            let out: Vec<i32> = acc
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let c = (i / os) % g.c_out;
+                    let b = bias.as_ref().map_or(0.0, |b| f64::from(b[c]));
+                    arith::Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p).apply(v)
+                })
+                .collect();
+            return Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?]);
+        }
         let q = QType::of8("y", yz.map_or(x.dtype(), |t| t.dtype()))?;
         let y_zero = scalar_zero(yz, "y_zero_point")?;
         let bias = match opt_input(inputs, 8) {
@@ -498,6 +588,13 @@ pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             .collect();
         Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?])
     }))
+}
+
+/// onnxruntime's requantization as a profile (exact accumulation, f32
+/// multiplier, half to even): used for 16-bit operands when no profile is
+/// given.
+pub(crate) fn onnxruntime_like() -> ArithProfile {
+    ArithProfile::preset("f32-rne").expect("f32-rne is a preset")
 }
 
 /// Requantization multipliers under a profile: the f32 products
