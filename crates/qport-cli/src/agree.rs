@@ -253,8 +253,9 @@ fn pairs_json(p: &[PairStats]) -> Vec<PairJson<'_>> {
         .collect()
 }
 
-/// Resolves `--profiles` against the presets and profile files.
-fn select_profiles(
+/// Resolves `--profiles` (`all`, or names separated by commas) against the
+/// presets and profile files (shared with `qport bench`).
+pub(crate) fn select_profiles(
     spec: &str,
     reg: &qport_core::arith::ProfileRegistry,
 ) -> Result<Vec<ArithProfile>> {

@@ -9,6 +9,7 @@
 //! exits `101`.
 
 mod agree;
+mod bench;
 mod data;
 mod demo;
 mod deploy;
@@ -70,6 +71,8 @@ Examples:
                                               first layer and stage where two profiles diverge
   qport agree q/model.qdq.onnx --data photos/ --preprocess effnet-lite --profiles all --out agree/
                                               top-1 agreement matrix across profiles, FP32 controls
+  qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
+                                              is INT8 faster than FP32 here? latency, ISA, kernel table
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -135,6 +138,11 @@ enum Command {
     /// matrix, bit-identical outputs, FP32 controls, flips and margins.
     #[command(after_help = agree::AFTER_HELP)]
     Agree(agree::AgreeArgs),
+    /// FP32 vs INT8 latency on this machine: ISA features, median/p10/p90
+    /// per profile, INT8/FP32 ratios, peak RSS, the kernel table's
+    /// prediction for other ISAs.
+    #[command(after_help = bench::AFTER_HELP)]
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -162,6 +170,7 @@ fn main() -> ExitCode {
         Command::Profiles(a) => profiles::run(a, &ui),
         Command::Diverge(a) => diverge::run(a, &ui),
         Command::Agree(a) => agree::run(a, &ui),
+        Command::Bench(a) => bench::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

@@ -33,6 +33,17 @@ pub trait QInt: Copy + Send + Sync + 'static {
     fn widen(self) -> i32;
     /// `v` saturated to this type's range.
     fn saturate(v: i32) -> Self;
+    /// The slice as `u8`, when this type is `u8` (for kernels specialised
+    /// to one operand type, such as [`crate::vnni`]).
+    fn as_u8(s: &[Self]) -> Option<&[u8]> {
+        let _ = s;
+        None
+    }
+    /// The slice as `i8`, when this type is `i8`.
+    fn as_i8(s: &[Self]) -> Option<&[i8]> {
+        let _ = s;
+        None
+    }
 }
 
 impl QInt for u8 {
@@ -46,6 +57,9 @@ impl QInt for u8 {
     fn saturate(v: i32) -> Self {
         v.clamp(0, 255) as u8
     }
+    fn as_u8(s: &[u8]) -> Option<&[u8]> {
+        Some(s)
+    }
 }
 
 impl QInt for i8 {
@@ -58,6 +72,9 @@ impl QInt for i8 {
     #[inline(always)]
     fn saturate(v: i32) -> Self {
         v.clamp(-128, 127) as i8
+    }
+    fn as_i8(s: &[i8]) -> Option<&[i8]> {
+        Some(s)
     }
 }
 

@@ -11,6 +11,8 @@
 //! - [`activation`]: the epilogue activations and their scalar reference.
 //! - [`satpair`]: the AVX2 u8×s8 int16-saturating pair accumulation
 //!   (`avx2-u8s8` profile) and its scalar reference.
+//! - [`vnni`]: exact u8×s8 GEMM on AVX-512 VNNI (`vpdpbusd`), used when
+//!   the CPU has it.
 //! - [`pgemm`]: `f32` GEMM with a pre-packed constant left operand and a
 //!   fused per-row bias and activation (convolution as GEMM).
 //!
@@ -30,6 +32,7 @@ pub mod im2col;
 pub mod pgemm;
 pub mod satpair;
 mod simd;
+pub mod vnni;
 
 thread_local! {
     static GENERIC_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

@@ -1,9 +1,11 @@
 //! Measurement studies on a quantized artifact, with the artifact and its
 //! scales held fixed and the integer arithmetic as the only free variable
-//! (the study in `shared/seeds/004_…`).
+//! (the study in `shared/seeds/004_…`), and the latency benchmark that
+//! asks whether INT8 is faster at all on the host ([`bench`]).
 #![deny(missing_docs)]
 
 pub mod agree;
+pub mod bench;
 pub mod diverge;
 
 use qport_core::arith::ProfileError;

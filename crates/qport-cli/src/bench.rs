@@ -1,0 +1,504 @@
+//! `qport bench MODEL [--int8 QDQ]`: is INT8 faster than FP32 on this
+//! machine? Times the FP32 model and, with `--int8`, the QDQ artifact under
+//! each arithmetic profile (`qport_study::bench`), interleaved round by
+//! round on deterministic synthetic inputs; prints the ISA features, the
+//! latency table with each INT8/FP32 ratio, the peak RSS and what the
+//! kernel table predicts for other ISAs. `--out` writes the JSON
+//! atomically.
+//!
+//! # JSON schema (`--format json`, `--out FILE.json`), `"schema": "qport.bench/1"`
+//!
+//! ```text
+//! {
+//!   "schema": "qport.bench/1",
+//!   "qport_version": str,
+//!   "command": [str],
+//!   "model": { "path": str, "size_bytes": int, "sha256": str },
+//!   "int8_model": { "path": str, "size_bytes": int, "sha256": str } | null,
+//!   "profile_files": [ { "path": str, "size_bytes": int, "sha256": str } ],
+//!   "machine": { "arch": str, "cpu_model": str | null, "logical_cores": int,
+//!                "isa": { "avx2": bool, "fma": bool, "f16c": bool, "avx512f": bool,
+//!                         "avx512bw": bool, "avx512_vnni": bool, "avx_vnni": bool,
+//!                         "amx_int8": bool, "neon": bool, "dotprod": bool, "i8mm": bool },
+//!                "isa_class": "x86-avx2" | "x86-vnni" | "arm-dotprod" | "arm-neon" | null },
+//!   "settings": { "threads": int, "batch": int, "warmup": int, "runs": int, "seed": int,
+//!                 "order": "interleaved",
+//!                 "inputs": [ { "name": str, "dtype": str, "shape": [int] } ],
+//!                 "int8_inputs": [ { "name": str, "dtype": str, "shape": [int] } ] | null },
+//!   "results": [ {
+//!       "variant": str, "kind": "fp32" | "int8", "profile": str | null,
+//!       "median_ms": float, "p10_ms": float, "p90_ms": float,
+//!       "min_ms": float, "max_ms": float, "samples": int,
+//!       "throughput_per_s": float,
+//!       "vs_fp32": { "ratio": float, "speed": "faster" | "slower" | "same" } | null
+//!   } ],
+//!   "peak_rss_bytes": int | null,
+//!   "prediction": { "rows": [ { "class": str, "isa": str, "instruction": str,
+//!                               "expect": "faster" | "slower", "evidence": str,
+//!                               "this_host": bool } ],
+//!                   "note": str },
+//!   "seconds": float
+//! }
+//! ```
+//!
+//! `results[0]` is always FP32 (`variant` `"fp32"`, `profile` and
+//! `vs_fp32` null); then one `int8` entry per profile, in `--profiles`
+//! order. Latencies are per inference (one run of the whole model on one
+//! batch), over `runs × threads` samples; `throughput_per_s` counts
+//! inferences per second of all threads together. `vs_fp32.ratio` is the
+//! INT8 median over the FP32 median (below 1: faster).
+
+use crate::info::FileJson;
+use crate::model_file;
+use crate::output::{self, fmt_bytes, Align, Format, Style, Table, Ui};
+use crate::profiles::ProfileFilesArg;
+use crate::ExitStatus;
+use anyhow::{bail, Context, Result};
+use qport_engine::{IntegerPlan, Plan};
+use qport_study::bench::isa::{self, Machine, Prediction};
+use qport_study::bench::{self, BenchOptions, Latency, Variant, VsFp32};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Examples shown by `qport bench --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  qport bench model.onnx
+  qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
+  qport bench model.onnx --int8 q/model.qdq.onnx --profiles all --threads 2 --runs 50
+  qport bench model.onnx --int8 q/model.qdq.onnx --format json --out bench.json
+
+Times MODEL in FP32 and, with --int8, the quantized artifact under each
+profile (default: all; `qport profiles` lists them). Inputs are synthetic
+and deterministic (floats uniform in [-1, 1) from a fixed seed, integers 0);
+a dynamic first dimension is set by --batch, any other dynamic dimension is
+an error. After --warmup rounds, --runs rounds are measured; every round
+runs FP32 and each profile once, in turn, so drift affects all equally.
+--threads N runs N inferences at once (one per thread); latencies are per
+inference, throughput counts all threads.
+
+The ratio column is INT8 median / FP32 median. The kernel table below it
+shows the sign an ISA-specific runtime would expect; qport's own integer
+kernels are portable code, so its ratio reflects qport, not the ISA.
+Exit code 2 for a missing file, a float model given to --int8, an unknown
+profile, --runs 0 or a --batch the model cannot take.";
+
+/// Arguments of `qport bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The FP32 ONNX model.
+    pub model: PathBuf,
+    /// A quantized (QDQ) artifact of MODEL to time under each profile.
+    #[arg(long, value_name = "QDQ.onnx")]
+    pub int8: Option<PathBuf>,
+    /// Comma-separated profile names, or `all` (needs --int8).
+    #[arg(long, value_name = "P1,P2,...|all", requires = "int8")]
+    pub profiles: Option<String>,
+    #[command(flatten)]
+    pub files: ProfileFilesArg,
+    /// Threads each running inferences concurrently.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
+    pub threads: usize,
+    /// Size of a dynamic first (batch) input dimension.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
+    pub batch: usize,
+    /// Unmeasured warm-up rounds.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Measured rounds.
+    #[arg(long, default_value_t = 20, value_parser = positive)]
+    pub runs: usize,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Also write the JSON document to this file (atomically).
+    #[arg(long, short, value_name = "FILE.json")]
+    pub out: Option<PathBuf>,
+}
+
+fn positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
+}
+
+/// One declared input as timed.
+#[derive(Debug, Serialize)]
+struct InputJson {
+    name: String,
+    dtype: String,
+    shape: Vec<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct SettingsJson {
+    threads: usize,
+    batch: usize,
+    warmup: usize,
+    runs: usize,
+    seed: u64,
+    order: &'static str,
+    inputs: Vec<InputJson>,
+    int8_inputs: Option<Vec<InputJson>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ResultJson {
+    variant: String,
+    kind: &'static str,
+    profile: Option<String>,
+    #[serde(flatten)]
+    latency: LatencyJson,
+    vs_fp32: Option<VsFp32>,
+}
+
+/// [`Latency`] without its name (which `variant` carries).
+#[derive(Debug, Serialize)]
+struct LatencyJson {
+    median_ms: f64,
+    p10_ms: f64,
+    p90_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    samples: usize,
+    throughput_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct PredictionJson {
+    rows: Vec<Prediction>,
+    note: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    schema: &'static str,
+    qport_version: &'static str,
+    command: Vec<String>,
+    model: FileJson,
+    int8_model: Option<FileJson>,
+    profile_files: Vec<FileJson>,
+    machine: Machine,
+    settings: SettingsJson,
+    results: Vec<ResultJson>,
+    peak_rss_bytes: Option<u64>,
+    prediction: PredictionJson,
+    seconds: f64,
+}
+
+fn inputs_json(inputs: &[(String, qport_core::Tensor)]) -> Vec<InputJson> {
+    inputs
+        .iter()
+        .map(|(name, t)| InputJson {
+            name: name.clone(),
+            dtype: t.dtype().name().to_string(),
+            shape: t.shape().to_vec(),
+        })
+        .collect()
+}
+
+fn synthetic(
+    plan: &Plan,
+    opts: &BenchOptions,
+    path: &Path,
+) -> Result<Vec<(String, qport_core::Tensor)>> {
+    bench::synthetic_inputs(plan.inputs(), opts.batch, opts.seed)
+        .with_context(|| format!("cannot build inputs for '{}'", path.display()))
+}
+
+/// Runs `qport bench`.
+pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
+    let t0 = Instant::now();
+    if let Some(out) = &args.out {
+        if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                bail!(
+                    "--out '{}': directory '{}' does not exist",
+                    out.display(),
+                    dir.display()
+                );
+            }
+        }
+    }
+    let opts = BenchOptions {
+        batch: args.batch,
+        warmup: args.warmup,
+        runs: args.runs,
+        threads: args.threads,
+        seed: bench::SEED,
+    };
+    opts.validate()?;
+    let loaded = args.files.load()?;
+    let profiles = match &args.int8 {
+        Some(_) => crate::agree::select_profiles(
+            args.profiles.as_deref().unwrap_or("all"),
+            &loaded.registry,
+        )?,
+        None => vec![],
+    };
+
+    let sp = ui.spinner("loading models");
+    let fp32 = model_file::load(&args.model)?;
+    let fp32_plan = Plan::new(&fp32.model)
+        .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+    let fp32_inputs = synthetic(&fp32_plan, &opts, &args.model)?;
+    let int8 = match &args.int8 {
+        Some(p) => Some(model_file::load(p)?),
+        None => None,
+    };
+    let mut int8_plans: Vec<IntegerPlan> = vec![];
+    if let (Some(q), Some(path)) = (&int8, &args.int8) {
+        for p in &profiles {
+            sp.set_message(format!("compiling {} under `{}`", path.display(), p.name));
+            let plan = IntegerPlan::new(&q.model, p).with_context(|| {
+                format!(
+                    "--int8 '{}': cannot run it under profile `{}`",
+                    path.display(),
+                    p.name
+                )
+            })?;
+            int8_plans.push(plan);
+        }
+    }
+    let int8_inputs = match (int8_plans.first(), &args.int8) {
+        (Some(ip), Some(path)) => Some(synthetic(ip.plan(), &opts, path)?),
+        _ => None,
+    };
+    drop(sp);
+
+    let mut variants = vec![Variant {
+        name: "fp32".into(),
+        plan: &fp32_plan,
+        inputs: fp32_inputs.clone(),
+    }];
+    for ip in &int8_plans {
+        variants.push(Variant {
+            name: ip.profile().name.clone(),
+            plan: ip.plan(),
+            inputs: int8_inputs.clone().unwrap_or_default(),
+        });
+    }
+    let rounds = (opts.warmup + opts.runs) as u64;
+    let pb = ui.progress(rounds, "timing rounds");
+    let lat = bench::measure(&variants, &opts, &mut |k| pb.set_position(k as u64))
+        .with_context(|| format!("cannot benchmark '{}'", args.model.display()))?;
+    drop(pb);
+
+    let fp32_median = lat[0].median_ms;
+    let results = lat
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| ResultJson {
+            variant: l.name.clone(),
+            kind: if i == 0 { "fp32" } else { "int8" },
+            profile: (i > 0).then(|| l.name.clone()),
+            vs_fp32: if i == 0 {
+                None
+            } else {
+                VsFp32::new(l.median_ms, fp32_median)
+            },
+            latency: latency_json(l),
+        })
+        .collect();
+    let machine = Machine::detect();
+    let report = Report {
+        schema: "qport.bench/1",
+        qport_version: env!("CARGO_PKG_VERSION"),
+        command: std::env::args().collect(),
+        model: FileJson::from(&fp32.facts),
+        int8_model: int8.as_ref().map(|m| FileJson::from(&m.facts)),
+        profile_files: loaded.files.iter().map(FileJson::from).collect(),
+        settings: SettingsJson {
+            threads: opts.threads,
+            batch: opts.batch,
+            warmup: opts.warmup,
+            runs: opts.runs,
+            seed: opts.seed,
+            order: "interleaved",
+            inputs: inputs_json(&fp32_inputs),
+            int8_inputs: int8_inputs.as_deref().map(inputs_json),
+        },
+        results,
+        peak_rss_bytes: bench::peak_rss_bytes(),
+        prediction: PredictionJson {
+            rows: isa::predictions(machine.isa_class),
+            note: isa::KERNEL_NOTE,
+        },
+        machine,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    let json =
+        serde_json::to_string_pretty(&report).context("cannot encode the JSON report")? + "\n";
+    if let Some(out) = &args.out {
+        qport_data::atomic::write_atomic(out, json.as_bytes())
+            .with_context(|| format!("cannot write '{}'", out.display()))?;
+    }
+    match args.format {
+        Format::Json => output::print(&json)?,
+        Format::Human => output::print(&render_human(&report, ui, args.out.as_deref()))?,
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn latency_json(l: Latency) -> LatencyJson {
+    LatencyJson {
+        median_ms: l.median_ms,
+        p10_ms: l.p10_ms,
+        p90_ms: l.p90_ms,
+        min_ms: l.min_ms,
+        max_ms: l.max_ms,
+        samples: l.samples,
+        throughput_per_s: l.throughput_per_s,
+    }
+}
+
+fn name_of(path: &str) -> &str {
+    Path::new(path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(path)
+}
+
+fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
+    use Align::{Left, Right};
+    let m = &r.machine;
+    let mut s = format!(
+        "machine: {} ({}, {} logical core{})\n",
+        m.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        m.arch,
+        m.logical_cores,
+        if m.logical_cores == 1 { "" } else { "s" }
+    );
+    let (has, lacks): (Vec<_>, Vec<_>) = m
+        .isa
+        .list()
+        .into_iter()
+        .filter(|(name, _)| {
+            let arm = matches!(*name, "neon" | "dotprod" | "i8mm");
+            arm == (m.arch == "aarch64")
+        })
+        .partition(|(_, present)| *present);
+    let names = |v: &[(&str, bool)]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
+        }
+    };
+    s += &format!("ISA: {} (absent: {})\n", names(&has), names(&lacks));
+    let st = &r.settings;
+    s += &format!(
+        "\n{}{}: batch {}, {} thread{}, {} warm-up + {} measured rounds, interleaved\n",
+        name_of(&r.model.path),
+        r.int8_model
+            .as_ref()
+            .map(|q| format!(" vs INT8 {}", name_of(&q.path)))
+            .unwrap_or_default(),
+        st.batch,
+        st.threads,
+        if st.threads == 1 { "" } else { "s" },
+        st.warmup,
+        st.runs
+    );
+    let mut t = Table::new(
+        &["variant", "median ms", "p10", "p90", "inf/s", "vs FP32"],
+        &[Left, Right, Right, Right, Right, Left],
+    );
+    for res in &r.results {
+        let l = &res.latency;
+        let (vs, style) = match &res.vs_fp32 {
+            None if res.kind == "fp32" => ("(baseline)".to_string(), Style::Dim),
+            None => ("-".to_string(), Style::Plain),
+            Some(v) => (
+                format!("{:.2} ({})", v.ratio, v.describe()),
+                match v.speed {
+                    bench::Speed::Faster => Style::Good,
+                    bench::Speed::Slower => Style::Bad,
+                    bench::Speed::Same => Style::Plain,
+                },
+            ),
+        };
+        let label = match &res.profile {
+            Some(p) => format!("int8 {p}"),
+            None => "fp32".to_string(),
+        };
+        t.styled_row(vec![
+            (label, Style::Bold),
+            (format!("{:.2}", l.median_ms), Style::Plain),
+            (format!("{:.2}", l.p10_ms), Style::Plain),
+            (format!("{:.2}", l.p90_ms), Style::Plain),
+            (format!("{:.1}", l.throughput_per_s), Style::Plain),
+            (vs, style),
+        ]);
+    }
+    s += &t.render(ui, "  ");
+    s += &format!(
+        "\npeak RSS: {}\n",
+        r.peak_rss_bytes
+            .map_or_else(|| "unavailable".to_string(), fmt_bytes)
+    );
+
+    s += "\nwhat the kernel table predicts for INT8 (u8*s8) vs FP32 by ISA:\n";
+    let mut t = Table::new(
+        &["", "ISA class", "dot product", "INT8 vs FP32", "evidence"],
+        &[Left, Left, Left, Left, Left],
+    );
+    for p in &r.prediction.rows {
+        let mark = if p.this_host { "*" } else { "" };
+        let expect = match p.expect {
+            isa::Expect::Faster => "faster",
+            isa::Expect::Slower => "slower",
+        };
+        let style = if p.this_host {
+            Style::Bold
+        } else {
+            Style::Plain
+        };
+        t.styled_row(vec![
+            (mark.to_string(), style),
+            (p.isa.to_string(), style),
+            (p.instruction.to_string(), style),
+            (expect.to_string(), style),
+            (p.evidence.to_string(), Style::Plain),
+        ]);
+    }
+    s += &t.render(ui, "  ");
+    s += if r.prediction.rows.iter().any(|p| p.this_host) {
+        "  (* this host)\n"
+    } else {
+        "  (this host matches no row)\n"
+    };
+    s += &format!("note: {}\n", r.prediction.note);
+    if let Some(out) = out {
+        s += &format!("\nwrote {}\n", out.display());
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_must_be_positive() {
+        assert_eq!(positive("3"), Ok(3));
+        assert!(positive("0").unwrap_err().contains("at least 1"));
+        assert!(positive("x").is_err());
+    }
+
+    #[test]
+    fn profile_lists_resolve() {
+        let reg = qport_core::arith::ProfileRegistry::builtin();
+        assert_eq!(
+            crate::agree::select_profiles("all", &reg).unwrap().len(),
+            reg.profiles().len()
+        );
+        let two = crate::agree::select_profiles("f32-rne, avx2-u8s8", &reg).unwrap();
+        assert_eq!(two[1].name, "avx2-u8s8");
+        assert!(crate::agree::select_profiles("exact,nope", &reg).is_err());
+        assert!(crate::agree::select_profiles("exact,exact", &reg).is_err());
+    }
+}

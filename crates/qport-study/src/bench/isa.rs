@@ -1,0 +1,365 @@
+//! The host machine as a benchmark records it: CPU model, logical cores,
+//! the dot-product-relevant ISA features detected at run time, and the
+//! kernel table's prediction of the INT8-vs-FP32 sign for each ISA class
+//! (claim C1 of the study in `shared/seeds/004_…`).
+
+use serde::Serialize;
+
+/// ISA features detected at run time. Features of the other architecture
+/// are always `false`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IsaFeatures {
+    /// x86 AVX2 (256-bit integer SIMD; `vpmaddubsw`).
+    pub avx2: bool,
+    /// x86 FMA3.
+    pub fma: bool,
+    /// x86 F16C (half-precision conversions).
+    pub f16c: bool,
+    /// x86 AVX-512 Foundation.
+    pub avx512f: bool,
+    /// x86 AVX-512 Byte/Word.
+    pub avx512bw: bool,
+    /// x86 AVX-512 VNNI (`vpdpbusd` on 512-bit vectors).
+    pub avx512_vnni: bool,
+    /// x86 AVX-VNNI (`vpdpbusd` on 256-bit vectors, VEX encoded).
+    pub avx_vnni: bool,
+    /// x86 AMX-INT8 tile instructions, reported by the CPU and enabled by
+    /// the operating system.
+    pub amx_int8: bool,
+    /// Arm NEON (Advanced SIMD).
+    pub neon: bool,
+    /// Arm dot product (`sdot`/`udot`).
+    pub dotprod: bool,
+    /// Arm int8 matrix multiply (`smmla`).
+    pub i8mm: bool,
+}
+
+impl IsaFeatures {
+    /// Detects the features of the CPU this process runs on.
+    pub fn detect() -> IsaFeatures {
+        detect_impl()
+    }
+
+    /// `(name, present)` for every feature, in a fixed order; names as
+    /// people write them (`avx512-vnni`, `amx-int8`).
+    pub fn list(&self) -> [(&'static str, bool); 11] {
+        [
+            ("avx2", self.avx2),
+            ("fma", self.fma),
+            ("f16c", self.f16c),
+            ("avx512f", self.avx512f),
+            ("avx512bw", self.avx512bw),
+            ("avx512-vnni", self.avx512_vnni),
+            ("avx-vnni", self.avx_vnni),
+            ("amx-int8", self.amx_int8),
+            ("neon", self.neon),
+            ("dotprod", self.dotprod),
+            ("i8mm", self.i8mm),
+        ]
+    }
+
+    /// The ISA class of the kernel table these features fall in, `None`
+    /// when no row applies (an x86 CPU without AVX2, another architecture).
+    pub fn class(&self) -> Option<IsaClass> {
+        if self.avx512_vnni || self.avx_vnni {
+            Some(IsaClass::X86Vnni)
+        } else if self.avx2 {
+            Some(IsaClass::X86Avx2)
+        } else if self.dotprod {
+            Some(IsaClass::ArmDotprod)
+        } else if self.neon {
+            Some(IsaClass::ArmNeon)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_impl() -> IsaFeatures {
+    use std::is_x86_feature_detected as has;
+    IsaFeatures {
+        avx2: has!("avx2"),
+        fma: has!("fma"),
+        f16c: has!("f16c"),
+        avx512f: has!("avx512f"),
+        avx512bw: has!("avx512bw"),
+        avx512_vnni: has!("avx512vnni"),
+        avx_vnni: has!("avxvnni"),
+        amx_int8: amx_int8(),
+        ..IsaFeatures::default()
+    }
+}
+
+/// AMX-INT8 from CPUID (the standard detection macro is not stable for
+/// AMX): leaf 7 EDX bit 25, and the OS must enable the tile state (XCR0
+/// bits 17 and 18).
+#[cfg(target_arch = "x86_64")]
+fn amx_int8() -> bool {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // SAFETY: CPUID exists on every x86-64 CPU.
+    #[allow(unused_unsafe)]
+    let (max_leaf, ecx1) = unsafe { (__cpuid(0).eax, __cpuid(1).ecx) };
+    if max_leaf < 7 || ecx1 & (1 << 27) == 0 {
+        // no leaf 7, or the OS has not enabled XSAVE (so no XGETBV)
+        return false;
+    }
+    // SAFETY: as above; leaf 7 exists (checked).
+    #[allow(unused_unsafe)]
+    let edx7 = unsafe { __cpuid_count(7, 0).edx };
+    if edx7 & (1 << 25) == 0 {
+        return false;
+    }
+    // SAFETY: OSXSAVE is set (checked above), so XGETBV is available.
+    let xcr0 = unsafe { xgetbv0() };
+    xcr0 & (0b11 << 17) == 0b11 << 17
+}
+
+/// XCR0, the OS-enabled register state.
+///
+/// # Safety
+/// The CPU must report OSXSAVE (CPUID leaf 1 ECX bit 27).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "xsave")]
+unsafe fn xgetbv0() -> u64 {
+    // SAFETY: the caller guarantees OSXSAVE, which makes XGETBV available.
+    unsafe { std::arch::x86_64::_xgetbv(0) }
+}
+
+#[cfg(target_arch = "aarch64")]
+fn detect_impl() -> IsaFeatures {
+    use std::arch::is_aarch64_feature_detected as has;
+    IsaFeatures {
+        neon: has!("neon"),
+        dotprod: has!("dotprod"),
+        i8mm: has!("i8mm"),
+        ..IsaFeatures::default()
+    }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn detect_impl() -> IsaFeatures {
+    IsaFeatures::default()
+}
+
+/// The machine a benchmark ran on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// `std::env::consts::ARCH` (`x86_64`, `aarch64`, ...).
+    pub arch: &'static str,
+    /// The CPU model from `/proc/cpuinfo` (`model name`, else `Hardware`
+    /// or `Model`); `None` where unavailable.
+    pub cpu_model: Option<String>,
+    /// Logical cores available to this process
+    /// (`std::thread::available_parallelism`).
+    pub logical_cores: usize,
+    /// ISA features detected at run time.
+    pub isa: IsaFeatures,
+    /// The kernel-table class of this host, if any row applies.
+    pub isa_class: Option<IsaClass>,
+}
+
+impl Machine {
+    /// Describes the machine this process runs on.
+    pub fn detect() -> Machine {
+        let isa = IsaFeatures::detect();
+        Machine {
+            arch: std::env::consts::ARCH,
+            cpu_model: std::fs::read_to_string("/proc/cpuinfo")
+                .ok()
+                .and_then(|t| cpu_model(&t)),
+            logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            isa,
+            isa_class: isa.class(),
+        }
+    }
+}
+
+/// The CPU model named in the text of `/proc/cpuinfo`.
+pub fn cpu_model(cpuinfo: &str) -> Option<String> {
+    for key in ["model name", "Hardware", "Model"] {
+        for line in cpuinfo.lines() {
+            if let Some((k, v)) = line.split_once(':') {
+                if k.trim() == key && !v.trim().is_empty() {
+                    return Some(v.trim().to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A row of the kernel table: a class of CPUs by their u8×s8 (or s8×s8)
+/// dot-product instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IsaClass {
+    /// x86 with AVX2 but neither AVX-512 VNNI nor AVX-VNNI.
+    X86Avx2,
+    /// x86 with AVX-512 VNNI or AVX-VNNI.
+    X86Vnni,
+    /// Arm with the dot-product extension.
+    ArmDotprod,
+    /// Arm NEON without the dot-product extension.
+    ArmNeon,
+}
+
+/// The INT8-vs-FP32 latency sign a kernel-table row expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expect {
+    /// INT8 expected faster than FP32.
+    Faster,
+    /// INT8 expected slower than FP32.
+    Slower,
+}
+
+/// What the kernel table predicts for one ISA class.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    /// The class.
+    pub class: IsaClass,
+    /// The class for people.
+    pub isa: &'static str,
+    /// The instruction(s) an INT8 GEMM's inner loop uses there.
+    pub instruction: &'static str,
+    /// The expected sign of INT8 vs FP32 latency.
+    pub expect: Expect,
+    /// Why, with the study's measurement where it has one.
+    pub evidence: &'static str,
+    /// This row describes the host.
+    pub this_host: bool,
+}
+
+/// The kernel table, with the row of `host` marked.
+pub fn predictions(host: Option<IsaClass>) -> Vec<Prediction> {
+    let row = |class, isa, instruction, expect, evidence| Prediction {
+        class,
+        isa,
+        instruction,
+        expect,
+        evidence,
+        this_host: host == Some(class),
+    };
+    vec![
+        row(
+            IsaClass::X86Avx2,
+            "x86 AVX2 without VNNI",
+            "vpmaddubsw + vpmaddwd",
+            Expect::Slower,
+            "u8*s8 pairs saturate to int16 and need a second widening step; \
+             study C1: 1.76x slower than FP32 on a Core i9-10900K",
+        ),
+        row(
+            IsaClass::X86Vnni,
+            "x86 AVX-512 VNNI / AVX-VNNI",
+            "vpdpbusd",
+            Expect::Faster,
+            "4 u8*s8 products summed into int32 in one instruction, no saturation",
+        ),
+        row(
+            IsaClass::ArmDotprod,
+            "Arm with dotprod",
+            "sdot / udot",
+            Expect::Faster,
+            "study C1: 1.83x faster on Cortex-A76, 2.11x on Cortex-A78AE",
+        ),
+        row(
+            IsaClass::ArmNeon,
+            "Arm NEON without dotprod",
+            "smull + sadalp",
+            Expect::Slower,
+            "widening multiplies and pairwise adds give little over FP32 FMA; \
+             study C1: 1.65x slower on Cortex-A53",
+        ),
+    ]
+}
+
+/// The honest caveat printed beside the kernel table.
+pub const KERNEL_NOTE: &str = "qport's integer kernels are mostly portable \
+auto-vectorized code: only the exact u8*s8 convolutions use an ISA-specific path \
+(vpdpbusd on AVX-512 VNNI); the AVX2 saturating-pair, requantization, depthwise and \
+Arm paths are portable (no vpmaddubsw or sdot kernels yet), so the measured ratio \
+reflects qport's kernels, not this ISA's potential; the table is what an \
+ISA-specific runtime (such as onnxruntime's MLAS) shows.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_follow_the_dot_product_instruction() {
+        let avx2 = IsaFeatures {
+            avx2: true,
+            fma: true,
+            ..IsaFeatures::default()
+        };
+        assert_eq!(avx2.class(), Some(IsaClass::X86Avx2));
+        let vnni = IsaFeatures {
+            avx_vnni: true,
+            ..avx2
+        };
+        assert_eq!(vnni.class(), Some(IsaClass::X86Vnni));
+        let neon = IsaFeatures {
+            neon: true,
+            ..IsaFeatures::default()
+        };
+        assert_eq!(neon.class(), Some(IsaClass::ArmNeon));
+        let dot = IsaFeatures {
+            dotprod: true,
+            ..neon
+        };
+        assert_eq!(dot.class(), Some(IsaClass::ArmDotprod));
+        assert_eq!(IsaFeatures::default().class(), None);
+    }
+
+    #[test]
+    fn features_of_the_other_architecture_are_false() {
+        let f = IsaFeatures::detect();
+        if cfg!(target_arch = "x86_64") {
+            assert!(!f.neon && !f.dotprod && !f.i8mm);
+        } else {
+            assert!(!f.avx2 && !f.avx512f && !f.amx_int8);
+        }
+        // VNNI implies the base feature set on real CPUs
+        if f.avx512_vnni {
+            assert!(f.avx512f);
+        }
+    }
+
+    #[test]
+    fn isa_serialises_with_every_feature() {
+        let m = Machine::detect();
+        let v = serde_json::to_value(&m).unwrap();
+        for k in [
+            "avx2",
+            "fma",
+            "f16c",
+            "avx512f",
+            "avx512bw",
+            "avx512_vnni",
+            "avx_vnni",
+            "amx_int8",
+            "neon",
+            "dotprod",
+            "i8mm",
+        ] {
+            assert!(v["isa"][k].is_boolean(), "{k}: {v}");
+        }
+        assert!(v["logical_cores"].as_u64().unwrap() >= 1);
+        let p = serde_json::to_value(predictions(Some(IsaClass::ArmDotprod))).unwrap();
+        assert_eq!(p[2]["class"], "arm-dotprod");
+        assert_eq!(p[2]["expect"], "faster");
+        assert_eq!(p[2]["this_host"], true);
+        assert_eq!(p[0]["this_host"], false);
+    }
+
+    #[test]
+    fn cpu_model_is_read_from_cpuinfo() {
+        let x86 = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: avx2\n";
+        assert_eq!(cpu_model(x86).as_deref(), Some("AMD EPYC 7B13"));
+        let arm = "processor\t: 0\nCPU part\t: 0xd0b\n\nModel\t: Raspberry Pi 5\n";
+        assert_eq!(cpu_model(arm).as_deref(), Some("Raspberry Pi 5"));
+        assert_eq!(cpu_model("processor: 0\n"), None);
+    }
+}
