@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Side-by-side FP32 and INT8 latency: qport vs onnxruntime, interleaved (issue 6, item 5).
+
+Models (batch 1, 3x224x224 float input, 1000-class head):
+  effnet       EfficientNet-Lite0 from the fixture cache (real weights).
+  mobilenetv2  MobileNetV2 (width 1.0, inverted residuals, Relu6 as Clip(0, 6)),
+  resnet50     ResNet-50 (v1.5 bottlenecks, stride on the 3x3 conv), both built
+               here with onnx.helper from SEEDED RANDOM weights (He-scaled).
+               BatchNormalization is folded: every Conv carries a bias and
+               there are no BN nodes (what an exporter's BN folding leaves).
+               The random weights make these two good for LATENCY ONLY, not
+               accuracy. Issue 6 asks for them to come from the fixture script
+               (scripts/fixtures.py) eventually; until then they are cached
+               under target/bench/models/ (written atomically).
+
+Quantization: onnxruntime quantize_static, QDQ, per-channel, MinMax,
+reduce_range off, weights QInt8; activations QUInt8 ("u8s8") and QInt8
+("s8s8"). Calibration: the first --calib (8) tensors of the fixture's
+effnet-calib64 inputs for EfficientNet, seeded N(0, 1) tensors for the random
+models. Cached next to the FP32 models.
+
+Method (one process tree, interleaved): for each model, --rounds K rounds;
+each round first times onnxruntime (FP32, QDQ u8s8, QDQ s8s8 sessions, made
+once per model and kept; CPU EP, default optimizations ORT_ENABLE_ALL,
+intra_op_num_threads = --threads, inter_op_num_threads = 1; ceil(runs / K)
+timed runs each after the warm-up in round 1), then runs
+`qport bench MODEL --int8 U8S8.qdq.onnx --profiles f32-rne,exact,avx2-u8s8
+--threads T --runs ceil(runs / K) --warmup W --format json` as a child process
+(qport times FP32 and each INT8 profile in its own interleaved order). Reported
+per variant: the median of the K per-round medians (spread: min and max of the
+round medians). Drift on a shared machine hits both engines; the ratios are the
+result, absolute times move.
+
+Caveat on --threads > 1: onnxruntime uses T intra-op threads for ONE inference,
+while `qport bench --threads T` runs T whole inferences concurrently (one
+thread each) and reports per-inference latency. With T = 1 the two agree.
+
+    .venv/bin/python scripts/bench/int8_vs_ort.py [--models effnet,mobilenetv2,resnet50]
+        [--threads 1] [--runs 20] [--warmup 3] [--rounds 4] [--out target/bench/int8_vs_ort.json]
+
+Needs `bash scripts/fetch-fixtures` and `cargo build --release -p qport-cli`
+(--qport to point at another binary).
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("QPORT_FIXTURES", Path.home() / ".cache/qport/fixtures"))
+MODEL_DIR = ROOT / "target/bench/models"
+PROFILES = ["f32-rne", "exact", "avx2-u8s8"]
+OPSET = 13
+ALL_MODELS = ["effnet", "mobilenetv2", "resnet50"]
+
+
+# ---------------------------------------------------------------- model building
+
+
+class Builder:
+    """Accumulates nodes and initializers; every Conv has a bias (BN folded)."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.n = [], [], 0
+
+    def name(self, p):
+        self.n += 1
+        return f"{p}_{self.n}"
+
+    def const(self, p, arr):
+        n = self.name(p)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), n))
+        return n
+
+    def conv(self, x, cin, cout, k, stride=1, group=1):
+        fan_in = (cin // group) * k * k
+        w = self.rng.normal(0, math.sqrt(2.0 / fan_in), (cout, cin // group, k, k)).astype(np.float32)
+        b = self.rng.normal(0, 0.01, cout).astype(np.float32)
+        y = self.name("conv")
+        self.nodes.append(helper.make_node(
+            "Conv", [x, self.const("w", w), self.const("b", b)], [y], kernel_shape=[k, k],
+            strides=[stride, stride], pads=[k // 2] * 4, group=group))
+        return y
+
+    def op(self, kind, inputs, **attrs):
+        y = self.name(kind.lower())
+        self.nodes.append(helper.make_node(kind, inputs, [y], **attrs))
+        return y
+
+    def relu6(self, x):
+        if not hasattr(self, "_c0"):
+            self._c0 = self.const("clip_min", np.array(0.0, np.float32))
+            self._c6 = self.const("clip_max", np.array(6.0, np.float32))
+        return self.op("Clip", [x, self._c0, self._c6])
+
+    def head(self, x, c):
+        x = self.op("GlobalAveragePool", [x])
+        x = self.op("Flatten", [x], axis=1)
+        w = self.rng.normal(0, math.sqrt(1.0 / c), (1000, c)).astype(np.float32)
+        b = np.zeros(1000, np.float32)
+        return self.op("Gemm", [x, self.const("fc_w", w), self.const("fc_b", b)], transB=1)
+
+    def model(self, out, name):
+        g = helper.make_graph(
+            self.nodes, name,
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])],
+            self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="qport-bench")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def build_mobilenetv2(seed=2):
+    b = Builder(seed)
+    x = b.relu6(b.conv("input", 3, 32, 3, 2))
+    cin = 32
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hid = cin * t
+            y = x
+            if t != 1:
+                y = b.relu6(b.conv(y, cin, hid, 1))
+            y = b.relu6(b.conv(y, hid, hid, 3, stride, group=hid))
+            y = b.conv(y, hid, c, 1)  # linear bottleneck
+            if stride == 1 and cin == c:
+                y = b.op("Add", [x, y])
+            x, cin = y, c
+    x = b.relu6(b.conv(x, cin, 1280, 1))
+    return b.model(b.head(x, 1280), "mobilenetv2_random")
+
+
+def build_resnet50(seed=50):
+    b = Builder(seed)
+    x = b.op("Relu", [b.conv("input", 3, 64, 7, 2)])
+    x = b.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for i in range(blocks):
+            s = stride if i == 0 else 1
+            cout = width * 4
+            y = b.op("Relu", [b.conv(x, cin, width, 1)])
+            y = b.op("Relu", [b.conv(y, width, width, 3, s)])
+            y = b.conv(y, width, cout, 1)
+            sc = b.conv(x, cin, cout, 1, s) if (s != 1 or cin != cout) else x
+            x = b.op("Relu", [b.op("Add", [y, sc])])
+            cin = cout
+    return b.model(b.head(x, 2048), "resnet50_random")
+
+
+def atomic_save(model, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# ---------------------------------------------------------------- quantization
+
+
+def calibration(model_key, n):
+    if model_key == "effnet":
+        return np.load(CACHE / "datasets/effnet-calib64/inputs.npy")[:n].astype(np.float32)
+    return np.random.default_rng(1234).standard_normal((n, 3, 224, 224)).astype(np.float32)
+
+
+def quantize(src, dst, act, calib):
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self, name, data):
+            self.name, self.data, self.i = name, data, 0
+
+        def get_next(self):
+            if self.i >= len(self.data):
+                return None
+            self.i += 1
+            return {self.name: self.data[self.i - 1: self.i]}
+
+        def rewind(self):
+            self.i = 0
+
+    name = onnx.load(str(src), load_external_data=False).graph.input[0].name
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dst.parent) as tmp:
+        out = Path(tmp) / dst.name
+        quantize_static(str(src), str(out), calibration_data_reader=Reader(name, calib),
+                        quant_format=QuantFormat.QDQ, per_channel=True, reduce_range=False,
+                        activation_type=QuantType.QUInt8 if act == "u8s8" else QuantType.QInt8,
+                        weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
+        os.replace(out, dst)
+
+
+def prepare(key, n_calib):
+    """Returns (fp32, u8s8, s8s8) paths, building and quantizing what is missing."""
+    if key == "effnet":
+        fp32 = CACHE / "models/efficientnet-lite0.onnx"
+        if not fp32.exists():
+            sys.exit(f"missing {fp32}: run `bash scripts/fetch-fixtures`")
+    else:
+        fp32 = MODEL_DIR / f"{key}.random.onnx"
+        if not fp32.exists():
+            print(f"[{key}] building {fp32.relative_to(ROOT)}", file=sys.stderr)
+            atomic_save({"mobilenetv2": build_mobilenetv2, "resnet50": build_resnet50}[key](), fp32)
+    paths = [fp32]
+    for act in ("u8s8", "s8s8"):
+        q = MODEL_DIR / f"{key}.qdq-{act}.calib{n_calib}.onnx"
+        if not q.exists():
+            print(f"[{key}] quantize_static QDQ {act} ({n_calib} calibration tensors)", file=sys.stderr)
+            t = time.time()
+            quantize(fp32, q, act, calibration(key, n_calib))
+            print(f"[{key}]   {time.time() - t:.1f} s", file=sys.stderr)
+        paths.append(q)
+    return paths
+
+
+# ---------------------------------------------------------------- timing
+
+
+def ort_session(path, threads):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def ort_block(sess, x, runs):
+    name = sess.get_inputs()[0].name
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        sess.run(None, {name: x})
+        out.append((time.perf_counter() - t) * 1e3)
+    return out
+
+
+def qport_bench(exe, fp32, u8s8, threads, runs, warmup):
+    cmd = [str(exe), "bench", str(fp32), "--int8", str(u8s8), "--profiles", ",".join(PROFILES),
+           "--threads", str(threads), "--runs", str(runs), "--warmup", str(warmup), "--quiet",
+           "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"qport bench failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    return cmd, json.loads(r.stdout)
+
+
+def summarize(round_medians):
+    return {"median_ms": statistics.median(round_medians), "round_min_ms": min(round_medians),
+            "round_max_ms": max(round_medians), "round_medians_ms": round_medians}
+
+
+def bench_model(key, a, exe):
+    fp32, u8s8, s8s8 = prepare(key, a.calib)
+    x = np.random.default_rng(7).uniform(-1, 1, (a.batch, 3, 224, 224)).astype(np.float32)
+    sessions = {"ort_fp32": ort_session(fp32, a.threads), "ort_u8s8": ort_session(u8s8, a.threads),
+                "ort_s8s8": ort_session(s8s8, a.threads)}
+    per_round = max(1, math.ceil(a.runs / a.rounds))
+    rounds = {k: [] for k in list(sessions) + ["qport_fp32"] + [f"qport_{p}" for p in PROFILES]}
+    last = None
+    for r in range(a.rounds):
+        t0 = time.time()
+        for k, s in sessions.items():
+            if r == 0:
+                ort_block(s, x, a.warmup)
+            rounds[k].append(statistics.median(ort_block(s, x, per_round)))
+        cmd, doc = qport_bench(exe, fp32, u8s8, a.threads, per_round, a.warmup)
+        for res in doc["results"]:
+            rounds["qport_fp32" if res["kind"] == "fp32" else f"qport_{res['profile']}"].append(res["median_ms"])
+        last = (cmd, doc)
+        print(f"[{key}] round {r + 1}/{a.rounds} {time.time() - t0:.1f} s", file=sys.stderr)
+    med = {k: summarize(v) for k, v in rounds.items()}
+    m = {k: v["median_ms"] for k, v in med.items()}
+    int8 = {p: m[f"qport_{p}"] for p in PROFILES}
+    fastest = min(int8, key=int8.get)
+    ratios = {
+        "qport_fp32/ort_fp32": m["qport_fp32"] / m["ort_fp32"],
+        "qport_fastest_int8/ort_u8s8": int8[fastest] / m["ort_u8s8"],
+        "qport_fastest_int8/qport_fp32": int8[fastest] / m["qport_fp32"],
+        "qport_exact_int8/qport_fp32": int8["exact"] / m["qport_fp32"],
+        "ort_u8s8/ort_fp32": m["ort_u8s8"] / m["ort_fp32"],
+        "ort_s8s8/ort_fp32": m["ort_s8s8"] / m["ort_fp32"],
+    }
+    cmd, doc = last
+    return {
+        "models": {"fp32": str(fp32), "qdq_u8s8": str(u8s8), "qdq_s8s8": str(s8s8)},
+        "weights": "fixture (real)" if key == "effnet" else "seeded random (latency only)",
+        "latency": med,
+        "qport_fastest_int8_profile": fastest,
+        "ratios": ratios,
+        "qport_command_last_round": cmd,
+        "qport_machine": doc["machine"],
+        "qport_version": doc.get("qport_version"),
+        "qport_peak_rss_bytes": doc.get("peak_rss_bytes"),
+        "samples_per_variant": a.rounds * per_round,
+    }
+
+
+def cpu_model():
+    try:
+        return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "?"
+
+
+COLS = [("ort_fp32", "ORT FP32"), ("ort_u8s8", "ORT u8s8"), ("ort_s8s8", "ORT s8s8"),
+        ("qport_fp32", "qp FP32")] + [(f"qport_{p}", f"qp {p}") for p in PROFILES]
+RCOLS = [("qport_fp32/ort_fp32", "qpF/ortF"), ("qport_fastest_int8/ort_u8s8", "qpI8/ortU8"),
+         ("qport_fastest_int8/qport_fp32", "qpI8/qpF"), ("qport_exact_int8/qport_fp32", "qpEx/qpF"),
+         ("ort_u8s8/ort_fp32", "ortU8/ortF"), ("ort_s8s8/ort_fp32", "ortS8/ortF")]
+
+
+def print_table(results, threads):
+    print(f"\nmedian latency, ms (batch 1, threads {threads})")
+    print(f"{'model':12s}" + "".join(f"{h:>14s}" for _, h in COLS))
+    for k, r in results.items():
+        print(f"{k:12s}" + "".join(f"{r['latency'][c]['median_ms']:14.2f}" for c, _ in COLS))
+    print("\nratios (below 1: the numerator is faster)")
+    print(f"{'model':12s}" + "".join(f"{h:>12s}" for _, h in RCOLS) + "  fastest qport INT8")
+    for k, r in results.items():
+        print(f"{k:12s}" + "".join(f"{r['ratios'][c]:12.2f}" for c, _ in RCOLS)
+              + f"  {r['qport_fastest_int8_profile']}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(ALL_MODELS))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=1, help="only 1 is supported (the models are batch 1)")
+    ap.add_argument("--runs", type=int, default=20, help="timed runs per variant, split over the rounds")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4, help="alternations onnxruntime -> qport per model")
+    ap.add_argument("--calib", type=int, default=8, help="calibration tensors for quantize_static")
+    ap.add_argument("--qport", default=str(ROOT / "target/release/qport"))
+    ap.add_argument("--out", default=str(ROOT / "target/bench/int8_vs_ort.json"))
+    a = ap.parse_args()
+    if a.batch != 1:
+        ap.error("--batch: the benchmark models have a fixed batch of 1")
+    exe = Path(a.qport)
+    if not exe.exists():
+        sys.exit(f"missing {exe}: run `cargo build --release -p qport-cli`")
+    keys = [k.strip() for k in a.models.split(",") if k.strip()]
+    for k in keys:
+        if k not in ALL_MODELS:
+            ap.error(f"unknown model {k!r} (valid: {', '.join(ALL_MODELS)})")
+    t0 = time.time()
+    results = {k: bench_model(k, a, exe) for k in keys}
+    print_table(results, a.threads)
+    machine = next(iter(results.values()))["qport_machine"] if results else None
+    doc = {
+        "schema": "qport.int8_vs_ort/1",
+        "command": [sys.executable] + sys.argv,
+        "settings": {"threads": a.threads, "batch": a.batch, "runs": a.runs, "warmup": a.warmup,
+                     "rounds": a.rounds, "calib": a.calib, "profiles": PROFILES,
+                     "ort_options": {"intra_op_num_threads": a.threads, "inter_op_num_threads": 1,
+                                     "graph_optimization_level": "ORT_ENABLE_ALL",
+                                     "providers": ["CPUExecutionProvider"]},
+                     "aggregate": "median of per-round medians"},
+        "machine": {"cpu_model": cpu_model(), "nproc": os.cpu_count(), "kernel": platform.release(),
+                    "qport": machine},
+        "versions": {"python": platform.python_version(), "onnxruntime": ort.__version__,
+                     "onnx": onnx.__version__, "numpy": np.__version__,
+                     "qport": next(iter(results.values()))["qport_version"] if results else None},
+        "seconds": round(time.time() - t0, 1),
+        "results": results,
+    }
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, out)
+    print(f"\nwrote {out} ({doc['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
