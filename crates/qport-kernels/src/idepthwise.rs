@@ -47,6 +47,10 @@ fn valid(n_out: usize, n_in: usize, stride: usize, offset: usize, pad: usize) ->
 /// Accumulates one depthwise plane into `out` (`output[0] × output[1]`,
 /// overwritten). `x` is the `input[0] × input[1]` plane, `w` the kernel.
 ///
+/// The plane is widened once (`x − x_zero` as i32), then every tap adds
+/// `w·x` along output rows; the loop is compiled a second time for AVX2
+/// and chosen at run time (same sums, exact either way).
+///
 /// # Panics
 /// When `x`, `w` or `out` is shorter than the geometry says.
 pub fn depthwise_plane<X: QInt, W: QInt>(
@@ -61,35 +65,146 @@ pub fn depthwise_plane<X: QInt, W: QInt>(
     let [kh, kw] = g.kernel;
     let [oh, ow] = g.output;
     assert!(x.len() >= ih * iw && w.len() >= kh * kw && out.len() >= oh * ow);
+    PLANE.with(|p| {
+        let mut plane = p.borrow_mut();
+        plane.clear();
+        plane.extend(x[..ih * iw].iter().map(|&v| v.widen() - x_zero));
+        let wv: Vec<i32> = w[..kh * kw].iter().map(|&v| v.widen() - w_zero).collect();
+        #[cfg(target_arch = "x86_64")]
+        if !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            unsafe { plane_avx2(&plane, &wv, g, out) };
+            return;
+        }
+        plane_taps(&plane, &wv, g, out);
+    });
+}
+
+/// Most taps [`depthwise_exact_f32`] takes: every partial sum of up to
+/// this many products of magnitude `≤ 255·255` stays below `2^24`, so f32
+/// arithmetic (fused or not, in any order) computes it exactly.
+pub const EXACT_F32_TAPS: usize = 258;
+
+/// Every channel of a depthwise layer (`channels` input planes of
+/// `input[0] × input[1]` 8-bit values, kernel `c` applied to plane `c`)
+/// accumulated exactly through the `f32` depthwise kernel
+/// ([`crate::depthwise::depthwise2d`]): the planes are widened to
+/// `x − x_zero` in f32, `w_centered` holds `w − w_zero` per kernel as f32,
+/// and since every partial sum is an integer below `2^24` in magnitude
+/// the f32 sums equal the exact integer ones whatever the order of
+/// operations. `out` receives `[channels, output[0] × output[1]]`.
+/// Returns `false` (nothing written) for kernels of more than
+/// [`EXACT_F32_TAPS`] taps.
+///
+/// # Panics
+/// When a slice is shorter than the geometry says.
+pub fn depthwise_exact_f32<X: QInt>(
+    x: &[X],
+    x_zero: i32,
+    channels: usize,
+    w_centered: &[f32],
+    g: &PlaneGeom,
+    out: &mut [i32],
+) -> bool {
+    let [ih, iw] = g.input;
+    let [kh, kw] = g.kernel;
+    let [oh, ow] = g.output;
+    let (is, os) = (ih * iw, oh * ow);
+    if kh * kw > EXACT_F32_TAPS {
+        return false;
+    }
+    assert!(x.len() >= channels * is && w_centered.len() >= channels * kh * kw);
+    assert!(out.len() >= channels * os);
+    let geom = crate::im2col::ConvGeometry {
+        image: g.input.to_vec(),
+        kernel: g.kernel.to_vec(),
+        output: g.output.to_vec(),
+        strides: g.strides.to_vec(),
+        dilations: g.dilations.to_vec(),
+        pads_begin: g.pad_begin.iter().map(|&p| p as isize).collect(),
+    };
+    F32_BUFS.with(|b| {
+        let (plane, acc, scratch) = &mut *b.borrow_mut();
+        plane.clear();
+        plane.extend(
+            x[..channels * is]
+                .iter()
+                .map(|&v| (v.widen() - x_zero) as f32),
+        );
+        acc.resize(channels * os, 0.0);
+        crate::depthwise::depthwise2d(
+            &geom,
+            channels,
+            1,
+            plane,
+            &w_centered[..channels * kh * kw],
+            None,
+            crate::activation::Activation::Identity,
+            acc,
+            scratch,
+        );
+        for (o, &a) in out[..channels * os].iter_mut().zip(acc.iter()) {
+            // SAFETY: every sum is an integer of magnitude below 2^24
+            // (finite, in i32 range), so the unchecked conversion is
+            // exact; unlike `as`, it vectorizes.
+            *o = unsafe { a.to_int_unchecked::<i32>() };
+        }
+    });
+    true
+}
+
+thread_local! {
+    /// Widened planes, f32 sums and the f32 kernel's scratch, reused.
+    static F32_BUFS: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+thread_local! {
+    /// The widened plane, reused across calls on a thread.
+    static PLANE: std::cell::RefCell<Vec<i32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn plane_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32]) {
+    plane_taps(plane, w, g, out)
+}
+
+/// The tap loop over a widened, zero-point-free plane.
+#[inline(always)]
+fn plane_taps(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32]) {
+    let [ih, iw] = g.input;
+    let [kh, kw] = g.kernel;
+    let [oh, ow] = g.output;
     let out = &mut out[..oh * ow];
     out.fill(0);
-    let mut row = vec![0i32; iw];
+    let sw = g.strides[1];
     for i in 0..kh {
         let (y0, y1) = valid(oh, ih, g.strides[0], i * g.dilations[0], g.pad_begin[0]);
         for j in 0..kw {
-            let wv = w[i * kw + j].widen() - w_zero;
+            let wv = w[i * kw + j];
             if wv == 0 {
                 continue;
             }
-            let (x0, x1) = valid(ow, iw, g.strides[1], j * g.dilations[1], g.pad_begin[1]);
+            let (x0, x1) = valid(ow, iw, sw, j * g.dilations[1], g.pad_begin[1]);
             if x0 >= x1 {
                 continue;
             }
-            let sw = g.strides[1];
+            let ix0 = x0 * sw + j * g.dilations[1] - g.pad_begin[1];
             for oy in y0..y1 {
                 let iy = oy * g.strides[0] + i * g.dilations[0] - g.pad_begin[0];
-                let src = &x[iy * iw..(iy + 1) * iw];
-                for (r, &v) in row.iter_mut().zip(src) {
-                    *r = v.widen() - x_zero;
-                }
-                let ix0 = x0 * sw + j * g.dilations[1] - g.pad_begin[1];
+                let src = &plane[iy * iw + ix0..(iy + 1) * iw];
                 let dst = &mut out[oy * ow + x0..oy * ow + x1];
                 if sw == 1 {
-                    for (o, &v) in dst.iter_mut().zip(&row[ix0..]) {
+                    for (o, &v) in dst.iter_mut().zip(src) {
                         *o += wv * v;
                     }
+                } else if sw == 2 {
+                    for (o, v) in dst.iter_mut().zip(src.chunks(2)) {
+                        *o += wv * v[0];
+                    }
                 } else {
-                    for (o, &v) in dst.iter_mut().zip(row[ix0..].iter().step_by(sw)) {
+                    for (o, &v) in dst.iter_mut().zip(src.iter().step_by(sw)) {
                         *o += wv * v;
                     }
                 }
@@ -146,9 +261,43 @@ mod tests {
                 pad_begin: [pt, pl],
                 output: [(ih + pt + pb - eh) / sh + 1, (iw + pl + pr - ew) / sw + 1],
             };
+            let want = naive(&xs, xz, &ws, wz, &g);
             let mut out = vec![7; g.output[0] * g.output[1]];
             depthwise_plane(&xs[..ih * iw], xz, &ws[..kh * kw], wz, &g, &mut out);
-            prop_assert_eq!(out, naive(&xs, xz, &ws, wz, &g));
+            prop_assert_eq!(&out, &want);
+            // the portable loop too (the fast one ran above where AVX2 exists)
+            let mut out = vec![7; g.output[0] * g.output[1]];
+            crate::with_generic_kernels(|| {
+                depthwise_plane(&xs[..ih * iw], xz, &ws[..kh * kw], wz, &g, &mut out)
+            });
+            prop_assert_eq!(&out, &want);
+        }
+
+        #[test]
+        fn exact_f32_path_matches_the_direct_definition(
+            ih in 1usize..20, iw in 1usize..40, k in prop_oneof![Just(1usize), Just(3), Just(5)],
+            sh in 1usize..3, sw in 1usize..3, dh in 1usize..3, dw in 1usize..3,
+            pt in 0usize..3, pl in 0usize..3, pb in 0usize..3, pr in 0usize..3,
+            xz in prop_oneof![Just(0i32), Just(255), 0i32..256],
+            wz in prop_oneof![Just(-128i32), Just(127), -128i32..128],
+            xs in proptest::collection::vec(prop_oneof![Just(0u8), Just(255), any::<u8>()], 3 * 800),
+            ws in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127), any::<i8>()], 3 * 25),
+        ) {
+            let e = |k: usize, d: usize| (k - 1) * d + 1;
+            prop_assume!(ih + pt + pb >= e(k, dh) && iw + pl + pr >= e(k, dw));
+            let g = PlaneGeom {
+                input: [ih, iw], kernel: [k, k], strides: [sh, sw], dilations: [dh, dw],
+                pad_begin: [pt, pl],
+                output: [(ih + pt + pb - e(k, dh)) / sh + 1, (iw + pl + pr - e(k, dw)) / sw + 1],
+            };
+            let (is, ks, os) = (ih * iw, k * k, g.output[0] * g.output[1]);
+            let wc: Vec<f32> = ws[..3 * ks].iter().map(|&v| (i32::from(v) - wz) as f32).collect();
+            let mut got = vec![7; 3 * os];
+            prop_assert!(depthwise_exact_f32(&xs[..3 * is], xz, 3, &wc, &g, &mut got));
+            for c in 0..3 {
+                let want = naive(&xs[c * is..], xz, &ws[c * ks..], wz, &g);
+                prop_assert_eq!(&got[c * os..(c + 1) * os], &want[..]);
+            }
         }
     }
 }

@@ -13,6 +13,10 @@
 //!   (`avx2-u8s8` profile) and its scalar reference.
 //! - [`vnni`]: exact u8×s8 GEMM on AVX-512 VNNI (`vpdpbusd`), used when
 //!   the CPU has it.
+//! - [`avx2q`]: exact u8×s8 GEMM on AVX2 (`vpmaddwd` on int16-widened
+//!   operands), for AVX2 hosts without VNNI.
+//! - [`arm`]: exact u8×s8 GEMM on aarch64, with the dot-product extension
+//!   (`sdot`) when the CPU has it and plain NEON otherwise.
 //! - [`pgemm`]: `f32` GEMM with a pre-packed constant left operand and a
 //!   fused per-row bias and activation (convolution as GEMM).
 //!
@@ -22,8 +26,12 @@
 //! `QPORT_SIMD=avx2` caps the `f32` kernels of this crate at AVX2 + FMA on
 //! an AVX-512 machine.
 #![deny(missing_docs)]
+// The x86 fast paths leave some helpers and parameters unused elsewhere.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 
 pub mod activation;
+pub mod arm;
+pub mod avx2q;
 pub mod depthwise;
 pub mod gemm;
 pub mod idepthwise;

@@ -41,6 +41,60 @@ pub fn available() -> bool {
     }
 }
 
+/// The signed operand `A` (`m × k`, i8) of [`gemm_packed`] prepared once:
+/// rows as groups of four bytes (zero padded to a multiple of four) and the
+/// row sums the zero-point correction needs. Convolution weights are packed
+/// when a plan is built, so inference never repacks them.
+#[derive(Debug, Clone)]
+pub struct PackedI8 {
+    m: usize,
+    k: usize,
+    kq: usize,
+    quads: Vec<i32>,
+    row_sum: Vec<i32>,
+}
+
+impl PackedI8 {
+    /// Packs `a` (`m × k` row-major).
+    ///
+    /// # Panics
+    /// When `a` is shorter than `m · k`.
+    pub fn new(a: &[i8], m: usize, k: usize) -> PackedI8 {
+        assert!(a.len() >= m * k);
+        let kq = k.div_ceil(4);
+        let mut quads = vec![0i32; m * kq];
+        let mut row_sum = vec![0i32; m];
+        for i in 0..m {
+            let row = &a[i * k..(i + 1) * k];
+            for (t, g) in row.chunks(4).enumerate() {
+                let mut bytes = [0u8; 4];
+                for (d, &v) in bytes.iter_mut().zip(g) {
+                    *d = v as u8;
+                }
+                quads[i * kq + t] = i32::from_le_bytes(bytes);
+            }
+            row_sum[i] = row.iter().map(|&v| i32::from(v)).sum();
+        }
+        PackedI8 {
+            m,
+            k,
+            kq,
+            quads,
+            row_sum,
+        }
+    }
+
+    /// Rows (`m`).
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+
+    /// Reduction length (`k`).
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+}
+
 /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
 /// point per row (`za.len() == m`), `B` u8 `k × n` row-major with zero point
 /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
@@ -63,13 +117,40 @@ pub fn gemm_u8s8(
     if !available() || k > MAX_K {
         return false;
     }
+    gemm_packed(&PackedI8::new(a, m, k), za, b, zb, n, c, ldc)
+}
+
+/// [`gemm_u8s8`] with `A` packed ahead of time ([`PackedI8`]). `B` is
+/// `a.depth() × n` row-major. Returns `false` without touching `c` when the
+/// VNNI kernel cannot run.
+///
+/// # Panics
+/// When a slice is shorter than its shape says.
+pub fn gemm_packed(
+    a: &PackedI8,
+    za: &[i32],
+    b: &[u8],
+    zb: i32,
+    n: usize,
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    let (m, k) = (a.m, a.k);
+    assert!(b.len() >= k * n && za.len() >= m);
+    assert!(ldc >= n && (m == 0 || c.len() >= (m - 1) * ldc + n));
+    if !available() || k > MAX_K {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         if m == 0 || n == 0 {
             return true;
         }
-        // SAFETY: `available()` checked the CPU features.
-        unsafe { x86::gemm(a, za, b, zb, (m, k, n), c, ldc) };
+        B_SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            // SAFETY: `available()` checked the CPU features.
+            unsafe { x86::gemm(a, za, b, zb, n, c, ldc, &mut s) };
+        });
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -78,92 +159,219 @@ pub fn gemm_u8s8(
     }
 }
 
+thread_local! {
+    /// Packed `B` and its column sums, reused across calls on a thread.
+    static B_SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<i32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::PackedI8;
     use std::arch::x86_64::*;
 
     /// Columns per vector.
     const L: usize = 16;
+    /// Rows per register tile.
+    const MR: usize = 4;
+    /// Vectors (of 16 columns) per register tile.
+    const NV: usize = 4;
 
+    /// Packs `B` (`k × n` u8 row-major) as `[kq][np][4]` (four consecutive
+    /// `k` of a column adjacent, zero padded) into `bp`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn pack_b(b: &[u8], k: usize, n: usize, np: usize, bp: &mut [u8]) {
+        let kq = k.div_ceil(4);
+        for t in 0..kq {
+            let dst = &mut bp[t * np * 4..(t + 1) * np * 4];
+            let rows: [Option<&[u8]>; 4] = std::array::from_fn(|r| {
+                let p = t * 4 + r;
+                (p < k).then(|| &b[p * n..(p + 1) * n])
+            });
+            let full = n / 16 * 16;
+            if rows.iter().all(|r| r.is_some()) {
+                let [r0, r1, r2, r3] = rows.map(|r| r.unwrap_or(&[]));
+                let mut j = 0;
+                while j < full {
+                    // SAFETY: j + 16 <= n for every row; dst has np * 4 >=
+                    // (j + 16) * 4 bytes.
+                    unsafe {
+                        let a = _mm_loadu_si128(r0.as_ptr().add(j) as *const _);
+                        let b1 = _mm_loadu_si128(r1.as_ptr().add(j) as *const _);
+                        let c = _mm_loadu_si128(r2.as_ptr().add(j) as *const _);
+                        let d = _mm_loadu_si128(r3.as_ptr().add(j) as *const _);
+                        let ab_lo = _mm_unpacklo_epi8(a, b1);
+                        let ab_hi = _mm_unpackhi_epi8(a, b1);
+                        let cd_lo = _mm_unpacklo_epi8(c, d);
+                        let cd_hi = _mm_unpackhi_epi8(c, d);
+                        let o = dst.as_mut_ptr().add(j * 4) as *mut __m128i;
+                        _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo));
+                        _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo));
+                        _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi));
+                        _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi));
+                    }
+                    j += 16;
+                }
+                for j in full..n {
+                    dst[j * 4] = r0[j];
+                    dst[j * 4 + 1] = r1[j];
+                    dst[j * 4 + 2] = r2[j];
+                    dst[j * 4 + 3] = r3[j];
+                }
+                dst[n * 4..].fill(0);
+            } else {
+                dst.fill(0);
+                for (r, row) in rows.iter().enumerate() {
+                    if let Some(row) = row {
+                        for (j, &v) in row.iter().enumerate() {
+                            dst[j * 4 + r] = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One `R × V·16` register tile: rows `i0..i0+R`, columns `j0..`,
+    /// corrected and stored (the last vector masked to `n`).
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn gemm(
-        a: &[i8],
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        (m, k, n): (usize, usize, usize),
+    unsafe fn tile<const R: usize, const V: usize>(
+        a: &PackedI8,
+        i0: usize,
+        bp: &[u8],
+        np: usize,
+        j0: usize,
+        n: usize,
+        corr: &Corr<'_>,
         c: &mut [i32],
         ldc: usize,
     ) {
-        let kq = k.div_ceil(4);
-        let np = n.div_ceil(L) * L;
-        // B packed [kq][np][4], and its column sums.
-        let mut bp = vec![0u8; kq * np * 4];
-        let mut col_sum = vec![0i32; n];
-        for p in 0..k {
-            let (t, r) = (p / 4, p % 4);
-            let row = &b[p * n..(p + 1) * n];
-            let dst = &mut bp[t * np * 4..(t + 1) * np * 4];
-            for (j, &v) in row.iter().enumerate() {
-                dst[j * 4 + r] = v;
-                col_sum[j] += i32::from(v);
+        let kq = a.kq;
+        let mut acc = [[_mm512_setzero_si512(); V]; R];
+        let arows: [&[i32]; R] =
+            std::array::from_fn(|r| &a.quads[(i0 + r) * kq..(i0 + r + 1) * kq]);
+        for t in 0..kq {
+            let base = (t * np + j0) * 4;
+            let row = &bp[base..base + V * L * 4];
+            let mut x = [_mm512_setzero_si512(); V];
+            for (v, xv) in x.iter_mut().enumerate() {
+                // SAFETY: `row` holds V · 64 bytes.
+                *xv = unsafe { _mm512_loadu_si512(row.as_ptr().add(v * 64) as *const _) };
+            }
+            for r in 0..R {
+                let w = _mm512_set1_epi32(arows[r][t]);
+                for v in 0..V {
+                    acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x[v], w);
+                }
             }
         }
-        // A rows as groups of four bytes (zero padded), and row sums.
-        let mut ap = vec![0i32; m * kq];
-        let mut row_sum = vec![0i32; m];
-        for i in 0..m {
-            let row = &a[i * k..(i + 1) * k];
-            for (t, g) in row.chunks(4).enumerate() {
-                let mut bytes = [0u8; 4];
-                for (d, &v) in bytes.iter_mut().zip(g) {
-                    *d = v as u8;
+        for (r, accr) in acc.iter().enumerate() {
+            let i = i0 + r;
+            // C = acc − zb·rowsum(i) − za(i)·colsum(j) + k·za(i)·zb
+            let za = corr.za[i];
+            let row_term = (corr.k as i32)
+                .wrapping_mul(za)
+                .wrapping_mul(corr.zb)
+                .wrapping_sub(corr.zb.wrapping_mul(a.row_sum[i]));
+            let rt = _mm512_set1_epi32(row_term);
+            let zav = _mm512_set1_epi32(za);
+            for (v, &s) in accr.iter().enumerate() {
+                let js = j0 + v * L;
+                if js >= n {
+                    break;
                 }
-                ap[i * kq + t] = i32::from_le_bytes(bytes);
+                let mut y = _mm512_add_epi32(s, rt);
+                if za != 0 {
+                    // SAFETY: col_sum is padded to np >= js + 16.
+                    let cs =
+                        unsafe { _mm512_loadu_si512(corr.col_sum.as_ptr().add(js) as *const _) };
+                    y = _mm512_sub_epi32(y, _mm512_mullo_epi32(zav, cs));
+                }
+                let cnt = (n - js).min(L);
+                let mask: __mmask16 = if cnt == L { 0xffff } else { (1u16 << cnt) - 1 };
+                let dst = &mut c[i * ldc + js..i * ldc + js + cnt];
+                // SAFETY: the mask covers exactly `cnt` lanes of `dst`.
+                unsafe { _mm512_mask_storeu_epi32(dst.as_mut_ptr() as *mut _, mask, y) };
             }
-            row_sum[i] = row.iter().map(|&v| i32::from(v)).sum();
         }
-        let mut acc = [0i32; L];
-        for i in 0..m {
-            let arow = &ap[i * kq..(i + 1) * kq];
-            let corr_row = zb * row_sum[i];
-            let zai = za[i];
-            for j0 in (0..np).step_by(2 * L) {
-                let two = j0 + L < np;
-                let mut s0 = _mm512_setzero_si512();
-                let mut s1 = _mm512_setzero_si512();
-                for (t, &w4) in arow.iter().enumerate() {
-                    let w = _mm512_set1_epi32(w4);
-                    // `np` is a multiple of L and j0 + L <= np (j0 + 2L <=
-                    // np when `two`), so both 64-byte loads stay inside the
-                    // row t of `bp` (np · 4 bytes).
-                    let row = &bp[(t * np + j0) * 4..(t + 1) * np * 4];
-                    // SAFETY: `row` has at least 64 (128 when `two`) bytes.
-                    let x0 = unsafe { _mm512_loadu_si512(row.as_ptr() as *const _) };
-                    s0 = _mm512_dpbusd_epi32(s0, x0, w);
-                    if two {
-                        // SAFETY: as above.
-                        let x1 = unsafe { _mm512_loadu_si512(row[L * 4..].as_ptr() as *const _) };
-                        s1 = _mm512_dpbusd_epi32(s1, x1, w);
+    }
+
+    struct Corr<'a> {
+        za: &'a [i32],
+        zb: i32,
+        k: usize,
+        col_sum: &'a [i32],
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn gemm(
+        a: &PackedI8,
+        za: &[i32],
+        b: &[u8],
+        zb: i32,
+        n: usize,
+        c: &mut [i32],
+        ldc: usize,
+        scratch: &mut (Vec<u8>, Vec<i32>),
+    ) {
+        let (m, k, kq) = (a.m, a.k, a.kq);
+        let np = n.div_ceil(L * NV) * L * NV;
+        let (bp, col_sum) = scratch;
+        if bp.len() < kq * np * 4 {
+            bp.resize(kq * np * 4, 0);
+        }
+        let bp = &mut bp[..kq * np * 4];
+        // SAFETY: the caller checked avx512f + avx512bw.
+        unsafe { pack_b(b, k, n, np, bp) };
+        col_sum.clear();
+        col_sum.resize(np, 0);
+        if za[..m].iter().any(|&z| z != 0) {
+            let ones = _mm512_set1_epi32(0x0101_0101);
+            for j in (0..np).step_by(L) {
+                let mut s = _mm512_setzero_si512();
+                for t in 0..kq {
+                    // SAFETY: row t of bp has np * 4 bytes, j + 16 <= np.
+                    let x = unsafe {
+                        _mm512_loadu_si512(bp.as_ptr().add((t * np + j) * 4) as *const _)
+                    };
+                    s = _mm512_dpbusd_epi32(s, x, ones);
+                }
+                // SAFETY: col_sum has np >= j + 16 elements.
+                unsafe { _mm512_storeu_si512(col_sum.as_mut_ptr().add(j) as *mut _, s) };
+            }
+        }
+        let corr = Corr { za, zb, k, col_sum };
+        let bp = &*bp;
+        for j0 in (0..n).step_by(L * NV) {
+            let left = n - j0;
+            let mut i = 0;
+            while i + MR <= m {
+                // SAFETY: features checked by the caller; every tile
+                // reads NV vectors inside bp's padded row.
+                unsafe {
+                    match left.div_ceil(L) {
+                        1 => tile::<MR, 1>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        2 => tile::<MR, 2>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        3 => tile::<MR, 3>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        _ => tile::<MR, NV>(a, i, bp, np, j0, n, &corr, c, ldc),
                     }
                 }
-                for (h, s) in [s0, s1].into_iter().enumerate() {
-                    let js = j0 + h * L;
-                    if js >= n {
-                        break;
-                    }
-                    // SAFETY: `acc` holds exactly 16 i32 (64 bytes).
-                    unsafe { _mm512_storeu_si512(acc.as_mut_ptr() as *mut _, s) };
-                    let end = (js + L).min(n);
-                    let out = &mut c[i * ldc + js..i * ldc + end];
-                    for (q, o) in out.iter_mut().enumerate() {
-                        let j = js + q;
-                        *o = acc[q]
-                            .wrapping_sub(corr_row)
-                            .wrapping_sub(zai.wrapping_mul(col_sum[j]))
-                            .wrapping_add((k as i32).wrapping_mul(zai).wrapping_mul(zb));
+                i += MR;
+            }
+            while i < m {
+                // SAFETY: as above.
+                unsafe {
+                    match left.div_ceil(L) {
+                        1 => tile::<1, 1>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        2 => tile::<1, 2>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        3 => tile::<1, 3>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        _ => tile::<1, NV>(a, i, bp, np, j0, n, &corr, c, ldc),
                     }
                 }
+                i += 1;
             }
         }
     }
@@ -179,12 +387,15 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(96))]
         #[test]
         fn matches_the_exact_reference(
-            m in 1usize..7, k in 1usize..70, n in 1usize..50,
-            a in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127i8), any::<i8>()], 7 * 70),
-            b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 70 * 50),
-            za in proptest::collection::vec(-128i32..128, 7), zb in 0i32..256,
+            m in 1usize..11, k in 1usize..70, n in 1usize..150,
+            a in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127i8), any::<i8>()], 10 * 70),
+            b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 70 * 150),
+            za in proptest::collection::vec(-128i32..128, 10), zb in 0i32..256,
+            symmetric in any::<bool>(),
         ) {
             let (a, b) = (&a[..m * k], &b[..k * n]);
+            // symmetric weights (every za 0) skip the column sums
+            let za: Vec<i32> = if symmetric { vec![0; 10] } else { za };
             let mut want = vec![0i32; m * n];
             igemm(
                 MatRef::row_major(a, m, k), ZeroPoints::PerSlice(&za[..m]),

@@ -1,0 +1,369 @@
+//! Exact u8×s8 integer GEMM on AVX2 (`vpmaddwd` on operands widened to
+//! int16): the accumulator of the exact-accumulating profiles on AVX2 hosts
+//! without AVX-512 VNNI. Unlike `vpmaddubsw` (the saturating
+//! [`crate::satpair`] model), `vpmaddwd` multiplies int16 lanes and adds
+//! adjacent products into an i32 lane without saturation; with 8-bit
+//! operands each pair sum is at most `2 · 255 · 128` in magnitude, so the
+//! result equals [`crate::igemm::igemm`]'s exact sum bit for bit (property
+//! tests hold the two equal).
+//!
+//! The contract is that of [`crate::vnni::gemm_u8s8`]: `A` is the signed
+//! operand (`m × k` row-major, e.g. convolution weights, one zero point per
+//! row), `B` the unsigned one (`k × n` row-major, e.g. im2col patches, one
+//! zero point). `B` is packed in panels of 16 columns whose two consecutive
+//! `k` values are adjacent bytes (`[n/16][k/2][16][2]`, zero padded) and
+//! widened to int16 as it is loaded (`vpmovzxbw`, once per register block),
+//! rows of `A` are broadcast as int16 pairs, a register block is 4 rows ×
+//! 16 columns, and the zero points are corrected with row and column sums
+//! of the raw operands:
+//!
+//! ```text
+//! C[i][j] = Σ_p A[i][p]·B[p][j] − zb·Σ_p A[i][p] − za(i)·Σ_p B[p][j] + k·za(i)·zb
+//! ```
+//!
+//! [`gemm_u8s8`] returns `false` (and leaves `c` alone) when the CPU lacks
+//! AVX2, when the portable path is forced ([`crate::force_generic`]), or
+//! when `k` exceeds [`crate::vnni::MAX_K`]; callers then use `igemm`.
+
+/// True when [`gemm_u8s8`] runs its AVX2 kernel on this thread.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
+/// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
+/// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
+/// without touching `c` when the AVX2 kernel cannot run (see the module
+/// docs).
+///
+/// ```
+/// use qport_kernels::avx2q::gemm_u8s8;
+/// let a: [i8; 2] = [2, -3];
+/// let b: [u8; 2] = [5, 7];
+/// let mut c = [0i32; 1];
+/// if gemm_u8s8(&a, &[1], &b, 4, (1, 2, 1), &mut c, 1) {
+///     assert_eq!(c[0], (2 - 1) * (5 - 4) + (-3 - 1) * (7 - 4));
+/// }
+/// ```
+///
+/// # Panics
+/// When a slice is shorter than its shape says.
+pub fn gemm_u8s8(
+    a: &[i8],
+    za: &[i32],
+    b: &[u8],
+    zb: i32,
+    (m, k, n): (usize, usize, usize),
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    assert!(a.len() >= m * k && b.len() >= k * n && za.len() >= m);
+    assert!(ldc >= n && (m == 0 || c.len() >= (m - 1) * ldc + n));
+    if !available() || k > crate::vnni::MAX_K {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if m == 0 || n == 0 {
+            return true;
+        }
+        // SAFETY: `available()` checked that the CPU supports AVX2.
+        unsafe { x86::gemm(a, za, b, zb, (m, k, n), c, ldc) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The AVX2 kernel (see the module docs).
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// Rows of `A` per register block.
+    const MR: usize = 4;
+    /// 8-lane i32 vectors per register block.
+    const V: usize = 2;
+    /// Columns of `B` per packed panel (a multiple of 16, for the packer).
+    const NR: usize = 8 * V;
+    /// Bytes of one packed panel row: one `k` pair of `NR` columns.
+    const PR: usize = NR * 2;
+    const _: () = assert!(NR.is_multiple_of(16));
+
+    /// [`super::gemm_u8s8`] on checked shapes, `m` and `n` non-zero.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn gemm(
+        a: &[i8],
+        za: &[i32],
+        b: &[u8],
+        zb: i32,
+        (m, k, n): (usize, usize, usize),
+        c: &mut [i32],
+        ldc: usize,
+    ) {
+        let k2 = k.div_ceil(2);
+        let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
+        let (ap, row_sum) = pack_a(a, (m, k), k2, mp);
+        let bp = pack_b(b, (k, n), k2, np);
+        let col_sum = col_sums(&bp, k2, np);
+        let kk = k as i32;
+        let zbv = _mm256_set1_epi32(zb);
+        let mut tmp = [0i32; 8];
+        for jp in 0..np {
+            let panel = &bp[jp * k2 * PR..(jp + 1) * k2 * PR];
+            let cols = &col_sum[jp * NR..(jp + 1) * NR];
+            let mut cs = [_mm256_setzero_si256(); V];
+            for (v, s) in cs.iter_mut().enumerate() {
+                // SAFETY: `cols` holds NR = 8·V i32, so the 8 at 8v are
+                // inside it.
+                *s = unsafe { _mm256_loadu_si256(cols.as_ptr().add(8 * v).cast()) };
+            }
+            for ip in 0..mp {
+                let acc = micro(&ap[ip * k2 * MR..(ip + 1) * k2 * MR], panel);
+                for (r, sums) in acc.iter().enumerate() {
+                    let i = ip * MR + r;
+                    if i >= m {
+                        break;
+                    }
+                    // C = S − za·Σ_p B − zb·(Σ_p A − k·za), all wrapping
+                    let zai = za[i];
+                    let zav = _mm256_set1_epi32(zai);
+                    let rv = _mm256_set1_epi32(row_sum[i].wrapping_sub(kk.wrapping_mul(zai)));
+                    let corr_row = _mm256_mullo_epi32(zbv, rv);
+                    for (v, (&s, &csv)) in sums.iter().zip(&cs).enumerate() {
+                        let j = jp * NR + 8 * v;
+                        if j >= n {
+                            break;
+                        }
+                        let x = _mm256_sub_epi32(
+                            _mm256_sub_epi32(s, _mm256_mullo_epi32(zav, csv)),
+                            corr_row,
+                        );
+                        let w = (n - j).min(8);
+                        let out = &mut c[i * ldc + j..i * ldc + j + w];
+                        if w == 8 {
+                            // SAFETY: `out` holds 8 i32 (32 bytes).
+                            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), x) };
+                        } else {
+                            // SAFETY: `tmp` holds 8 i32 (32 bytes).
+                            unsafe { _mm256_storeu_si256(tmp.as_mut_ptr().cast(), x) };
+                            out.copy_from_slice(&tmp[..w]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `MR` rows of packed `A` (`ap`: `[k2][MR]` int16 pairs) times one
+    /// packed panel of `B` (`bp`: `[k2][NR][2]` bytes): the exact sums,
+    /// `MR × NR` i32 as `V` vectors per row.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn micro(ap: &[i32], bp: &[u8]) -> [[__m256i; V]; MR] {
+        let mut acc = [[_mm256_setzero_si256(); V]; MR];
+        for (aq, bq) in ap.chunks_exact(MR).zip(bp.chunks_exact(PR)) {
+            let mut bv = [_mm256_setzero_si256(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v are
+                // inside it.
+                let raw = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
+                *x = _mm256_cvtepu8_epi16(raw);
+            }
+            for (row, &pair) in acc.iter_mut().zip(aq) {
+                let w = _mm256_set1_epi32(pair);
+                for (s, &x) in row.iter_mut().zip(&bv) {
+                    *s = _mm256_add_epi32(*s, _mm256_madd_epi16(x, w));
+                }
+            }
+        }
+        acc
+    }
+
+    /// `A` (`m × k`) as `[mp][k2][MR]` pairs of int16 `(A[i][2t],
+    /// A[i][2t+1])` in one i32 (rows and `k` zero padded), and its row sums.
+    fn pack_a(a: &[i8], (m, k): (usize, usize), k2: usize, mp: usize) -> (Vec<i32>, Vec<i32>) {
+        let mut ap = vec![0i32; mp * k2 * MR];
+        let mut sums = vec![0i32; m];
+        for (i, sum) in sums.iter_mut().enumerate() {
+            let (ip, r) = (i / MR, i % MR);
+            let dst = &mut ap[ip * k2 * MR..(ip + 1) * k2 * MR];
+            let row = &a[i * k..(i + 1) * k];
+            for (t, pair) in row.chunks(2).enumerate() {
+                let lo = pair[0] as i16 as u16 as u32;
+                let hi = pair.get(1).map_or(0, |&v| v as i16 as u16 as u32);
+                dst[t * MR + r] = (lo | hi << 16) as i32;
+            }
+            *sum = row.iter().map(|&v| i32::from(v)).sum();
+        }
+        (ap, sums)
+    }
+
+    /// `B` (`k × n`, row-major) as `[np][k2][NR][2]` bytes (columns and
+    /// `k` zero padded): each column's two consecutive `k` values adjacent.
+    #[target_feature(enable = "avx2")]
+    fn pack_b(b: &[u8], (k, n): (usize, usize), k2: usize, np: usize) -> Vec<u8> {
+        let mut out = vec![0u8; np * k2 * PR];
+        // column groups outside: the stores run through `out` in order
+        for j0 in (0..n).step_by(16) {
+            let (jp, jj) = (j0 / NR, j0 % NR);
+            for t in 0..k2 {
+                let rows = 2.min(k - 2 * t);
+                let dst = &mut out[(jp * k2 + t) * PR + jj * 2..][..32.min((n - j0) * 2)];
+                if j0 + 16 <= n {
+                    // 16 columns of two rows, interleaved
+                    let mut x = [_mm_setzero_si128(); 2];
+                    for (q, xq) in x.iter_mut().enumerate().take(rows) {
+                        let src = &b[(2 * t + q) * n + j0..(2 * t + q) * n + j0 + 16];
+                        // SAFETY: `src` holds 16 bytes.
+                        *xq = unsafe { _mm_loadu_si128(src.as_ptr().cast()) };
+                    }
+                    let lo = _mm_unpacklo_epi8(x[0], x[1]);
+                    let hi = _mm_unpackhi_epi8(x[0], x[1]);
+                    // SAFETY: `dst` holds 32 bytes here (16 columns), the
+                    // two stores 16 each.
+                    unsafe {
+                        _mm_storeu_si128(dst.as_mut_ptr().cast(), lo);
+                        _mm_storeu_si128(dst.as_mut_ptr().add(16).cast(), hi);
+                    }
+                } else {
+                    for (jc, pair) in dst.chunks_exact_mut(2).enumerate() {
+                        for (q, v) in pair.iter_mut().enumerate().take(rows) {
+                            *v = b[(2 * t + q) * n + j0 + jc];
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Column sums of packed `B`, `np · NR` of them (zero in the padding).
+    #[target_feature(enable = "avx2")]
+    fn col_sums(bp: &[u8], k2: usize, np: usize) -> Vec<i32> {
+        let ones = _mm256_set1_epi16(1);
+        let mut out = vec![0i32; np * NR];
+        for jp in 0..np {
+            let mut s = [_mm256_setzero_si256(); V];
+            for bq in bp[jp * k2 * PR..(jp + 1) * k2 * PR].chunks_exact(PR) {
+                for (v, sv) in s.iter_mut().enumerate() {
+                    // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v
+                    // are inside it.
+                    let x = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
+                    let x = _mm256_cvtepu8_epi16(x);
+                    *sv = _mm256_add_epi32(*sv, _mm256_madd_epi16(x, ones));
+                }
+            }
+            let dst = &mut out[jp * NR..(jp + 1) * NR];
+            for (v, sv) in s.into_iter().enumerate() {
+                // SAFETY: `dst` holds NR = 8·V i32, so the 8 at 8v are
+                // inside it.
+                unsafe { _mm256_storeu_si256(dst.as_mut_ptr().add(8 * v).cast(), sv) };
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::igemm::{igemm, MatRef, ZeroPoints};
+    use proptest::prelude::*;
+
+    /// Checks `gemm_u8s8` against `igemm` with row stride `ldc`: equal
+    /// where it ran (padding untouched), `c` untouched where it did not.
+    fn check(
+        a: &[i8],
+        za: &[i32],
+        b: &[u8],
+        zb: i32,
+        (m, k, n): (usize, usize, usize),
+        ldc: usize,
+    ) -> bool {
+        let mut want = vec![7i32; m * ldc];
+        igemm(
+            MatRef::row_major(a, m, k),
+            ZeroPoints::PerSlice(&za[..m]),
+            MatRef::row_major(b, k, n),
+            ZeroPoints::Scalar(zb),
+            &mut want,
+            ldc,
+            false,
+        );
+        let mut got = vec![7i32; m * ldc];
+        let ran = gemm_u8s8(a, za, b, zb, (m, k, n), &mut got, ldc);
+        if ran {
+            assert_eq!(got, want);
+        } else {
+            assert!(got.iter().all(|&v| v == 7));
+        }
+        ran
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn matches_the_exact_reference(
+            m in 1usize..11, k in 0usize..70, n in 1usize..60, pad in 0usize..3,
+            a in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127i8), any::<i8>()], 10 * 69),
+            b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 69 * 59),
+            za in proptest::collection::vec(-128i32..128, 10), zb in 0i32..256,
+        ) {
+            let ran = check(&a[..m * k], &za[..m], &b[..k * n], zb, (m, k, n), n + pad);
+            prop_assert_eq!(ran, available());
+        }
+    }
+
+    #[test]
+    fn extreme_operands_are_exact() {
+        // every product at its largest magnitude: sums vpmaddubsw would
+        // saturate, over full and partial panels and an odd k
+        let (m, k, n) = (6, 301, 40);
+        for (av, bv, zb) in [(-128i8, 255u8, 0), (127, 255, 0), (-128, 0, 255)] {
+            let a = vec![av; m * k];
+            let b = vec![bv; k * n];
+            let za = [0, 127, -128, 1, -1, 5];
+            check(&a, &za, &b, zb, (m, k, n), n);
+        }
+    }
+
+    #[test]
+    fn large_k_is_exact_or_declined() {
+        let (m, k, n) = (2, crate::vnni::MAX_K, 17);
+        let a = vec![-128i8; m * k];
+        let b = vec![255u8; k * n];
+        // at the bound: |Σ| = k · 255 · 128 < 2^31, exact
+        check(&a, &[0, 3], &b, 0, (m, k, n), n);
+        let (a, b) = (vec![1i8; k + 1], vec![1u8; k + 1]);
+        let mut c = [5i32; 1];
+        assert!(!gemm_u8s8(&a, &[0], &b, 0, (1, k + 1, 1), &mut c, 1));
+        assert_eq!(c, [5]);
+    }
+
+    #[test]
+    fn reports_whether_it_ran() {
+        let mut c = [0i32; 1];
+        let ran = gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1);
+        assert_eq!(ran, available());
+        if ran {
+            assert_eq!(c[0], 31);
+        }
+        let ran = crate::with_generic_kernels(|| {
+            gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1)
+        });
+        assert!(!ran);
+    }
+}
