@@ -236,6 +236,34 @@ proptest! {
     }
 
     #[test]
+    fn vectorized_slice_requantization_matches_apply(
+        accs in proptest::collection::vec(
+            prop_oneof![any::<i32>(), -70_000i32..70_000, -600i32..600], 1..40),
+        m in prop_oneof![
+            any::<f64>(), 1e-7f64..1.0, -1.0f64..1.0, Just(0.0), Just(0.5), Just(0.25),
+            Just(f64::NAN), Just(f64::INFINITY), Just(-f64::INFINITY), Just(1.0),
+        ],
+        zp in -70_000i32..70_000,
+        bias in prop_oneof![any::<f64>(), -1e5f64..1e5, (-1000i32..1000).prop_map(f64::from)],
+        range in 0usize..5,
+    ) {
+        let (lo, hi) = [(0, 255), (-128, 127), (0, 65535), (-32768, 32767), (-100_000, 5_000_000)][range];
+        let zp = if range < 2 { zp.rem_euclid(256) + lo } else { zp };
+        for profile in presets() {
+            let rq = Requantizer::new(bias, m, zp, lo, hi, &profile);
+            let mut got = vec![0i64; accs.len()];
+            rq.apply_slice_into(&accs, &mut got, i64::from);
+            let mut slice = vec![0i32; accs.len()];
+            rq.apply_slice(&accs, &mut slice);
+            for (i, &a) in accs.iter().enumerate() {
+                let want = rq.apply(i64::from(a));
+                prop_assert_eq!(got[i], i64::from(want), "{}: acc {} bias {} m {} zp {}", profile.name, a, bias, m, zp);
+                prop_assert_eq!(slice[i], want, "{} apply_slice: acc {}", profile.name, a);
+            }
+        }
+    }
+
+    #[test]
     fn no_profile_panics_or_leaves_the_range(
         acc in any::<i64>(), m in any::<f64>(), zp in -300i32..300, bias in any::<f64>(),
         q in any::<i32>(),

@@ -21,6 +21,7 @@ use super::Registry;
 mod common;
 mod contrib;
 mod conv;
+mod conv_fast;
 mod linear;
 mod matmul;
 

@@ -276,12 +276,15 @@ pub fn predictions(host: Option<IsaClass>) -> Vec<Prediction> {
 }
 
 /// The honest caveat printed beside the kernel table.
-pub const KERNEL_NOTE: &str = "qport's integer kernels are mostly portable \
-auto-vectorized code: only the exact u8*s8 convolutions use an ISA-specific path \
-(vpdpbusd on AVX-512 VNNI); the AVX2 saturating-pair, requantization, depthwise and \
-Arm paths are portable (no vpmaddubsw or sdot kernels yet), so the measured ratio \
-reflects qport's kernels, not this ISA's potential; the table is what an \
-ISA-specific runtime (such as onnxruntime's MLAS) shows.";
+pub const KERNEL_NOTE: &str = "qport's exact u8*s8 convolutions run on the host's \
+dot-product instruction, chosen at run time: vpdpbusd (AVX-512 VNNI, weights packed \
+when the plan is built), sdot (Arm dotprod) or a NEON widening fallback, AVX2 \
+vpmaddwd on widened operands, else portable code; the avx2-u8s8 profile's \
+saturating pairs run on vpmaddubsw where AVX2 exists. Depthwise layers accumulate \
+exactly in f32 (every partial sum is an integer below 2^24), requantization and \
+residual adds are vectorized loops. QLinearMatMul/QGemm, pooling and im2col are \
+portable code, so the measured ratio is qport's, not the ISA's ceiling; the table \
+is what an ISA-specific runtime (such as onnxruntime's MLAS) shows.";
 
 #[cfg(test)]
 mod tests {

@@ -31,7 +31,7 @@ use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, ArithProfile, NonGemm, Rounding};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, normalize_axis};
-use qport_core::Tensor;
+use qport_core::{Tensor, TensorData};
 
 /// Quantization parameters of one 8-bit tensor.
 #[derive(Debug, Clone, Copy)]
@@ -99,6 +99,35 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         }
         let shape = broadcast_shapes(a.shape(), b.shape())?;
         qport_core::shape::checked_numel(&shape)?;
+        if let (Binary::Add, None, Rounding::HalfEven, true) =
+            (kind, &fixed_point, rounding, a.shape() == b.shape())
+        {
+            // the residual-add case: same shapes, onnxruntime's arithmetic
+            let r_ac = pa.scale / pc.scale;
+            let r_bc = pb.scale / pc.scale;
+            let fixed = pc.zero as f32 - r_ac.mul_add(pa.zero as f32, r_bc * pb.zero as f32);
+            let k = AddConsts {
+                r_ac,
+                r_bc,
+                fixed,
+                lo: q.min() as f32,
+                hi: q.max() as f32,
+            };
+            let data = match (a.data(), b.data()) {
+                (TensorData::U8(x), TensorData::U8(y)) => {
+                    let mut out = vec![0u8; x.len()];
+                    add_same_shape(x, y, &k, &mut out);
+                    TensorData::U8(out)
+                }
+                (TensorData::I8(x), TensorData::I8(y)) => {
+                    let mut out = vec![0i8; x.len()];
+                    add_same_shape(x, y, &k, &mut out);
+                    TensorData::I8(out)
+                }
+                _ => return Err(OpError::dtype("A", a.dtype())),
+            };
+            return Ok(vec![Tensor::new(shape, data)?]);
+        }
         let (av, bv) = (i32_values(a, "A")?, i32_values(b, "B")?);
         let am = broadcast_index_map(a.shape(), &shape);
         let bm = broadcast_index_map(b.shape(), &shape);
@@ -184,6 +213,77 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         };
         Ok(vec![Tensor::new(shape, q.pack(out))?])
     })
+}
+
+/// The constants of onnxruntime's QLinearAdd formulation.
+struct AddConsts {
+    r_ac: f32,
+    r_bc: f32,
+    fixed: f32,
+    lo: f32,
+    hi: f32,
+}
+
+/// An 8-bit element of [`add_same_shape`].
+trait Q8: Copy {
+    fn f(self) -> f32;
+    fn from_i32(v: i32) -> Self;
+}
+
+impl Q8 for u8 {
+    #[inline(always)]
+    fn f(self) -> f32 {
+        f32::from(self)
+    }
+    #[inline(always)]
+    fn from_i32(v: i32) -> Self {
+        v as u8
+    }
+}
+
+impl Q8 for i8 {
+    #[inline(always)]
+    fn f(self) -> f32 {
+        f32::from(self)
+    }
+    #[inline(always)]
+    fn from_i32(v: i32) -> Self {
+        v as i8
+    }
+}
+
+/// `out[i] = sat(round_half_even(a·r_ac + (b·r_bc + fixed)))` over equal
+/// shapes: the same fused multiply-adds as the general loop, clamped before
+/// rounding (equal, the bounds being integers; NaN gives `qmin` either way)
+/// and rounded by adding and subtracting `1.5·2^23`, so the loop
+/// vectorizes. x86 runs a copy compiled for FMA (the general loop's
+/// `mul_add` is a library call without it).
+fn add_same_shape<T: Q8>(a: &[T], b: &[T], k: &AddConsts, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: FMA and AVX2 were detected.
+        unsafe { add_same_shape_fma(a, b, k, out) };
+        return;
+    }
+    add_loop(a, b, k, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_same_shape_fma<T: Q8>(a: &[T], b: &[T], k: &AddConsts, out: &mut [T]) {
+    add_loop(a, b, k, out)
+}
+
+#[inline(always)]
+fn add_loop<T: Q8>(a: &[T], b: &[T], k: &AddConsts, out: &mut [T]) {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        let v = x.f().mul_add(k.r_ac, y.f().mul_add(k.r_bc, k.fixed));
+        let c = v.max(k.lo).min(k.hi);
+        // SAFETY: `c` is not NaN and lies in [qmin, qmax] (8-bit bounds),
+        // so the rounded value converts exactly.
+        *o = T::from_i32(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() });
+    }
 }
 
 /// `QLinearAdd`: `C = quantize(dequant(A) + dequant(B))`, broadcasting.
@@ -680,6 +780,88 @@ mod tests {
             })
             .collect();
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &want[..]);
+    }
+
+    #[test]
+    fn same_shape_add_equals_the_broadcasting_loop() {
+        // every (a, b) byte pair, once as equal shapes (the vectorized
+        // loop) and once with B broadcast along a unit axis (the general
+        // loop); u8 and i8, scales that produce ties and saturation
+        for (sa, sb, sc) in [
+            (0.1f32, 0.2f32, 0.25f32),
+            (0.5, 0.5, 1.0),
+            (0.02, 0.9, 0.05),
+        ] {
+            for signed in [false, true] {
+                let (a, b): (Vec<u8>, Vec<u8>) = (0..=255u8)
+                    .flat_map(|x| (0..=255u8).map(move |y| (x, y)))
+                    .unzip();
+                let mk = |v: &[u8], shape: &[usize]| {
+                    if signed {
+                        t(shape, v.iter().map(|&x| x as i8).collect::<Vec<i8>>())
+                    } else {
+                        t(shape, v.to_vec())
+                    }
+                };
+                let z = |v: u8| {
+                    if signed {
+                        Tensor::scalar(v as i8)
+                    } else {
+                        Tensor::scalar(v)
+                    }
+                };
+                let (za, zb, zc) = (z(10), z(200), z(3));
+                let (xa, xb) = (mk(&a, &[256, 256]), mk(&b, &[256, 256]));
+                let (ssa, ssb, ssc) = (s(sa), s(sb), s(sc));
+                let ins = |a: &Tensor, b: &Tensor| {
+                    run(
+                        build_add,
+                        "QLinearAdd",
+                        vec![],
+                        1,
+                        &[
+                            Some(a),
+                            Some(&ssa),
+                            Some(&za),
+                            Some(b),
+                            Some(&ssb),
+                            Some(&zb),
+                            Some(&ssc),
+                            Some(&zc),
+                        ],
+                    )
+                    .unwrap()
+                };
+                let fast = ins(&xa, &xb);
+                let slow = {
+                    // the general loop on the same pairs: B broadcast along
+                    // a unit axis of A ([256, 256] + [1, 256] row by row)
+                    let mut all = Vec::new();
+                    for r in 0..256 {
+                        let ar = mk(&a[r * 256..(r + 1) * 256], &[1, 256]);
+                        let br = mk(&b[r * 256..(r + 1) * 256], &[256]);
+                        all.push(ins(&ar, &br)[0].clone());
+                    }
+                    all
+                };
+                for (r, row) in slow.iter().enumerate() {
+                    let f = &fast[0];
+                    if signed {
+                        assert_eq!(
+                            &f.as_slice::<i8>().unwrap()[r * 256..(r + 1) * 256],
+                            row.as_slice::<i8>().unwrap(),
+                            "scales {sa} {sb} {sc} row {r}"
+                        );
+                    } else {
+                        assert_eq!(
+                            &f.as_slice::<u8>().unwrap()[r * 256..(r + 1) * 256],
+                            row.as_slice::<u8>().unwrap(),
+                            "scales {sa} {sb} {sc} row {r}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@
 use super::common::{
     f32_values, i32_values, per_channel, requantize, scalar_f32, scalar_zero, QType,
 };
+use super::conv_fast::{PreparedConv, WithFallback};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, Accumulator, ArithProfile, Requant};
@@ -65,6 +66,11 @@ pub(crate) struct ConvGeom {
 }
 
 impl ConvAttrs {
+    /// The `group` attribute (unchecked; [`Self::geometry`] validates it).
+    pub(crate) fn group(&self) -> usize {
+        self.group.max(1) as usize
+    }
+
     pub(crate) fn from_node(node: &Node) -> OpResult<ConvAttrs> {
         let auto_pad = match node.attr_string("auto_pad", "NOTSET")?.as_str() {
             "NOTSET" | "" => AutoPad::NotSet,
@@ -209,7 +215,7 @@ impl ConvGeom {
         s
     }
 
-    fn pointwise(&self) -> bool {
+    pub(crate) fn pointwise(&self) -> bool {
         self.kernel.iter().all(|&k| k == 1)
             && self.strides.iter().all(|&s| s == 1)
             && self.pad_begin.iter().all(|&p| p == 0)
@@ -377,6 +383,11 @@ fn im2col<X: QInt>(xs: &[X], cg: usize, g: &ConvGeom, col: &mut [X], x_zero: i32
     im2col_with(xs, cg, g, col, pad_value::<X>(x_zero));
 }
 
+/// [`im2col`] of u8 activations (the prepared convolution's patches).
+pub(crate) fn im2col_u8(xs: &[u8], cg: usize, g: &ConvGeom, col: &mut [u8], x_zero: i32) {
+    im2col(xs, cg, g, col, x_zero);
+}
+
 /// [`im2col`] for any element type, padding with `pad`.
 fn im2col_with<X: Copy>(xs: &[X], cg: usize, g: &ConvGeom, col: &mut [X], pad: X) {
     let nd = g.input.len();
@@ -487,6 +498,16 @@ pub(crate) fn build_conv_integer(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// per output channel (see the module docs for the arithmetic).
 pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let attrs = ConvAttrs::from_node(ctx.node)?;
+    let general = build_qlinear_conv_general(ctx, attrs.clone())?;
+    Ok(match PreparedConv::try_new(ctx, &attrs)? {
+        Some(prepared) => Box::new(WithFallback { prepared, general }),
+        None => general,
+    })
+}
+
+/// `QLinearConv` computed from its inputs at every call (any constant-ness,
+/// 16-bit operands).
+fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<dyn Op>> {
     let arith = ctx.arith.cloned();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;

@@ -1,0 +1,333 @@
+//! The prepared 8-bit `QLinearConv`: when the weights, scales, zero points
+//! and bias are constants (every convolution of a lowered QDQ artifact),
+//! everything that does not depend on the activations is done once when
+//! the plan is built — the weights packed for the integer GEMM kernel
+//! ([`qport_kernels::vnni::PackedI8`]), one prepared
+//! [`qport_core::arith::Requantizer`] per output channel — and inference
+//! runs im2col (or nothing, for pointwise layers), the GEMM into a reused
+//! per-thread i32 buffer, and requantization straight into the 8-bit
+//! output. Signed activations are turned into unsigned ones by flipping
+//! their top bit (`x ^ 0x80`, zero point `+128`: the same differences
+//! `x − x_zero`), so u8×s8 kernels serve s8×s8 models too.
+//!
+//! The arithmetic is exactly that of the general path in [`super::conv`]
+//! (the same sums, the same requantizer): property and model tests hold
+//! the two equal.
+
+use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, QType};
+use super::conv::{conv_accumulate_with, depthwise, profile_multipliers, ConvAttrs, ConvGeom};
+use crate::error::{OpError, OpResult};
+use crate::ops::{input, BuildCtx, Op};
+use qport_core::arith::{Accumulator, ArithProfile, Requantizer};
+use qport_core::{DType, Tensor, TensorData};
+use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane, PlaneGeom};
+use qport_kernels::igemm::{igemm, MatRef, ZeroPoints};
+use qport_kernels::vnni::{self, PackedI8};
+use qport_kernels::{arm, avx2q};
+use std::cell::RefCell;
+
+/// A `QLinearConv` with constant i8 weights and constant quantization
+/// parameters, prepared at plan time.
+pub(crate) struct PreparedConv {
+    attrs: ConvAttrs,
+    w_shape: Vec<usize>,
+    w: Vec<i8>,
+    w_zero: Vec<i32>,
+    /// Per group, the weights packed for the VNNI kernel.
+    packed: Vec<PackedI8>,
+    rq: Vec<Requantizer>,
+    /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel).
+    w_centered: Vec<f32>,
+    x_zero: i32,
+    y: QType,
+    /// The AVX2 int16-saturating pair accumulation (u8 activations only).
+    sat_pairs: bool,
+}
+
+thread_local! {
+    /// Accumulators, im2col patches and flipped activations, reused.
+    static SCRATCH: RefCell<(Vec<i32>, Vec<u8>, Vec<u8>)> =
+        const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+impl PreparedConv {
+    /// Prepares the convolution when inputs 1..=8 are constants of the
+    /// supported types (i8 weights, 8-bit output); `None` otherwise (the
+    /// general path runs).
+    pub(crate) fn try_new(ctx: &BuildCtx, attrs: &ConvAttrs) -> OpResult<Option<PreparedConv>> {
+        let (Some(xs), Some(w), Some(ws), Some(ys)) = (
+            ctx.const_input(1),
+            ctx.const_input(3),
+            ctx.const_input(4),
+            ctx.const_input(6),
+        ) else {
+            return Ok(None);
+        };
+        let present = |i: usize| ctx.node.input(i).is_some_and(|n| !n.is_empty());
+        let (xz, wz, yz, bias) = (
+            ctx.const_input(2),
+            ctx.const_input(5),
+            ctx.const_input(7),
+            ctx.const_input(8),
+        );
+        if (present(2) && xz.is_none())
+            || (present(5) && wz.is_none())
+            || yz.is_none()
+            || (present(8) && bias.is_none())
+        {
+            return Ok(None);
+        }
+        let Some(yz) = yz else { return Ok(None) };
+        let Ok(wv) = w.as_slice::<i8>() else {
+            return Ok(None);
+        };
+        let y = match yz.dtype() {
+            DType::U8 => QType::U8,
+            DType::I8 => QType::I8,
+            _ => return Ok(None),
+        };
+        let w_shape = w.shape().to_vec();
+        if w_shape.len() < 3 || w_shape[0] == 0 {
+            return Ok(None);
+        }
+        let c_out = w_shape[0];
+        let x_scale = scalar_f32(xs, "x_scale")?;
+        let x_zero = scalar_zero(xz, "x_zero_point")?;
+        let w_scale = per_channel(f32_values(ws, "w_scale")?, ws.shape(), c_out, "w_scale")?;
+        let w_zero = match wz {
+            Some(t) => per_channel(
+                i32_values(t, "w_zero_point")?,
+                t.shape(),
+                c_out,
+                "w_zero_point",
+            )?,
+            None => vec![0; c_out],
+        };
+        let y_scale = scalar_f32(ys, "y_scale")?;
+        let y_zero = scalar_zero(Some(yz), "y_zero_point")?;
+        let bias: Option<Vec<i32>> = match bias {
+            Some(b) => {
+                let v = b
+                    .as_slice::<i32>()
+                    .map_err(|_| OpError::dtype("B (bias)", b.dtype()))?;
+                if v.len() != c_out {
+                    return Err(OpError::invalid(format!(
+                        "B (bias) has {} elements, expected {c_out}",
+                        v.len()
+                    )));
+                }
+                Some(v.to_vec())
+            }
+            None => None,
+        };
+        let kdim: usize = w_shape[1..].iter().product();
+        let profile: ArithProfile = match ctx.arith {
+            Some(p) => p.clone(),
+            None => {
+                // onnxruntime adds the bias to the i32 accumulator with
+                // wrapping arithmetic; the prepared requantizer saturates.
+                // The two agree whenever the sum cannot overflow.
+                let max_bias = bias.as_ref().map_or(0, |b| {
+                    b.iter().map(|v| i64::from(*v).abs()).max().unwrap_or(0)
+                });
+                if (kdim as i64) * 255 * 255 + max_bias >= i64::from(i32::MAX) {
+                    return Ok(None);
+                }
+                super::conv::onnxruntime_like()
+            }
+        };
+        let mult: Vec<f32> = w_scale.iter().map(|&s| x_scale * s / y_scale).collect();
+        let m = profile_multipliers(&profile, &mult, x_scale, &w_scale, y_scale);
+        let rq = (0..c_out)
+            .map(|c| {
+                let b = bias.as_ref().map_or(0.0, |b| f64::from(b[c]));
+                Requantizer::new(b, m[c], y_zero, y.min(), y.max(), &profile)
+            })
+            .collect();
+        let group = attrs.group().max(1);
+        if c_out % group != 0 {
+            return Ok(None); // the general path reports it
+        }
+        let mg = c_out / group;
+        let packed = if w_shape[1] == 1 && group > 1 {
+            Vec::new() // depthwise: direct kernel
+        } else {
+            (0..group)
+                .map(|gi| PackedI8::new(&wv[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim))
+                .collect()
+        };
+        let ks = kdim.max(1);
+        let w_centered = wv
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (i32::from(v) - w_zero[(i / ks).min(c_out - 1)]) as f32)
+            .collect();
+        Ok(Some(PreparedConv {
+            w_centered,
+            attrs: attrs.clone(),
+            w_shape,
+            w: wv.to_vec(),
+            w_zero,
+            packed,
+            rq,
+            x_zero,
+            y,
+            sat_pairs: profile.accumulator == Accumulator::I16SatPairs,
+        }))
+    }
+
+    /// Runs on `x` (u8 or i8); `None` when `x`'s type is not 8-bit (the
+    /// caller falls back to the general path).
+    pub(crate) fn run(&self, x: &Tensor) -> OpResult<Option<Tensor>> {
+        let g = self.attrs.geometry(x.shape(), &self.w_shape)?;
+        let sat = self.sat_pairs && x.dtype() == DType::U8 && !depthwise(&g);
+        let os: usize = g.output.iter().product();
+        let n_out = g.batch * g.c_out * os;
+        let out = SCRATCH.with(|s| -> OpResult<Option<TensorData>> {
+            let (acc, col, flip) = &mut *s.borrow_mut();
+            // activations as u8 with the matching zero point
+            let (xu, xz): (&[u8], i32) = match x.data() {
+                TensorData::U8(v) => (v, self.x_zero),
+                TensorData::I8(v) => {
+                    flip.clear();
+                    flip.extend(v.iter().map(|&b| (b as u8) ^ 0x80));
+                    (&flip[..], self.x_zero + 128)
+                }
+                _ => return Ok(None),
+            };
+            if acc.len() < g.c_out * os {
+                acc.resize(g.c_out * os, 0);
+            }
+            let acc = &mut acc[..g.c_out * os];
+            let (mut out_u8, mut out_i8) = (Vec::new(), Vec::new());
+            match self.y {
+                QType::U8 => out_u8 = vec![0u8; n_out],
+                _ => out_i8 = vec![0i8; n_out],
+            }
+            let is: usize = g.input.iter().product();
+            for n in 0..g.batch {
+                let xn = &xu[n * g.c_in * is..(n + 1) * g.c_in * is];
+                if sat {
+                    // the saturating pairs see the stored u8 values
+                    let a = conv_accumulate_with(xn, &self.w, &one(&g), xz, &self.w_zero, true)?;
+                    acc.copy_from_slice(&a);
+                } else {
+                    self.accumulate(xn, xz, &g, col, acc);
+                }
+                for c in 0..g.c_out {
+                    let a = &acc[c * os..(c + 1) * os];
+                    let o = (n * g.c_out + c) * os;
+                    match self.y {
+                        QType::U8 => {
+                            self.rq[c].apply_slice_into(a, &mut out_u8[o..o + os], |v| v as u8)
+                        }
+                        _ => self.rq[c].apply_slice_into(a, &mut out_i8[o..o + os], |v| v as i8),
+                    }
+                }
+            }
+            Ok(Some(match self.y {
+                QType::U8 => TensorData::U8(out_u8),
+                _ => TensorData::I8(out_i8),
+            }))
+        })?;
+        match out {
+            Some(d) => Ok(Some(Tensor::new(g.y_shape(), d)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Exact accumulators of one image into `acc` (`[c_out, os]`).
+    fn accumulate(&self, xn: &[u8], xz: i32, g: &ConvGeom, col: &mut Vec<u8>, acc: &mut [i32]) {
+        let is: usize = g.input.iter().product();
+        let os: usize = g.output.iter().product();
+        let ks: usize = g.kernel.iter().product();
+        let cg = g.c_in / g.group;
+        let mg = g.c_out / g.group;
+        let kdim = cg * ks;
+        if depthwise(g) && mg == 1 && g.input.len() == 2 {
+            let pg = PlaneGeom {
+                input: [g.input[0], g.input[1]],
+                kernel: [g.kernel[0], g.kernel[1]],
+                strides: [g.strides[0], g.strides[1]],
+                dilations: [g.dilations[0], g.dilations[1]],
+                pad_begin: [g.pad_begin[0], g.pad_begin[1]],
+                output: [g.output[0], g.output[1]],
+            };
+            if depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &pg, acc) {
+                return;
+            }
+            for c in 0..g.c_out {
+                depthwise_plane(
+                    &xn[c * is..(c + 1) * is],
+                    xz,
+                    &self.w[c * ks..(c + 1) * ks],
+                    self.w_zero[c],
+                    &pg,
+                    &mut acc[c * os..(c + 1) * os],
+                );
+            }
+            return;
+        }
+        let pointwise = g.pointwise();
+        if !pointwise && col.len() < kdim * os {
+            col.resize(kdim * os, 0);
+        }
+        for gi in 0..g.group {
+            let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
+            let b: &[u8] = if pointwise {
+                xs
+            } else {
+                super::conv::im2col_u8(xs, cg, g, &mut col[..kdim * os], xz);
+                &col[..kdim * os]
+            };
+            let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
+            let out = &mut acc[gi * mg * os..(gi + 1) * mg * os];
+            let wg = &self.w[gi * mg * kdim..(gi + 1) * mg * kdim];
+            // the host's fastest exact u8×s8 kernel: AVX-512 VNNI (weights
+            // packed at build time), Arm sdot / NEON, AVX2 (widened
+            // `vpmaddwd`), the portable igemm
+            let ran = self
+                .packed
+                .get(gi)
+                .is_some_and(|p| vnni::gemm_packed(p, wz, b, xz, os, out, os))
+                || arm::gemm_u8s8(wg, wz, b, xz, (mg, kdim, os), out, os)
+                || avx2q::gemm_u8s8(wg, wz, b, xz, (mg, kdim, os), out, os);
+            if !ran {
+                let a = MatRef::row_major(wg, mg, kdim);
+                igemm(
+                    a,
+                    ZeroPoints::PerSlice(wz),
+                    MatRef::row_major(b, kdim, os),
+                    ZeroPoints::Scalar(xz),
+                    out,
+                    os,
+                    false,
+                );
+            }
+        }
+    }
+}
+
+/// The geometry of one image of `g`.
+fn one(g: &ConvGeom) -> ConvGeom {
+    let mut g = g.clone();
+    g.batch = 1;
+    g
+}
+
+/// A prepared convolution with the general path behind it (for inputs the
+/// prepared one does not take, such as 16-bit activations).
+pub(crate) struct WithFallback {
+    pub(crate) prepared: PreparedConv,
+    pub(crate) general: Box<dyn Op>,
+}
+
+impl Op for WithFallback {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        match self.prepared.run(x)? {
+            Some(y) => Ok(vec![y]),
+            None => self.general.eval(inputs),
+        }
+    }
+}
