@@ -6,7 +6,9 @@ lives in ``$QPORT_FIXTURES`` (default ``~/.cache/qport/fixtures``)::
 
     wheels/     pinned registry wheels (sha256-checked)
     images/     scikit-image photos and page.png
-    models/     ppocr-cls.onnx, efficientnet-lite0.onnx (+ ORT INT8 variants)
+    models/     ppocr-cls.onnx, efficientnet-lite0.onnx (+ ORT INT8 variants),
+                bench/{mobilenetv2,resnet50}.random.onnx (seeded random
+                weights, for latency benchmarks only)
     node/       ONNX backend node conformance cases
     datasets/   ppocr-lines/{0,180}/*.png, effnet-calib64/ (ORT's calibration set),
                 photo-crops/{calib,eval,study}/*.png (200 + 500 + 1000 crops,
@@ -40,7 +42,7 @@ import numpy as np
 import onnx
 from PIL import Image
 
-from qport_fixtures import effnet, wheels
+from qport_fixtures import bench_models, effnet, wheels
 from qport_fixtures.common import (
     FixtureError,
     commit_dir,
@@ -336,6 +338,41 @@ def step_photo_crops(ctx: Context):
     return {"calib": len(calib), "eval": len(evals), "study": len(study)}, ["datasets/photo-crops"]
 
 
+def step_bench_models(ctx: Context):
+    """Build the random-weight MobileNetV2 and ResNet-50 latency benchmark models.
+
+    Seeded, so every build gives the same bytes (``qport_fixtures/bench_models.py``).
+    Each model is written to a hidden staging file, run once through
+    onnxruntime (a seeded input must give finite [1, 1000] logits) and only
+    then renamed into place. For ``scripts/bench/int8_vs_ort.py``; the
+    weights are random, so latency only, never accuracy.
+    """
+    record, outs = {}, []
+    for key, (build, seed) in bench_models.BENCH_MODELS.items():
+        rel = bench_models.bench_model_rel(key)
+        model = build(seed)
+        data = model.SerializeToString()
+        staging = ctx.path(f"models/bench/.{key}.random.onnx.check")
+        write_bytes_atomic(staging, data)
+        sess, options = make_session(staging, opt="disable", threads=1)
+        x = np.random.default_rng(seed).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+        y = sess.run(None, {"input": x})[0]
+        if y.shape != (1, bench_models.NUM_CLASSES) or not np.isfinite(y).all():
+            staging.unlink()
+            raise FixtureError(f"{rel}: onnxruntime gave shape {y.shape}, "
+                               f"finite={bool(np.isfinite(y).all())}; expected finite [1, 1000]")
+        os.replace(staging, ctx.path(rel))
+        outs.append(rel)
+        params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+        record[key] = {"seed": seed, "opset": bench_models.OPSET, "nodes": len(model.graph.node),
+                       "op_types": sorted({n.op_type for n in model.graph.node}),
+                       "parameters": params, "bytes": len(data), "sha256": sha256_bytes(data),
+                       "sanity_session": options}
+        log(f"  {rel}: {len(model.graph.node)} nodes, {params:,} parameters, "
+            f"{len(data) / 1e6:.1f} MB, sha256 {sha256_bytes(data)[:16]}")
+    return record, outs
+
+
 @dataclass(frozen=True)
 class Step:
     """A pipeline step: bump ``recipe`` whenever its outputs would change."""
@@ -355,6 +392,7 @@ STEPS = (
     Step("datasets", "1", ("extract",), step_datasets),
     Step("photo-crops", "2", ("extract",), step_photo_crops),
     Step("parity", "1", ("effnet", "quantize", "extract"), step_parity),
+    Step("bench-models", "1", (), step_bench_models),
 )
 
 
@@ -409,7 +447,7 @@ def print_summary(ctx: Context, rows: list[dict], manifest: dict | None) -> None
     log("\n== qport fixtures summary ==")
     log(f"cache: {ctx.cache}")
     for r in rows:
-        log(f"  {r['step']:<9} {r['status']:<7} {r['seconds']:7.1f} s")
+        log(f"  {r['step']:<12} {r['status']:<7} {r['seconds']:7.1f} s")
     eff = ctx.records.get("effnet", {}).get("sanity_top5", {})
     for img, top in eff.items():
         log(f"  effnet FP32 {img}: {top[0][0]} ({effnet.CLASS_NAMES.get(top[0][0], '?')}) p={top[0][1]}")
@@ -423,6 +461,9 @@ def print_summary(ctx: Context, rows: list[dict], manifest: dict | None) -> None
                 f"{par[f'efficientnet-lite0.{name}']['top1_agreement_with_fp32']}/{PARITY_COUNT}")
     if "ppocr-cls" in par:
         log(f"  parity ppocr-cls: {par['ppocr-cls']['correct']}/{PARITY_COUNT} correct")
+    for key, info in ctx.records.get("bench-models", {}).items():
+        log(f"  bench model {key} (random weights): {info['nodes']} nodes, "
+            f"{info['parameters']:,} parameters")
     if manifest:
         log(f"  MANIFEST.json: {manifest['file_count']} files, {manifest['total_bytes'] / 1e6:.1f} MB")
     log("layout:")

@@ -4,20 +4,22 @@
 Models (batch 1, 3x224x224 float input, 1000-class head):
   effnet       EfficientNet-Lite0 from the fixture cache (real weights).
   mobilenetv2  MobileNetV2 (width 1.0, inverted residuals, Relu6 as Clip(0, 6)),
-  resnet50     ResNet-50 (v1.5 bottlenecks, stride on the 3x3 conv), both built
-               here with onnx.helper from SEEDED RANDOM weights (He-scaled).
-               BatchNormalization is folded: every Conv carries a bias and
-               there are no BN nodes (what an exporter's BN folding leaves).
-               The random weights make these two good for LATENCY ONLY, not
-               accuracy. Issue 6 asks for them to come from the fixture script
-               (scripts/fixtures.py) eventually; until then they are cached
-               under target/bench/models/ (written atomically).
+  resnet50     ResNet-50 (v1.5 bottlenecks, stride on the 3x3 conv), both from
+               the fixture cache (models/bench/<key>.random.onnx, built by the
+               fixture script's bench-models step, scripts/fixtures.py and
+               scripts/qport_fixtures/bench_models.py) with SEEDED RANDOM
+               weights (He-scaled). BatchNormalization is folded: every Conv
+               carries a bias and there are no BN nodes (what an exporter's BN
+               folding leaves). The random weights make these two good for
+               LATENCY ONLY, not accuracy.
 
 Quantization: onnxruntime quantize_static, QDQ, per-channel, MinMax,
 reduce_range off, weights QInt8; activations QUInt8 ("u8s8") and QInt8
 ("s8s8"). Calibration: the first --calib (8) tensors of the fixture's
 effnet-calib64 inputs for EfficientNet, seeded N(0, 1) tensors for the random
-models. Cached next to the FP32 models.
+models. The quantized models are cached under target/bench/models/
+(<key>.qdq-<act>.calib<N>.onnx) and made only when missing: delete them after
+the fixture models change (a new bench-models recipe) to re-quantize.
 
 Method (one process tree, interleaved): for each model, --rounds K rounds;
 each round first times onnxruntime (FP32, QDQ u8s8, QDQ s8s8 sessions, made
@@ -38,8 +40,9 @@ thread each) and reports per-inference latency. With T = 1 the two agree.
     .venv/bin/python scripts/bench/int8_vs_ort.py [--models effnet,mobilenetv2,resnet50]
         [--threads 1] [--runs 20] [--warmup 3] [--rounds 4] [--out target/bench/int8_vs_ort.json]
 
-Needs `bash scripts/fetch-fixtures` and `cargo build --release -p qport-cli`
-(--qport to point at another binary).
+Needs `bash scripts/fetch-fixtures` (cache: $QPORT_FIXTURES, default
+~/.cache/qport/fixtures) and `cargo build --release -p qport-cli` (--qport to
+point at another binary).
 """
 import argparse
 import json
@@ -56,125 +59,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("QPORT_FIXTURES", Path.home() / ".cache/qport/fixtures"))
-MODEL_DIR = ROOT / "target/bench/models"
+MODEL_DIR = ROOT / "target/bench/models"  # quantized variants only
 PROFILES = ["f32-rne", "exact", "avx2-u8s8"]
-OPSET = 13
 ALL_MODELS = ["effnet", "mobilenetv2", "resnet50"]
-
-
-# ---------------------------------------------------------------- model building
-
-
-class Builder:
-    """Accumulates nodes and initializers; every Conv has a bias (BN folded)."""
-
-    def __init__(self, seed):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.n = [], [], 0
-
-    def name(self, p):
-        self.n += 1
-        return f"{p}_{self.n}"
-
-    def const(self, p, arr):
-        n = self.name(p)
-        self.inits.append(numpy_helper.from_array(np.asarray(arr), n))
-        return n
-
-    def conv(self, x, cin, cout, k, stride=1, group=1):
-        fan_in = (cin // group) * k * k
-        w = self.rng.normal(0, math.sqrt(2.0 / fan_in), (cout, cin // group, k, k)).astype(np.float32)
-        b = self.rng.normal(0, 0.01, cout).astype(np.float32)
-        y = self.name("conv")
-        self.nodes.append(helper.make_node(
-            "Conv", [x, self.const("w", w), self.const("b", b)], [y], kernel_shape=[k, k],
-            strides=[stride, stride], pads=[k // 2] * 4, group=group))
-        return y
-
-    def op(self, kind, inputs, **attrs):
-        y = self.name(kind.lower())
-        self.nodes.append(helper.make_node(kind, inputs, [y], **attrs))
-        return y
-
-    def relu6(self, x):
-        if not hasattr(self, "_c0"):
-            self._c0 = self.const("clip_min", np.array(0.0, np.float32))
-            self._c6 = self.const("clip_max", np.array(6.0, np.float32))
-        return self.op("Clip", [x, self._c0, self._c6])
-
-    def head(self, x, c):
-        x = self.op("GlobalAveragePool", [x])
-        x = self.op("Flatten", [x], axis=1)
-        w = self.rng.normal(0, math.sqrt(1.0 / c), (1000, c)).astype(np.float32)
-        b = np.zeros(1000, np.float32)
-        return self.op("Gemm", [x, self.const("fc_w", w), self.const("fc_b", b)], transB=1)
-
-    def model(self, out, name):
-        g = helper.make_graph(
-            self.nodes, name,
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
-            [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])],
-            self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="qport-bench")
-        m.ir_version = 8
-        onnx.checker.check_model(m)
-        return m
-
-
-def build_mobilenetv2(seed=2):
-    b = Builder(seed)
-    x = b.relu6(b.conv("input", 3, 32, 3, 2))
-    cin = 32
-    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
-        for i in range(n):
-            stride = s if i == 0 else 1
-            hid = cin * t
-            y = x
-            if t != 1:
-                y = b.relu6(b.conv(y, cin, hid, 1))
-            y = b.relu6(b.conv(y, hid, hid, 3, stride, group=hid))
-            y = b.conv(y, hid, c, 1)  # linear bottleneck
-            if stride == 1 and cin == c:
-                y = b.op("Add", [x, y])
-            x, cin = y, c
-    x = b.relu6(b.conv(x, cin, 1280, 1))
-    return b.model(b.head(x, 1280), "mobilenetv2_random")
-
-
-def build_resnet50(seed=50):
-    b = Builder(seed)
-    x = b.op("Relu", [b.conv("input", 3, 64, 7, 2)])
-    x = b.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    cin = 64
-    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
-        for i in range(blocks):
-            s = stride if i == 0 else 1
-            cout = width * 4
-            y = b.op("Relu", [b.conv(x, cin, width, 1)])
-            y = b.op("Relu", [b.conv(y, width, width, 3, s)])
-            y = b.conv(y, width, cout, 1)
-            sc = b.conv(x, cin, cout, 1, s) if (s != 1 or cin != cout) else x
-            x = b.op("Relu", [b.op("Add", [y, sc])])
-            cin = cout
-    return b.model(b.head(x, 2048), "resnet50_random")
-
-
-def atomic_save(model, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    try:
-        onnx.save(model, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+# FP32 models in the fixture cache (bench/ ones: scripts/qport_fixtures/bench_models.py).
+FP32_MODELS = {"effnet": "models/efficientnet-lite0.onnx",
+               "mobilenetv2": "models/bench/mobilenetv2.random.onnx",
+               "resnet50": "models/bench/resnet50.random.onnx"}
 
 
 # ---------------------------------------------------------------- quantization
@@ -215,16 +109,15 @@ def quantize(src, dst, act, calib):
 
 
 def prepare(key, n_calib):
-    """Returns (fp32, u8s8, s8s8) paths, building and quantizing what is missing."""
-    if key == "effnet":
-        fp32 = CACHE / "models/efficientnet-lite0.onnx"
-        if not fp32.exists():
-            sys.exit(f"missing {fp32}: run `bash scripts/fetch-fixtures`")
-    else:
-        fp32 = MODEL_DIR / f"{key}.random.onnx"
-        if not fp32.exists():
-            print(f"[{key}] building {fp32.relative_to(ROOT)}", file=sys.stderr)
-            atomic_save({"mobilenetv2": build_mobilenetv2, "resnet50": build_resnet50}[key](), fp32)
+    """Returns (fp32, u8s8, s8s8) paths, quantizing what is missing.
+
+    The FP32 model comes from the fixture cache; the quantized ones are
+    cached under MODEL_DIR and kept while they exist.
+    """
+    fp32 = CACHE / FP32_MODELS[key]
+    if not fp32.exists():
+        sys.exit(f"missing {fp32} (fixture cache $QPORT_FIXTURES, default ~/.cache/qport/fixtures): "
+                 f"run `bash scripts/fetch-fixtures`")
     paths = [fp32]
     for act in ("u8s8", "s8s8"):
         q = MODEL_DIR / f"{key}.qdq-{act}.calib{n_calib}.onnx"

@@ -13,6 +13,7 @@ and data that qport's tests and benchmarks read (see
 - ``quantize``     onnxruntime ``quantize_static`` reference models
 - ``node_cases``   ONNX backend node conformance cases written to disk
 - ``parity``       onnxruntime oracle outputs for real inputs
+- ``bench_models`` seeded random-weight MobileNetV2 / ResNet-50 (latency only)
 
 Only numpy, onnx, onnxruntime, pillow and the standard library are used.
 """
