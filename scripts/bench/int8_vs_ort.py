@@ -27,15 +27,18 @@ once per model and kept; CPU EP, default optimizations ORT_ENABLE_ALL,
 intra_op_num_threads = --threads, inter_op_num_threads = 1; ceil(runs / K)
 timed runs each after the warm-up in round 1), then runs
 `qport bench MODEL --int8 U8S8.qdq.onnx --profiles f32-rne,exact,avx2-u8s8
---threads T --runs ceil(runs / K) --warmup W --format json` as a child process
-(qport times FP32 and each INT8 profile in its own interleaved order). Reported
+--threads T --runs ceil(runs / K) --warmup W --order blocked --format json` as
+a child process (qport times FP32 and each INT8 profile back to back, as the
+onnxruntime sessions are timed: each variant's caches warm with its own
+weights). Reported
 per variant: the median of the K per-round medians (spread: min and max of the
 round medians). Drift on a shared machine hits both engines; the ratios are the
 result, absolute times move.
 
-Caveat on --threads > 1: onnxruntime uses T intra-op threads for ONE inference,
-while `qport bench --threads T` runs T whole inferences concurrently (one
-thread each) and reports per-inference latency. With T = 1 the two agree.
+--threads T means the same on both sides: T intra-op threads for ONE
+inference (onnxruntime's intra_op_num_threads; qport splits its convolution
+GEMMs between T threads). qport's depthwise, im2col, pooling and elementwise
+steps stay on one thread.
 
     .venv/bin/python scripts/bench/int8_vs_ort.py [--models effnet,mobilenetv2,resnet50]
         [--threads 1] [--runs 20] [--warmup 3] [--rounds 4] [--out target/bench/int8_vs_ort.json]
@@ -154,7 +157,7 @@ def ort_block(sess, x, runs):
 def qport_bench(exe, fp32, u8s8, threads, runs, warmup):
     cmd = [str(exe), "bench", str(fp32), "--int8", str(u8s8), "--profiles", ",".join(PROFILES),
            "--threads", str(threads), "--runs", str(runs), "--warmup", str(warmup), "--quiet",
-           "--format", "json"]
+           "--order", "blocked", "--format", "json"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"qport bench failed ({r.returncode}): {r.stderr.strip()[-2000:]}")

@@ -21,8 +21,8 @@
 //!                         "avx512bw": bool, "avx512_vnni": bool, "avx_vnni": bool,
 //!                         "amx_int8": bool, "neon": bool, "dotprod": bool, "i8mm": bool },
 //!                "isa_class": "x86-avx2" | "x86-vnni" | "arm-dotprod" | "arm-neon" | null },
-//!   "settings": { "threads": int, "batch": int, "warmup": int, "runs": int, "seed": int,
-//!                 "order": "interleaved",
+//!   "settings": { "threads": int, "concurrent": int, "batch": int, "warmup": int, "runs": int, "seed": int,
+//!                 "order": "interleaved" | "blocked",
 //!                 "inputs": [ { "name": str, "dtype": str, "shape": [int] } ],
 //!                 "int8_inputs": [ { "name": str, "dtype": str, "shape": [int] } ] | null },
 //!   "results": [ {
@@ -44,8 +44,9 @@
 //! `results[0]` is always FP32 (`variant` `"fp32"`, `profile` and
 //! `vs_fp32` null); then one `int8` entry per profile, in `--profiles`
 //! order. Latencies are per inference (one run of the whole model on one
-//! batch), over `runs × threads` samples; `throughput_per_s` counts
-//! inferences per second of all threads together. `vs_fp32.ratio` is the
+//! batch, using `threads` intra-op threads), over `runs × concurrent`
+//! samples; `throughput_per_s` counts inferences per second of all
+//! concurrent inferences together. `vs_fp32.ratio` is the
 //! INT8 median over the FP32 median (below 1: faster).
 
 use crate::info::FileJson;
@@ -74,13 +75,17 @@ profile (default: all; `qport profiles` lists them). Inputs are synthetic
 and deterministic (floats uniform in [-1, 1) from a fixed seed, integers 0);
 a dynamic first dimension is set by --batch, any other dynamic dimension is
 an error. After --warmup rounds, --runs rounds are measured; every round
-runs FP32 and each profile once, in turn, so drift affects all equally.
---threads N runs N inferences at once (one per thread); latencies are per
-inference, throughput counts all threads.
+runs FP32 and each profile once, in turn, so drift affects all equally
+(--order blocked runs each variant's rounds back to back instead, so its
+caches stay warm with its own weights).
+--threads N lets one inference use N threads (its convolution GEMMs are
+split between them; outputs are bit-identical for every N), as
+onnxruntime's intra_op_num_threads does. --concurrent N runs N inferences
+at once instead; latencies are per inference, throughput counts them all.
 
 The ratio column is INT8 median / FP32 median. The kernel table below it
-shows the sign an ISA-specific runtime would expect; qport's own integer
-kernels are portable code, so its ratio reflects qport, not the ISA.
+shows the sign an ISA-specific runtime would expect from the dot-product
+instruction; the note under it says which of qport's kernels use it.
 Exit code 2 for a missing file, a float model given to --int8, an unknown
 profile, --runs 0 or a --batch the model cannot take.";
 
@@ -97,9 +102,20 @@ pub struct BenchArgs {
     pub profiles: Option<String>,
     #[command(flatten)]
     pub files: ProfileFilesArg,
-    /// Threads each running inferences concurrently.
+    /// Intra-op threads: the threads ONE inference uses (its convolutions'
+    /// GEMMs are split between them), like onnxruntime's
+    /// intra_op_num_threads. Results do not depend on it.
     #[arg(long, default_value_t = 1, value_parser = positive)]
     pub threads: usize,
+    /// Inferences run at once, one per thread (each with --threads
+    /// intra-op threads): a throughput measure.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
+    pub concurrent: usize,
+    /// Run order: `interleaved` (each round runs every variant once) or
+    /// `blocked` (each variant's runs back to back, caches warm with its
+    /// own weights, as onnxruntime's timing loops are).
+    #[arg(long, value_enum, default_value_t = OrderArg::Interleaved)]
+    pub order: OrderArg,
     /// Size of a dynamic first (batch) input dimension.
     #[arg(long, default_value_t = 1, value_parser = positive)]
     pub batch: usize,
@@ -115,6 +131,15 @@ pub struct BenchArgs {
     /// Also write the JSON document to this file (atomically).
     #[arg(long, short, value_name = "FILE.json")]
     pub out: Option<PathBuf>,
+}
+
+/// `--order` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OrderArg {
+    /// Every round runs FP32 and each profile once, in turn.
+    Interleaved,
+    /// Each variant's warm-up and runs back to back.
+    Blocked,
 }
 
 fn positive(s: &str) -> Result<usize, String> {
@@ -136,6 +161,7 @@ struct InputJson {
 #[derive(Debug, Serialize)]
 struct SettingsJson {
     threads: usize,
+    concurrent: usize,
     batch: usize,
     warmup: usize,
     runs: usize,
@@ -228,7 +254,12 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         warmup: args.warmup,
         runs: args.runs,
         threads: args.threads,
+        concurrent: args.concurrent,
         seed: bench::SEED,
+        order: match args.order {
+            OrderArg::Interleaved => bench::Order::Interleaved,
+            OrderArg::Blocked => bench::Order::Blocked,
+        },
     };
     opts.validate()?;
     let loaded = args.files.load()?;
@@ -313,11 +344,12 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         profile_files: loaded.files.iter().map(FileJson::from).collect(),
         settings: SettingsJson {
             threads: opts.threads,
+            concurrent: opts.concurrent,
             batch: opts.batch,
             warmup: opts.warmup,
             runs: opts.runs,
             seed: opts.seed,
-            order: "interleaved",
+            order: opts.order.name(),
             inputs: inputs_json(&fp32_inputs),
             int8_inputs: int8_inputs.as_deref().map(inputs_json),
         },
@@ -391,7 +423,7 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
     s += &format!("ISA: {} (absent: {})\n", names(&has), names(&lacks));
     let st = &r.settings;
     s += &format!(
-        "\n{}{}: batch {}, {} thread{}, {} warm-up + {} measured rounds, interleaved\n",
+        "\n{}{}: batch {}, {} thread{} per inference, {} at once, {} warm-up + {} measured rounds, {}\n",
         name_of(&r.model.path),
         r.int8_model
             .as_ref()
@@ -400,8 +432,10 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
         st.batch,
         st.threads,
         if st.threads == 1 { "" } else { "s" },
+        st.concurrent,
         st.warmup,
-        st.runs
+        st.runs,
+        st.order
     );
     let mut t = Table::new(
         &["variant", "median ms", "p10", "p90", "inf/s", "vs FP32"],

@@ -79,8 +79,14 @@ fn json_report_with_an_int8_profile() {
     }
     let s = &j["settings"];
     assert_eq!(
-        (&s["threads"], &s["batch"], &s["warmup"], &s["runs"]),
-        (&1.into(), &1.into(), &1.into(), &2.into())
+        (
+            &s["threads"],
+            &s["concurrent"],
+            &s["batch"],
+            &s["warmup"],
+            &s["runs"]
+        ),
+        (&1.into(), &1.into(), &1.into(), &1.into(), &2.into())
     );
     assert_eq!(s["order"], "interleaved");
     assert!(s["seed"].is_u64());
@@ -123,6 +129,34 @@ fn json_report_with_an_int8_profile() {
         .unwrap()
         .contains("portable"));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn intra_op_threads_and_concurrency_are_separate_settings() {
+    let m = fp32();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench", &m, "--runs", "2", "--warmup", "0", "--format", "json",
+        ];
+        args.extend_from_slice(extra);
+        let o = qport(&args);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        serde_json::from_str::<Value>(&o.stdout).unwrap()
+    };
+    let j = run(&["--threads", "2"]);
+    assert_eq!(
+        (&j["settings"]["threads"], &j["settings"]["concurrent"]),
+        (&2.into(), &1.into())
+    );
+    assert_eq!(j["results"][0]["samples"], 2); // one inference per round
+    let j = run(&["--concurrent", "2"]);
+    assert_eq!(
+        (&j["settings"]["threads"], &j["settings"]["concurrent"]),
+        (&1.into(), &2.into())
+    );
+    assert_eq!(j["results"][0]["samples"], 4); // two at once per round
+    let o = qport(&["bench", &m, "--concurrent", "0"]);
+    assert_input_error(&o, &["--concurrent"]);
 }
 
 #[test]

@@ -54,13 +54,63 @@ pub(crate) fn take_f32(len: usize) -> Vec<f32> {
     found.unwrap_or_else(|| vec![0.0; len])
 }
 
-/// Returns the storage of a dead `f32` tensor to the pool (other dtypes
-/// are dropped).
+/// Returns the storage of a dead `f32`, `u8` or `i8` tensor to its pool
+/// (other dtypes are dropped).
 pub(crate) fn recycle(t: Tensor) {
     let (_, data) = t.into_parts();
-    if let TensorData::F32(v) = data {
-        give_f32(v);
+    match data {
+        TensorData::F32(v) => give_f32(v),
+        TensorData::U8(v) => give_bytes(v),
+        TensorData::I8(v) => give_bytes(i8_to_u8(v)),
+        _ => {}
     }
+}
+
+thread_local! {
+    static POOL8: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A `u8` buffer of exactly `len` elements with unspecified (initialised)
+/// contents, from the pool of dead 8-bit tensors (quantized activations)
+/// when one of that length is there.
+pub(crate) fn take_u8(len: usize) -> Vec<u8> {
+    let found = POOL8.with(|p| {
+        let mut p = p.borrow_mut();
+        let i = p.iter().rposition(|v| v.len() == len)?;
+        Some(p.remove(i))
+    });
+    found.unwrap_or_else(|| vec![0; len])
+}
+
+/// [`take_u8`] as `i8`.
+pub(crate) fn take_i8(len: usize) -> Vec<i8> {
+    let v = std::mem::ManuallyDrop::new(take_u8(len));
+    // SAFETY: u8 and i8 have the same size and alignment and every bit
+    // pattern is valid for both; the allocation is handed over whole.
+    unsafe { Vec::from_raw_parts(v.as_ptr() as *mut i8, v.len(), v.capacity()) }
+}
+
+fn i8_to_u8(v: Vec<i8>) -> Vec<u8> {
+    let v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: as in `take_i8`.
+    unsafe { Vec::from_raw_parts(v.as_ptr() as *mut u8, v.len(), v.capacity()) }
+}
+
+/// Returns an 8-bit buffer to its pool (same limits as [`give_f32`]).
+fn give_bytes(v: Vec<u8>) {
+    if v.len() < 4096 {
+        return;
+    }
+    POOL8.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.iter().filter(|b| b.len() == v.len()).count() >= MAX_PER_LENGTH {
+            return;
+        }
+        if p.len() >= MAX_BUFFERS {
+            p.remove(0);
+        }
+        p.push(v);
+    });
 }
 
 /// Returns a buffer to the pool. The pool keeps at most
@@ -85,6 +135,16 @@ pub(crate) fn give_f32(v: Vec<f32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reuses_byte_buffers_across_u8_and_i8() {
+        recycle(Tensor::from_vec(vec![5000], vec![7u8; 5000]).unwrap());
+        let v = take_i8(5000);
+        assert_eq!(v, vec![7i8; 5000]);
+        recycle(Tensor::from_vec(vec![5000], v).unwrap());
+        assert_eq!(take_u8(5000), vec![7u8; 5000]);
+        assert_eq!(take_u8(6000), vec![0u8; 6000]);
+    }
 
     #[test]
     fn reuses_buffers_of_the_same_length() {

@@ -17,6 +17,8 @@
 //!   operands), for AVX2 hosts without VNNI.
 //! - [`arm`]: exact u8×s8 GEMM on aarch64, with the dot-product extension
 //!   (`sdot`) when the CPU has it and plain NEON otherwise.
+//! - [`par`]: intra-op threads ([`par::set_threads`]) and the work split
+//!   the GEMM kernels use.
 //! - [`pgemm`]: `f32` GEMM with a pre-packed constant left operand and a
 //!   fused per-row bias and activation (convolution as GEMM).
 //!
@@ -37,6 +39,7 @@ pub mod gemm;
 pub mod idepthwise;
 pub mod igemm;
 pub mod im2col;
+pub mod par;
 pub mod pgemm;
 pub mod satpair;
 mod simd;
@@ -79,4 +82,11 @@ pub fn with_generic_kernels<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(GENERIC_HERE.with(|g| g.replace(true)));
     f()
+}
+
+/// Serializes tests that change process-wide settings ([`par::set_threads`]).
+#[cfg(test)]
+pub(crate) fn test_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -189,9 +189,36 @@ pub fn gemm_bias_act(
     }
     #[cfg(target_arch = "x86_64")]
     if a.level == Level::Avx512 && level() == Level::Avx512 {
+        if crate::par::threads() > 1 && a.m * a.k * n >= crate::par::MIN_WORK {
+            // blocks of columns (whole panels) on the intra-op threads,
+            // each with its own packing scratch; every C element is still
+            // one thread's sequence of fused multiply-adds
+            let cp = crate::par::SendPtr(c.as_mut_ptr());
+            crate::par::split(n, NR, a.m * a.k * n, |j0, j1| {
+                THREAD_SCRATCH.with(|s| {
+                    let mut s = s.borrow_mut();
+                    // SAFETY: the CPU supports AVX-512F; columns j0..j1 of
+                    // the checked views, disjoint from other blocks' columns.
+                    unsafe {
+                        x86::avx512(
+                            a,
+                            &b[j0..],
+                            ldb,
+                            j1 - j0,
+                            bias,
+                            act,
+                            { cp }.0.add(j0),
+                            ldc,
+                            &mut s,
+                        )
+                    };
+                });
+            });
+            return;
+        }
         // SAFETY: the CPU supports AVX-512F (the level was detected); the
         // views were checked.
-        unsafe { x86::avx512(a, b, ldb, n, bias, act, c, ldc, scratch) };
+        unsafe { x86::avx512(a, b, ldb, n, bias, act, c.as_mut_ptr(), ldc, scratch) };
         return;
     }
     // blocks of columns small enough that the block of C is still in cache
@@ -214,6 +241,12 @@ pub fn gemm_bias_act(
         epilogue(a.m, nc, bias, act, &mut c[j0..], ldc);
         j0 += nc;
     }
+}
+
+thread_local! {
+    /// Packing scratch of a column block run on an intra-op thread.
+    static THREAD_SCRATCH: std::cell::RefCell<Vec<f32>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn epilogue(m: usize, n: usize, bias: Option<&[f32]>, act: Activation, c: &mut [f32], ldc: usize) {
@@ -279,7 +312,7 @@ mod x86 {
         n: usize,
         bias: Option<&[f32]>,
         act: Activation,
-        c: &mut [f32],
+        c: *mut f32,
         ldc: usize,
         scratch: &mut Vec<f32>,
     ) {
@@ -315,7 +348,7 @@ mod x86 {
             None => bpad[..m].fill(0.0),
         }
         bpad[m..].fill(0.0);
-        let cp = c.as_mut_ptr();
+        let cp = c;
         // SAFETY (both orders): rows p < k of B hold columns j0..j0 + nc
         // (checked); panel q of A holds k * MR elements; C rows q * MR + r <
         // m, columns j0..j0 + nc are in the checked view.
@@ -380,7 +413,7 @@ mod x86 {
         n: usize,
         bias: Option<&[f32]>,
         act: Activation,
-        c: &mut [f32],
+        c: *mut f32,
         ldc: usize,
         scratch: &mut Vec<f32>,
     ) {
@@ -395,7 +428,7 @@ mod x86 {
         // balanced tiles of at most NT columns
         let tiles = n.div_ceil(NT);
         let (base, extra) = (n / tiles, n % tiles);
-        let cp = c.as_mut_ptr();
+        let cp = c;
         for q in 0..nq {
             let rows = MT.min(m - q * MT);
             let mut j0 = 0;
@@ -560,6 +593,42 @@ mod tests {
     use super::*;
     use crate::simd::supported;
     use proptest::prelude::*;
+
+    #[test]
+    fn intra_op_threads_give_bit_identical_outputs() {
+        let _g = crate::test_lock();
+        // above par::MIN_WORK; n not a multiple of the 32-column panels;
+        // a padded leading dimension for C
+        let (m, k, n, ldc) = (40, 150, 700, 705);
+        let a: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+            .collect();
+        let b: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 13.0)
+            .collect();
+        let bias: Vec<f32> = (0..m).map(|i| i as f32 / 7.0).collect();
+        let pa = PackedA::new(&a, m, k);
+        let run = |t: usize| {
+            crate::par::set_threads(t);
+            let mut c = vec![f32::NAN; (m - 1) * ldc + n];
+            gemm_bias_act(
+                &pa,
+                &b,
+                n,
+                n,
+                Some(&bias),
+                Activation::Relu,
+                &mut c,
+                ldc,
+                &mut Vec::new(),
+            );
+            crate::par::set_threads(1);
+            c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let one = run(1);
+        assert_eq!(run(2), one);
+        assert_eq!(run(3), one);
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(100))]

@@ -246,6 +246,7 @@ mod x86 {
         n: usize,
         corr: &Corr<'_>,
         c: &mut [i32],
+        crow0: usize,
         ldc: usize,
     ) {
         let kq = a.kq;
@@ -291,7 +292,8 @@ mod x86 {
                 }
                 let cnt = (n - js).min(L);
                 let mask: __mmask16 = if cnt == L { 0xffff } else { (1u16 << cnt) - 1 };
-                let dst = &mut c[i * ldc + js..i * ldc + js + cnt];
+                let at = (i - crow0) * ldc + js;
+                let dst = &mut c[at..at + cnt];
                 // SAFETY: the mask covers exactly `cnt` lanes of `dst`.
                 unsafe { _mm512_mask_storeu_epi32(dst.as_mut_ptr() as *mut _, mask, y) };
             }
@@ -345,30 +347,58 @@ mod x86 {
         }
         let corr = Corr { za, zb, k, col_sum };
         let bp = &*bp;
+        let cp = crate::par::SendPtr(c.as_mut_ptr());
+        // blocks of rows (multiples of MR) on the intra-op threads; each
+        // block writes only its own rows of C
+        crate::par::split(m, MR, m * k * n, |r0, r1| {
+            // SAFETY: rows r0..r1 of C span [r0·ldc, (r1−1)·ldc + n), inside
+            // `c` (checked by the caller) and disjoint from other blocks.
+            let c = unsafe {
+                std::slice::from_raw_parts_mut({ cp }.0.add(r0 * ldc), (r1 - r0 - 1) * ldc + n)
+            };
+            // SAFETY: the caller checked the CPU features.
+            unsafe { rows(a, bp, np, n, &corr, c, r0, r1, ldc) };
+        });
+    }
+
+    /// Rows `r0..r1` of C (`c` starts at row `r0`).
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows(
+        a: &PackedI8,
+        bp: &[u8],
+        np: usize,
+        n: usize,
+        corr: &Corr<'_>,
+        c: &mut [i32],
+        r0: usize,
+        r1: usize,
+        ldc: usize,
+    ) {
         for j0 in (0..n).step_by(L * NV) {
             let left = n - j0;
-            let mut i = 0;
-            while i + MR <= m {
+            let mut i = r0;
+            while i + MR <= r1 {
                 // SAFETY: features checked by the caller; every tile
                 // reads NV vectors inside bp's padded row.
                 unsafe {
                     match left.div_ceil(L) {
-                        1 => tile::<MR, 1>(a, i, bp, np, j0, n, &corr, c, ldc),
-                        2 => tile::<MR, 2>(a, i, bp, np, j0, n, &corr, c, ldc),
-                        3 => tile::<MR, 3>(a, i, bp, np, j0, n, &corr, c, ldc),
-                        _ => tile::<MR, NV>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        1 => tile::<MR, 1>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        2 => tile::<MR, 2>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        3 => tile::<MR, 3>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        _ => tile::<MR, NV>(a, i, bp, np, j0, n, corr, c, r0, ldc),
                     }
                 }
                 i += MR;
             }
-            while i < m {
+            while i < r1 {
                 // SAFETY: as above.
                 unsafe {
                     match left.div_ceil(L) {
-                        1 => tile::<1, 1>(a, i, bp, np, j0, n, &corr, c, ldc),
-                        2 => tile::<1, 2>(a, i, bp, np, j0, n, &corr, c, ldc),
-                        3 => tile::<1, 3>(a, i, bp, np, j0, n, &corr, c, ldc),
-                        _ => tile::<1, NV>(a, i, bp, np, j0, n, &corr, c, ldc),
+                        1 => tile::<1, 1>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        2 => tile::<1, 2>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        3 => tile::<1, 3>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        _ => tile::<1, NV>(a, i, bp, np, j0, n, corr, c, r0, ldc),
                     }
                 }
                 i += 1;
@@ -408,6 +438,34 @@ mod tests {
             } else {
                 // no VNNI here (or the portable path is forced): untouched
                 prop_assert!(got.iter().all(|&v| v == 7));
+            }
+        }
+    }
+
+    #[test]
+    fn intra_op_threads_give_the_same_sums() {
+        let _g = crate::test_lock();
+        let (m, k, n) = (70, 300, 250); // above par::MIN_WORK, odd sizes
+        let a: Vec<i8> = (0..m * k).map(|i| (i * 37 % 256) as u8 as i8).collect();
+        let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
+        let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
+        let mut want = vec![0i32; m * n];
+        igemm(
+            MatRef::row_major(&a, m, k),
+            ZeroPoints::PerSlice(&za),
+            MatRef::row_major(&b, k, n),
+            ZeroPoints::Scalar(9),
+            &mut want,
+            n,
+            false,
+        );
+        for t in [2, 3] {
+            crate::par::set_threads(t);
+            let mut got = vec![0i32; m * n];
+            let ran = gemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut got, n);
+            crate::par::set_threads(1);
+            if ran {
+                assert_eq!(got, want, "{t} threads");
             }
         }
     }

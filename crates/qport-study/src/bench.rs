@@ -1,8 +1,9 @@
 //! Latency benchmark of compiled plans: deterministic synthetic inputs
 //! from a model's input declarations, interleaved warm measurements
 //! (every round runs each variant once, in order, so drift hits all
-//! equally), optional concurrency (N threads each running whole
-//! inferences), percentiles, INT8-vs-FP32 ratios and the process's peak
+//! equally), intra-op threads (one inference split over N threads) and
+//! optional concurrency (N threads each running whole inferences),
+//! percentiles, INT8-vs-FP32 ratios and the process's peak
 //! RSS. [`isa`] describes the host and what the kernel table predicts.
 
 pub mod isa;
@@ -28,10 +29,40 @@ pub struct BenchOptions {
     pub warmup: usize,
     /// Rounds measured; at least 1.
     pub runs: usize,
-    /// Threads each running inferences concurrently; at least 1.
+    /// Intra-op threads: the threads one inference may use (its GEMMs are
+    /// split between them, see [`qport_kernels::par`]); at least 1. Set
+    /// for the duration of [`measure`] and restored after.
     pub threads: usize,
+    /// Inferences run at once, one per thread (a throughput measure);
+    /// at least 1.
+    pub concurrent: usize,
     /// Seed of the synthetic inputs.
     pub seed: u64,
+    /// The order of the runs.
+    pub order: Order,
+}
+
+/// The order [`measure`] runs variants in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Every round runs each variant once, in turn: drift on a shared
+    /// machine hits all variants alike, but each run starts with the
+    /// caches holding the previous variant's weights.
+    #[default]
+    Interleaved,
+    /// Each variant's warm-up and measured runs back to back (caches warm
+    /// with its own weights, as onnxruntime's timing loops run).
+    Blocked,
+}
+
+impl Order {
+    /// The name used in reports: `interleaved` or `blocked`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Interleaved => "interleaved",
+            Order::Blocked => "blocked",
+        }
+    }
 }
 
 impl Default for BenchOptions {
@@ -41,17 +72,21 @@ impl Default for BenchOptions {
             warmup: 3,
             runs: 20,
             threads: 1,
+            concurrent: 1,
             seed: SEED,
+            order: Order::Interleaved,
         }
     }
 }
 
 impl BenchOptions {
-    /// Checks the counts (`runs`, `threads`, `batch` at least 1).
+    /// Checks the counts (`runs`, `threads`, `concurrent`, `batch` at
+    /// least 1).
     pub fn validate(&self) -> Result<(), StudyError> {
         for (what, v) in [
             ("runs", self.runs),
             ("threads", self.threads),
+            ("concurrent", self.concurrent),
             ("batch", self.batch),
         ] {
             if v == 0 {
@@ -177,7 +212,7 @@ pub struct Latency {
     pub min_ms: f64,
     /// Slowest inference, ms.
     pub max_ms: f64,
-    /// Inferences measured (runs × threads).
+    /// Inferences measured (runs × concurrent).
     pub samples: usize,
     /// Inferences completed per second over the measured rounds, all
     /// threads together.
@@ -275,7 +310,8 @@ impl VsFp32 {
 
 /// Times every variant: `opts.warmup` unrecorded rounds, then
 /// `opts.runs` measured rounds; each round runs every variant once, in
-/// order. With `opts.threads` N > 1, each variant's turn in a round is N
+/// order, each inference using `opts.threads` intra-op threads. With
+/// `opts.concurrent` N > 1, each variant's turn in a round is N
 /// threads each running one inference at the same time (started together
 /// at a barrier); each thread's time is one sample. `progress` gets the
 /// number of rounds done (warm-up included) after each round. Results are
@@ -286,7 +322,15 @@ pub fn measure(
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<Latency>, StudyError> {
     opts.validate()?;
-    let n = opts.threads;
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            qport_kernels::par::set_threads(self.0);
+        }
+    }
+    let _restore = Restore(qport_kernels::par::threads());
+    qport_kernels::par::set_threads(opts.threads);
+    let n = opts.concurrent;
     let rounds = opts.warmup + opts.runs;
     let barrier = Barrier::new(n);
     let abort = AtomicBool::new(false);
@@ -300,8 +344,19 @@ pub fn measure(
     // the end barrier, so every thread sees it after and stops together.
     let worker = |lead: bool, walls: &mut [Duration], progress: &mut dyn FnMut(usize)| {
         let mut own: Vec<Vec<f64>> = vec![vec![]; variants.len()];
-        'rounds: for round in 0..rounds {
-            for (vi, v) in variants.iter().enumerate() {
+        let nv = variants.len().max(1);
+        // (round, variant) in run order
+        let schedule: Vec<(usize, usize)> = match opts.order {
+            Order::Interleaved => (0..rounds)
+                .flat_map(|r| (0..variants.len()).map(move |v| (r, v)))
+                .collect(),
+            Order::Blocked => (0..variants.len())
+                .flat_map(|v| (0..rounds).map(move |r| (r, v)))
+                .collect(),
+        };
+        'rounds: for (step, &(round, vi)) in schedule.iter().enumerate() {
+            let v = &variants[vi];
+            {
                 let feed = v.inputs.clone();
                 barrier.wait();
                 let t0 = Instant::now();
@@ -326,8 +381,9 @@ pub fn measure(
                     }
                 }
             }
-            if lead {
-                progress(round + 1);
+            if lead && (step + 1) % nv == 0 {
+                // rounds' worth of inferences done
+                progress((step + 1) / nv);
             }
         }
         let mut all = samples.lock().unwrap_or_else(|e| e.into_inner());
@@ -505,7 +561,7 @@ mod tests {
         let opts = BenchOptions {
             warmup: 1,
             runs: 3,
-            threads: 2,
+            concurrent: 2,
             ..BenchOptions::default()
         };
         let mut rounds = vec![];
@@ -522,6 +578,38 @@ mod tests {
     }
 
     #[test]
+    fn blocked_order_measures_the_same_counts() {
+        let plan = relu_plan();
+        let x = vec![(
+            "x".to_string(),
+            Tensor::zeros(DType::F32, vec![1, 4]).unwrap(),
+        )];
+        let variants = [
+            Variant {
+                name: "a".into(),
+                plan: &plan,
+                inputs: x.clone(),
+            },
+            Variant {
+                name: "b".into(),
+                plan: &plan,
+                inputs: x,
+            },
+        ];
+        let opts = BenchOptions {
+            warmup: 2,
+            runs: 3,
+            order: Order::Blocked,
+            ..BenchOptions::default()
+        };
+        let mut rounds = vec![];
+        let r = measure(&variants, &opts, &mut |k| rounds.push(k)).unwrap();
+        assert_eq!(rounds, [1, 2, 3, 4, 5]);
+        assert!(r.iter().all(|l| l.samples == 3));
+        assert_eq!(Order::Blocked.name(), "blocked");
+    }
+
+    #[test]
     fn a_failing_run_stops_every_thread_with_an_error() {
         let plan = relu_plan();
         let wrong = vec![(
@@ -534,7 +622,7 @@ mod tests {
             inputs: wrong,
         }];
         let opts = BenchOptions {
-            threads: 3,
+            concurrent: 3,
             ..BenchOptions::default()
         };
         let e = measure(&variants, &opts, &mut |_| {}).unwrap_err();

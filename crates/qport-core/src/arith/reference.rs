@@ -676,7 +676,7 @@ impl Requantizer {
     /// rq.apply_slice_into(&[0, 7, -1000], &mut out, |v| v as u8);
     /// assert_eq!(out, [133, 136, 0]); // (10+0)/2=5, (17)/2=8.5→8, clamped
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn apply_slice_into<T>(&self, acc: &[i32], out: &mut [T], cast: impl Fn(i32) -> T) {
         let (z, lo, hi) = (self.zero_point, self.qmin, self.qmax);
         let small = |v: i32| (v as i64 - z as i64).unsigned_abs() < (1 << 22);

@@ -89,6 +89,49 @@ pub(crate) mod test_util {
         builder(&ctx)?.eval(inputs)
     }
 
+    /// [`run`] with the inputs whose `constant[i]` is true given as
+    /// initializers (what an operator prepares at build time) and an
+    /// optional arithmetic profile.
+    pub(crate) fn run_const(
+        builder: OpBuilder,
+        op: &str,
+        attrs: Vec<(&str, Attribute)>,
+        inputs: &[Option<&Tensor>],
+        constant: &[bool],
+        arith: Option<&qport_core::arith::ArithProfile>,
+    ) -> crate::error::OpResult<Vec<Tensor>> {
+        let node = Node {
+            name: "n".into(),
+            op_type: op.into(),
+            domain: String::new(),
+            inputs: (0..inputs.len())
+                .map(|i| {
+                    if inputs[i].is_some() {
+                        format!("i{i}")
+                    } else {
+                        String::new()
+                    }
+                })
+                .collect(),
+            outputs: vec!["y".into()],
+            attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            doc_string: String::new(),
+        };
+        let init: BTreeMap<String, Tensor> = inputs
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| t.is_some() && constant.get(*i).copied().unwrap_or(false))
+            .map(|(i, t)| (format!("i{i}"), (*t).unwrap().clone()))
+            .collect();
+        let ctx = BuildCtx {
+            node: &node,
+            opset: 21,
+            initializers: &init,
+            arith,
+        };
+        builder(&ctx)?.eval(inputs)
+    }
+
     /// A tensor from a shape and values.
     pub(crate) fn t<T: qport_core::Element>(shape: &[usize], v: Vec<T>) -> Tensor {
         Tensor::from_vec(shape.to_vec(), v).unwrap()

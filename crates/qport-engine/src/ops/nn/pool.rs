@@ -11,7 +11,7 @@ use super::{read_real, real_tensor, with_real, Real};
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, BuildCtx, Op, Registry};
 use qport_core::shape::{checked_numel, strides};
-use qport_core::{bf16, f16, Element, Tensor, TensorData};
+use qport_core::{bf16, f16, DType, Element, Tensor, TensorData};
 
 pub(crate) fn register(r: &mut Registry) {
     r.register("MaxPool", build_max);
@@ -198,6 +198,23 @@ impl Op for Pool {
         let planes = xs[0] * xs[1];
         let t = table(spatial, &wins)?;
         match self.kind {
+            Kind::Max if !self.want_indices && matches!(x.dtype(), DType::U8 | DType::I8) => {
+                // quantized activations: the maxima alone (no index
+                // bookkeeping; integer max is order-free)
+                let y = match x.data() {
+                    TensorData::U8(v) => TensorData::U8(max_only(v, &t, planes)),
+                    TensorData::I8(v) => TensorData::I8(max_only(v, &t, planes)),
+                    _ => unreachable!("matched above"),
+                };
+                Ok(vec![Tensor::new(out_shape, y)?])
+            }
+            Kind::Max if !self.want_indices && x.dtype() == DType::F32 => {
+                let v = x
+                    .as_slice::<f32>()
+                    .map_err(|_| OpError::dtype("X", x.dtype()))?;
+                let y = max_values(v, &t, planes);
+                Ok(vec![Tensor::new(out_shape, TensorData::F32(y))?])
+            }
             Kind::Max => {
                 let (y, idx) = max_dispatch(x, &t, planes)?;
                 let mut outs = vec![Tensor::new(out_shape.clone(), y)?];
@@ -263,6 +280,49 @@ fn max_dispatch(x: &Tensor, t: &Table, planes: usize) -> OpResult<(TensorData, V
         TensorData::U64(v) => run(v, t, planes),
         _ => return Err(OpError::dtype("input 0 (X)", x.dtype())),
     })
+}
+
+/// Window maxima of a totally ordered integer type (an empty window gives
+/// the type's minimum, as [`max`] does).
+fn max_only<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
+    let osz = t.padded.len();
+    let isz = x.len().checked_div(planes).unwrap_or(0);
+    let mut y = Vec::with_capacity(planes * osz);
+    for p in 0..planes {
+        let plane = &x[p * isz..(p + 1) * isz];
+        y.extend((0..osz).map(|o| {
+            t.offsets[t.starts[o]..t.starts[o + 1]]
+                .iter()
+                .fold(T::LOWEST, |b, &off| b.max(plane[off]))
+        }));
+    }
+    y
+}
+
+/// The maxima of [`max`] without the indices: each window's first tap,
+/// then every later tap that compares greater (so NaN behaves exactly as
+/// in [`max`]).
+fn max_values<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
+    let osz = t.padded.len();
+    let isz = x.len().checked_div(planes).unwrap_or(0);
+    let mut y = Vec::with_capacity(planes * osz);
+    for p in 0..planes {
+        let plane = &x[p * isz..(p + 1) * isz];
+        y.extend((0..osz).map(
+            |o| match t.offsets[t.starts[o]..t.starts[o + 1]].split_first() {
+                None => T::LOWEST,
+                Some((&first, rest)) => rest.iter().fold(plane[first], |b, &off| {
+                    let v = plane[off];
+                    if v > b {
+                        v
+                    } else {
+                        b
+                    }
+                }),
+            },
+        ));
+    }
+    y
 }
 
 /// Window maxima and the flat input index of each (the first maximum).
@@ -401,6 +461,35 @@ mod tests {
         assert_eq!(t.starts, vec![0, 1, 3, 5, 6]);
         assert_eq!(t.offsets, vec![1, 0, 2, 1, 3, 2]);
         assert_eq!(t.padded, vec![2, 2, 2, 2]);
+    }
+
+    #[test]
+    fn integer_maxima_equal_the_indexed_loop() {
+        // 2-D 3x3 stride 2 pad 1 windows (ResNet's stem pool) and a window
+        // entirely in the padding, u8 and i8 planes
+        let ws = [
+            window(9, 3, 2, 1, (1, 1), AutoPad::NotSet, false).unwrap(),
+            window(7, 3, 2, 1, (1, 1), AutoPad::NotSet, false).unwrap(),
+        ];
+        let t = table(&[9, 7], &ws).unwrap();
+        let xu: Vec<u8> = (0..3 * 63).map(|i| ((i * 97 + 13) % 256) as u8).collect();
+        assert_eq!(max_only(&xu, &t, 3), max(&xu, &t, 3).0);
+        let xi: Vec<i8> = xu.iter().map(|&v| v as i8).collect();
+        assert_eq!(max_only(&xi, &t, 3), max(&xi, &t, 3).0);
+        let xf: Vec<f32> = xu
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| match i % 17 {
+                0 => f32::NAN,
+                5 => f32::NEG_INFINITY,
+                _ => f32::from(v) - 128.0,
+            })
+            .collect();
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(bits(max_values(&xf, &t, 3)), bits(max(&xf, &t, 3).0));
+        let w = window(2, 2, 1, 1, (3, 3), AutoPad::NotSet, false).unwrap();
+        let t = table(&[2], &[w]).unwrap();
+        assert_eq!(max_only(&[5u8, 9], &t, 1), max(&[5u8, 9], &t, 1).0);
     }
 
     #[test]

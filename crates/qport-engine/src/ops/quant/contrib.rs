@@ -115,12 +115,12 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
             };
             let data = match (a.data(), b.data()) {
                 (TensorData::U8(x), TensorData::U8(y)) => {
-                    let mut out = vec![0u8; x.len()];
+                    let mut out = crate::buffers::take_u8(x.len()); // all written
                     add_same_shape(x, y, &k, &mut out);
                     TensorData::U8(out)
                 }
                 (TensorData::I8(x), TensorData::I8(y)) => {
-                    let mut out = vec![0i8; x.len()];
+                    let mut out = crate::buffers::take_i8(x.len()); // all written
                     add_same_shape(x, y, &k, &mut out);
                     TensorData::I8(out)
                 }

@@ -383,9 +383,62 @@ fn im2col<X: QInt>(xs: &[X], cg: usize, g: &ConvGeom, col: &mut [X], x_zero: i32
     im2col_with(xs, cg, g, col, pad_value::<X>(x_zero));
 }
 
-/// [`im2col`] of u8 activations (the prepared convolution's patches).
+/// [`im2col`] of u8 activations (the prepared convolution's patches): 2-D
+/// geometries fill each patch row by row (a copy per output row at stride
+/// 1, the padding filled with the zero point), others take the general
+/// table-driven path. The same patches either way.
 pub(crate) fn im2col_u8(xs: &[u8], cg: usize, g: &ConvGeom, col: &mut [u8], x_zero: i32) {
-    im2col(xs, cg, g, col, x_zero);
+    if g.input.len() != 2 {
+        return im2col(xs, cg, g, col, x_zero);
+    }
+    let pad = pad_value::<u8>(x_zero);
+    let [ih, iw] = [g.input[0], g.input[1]];
+    let [kh, kw] = [g.kernel[0], g.kernel[1]];
+    let [oh, ow] = [g.output[0], g.output[1]];
+    let [sh, sw] = [g.strides[0], g.strides[1]];
+    let [dh, dw] = [g.dilations[0], g.dilations[1]];
+    let [pt, pl] = [g.pad_begin[0] as i64, g.pad_begin[1] as i64];
+    let (is, os) = (ih * iw, oh * ow);
+    for c in 0..cg {
+        let xc = &xs[c * is..(c + 1) * is];
+        for i in 0..kh {
+            for j in 0..kw {
+                let row = &mut col[((c * kh + i) * kw + j) * os..][..os];
+                // output columns whose input column lies inside the image
+                let off = (j * dw) as i64 - pl;
+                let lo = if off >= 0 {
+                    0
+                } else {
+                    ((-off) as usize).div_ceil(sw)
+                };
+                let hi = if (iw as i64) <= off {
+                    0
+                } else {
+                    ((iw as i64 - 1 - off) as usize / sw + 1).min(ow)
+                };
+                let (lo, hi) = (lo.min(hi), hi);
+                for oy in 0..oh {
+                    let dst = &mut row[oy * ow..(oy + 1) * ow];
+                    let iy = (oy * sh + i * dh) as i64 - pt;
+                    if iy < 0 || iy >= ih as i64 {
+                        dst.fill(pad);
+                        continue;
+                    }
+                    let src = &xc[iy as usize * iw..(iy as usize + 1) * iw];
+                    dst[..lo].fill(pad);
+                    dst[hi..].fill(pad);
+                    let x0 = (lo as i64 * sw as i64 + off) as usize;
+                    if sw == 1 {
+                        dst[lo..hi].copy_from_slice(&src[x0..x0 + (hi - lo)]);
+                    } else {
+                        for (d, &v) in dst[lo..hi].iter_mut().zip(src[x0..].iter().step_by(sw)) {
+                            *d = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// [`im2col`] for any element type, padding with `pad`.
@@ -805,6 +858,56 @@ mod tests {
                 &naive(&xi, &wi, &g)[..],
                 "case {seed}"
             );
+        }
+    }
+
+    #[test]
+    fn row_wise_u8_patches_equal_the_general_im2col() {
+        // (input, kernel, strides, dilations, pads begin/end)
+        let cases = [
+            ([5, 6], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([7, 7], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([8, 5], [2, 3], [2, 1], [2, 1], [0, 2, 1, 0]),
+            ([4, 9], [1, 5], [1, 3], [1, 2], [0, 3, 0, 4]),
+            ([3, 3], [7, 7], [1, 1], [1, 1], [3, 3, 3, 3]),
+            ([2, 2], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+        ];
+        for (n, (input, kernel, strides, dil, pads)) in cases.into_iter().enumerate() {
+            let node = qport_onnx::Node {
+                name: "n".into(),
+                op_type: "QLinearConv".into(),
+                domain: String::new(),
+                inputs: vec![],
+                outputs: vec![],
+                attributes: [
+                    (
+                        "strides".to_string(),
+                        Attribute::Ints(strides.map(|v| v as i64).to_vec()),
+                    ),
+                    (
+                        "dilations".to_string(),
+                        Attribute::Ints(dil.map(|v| v as i64).to_vec()),
+                    ),
+                    (
+                        "pads".to_string(),
+                        Attribute::Ints(pads.map(|v| v as i64).to_vec()),
+                    ),
+                ]
+                .into_iter()
+                .collect(),
+                doc_string: String::new(),
+            };
+            let cg = 3;
+            let g = ConvAttrs::from_node(&node)
+                .unwrap()
+                .geometry(&[1, cg, input[0], input[1]], &[2, cg, kernel[0], kernel[1]])
+                .unwrap();
+            let x: Vec<u8> = bytes(n as u64, cg * input[0] * input[1]);
+            let len = cg * kernel[0] * kernel[1] * g.output.iter().product::<usize>();
+            let (mut want, mut got) = (vec![1u8; len], vec![2u8; len]);
+            im2col(&x, cg, &g, &mut want, 77);
+            im2col_u8(&x, cg, &g, &mut got, 77);
+            assert_eq!(got, want, "case {n}");
         }
     }
 

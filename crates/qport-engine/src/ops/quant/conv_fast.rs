@@ -179,6 +179,8 @@ impl PreparedConv {
     /// Runs on `x` (u8 or i8); `None` when `x`'s type is not 8-bit (the
     /// caller falls back to the general path).
     pub(crate) fn run(&self, x: &Tensor) -> OpResult<Option<Tensor>> {
+        #[cfg(test)]
+        tests::PREPARED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let g = self.attrs.geometry(x.shape(), &self.w_shape)?;
         let sat = self.sat_pairs && x.dtype() == DType::U8 && !depthwise(&g);
         let os: usize = g.output.iter().product();
@@ -200,9 +202,10 @@ impl PreparedConv {
             }
             let acc = &mut acc[..g.c_out * os];
             let (mut out_u8, mut out_i8) = (Vec::new(), Vec::new());
+            // pooled buffers: every element is written below
             match self.y {
-                QType::U8 => out_u8 = vec![0u8; n_out],
-                _ => out_i8 = vec![0i8; n_out],
+                QType::U8 => out_u8 = crate::buffers::take_u8(n_out),
+                _ => out_i8 = crate::buffers::take_i8(n_out),
             }
             let is: usize = g.input.iter().product();
             for n in 0..g.batch {
@@ -214,15 +217,10 @@ impl PreparedConv {
                 } else {
                     self.accumulate(xn, xz, &g, col, acc);
                 }
-                for c in 0..g.c_out {
-                    let a = &acc[c * os..(c + 1) * os];
-                    let o = (n * g.c_out + c) * os;
-                    match self.y {
-                        QType::U8 => {
-                            self.rq[c].apply_slice_into(a, &mut out_u8[o..o + os], |v| v as u8)
-                        }
-                        _ => self.rq[c].apply_slice_into(a, &mut out_i8[o..o + os], |v| v as i8),
-                    }
+                let o = n * g.c_out * os;
+                match self.y {
+                    QType::U8 => requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os]),
+                    _ => requantize(&self.rq, acc, os, &mut out_i8[o..o + g.c_out * os]),
                 }
             }
             Ok(Some(match self.y {
@@ -308,6 +306,71 @@ impl PreparedConv {
     }
 }
 
+/// An 8-bit output element.
+trait Out8: Copy {
+    fn from_i32(v: i32) -> Self;
+}
+
+impl Out8 for u8 {
+    #[inline(always)]
+    fn from_i32(v: i32) -> Self {
+        v as u8
+    }
+}
+
+impl Out8 for i8 {
+    #[inline(always)]
+    fn from_i32(v: i32) -> Self {
+        v as i8
+    }
+}
+
+/// Requantizes `acc` (`[channels, os]`) into `out` with one requantizer
+/// per channel. The loop is compiled again for AVX-512 and AVX2 and chosen
+/// at run time: the same arithmetic (no fused multiply-adds are formed),
+/// more lanes per instruction.
+fn requantize<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if !qport_kernels::force_generic() {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+        {
+            // SAFETY: the features were detected.
+            unsafe { requantize_avx512(rq, acc, os, out) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the feature was detected.
+            unsafe { requantize_avx2(rq, acc, os, out) };
+            return;
+        }
+    }
+    requantize_loop(rq, acc, os, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn requantize_avx512<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
+    requantize_loop(rq, acc, os, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn requantize_avx2<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
+    requantize_loop(rq, acc, os, out)
+}
+
+#[inline(always)]
+fn requantize_loop<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
+    for ((r, a), o) in rq
+        .iter()
+        .zip(acc.chunks_exact(os.max(1)))
+        .zip(out.chunks_exact_mut(os.max(1)))
+    {
+        r.apply_slice_into(a, o, T::from_i32);
+    }
+}
+
 /// The geometry of one image of `g`.
 fn one(g: &ConvGeom) -> ConvGeom {
     let mut g = g.clone();
@@ -328,6 +391,129 @@ impl Op for WithFallback {
         match self.prepared.run(x)? {
             Some(y) => Ok(vec![y]),
             None => self.general.eval(inputs),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::conv::build_qlinear_conv;
+    use crate::ops::quant::test_util::{bytes, run_const, t};
+    use qport_core::arith::presets;
+    use qport_core::Tensor;
+    use qport_onnx::Attribute;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Calls of [`super::PreparedConv::run`] (so the test below can tell the
+    /// prepared path really ran).
+    pub(super) static PREPARED_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+    /// The prepared path (constants as initializers) equals the general
+    /// one (the same inputs given at run time) bit for bit, over layer
+    /// shapes (pointwise, 3x3 strided and padded, grouped, depthwise, 5x5
+    /// depthwise), u8 and i8 activations and outputs, symmetric and
+    /// asymmetric weights, with and without bias, onnxruntime's arithmetic
+    /// and every preset.
+    #[test]
+    fn prepared_equals_general() {
+        // (x shape, w shape, group, strides, pads)
+        type Case = ([usize; 4], [usize; 4], i64, [i64; 2], [i64; 4]);
+        let cases: [Case; 6] = [
+            ([2, 8, 5, 6], [12, 8, 1, 1], 1, [1, 1], [0, 0, 0, 0]),
+            ([1, 6, 9, 7], [5, 6, 3, 3], 1, [2, 2], [1, 1, 1, 1]),
+            ([1, 8, 6, 6], [6, 4, 3, 3], 2, [1, 1], [1, 0, 0, 1]),
+            ([2, 7, 10, 9], [7, 1, 3, 3], 7, [1, 1], [1, 1, 1, 1]),
+            ([1, 5, 11, 12], [5, 1, 5, 5], 5, [2, 2], [2, 2, 2, 2]),
+            ([1, 3, 17, 20], [16, 3, 3, 3], 1, [2, 2], [0, 1, 1, 0]),
+        ];
+        let mut profiles: Vec<Option<qport_core::arith::ArithProfile>> = vec![None];
+        profiles.extend(presets().into_iter().map(Some));
+        for (n, (xs, ws, group, strides, pads)) in cases.into_iter().enumerate() {
+            for variant in 0..4 {
+                let (signed_x, asym_w, bias_on) = (variant & 1 == 1, variant & 2 == 2, n % 2 == 0);
+                let xn: usize = xs.iter().product();
+                let wn: usize = ws.iter().product();
+                let xb = bytes(n as u64 * 7 + variant as u64, xn);
+                let x = if signed_x {
+                    t(&xs, xb.iter().map(|&v| v as i8).collect::<Vec<i8>>())
+                } else {
+                    t(&xs, xb)
+                };
+                let w = t(
+                    &ws,
+                    bytes(n as u64 + 50, wn)
+                        .into_iter()
+                        .map(|v| v as i8)
+                        .collect::<Vec<i8>>(),
+                );
+                let m = ws[0];
+                let wz: Vec<i8> = (0..m)
+                    .map(|c| if asym_w { (c as i8) * 5 - 9 } else { 0 })
+                    .collect();
+                let ws_scale: Vec<f32> = (0..m).map(|c| 0.003 + c as f32 * 0.0007).collect();
+                let (xsc, ysc) = (Tensor::scalar(0.02f32), Tensor::scalar(0.05f32));
+                let xz = if signed_x {
+                    Tensor::scalar(-3i8)
+                } else {
+                    Tensor::scalar(131u8)
+                };
+                let yz = if variant == 1 {
+                    Tensor::scalar(5i8)
+                } else {
+                    Tensor::scalar(120u8)
+                };
+                let (tws, twz) = (t(&[m], ws_scale), t(&[m], wz));
+                let b = t(
+                    &[m],
+                    (0..m as i32).map(|c| c * 97 - 300).collect::<Vec<i32>>(),
+                );
+                let ins = [
+                    Some(&x),
+                    Some(&xsc),
+                    Some(&xz),
+                    Some(&w),
+                    Some(&tws),
+                    Some(&twz),
+                    Some(&ysc),
+                    Some(&yz),
+                    bias_on.then_some(&b),
+                ];
+                let attrs = vec![
+                    ("group", Attribute::Int(group)),
+                    ("strides", Attribute::Ints(strides.to_vec())),
+                    ("pads", Attribute::Ints(pads.to_vec())),
+                ];
+                let consts = [false, true, true, true, true, true, true, true, true];
+                for p in &profiles {
+                    let before = PREPARED_RUNS.load(Ordering::Relaxed);
+                    let general = run_const(
+                        build_qlinear_conv,
+                        "QLinearConv",
+                        attrs.clone(),
+                        &ins,
+                        &[],
+                        p.as_ref(),
+                    )
+                    .unwrap();
+                    let prepared = run_const(
+                        build_qlinear_conv,
+                        "QLinearConv",
+                        attrs.clone(),
+                        &ins,
+                        &consts,
+                        p.as_ref(),
+                    )
+                    .unwrap();
+                    let name = p.as_ref().map_or("onnxruntime", |p| p.name.as_str());
+                    // at least the prepared call ran (tests run in parallel,
+                    // so other tests may add to the count too)
+                    assert!(PREPARED_RUNS.load(Ordering::Relaxed) > before, "{name}");
+                    assert_eq!(
+                        prepared[0], general[0],
+                        "case {n} variant {variant} profile {name}"
+                    );
+                }
+            }
         }
     }
 }

@@ -86,6 +86,21 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         if let Some(z) = zero {
             check_same_shape(z, scale, "y_zero_point", "y_scale")?;
         }
+        if let (QOut::Int(qt @ (QType::U8 | QType::I8)), None, 1, Ok(xv)) =
+            (q, rounding, s.len(), x.as_slice::<f32>())
+        {
+            // per-tensor 8-bit quantization of f32 (a model's input): a
+            // loop the compiler vectorizes, equal to `quantize`
+            let z = match zero {
+                Some(z) => i32_values(z, "y_zero_point")?[0],
+                None => 0,
+            };
+            let data = match qt {
+                QType::U8 => TensorData::U8(quantize_8bit(xv, s[0], z, qt, |v| v as u8)),
+                _ => TensorData::I8(quantize_8bit(xv, s[0], z, qt, |v| v as i8)),
+            };
+            return Ok(vec![Tensor::new(x.shape().to_vec(), data)?]);
+        }
         let xv = f32_values(x, "x")?;
         let data = match q {
             QOut::Int(q) => {
@@ -144,6 +159,105 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
+/// `quantize(x, scale, zero, q)` for every element of `xs` (8-bit `q`):
+/// clamped to `[qmin − zero, qmax − zero]` before rounding (equal, the
+/// bounds being integers; NaN gives `qmin` either way), rounded half to
+/// even by adding and subtracting `1.5·2^23`.
+fn quantize_8bit<T, F: Fn(i32) -> T>(
+    xs: &[f32],
+    scale: f32,
+    zero: i32,
+    q: QType,
+    cast: F,
+) -> Vec<T> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected.
+        return unsafe { quantize_avx2(xs, scale, zero, q, cast) };
+    }
+    quantize_loop(xs, scale, zero, q, cast)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_avx2<T, F: Fn(i32) -> T>(
+    xs: &[f32],
+    scale: f32,
+    zero: i32,
+    q: QType,
+    cast: F,
+) -> Vec<T> {
+    quantize_loop(xs, scale, zero, q, cast)
+}
+
+#[inline(always)]
+fn quantize_loop<T, F: Fn(i32) -> T>(
+    xs: &[f32],
+    scale: f32,
+    zero: i32,
+    q: QType,
+    cast: F,
+) -> Vec<T> {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
+    let (lo, hi) = ((q.min() - zero) as f32, (q.max() - zero) as f32);
+    xs.iter()
+        .map(|&v| {
+            let c = (v / scale).max(lo).min(hi);
+            // SAFETY: `c` is not NaN and lies within ±(255 + |zero|), far
+            // below 2^22 for an 8-bit zero point, so the rounded value
+            // converts exactly.
+            cast(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() } + zero)
+        })
+        .collect()
+}
+
+/// An 8-bit stored value.
+trait Byte: Copy {
+    fn widen(self) -> i32;
+}
+
+impl Byte for u8 {
+    #[inline(always)]
+    fn widen(self) -> i32 {
+        i32::from(self)
+    }
+}
+
+impl Byte for i8 {
+    #[inline(always)]
+    fn widen(self) -> i32 {
+        i32::from(self)
+    }
+}
+
+/// `(x − zero)·scale` in f32 for every element (the difference is exact),
+/// as the general loop computes it, into a pooled buffer. Compiled again
+/// for AVX2 and chosen at run time.
+fn dequantize_8bit<T: Byte>(xs: &[T], scale: f32, zero: i32) -> Vec<f32> {
+    let mut out = crate::buffers::take_f32(xs.len());
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected.
+        unsafe { dequantize_avx2(xs, scale, zero, &mut out) };
+        return out;
+    }
+    dequantize_loop(xs, scale, zero, &mut out);
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dequantize_avx2<T: Byte>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
+    dequantize_loop(xs, scale, zero, out)
+}
+
+#[inline(always)]
+fn dequantize_loop<T: Byte>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(xs) {
+        *o = (v.widen() - zero) as f32 * scale;
+    }
+}
+
 /// `DequantizeLinear`: `y = (x - x_zero_point) * x_scale`, in f32 (the
 /// subtraction exact for integers), returned in the scale's type (or
 /// `output_dtype`). float8/float4 inputs are taken by value.
@@ -179,6 +293,22 @@ pub(crate) fn build_dequantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             check_same_shape(z, scale, "x_zero_point", "x_scale")?;
         }
         let out_dtype = output_dtype.unwrap_or(scale.dtype());
+        if out_dtype == DType::F32 && s.len() == 1 && matches!(x.dtype(), DType::U8 | DType::I8) {
+            // per-tensor 8-bit activations back to f32: a vectorized loop
+            // into a pooled buffer (every element written)
+            let z = match zero {
+                Some(z) => i32_values(z, "x_zero_point")?[0],
+                None => 0,
+            };
+            let fast = match x.data() {
+                TensorData::U8(v) => Some(dequantize_8bit(v, s[0], z)),
+                TensorData::I8(v) => Some(dequantize_8bit(v, s[0], z)),
+                _ => None,
+            };
+            if let Some(out) = fast {
+                return Ok(vec![Tensor::new(x.shape().to_vec(), TensorData::F32(out))?]);
+            }
+        }
         let out: Vec<f32> = if is_low_float(x.dtype()) {
             let z = match zero {
                 Some(z) => z.to_f32_vec()?,
@@ -272,6 +402,57 @@ fn check_same_shape(z: &Tensor, s: &Tensor, zn: &str, sn: &str) -> OpResult<()> 
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod fast_tests {
+    use super::*;
+    use crate::ops::quant::common::quantize;
+
+    #[test]
+    fn vectorized_8bit_quantization_equals_quantize() {
+        let mut xs: Vec<f32> = (-3000..3000).map(|i| i as f32 * 0.0625).collect();
+        xs.extend([
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.5,
+            1.5,
+            -0.5,
+            -2.5,
+            1e30,
+        ]);
+        for (scale, zero, q) in [
+            (0.1f32, 128, QType::U8),
+            (0.5, 0, QType::U8),
+            (1.0, -3, QType::I8),
+            (0.0625, 0, QType::I8),
+            (3e-5, 255, QType::U8),
+        ] {
+            let got = quantize_8bit(&xs, scale, zero, q, |v| v);
+            let want: Vec<i32> = xs.iter().map(|&v| quantize(v, scale, zero, q)).collect();
+            assert_eq!(got, want, "scale {scale} zero {zero} {q:?}");
+        }
+    }
+
+    #[test]
+    fn vectorized_8bit_dequantization_equals_the_general_loop() {
+        let xu: Vec<u8> = (0..=255).collect();
+        let xi: Vec<i8> = (-128..=127).collect();
+        for (scale, zero) in [(0.1f32, 128), (0.003, 0), (7.5, -3), (1e-30, 255)] {
+            let want_u: Vec<f32> = xu
+                .iter()
+                .map(|&v| (v as i64 - zero as i64) as f32 * scale)
+                .collect();
+            let want_i: Vec<f32> = xi
+                .iter()
+                .map(|&v| (v as i64 - zero as i64) as f32 * scale)
+                .collect();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&dequantize_8bit(&xu, scale, zero)), bits(&want_u));
+            assert_eq!(bits(&dequantize_8bit(&xi, scale, zero)), bits(&want_i));
+        }
+    }
 }
 
 #[cfg(test)]

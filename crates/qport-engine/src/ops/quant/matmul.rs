@@ -15,6 +15,8 @@ use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
 use qport_kernels::satpair::sat_pair_gemm;
+use qport_kernels::vnni::{self, PackedI8};
+use qport_kernels::{arm, avx2q};
 
 /// Shapes of a numpy-style (batched, broadcasting) matrix product.
 pub(crate) struct MatMulGeom {
@@ -261,6 +263,12 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let trans_b = node.attr_int("transB", 0)? != 0;
     let alpha = node.attr_float("alpha", 1.0)?;
     let arith = ctx.arith.cloned();
+    // a constant i8 B (the weights of a classifier head), transposed once
+    // to rows of B' columns and packed for the integer GEMM kernels
+    let const_b = ctx
+        .const_input(3)
+        .filter(|b| b.rank() == 2)
+        .and_then(|b| ConstB::new(b, trans_b));
     Ok(fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
@@ -337,6 +345,8 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                     &mut acc,
                     n,
                 );
+            } else if let Some(cb) = const_b.as_ref().filter(|cb| cb.is(bv, k, n)) {
+                cb.accumulate(am, za, &zb, &mut acc);
             } else {
                 igemm(
                     am,
@@ -380,6 +390,84 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
         }
     }))
+}
+
+/// A constant i8 `B'` (`k × n`) of `QGemm` prepared at build time: its
+/// columns as rows (`n × k`), packed for the VNNI kernel.
+struct ConstB {
+    /// `B'` transposed: row `j` is column `j` of `B'`.
+    rows: Vec<i8>,
+    packed: PackedI8,
+    /// The constant as given (to recognise it at run time).
+    given: Vec<i8>,
+    k: usize,
+    n: usize,
+}
+
+impl ConstB {
+    fn new(b: &Tensor, trans_b: bool) -> Option<ConstB> {
+        let v = b.as_slice::<i8>().ok()?;
+        let (r, c) = (b.shape()[0], b.shape()[1]);
+        let (k, n) = if trans_b { (c, r) } else { (r, c) };
+        let rows: Vec<i8> = if trans_b {
+            v.to_vec()
+        } else {
+            (0..n)
+                .flat_map(|j| (0..k).map(move |p| v[p * n + j]))
+                .collect()
+        };
+        Some(ConstB {
+            packed: PackedI8::new(&rows, n, k),
+            rows,
+            given: v.to_vec(),
+            k,
+            n,
+        })
+    }
+
+    /// True when `b` is this constant (the op is called with it).
+    fn is<B: QInt>(&self, b: &[B], k: usize, n: usize) -> bool {
+        self.k == k
+            && self.n == n
+            && B::as_i8(b).is_some_and(|b| b.as_ptr() == self.given.as_ptr() || b == self.given)
+    }
+
+    /// `acc[i][j] += Σ_p (A'[i][p] − za)·(B'[p][j] − zb[j])` exactly, as
+    /// `C'ᵀ = (B'ᵀ − zb)·(A'ᵀ − za)` on the host's u8×s8 kernel (signed
+    /// activations flipped to unsigned, zero point + 128).
+    fn accumulate<A: QInt>(&self, a: MatRef<'_, A>, za: i32, zb: &[i32], acc: &mut [i32]) {
+        let (m, k, n) = (a.rows, self.k, self.n);
+        // A'ᵀ as u8, k × m
+        let flip = A::as_i8(a.data).is_some();
+        let mut at = vec![0u8; k * m];
+        for i in 0..m {
+            for p in 0..k {
+                let v = a.data[i * a.row_stride + p * a.col_stride].widen();
+                at[p * m + i] = if flip { (v + 128) as u8 } else { v as u8 };
+            }
+        }
+        let za = if flip { za + 128 } else { za };
+        let mut ct = vec![0i32; n * m];
+        let ran = vnni::gemm_packed(&self.packed, zb, &at, za, m, &mut ct, m)
+            || arm::gemm_u8s8(&self.rows, zb, &at, za, (n, k, m), &mut ct, m)
+            || avx2q::gemm_u8s8(&self.rows, zb, &at, za, (n, k, m), &mut ct, m);
+        if !ran {
+            igemm(
+                MatRef::row_major(&self.rows, n, k),
+                ZeroPoints::PerSlice(zb),
+                MatRef::row_major(&at, k, m),
+                ZeroPoints::Scalar(za),
+                &mut ct,
+                m,
+                false,
+            );
+        }
+        for i in 0..m {
+            for j in 0..n {
+                acc[i * n + j] = acc[i * n + j].wrapping_add(ct[j * m + i]);
+            }
+        }
+    }
 }
 
 /// True when `profile` accumulates `a × b` with the AVX2 saturating pairs:
@@ -483,6 +571,85 @@ mod tests {
     use super::*;
     use crate::ops::quant::test_util::{bytes, run, t};
     use qport_onnx::Attribute;
+
+    #[test]
+    fn qgemm_with_a_constant_b_equals_the_general_path() {
+        use crate::ops::quant::test_util::run_const;
+        // (m, k, n, transA, transB); u8 and i8 A; per-column zero points
+        for (case, (m, k, n, ta, tb)) in [
+            (1, 70, 33, false, true),
+            (3, 40, 17, false, false),
+            (2, 9, 40, true, true),
+            (5, 130, 8, true, false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for signed in [false, true] {
+                let ashape = if ta { [k, m] } else { [m, k] };
+                let bshape = if tb { [n, k] } else { [k, n] };
+                let raw = bytes(case as u64, m * k);
+                let a = if signed {
+                    t(&ashape, raw.iter().map(|&v| v as i8).collect::<Vec<i8>>())
+                } else {
+                    t(&ashape, raw)
+                };
+                let b = t(
+                    &bshape,
+                    bytes(case as u64 + 9, k * n)
+                        .into_iter()
+                        .map(|v| v as i8)
+                        .collect::<Vec<i8>>(),
+                );
+                let za = if signed {
+                    Tensor::scalar(-7i8)
+                } else {
+                    Tensor::scalar(140u8)
+                };
+                let zb = t(&[n], (0..n).map(|j| (j % 5) as i8 - 2).collect::<Vec<i8>>());
+                let bs = t(
+                    &[n],
+                    (0..n)
+                        .map(|j| 0.01 + j as f32 * 0.001)
+                        .collect::<Vec<f32>>(),
+                );
+                let c = t(
+                    &[n],
+                    (0..n as i32).map(|j| j * 31 - 200).collect::<Vec<i32>>(),
+                );
+                let (asc, ysc) = (Tensor::scalar(0.03f32), Tensor::scalar(0.2f32));
+                let yz = if signed {
+                    Tensor::scalar(3i8)
+                } else {
+                    Tensor::scalar(128u8)
+                };
+                let attrs = vec![
+                    ("transA", Attribute::Int(ta as i64)),
+                    ("transB", Attribute::Int(tb as i64)),
+                ];
+                for y in [true, false] {
+                    let ins = [
+                        Some(&a),
+                        Some(&asc),
+                        Some(&za),
+                        Some(&b),
+                        Some(&bs),
+                        Some(&zb),
+                        Some(&c),
+                        y.then_some(&ysc),
+                        y.then_some(&yz),
+                    ];
+                    let consts = [false, true, true, true, true, true, true, true, true];
+                    let general =
+                        run_const(build_qgemm, "QGemm", attrs.clone(), &ins, &[], None).unwrap();
+                    let prepared =
+                        run_const(build_qgemm, "QGemm", attrs.clone(), &ins, &consts, None)
+                            .unwrap();
+                    assert_eq!(prepared[0], general[0], "case {case} signed {signed} y {y}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn matmul_integer_broadcasts_batches_with_per_row_and_column_zero_points() {
