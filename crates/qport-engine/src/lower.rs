@@ -16,12 +16,19 @@
 //! | DQ(a), DQ(b) → Add / Mul → Q | `com.microsoft.QLinearAdd` / `QLinearMul` |
 //! | DQ(x) → GlobalAveragePool → Q | `com.microsoft.QLinearGlobalAveragePool` |
 //! | DQ(x) → Reshape / Flatten / Squeeze / Unsqueeze / Transpose / MaxPool → Q, same scale and zero point | the operator on the integers |
+//! | DQ(x) → BatchNormalization (inference, constant f32 parameters) → Q | `ai.qport:QLinearLookup`: per channel, the output for each of the 256 input values |
 //!
 //! Conv groups with 16-bit activations or weights (the int16 precision of
 //! `j6e`/`j6m`/`j6b` configs) are lowered too, to a `QLinearConv` on int16
 //! tensors: not an ONNX type combination, so such a lowered model is for
 //! qport's own plans only; the engine accumulates it exactly in i64. The
 //! other groups are lowered for 8-bit types only.
+//!
+//! The lookup table of a normalization group is computed with the very
+//! functions the float path runs (the dequantize, the folded normalization
+//! `x·s + b` and the quantize of [`crate::ops`]), so the table is that float
+//! arithmetic exactly, element for element; `ai.qport` is qport's own
+//! domain, like the int16 `QLinearConv`, for qport's plans only.
 //!
 //! A bias is lowered only when it is int32 with scale `s_x · s_w` and zero
 //! point 0 (what `QLinearConv` assumes). A Relu or Clip between the
@@ -44,6 +51,9 @@ pub struct Lowered {
     /// `(node name, integer operator)` for every lowered group.
     pub lowered: Vec<(String, String)>,
 }
+
+/// The domain of qport's own lowered operators (`QLinearLookup`).
+pub const QPORT_DOMAIN: &str = "ai.qport";
 
 fn is_default(d: &str) -> bool {
     d.is_empty() || d == "ai.onnx"
@@ -207,6 +217,7 @@ pub fn lower_qdq(model: &Model) -> Lowered {
     let mut removed: HashSet<usize> = HashSet::new();
     let mut lowered = Vec::new();
     let mut uses_ms = false;
+    let mut uses_qport = false;
     for (i, n) in g.nodes.iter().enumerate() {
         if !is_default(&n.domain) || removed.contains(&i) {
             continue;
@@ -221,6 +232,7 @@ pub fn lower_qdq(model: &Model) -> Lowered {
             "Mul" => lower_binary(&ctx, i, out, "QLinearMul", "com.microsoft"),
             "Gemm" => lower_gemm(&ctx, i, out),
             "GlobalAveragePool" => lower_gap(&ctx, i, out),
+            "BatchNormalization" => lower_bn(&ctx, i, out, &mut inits),
             "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "MaxPool" => {
                 lower_move(&ctx, i, out)
             }
@@ -234,6 +246,7 @@ pub fn lower_qdq(model: &Model) -> Lowered {
                 continue;
             }
             uses_ms |= nodes.iter().any(|m| m.domain == "com.microsoft");
+            uses_qport |= nodes.iter().any(|m| m.domain == QPORT_DOMAIN);
             lowered.push((n.name.clone(), nodes[0].op_type.clone()));
             removed.extend(gone.iter().copied());
             replace.insert(i, nodes);
@@ -304,6 +317,9 @@ pub fn lower_qdq(model: &Model) -> Lowered {
     out.graph.value_info.retain(|v| produced.contains(&v.name));
     if uses_ms && out.opset("com.microsoft").is_none() {
         out.opset_imports.push(("com.microsoft".into(), 1));
+    }
+    if uses_qport && out.opset(QPORT_DOMAIN).is_none() {
+        out.opset_imports.push((QPORT_DOMAIN.into(), 1));
     }
     Lowered {
         model: out,
@@ -575,6 +591,108 @@ fn lower_gap(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
     Some((vec![m], vec![i, qj]))
 }
 
+/// DQ(x) → inference BatchNormalization with constant f32 parameters → Q:
+/// a per-channel table over the 256 input values.
+fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>) -> Option<Group> {
+    use crate::ops::quant::common::{dequantize, quantize, QType};
+    let n = &ctx.model.graph.nodes[i];
+    if n.outputs.len() != 1 || n.attr_int("training_mode", 0).ok()? != 0 {
+        return None;
+    }
+    let x = ctx.dq(n.inputs.first()?)?;
+    if x.axis.is_some() {
+        return None;
+    }
+    let sx = ctx.scalar_f32(&x.scale)?;
+    let zt = ctx.init(&x.zp)?;
+    let (xq, zx) = match zt.data() {
+        qport_core::TensorData::U8(v) if v.len() == 1 => (QType::U8, i32::from(v[0])),
+        qport_core::TensorData::I8(v) if v.len() == 1 => (QType::I8, i32::from(v[0])),
+        _ => return None,
+    };
+    let param = |k: usize| -> Option<Vec<f32>> {
+        let t = const_value(ctx, n.inputs.get(k)?)?;
+        t.as_slice::<f32>().ok().map(|v| v.to_vec())
+    };
+    let (scale, bias, mean, var) = (param(1)?, param(2)?, param(3)?, param(4)?);
+    let c = scale.len();
+    if c == 0 || [bias.len(), mean.len(), var.len()] != [c, c, c] {
+        return None;
+    }
+    let qj = ctx.sole_reader(out)?;
+    let (sy_name, zy_name, ydt) = ctx.q8(qj)?;
+    let sy = ctx.scalar_f32(&sy_name)?;
+    let zy = match ctx.init(&zy_name)?.data() {
+        qport_core::TensorData::U8(v) => i32::from(v[0]),
+        qport_core::TensorData::I8(v) => i32::from(v[0]),
+        _ => return None,
+    };
+    let yq = if ydt == DType::U8 {
+        QType::U8
+    } else {
+        QType::I8
+    };
+    // the float path's own arithmetic, value by value
+    let eps = n.attr_float("epsilon", 1e-5).ok()?;
+    let (s, b) = crate::ops::nn::norm::bn_fold(&scale, &bias, &mean, &var, eps);
+    let table: Vec<i32> = (0..c)
+        .flat_map(|ch| {
+            let (s, b) = (s[ch], b[ch]);
+            (xq.min()..=xq.max()).map(move |v| {
+                let y = crate::ops::nn::norm::bn_apply(dequantize(v, zx, sx), s, b);
+                quantize(y, sy, zy, yq)
+            })
+        })
+        .collect();
+    let tname = format!("{}_lookup_table", n.name);
+    inits.insert(
+        tname.clone(),
+        Tensor::new(vec![c, 256], yq.pack(table)).ok()?,
+    );
+    let m = node(
+        "QLinearLookup",
+        QPORT_DOMAIN,
+        format!("{}_qlinear", n.name),
+        vec![x.x, tname],
+        vec![ctx.model.graph.nodes[qj].outputs[0].clone()],
+    );
+    Some((vec![m], vec![i, qj]))
+}
+
+/// The value of `name` when it is a constant: an initializer, or a
+/// DequantizeLinear of initializers (a quantized normalization weight),
+/// evaluated by the operator the plan would run.
+fn const_value(ctx: &Ctx, name: &str) -> Option<Tensor> {
+    if let Some(t) = ctx.init(name) {
+        return Some(t.clone());
+    }
+    let &i = ctx.producer.get(name)?;
+    let n = &ctx.model.graph.nodes[i];
+    if !ctx.op(i, "DequantizeLinear") {
+        return None;
+    }
+    let args: Vec<Option<&Tensor>> = n
+        .inputs
+        .iter()
+        .map(|x| {
+            if x.is_empty() {
+                Some(None)
+            } else {
+                ctx.init(x).map(Some)
+            }
+        })
+        .collect::<Option<_>>()?;
+    let empty = BTreeMap::new();
+    let bctx = crate::ops::BuildCtx {
+        node: n,
+        opset: ctx.model.opset("").unwrap_or(21),
+        initializers: &empty,
+        arith: None,
+    };
+    let op = (crate::ops::registry().get("", "DequantizeLinear")?)(&bctx).ok()?;
+    op.eval(&args).ok()?.into_iter().next()
+}
+
 /// A data-movement op between a DQ and a Q with the same parameters runs on
 /// the integers.
 fn lower_move(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
@@ -597,4 +715,150 @@ fn lower_move(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
     m.inputs[0] = x.x;
     m.outputs = vec![ctx.model.graph.nodes[qj].outputs[0].clone()];
     Some((vec![m], vec![i, qj]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qport_onnx::{Graph, ValueInfo};
+
+    fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
+        Node {
+            name: format!("{op}_{}", outputs[0]),
+            op_type: op.into(),
+            domain: String::new(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            attributes: Default::default(),
+            doc_string: String::new(),
+        }
+    }
+
+    /// x (u8 or i8, [2, C, 16, 16] holding every value in every channel)
+    /// → DQ → BatchNormalization (weight given through a DQ of int8, as
+    /// onnxruntime's quantizer writes it) → Q (u8 or i8) → y.
+    fn bn_group(c: usize, signed_in: bool, signed_out: bool) -> (Model, Tensor) {
+        let mut inits = BTreeMap::new();
+        let zx = if signed_in {
+            Tensor::scalar(-5i8)
+        } else {
+            Tensor::scalar(131u8)
+        };
+        let zy = if signed_out {
+            Tensor::scalar(4i8)
+        } else {
+            Tensor::scalar(120u8)
+        };
+        inits.insert("sx".into(), Tensor::scalar(0.037f32));
+        inits.insert("zx".into(), zx);
+        inits.insert("sy".into(), Tensor::scalar(0.051f32));
+        inits.insert("zy".into(), zy);
+        let f = |v: Vec<f32>| Tensor::from_vec(vec![v.len()], v).unwrap();
+        let wq: Vec<i8> = (0..c).map(|i| (i as i8) * 13 - 60).collect();
+        inits.insert("wq".into(), Tensor::from_vec(vec![c], wq).unwrap());
+        inits.insert("ws".into(), Tensor::scalar(0.02f32));
+        inits.insert("wz".into(), Tensor::scalar(0i8));
+        inits.insert(
+            "b".into(),
+            f((0..c).map(|i| i as f32 * 0.3 - 1.0).collect()),
+        );
+        inits.insert(
+            "mean".into(),
+            f((0..c).map(|i| i as f32 * 0.11 - 0.4).collect()),
+        );
+        inits.insert(
+            "var".into(),
+            f((0..c).map(|i| 0.5 + i as f32 * 0.7).collect()),
+        );
+        let mut bn = node(
+            "BatchNormalization",
+            &["xf", "w", "b", "mean", "var"],
+            &["yf"],
+        );
+        bn.attributes
+            .insert("epsilon".into(), Attribute::Float(1e-3));
+        let nodes = vec![
+            node("DequantizeLinear", &["x", "sx", "zx"], &["xf"]),
+            node("DequantizeLinear", &["wq", "ws", "wz"], &["w"]),
+            bn,
+            node("QuantizeLinear", &["yf", "sy", "zy"], &["y"]),
+        ];
+        let (xt, yt) = (
+            if signed_in { DType::I8 } else { DType::U8 },
+            if signed_out { DType::I8 } else { DType::U8 },
+        );
+        let shape = [2, c, 16, 16];
+        let model = Model {
+            ir_version: 8,
+            opset_imports: vec![(String::new(), 13)],
+            producer_name: String::new(),
+            producer_version: String::new(),
+            domain: String::new(),
+            model_version: 0,
+            doc_string: String::new(),
+            metadata: vec![],
+            graph: Graph {
+                name: "g".into(),
+                nodes,
+                inputs: vec![ValueInfo::known("x", xt, &shape)],
+                outputs: vec![ValueInfo::known("y", yt, &shape)],
+                initializers: inits,
+                value_info: vec![],
+                doc_string: String::new(),
+            },
+        };
+        // every one of the 256 values in each channel, twice (two images)
+        let n = 2 * c * 256;
+        let x = if signed_in {
+            Tensor::from_vec(
+                shape.to_vec(),
+                (0..n).map(|i| (i % 256) as u8 as i8).collect::<Vec<i8>>(),
+            )
+        } else {
+            Tensor::from_vec(
+                shape.to_vec(),
+                (0..n).map(|i| (i % 256) as u8).collect::<Vec<u8>>(),
+            )
+        }
+        .unwrap();
+        (model, x)
+    }
+
+    #[test]
+    fn batchnorm_groups_become_tables_equal_to_the_float_path() {
+        for (signed_in, signed_out) in [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let (model, x) = bn_group(5, signed_in, signed_out);
+            let low = lower_qdq(&model);
+            assert_eq!(
+                low.lowered,
+                vec![(
+                    "BatchNormalization_yf".to_string(),
+                    "QLinearLookup".to_string()
+                )]
+            );
+            assert!(low
+                .model
+                .graph
+                .nodes
+                .iter()
+                .all(|n| n.op_type != "BatchNormalization"));
+            let float = crate::Plan::with_options(&model, crate::PlanOptions::unfused()).unwrap();
+            let lowered = crate::Plan::new(&low.model).unwrap();
+            let want = float.run(vec![("x".into(), x.clone())]).unwrap();
+            let got = lowered.run(vec![("x".into(), x)]).unwrap();
+            assert_eq!(got[0].1, want[0].1, "in {signed_in} out {signed_out}");
+        }
+    }
+
+    #[test]
+    fn batchnorm_with_a_second_reader_stays_in_float() {
+        let (mut model, _) = bn_group(3, false, false);
+        model.graph.nodes.push(node("Relu", &["yf"], &["z"]));
+        model
+            .graph
+            .outputs
+            .push(ValueInfo::known("z", DType::F32, &[2, 3, 16, 16]));
+        assert!(lower_qdq(&model).lowered.is_empty());
+    }
 }

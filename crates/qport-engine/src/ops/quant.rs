@@ -18,7 +18,7 @@
 
 use super::Registry;
 
-mod common;
+pub(crate) mod common;
 mod contrib;
 mod conv;
 mod conv_fast;
@@ -39,6 +39,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.register_in(MS, "QuantizeLinear", linear::build_quantize);
     r.register_in(MS, "DequantizeLinear", linear::build_dequantize);
     r.register_in(MS, "QGemm", matmul::build_qgemm);
+    r.register_in(
+        crate::lower::QPORT_DOMAIN,
+        "QLinearLookup",
+        contrib::build_lookup,
+    );
     r.register_in(MS, "QLinearAdd", contrib::build_add);
     r.register_in(MS, "QLinearMul", contrib::build_mul);
     r.register_in(MS, "QLinearSigmoid", contrib::build_sigmoid);

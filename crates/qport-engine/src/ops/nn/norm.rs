@@ -59,6 +59,31 @@ const BN_NAMES: [&str; 4] = [
     "input 4 (input_var)",
 ];
 
+/// The inference BatchNormalization as `y = x·s + b` per channel, with
+/// `s = scale / sqrt(var + eps)` and `b = B − mean·s`, as onnxruntime folds
+/// it (shared with the QDQ lowering, which tabulates it).
+pub(crate) fn bn_fold<T: Real>(
+    scale: &[T],
+    bias: &[T],
+    mean: &[T],
+    var: &[T],
+    eps: T,
+) -> (Vec<T>, Vec<T>) {
+    let s: Vec<T> = (0..scale.len())
+        .map(|ch| scale[ch] / (var[ch] + eps).sqrt())
+        .collect();
+    let b: Vec<T> = (0..scale.len())
+        .map(|ch| bias[ch] - mean[ch] * s[ch])
+        .collect();
+    (s, b)
+}
+
+/// One element of the folded BatchNormalization (a multiply, then an add).
+#[inline(always)]
+pub(crate) fn bn_apply<T: Real>(v: T, s: T, b: T) -> T {
+    v * s + b
+}
+
 impl BatchNorm {
     fn run<T: Real>(&self, x: &Tensor, p: &[&Tensor]) -> OpResult<Vec<Tensor>> {
         let (n, c, d) = ncd(x)?;
@@ -86,17 +111,12 @@ impl BatchNorm {
         } else {
             (mean_in.to_vec(), var_in.to_vec())
         };
-        // y = x * s + b with s = scale / sqrt(var + eps), b = B - mean * s,
-        // as onnxruntime folds it
-        let s: Vec<T> = (0..c)
-            .map(|ch| scale[ch] / (var[ch] + eps).sqrt())
-            .collect();
-        let b: Vec<T> = (0..c).map(|ch| bias[ch] - mean[ch] * s[ch]).collect();
+        let (s, b) = bn_fold(&scale, &bias, &mean, &var, eps);
         let mut y = Vec::with_capacity(xv.len());
         if d > 0 {
             for (i, plane) in xv.chunks_exact(d).enumerate() {
                 let (sc, bc) = (s[i % c], b[i % c]);
-                y.extend(plane.iter().map(|&v| v * sc + bc));
+                y.extend(plane.iter().map(|&v| bn_apply(v, sc, bc)));
             }
         }
         let mut outs = vec![real_tensor(x.shape().to_vec(), y, x.dtype())?];

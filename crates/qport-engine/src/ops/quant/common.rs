@@ -118,6 +118,13 @@ pub(crate) fn round_half_even(x: f32) -> f32 {
     (t + i32::from(up) - i32::from(down)) as f32
 }
 
+/// Dequantizes one stored integer as `DequantizeLinear` does: the exact
+/// difference to the zero point, times the scale, in f32.
+#[inline(always)]
+pub(crate) fn dequantize(v: i32, zero: i32, scale: f32) -> f32 {
+    (v as i64 - zero as i64) as f32 * scale
+}
+
 /// Quantizes one value the way ONNX `QuantizeLinear` and onnxruntime's MLAS
 /// do: `saturate(round_half_even(x / scale) + zero_point)`, computed in f32.
 /// NaN maps to the type's minimum (as onnxruntime's clamp does).

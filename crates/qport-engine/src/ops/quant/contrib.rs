@@ -286,6 +286,79 @@ fn add_loop<T: Q8>(a: &[T], b: &[T], k: &AddConsts, out: &mut [T]) {
     }
 }
 
+/// `ai.qport:QLinearLookup`: a per-channel table of every output for every
+/// 8-bit input value. `X` is `[N, C, ...]` (u8 or i8), `Table` `[C, 256]`
+/// (the output type; entry `v − min` of row `c` is the output for input
+/// value `v` in channel `c`); `Y[n, c, i] = Table[c, X[n, c, i] − min]`.
+/// The QDQ lowering builds it for `DQ → BatchNormalization → Q` groups by
+/// evaluating the dequantize, the folded normalization and the quantize on
+/// all 256 values of each channel (see [`crate::lower`]), so it is that float
+/// arithmetic exactly.
+pub(crate) fn build_lookup(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| {
+        let x = input(inputs, 0)?;
+        let table = input(inputs, 1)?;
+        let xs = x.shape();
+        if xs.len() < 2 || table.shape() != [xs[1], 256] {
+            return Err(OpError::invalid(format!(
+                "X {xs:?} needs Table [C, 256], got {:?}",
+                table.shape()
+            )));
+        }
+        let c = xs[1];
+        let inner: usize = xs[2..].iter().product();
+        /// `out[i] = row[index(x[i])]` plane by plane (rows as fixed
+        /// 256-entry arrays, so the u8 index needs no bounds check).
+        fn look<X: Copy, Y: Copy>(
+            xv: &[X],
+            tv: &[Y],
+            c: usize,
+            inner: usize,
+            index: impl Fn(X) -> u8,
+            out: &mut [Y],
+        ) {
+            for (i, (plane, o)) in xv
+                .chunks(inner.max(1))
+                .zip(out.chunks_mut(inner.max(1)))
+                .enumerate()
+            {
+                let row: &[Y; 256] = tv[(i % c) * 256..(i % c + 1) * 256]
+                    .try_into()
+                    .expect("rows of 256");
+                for (o, &v) in o.iter_mut().zip(plane) {
+                    *o = row[usize::from(index(v))];
+                }
+            }
+        }
+        let n = x.len();
+        let flip = |v: i8| (v as u8) ^ 0x80; // i8 v at entry v + 128
+        let data = match (x.data(), table.data()) {
+            (TensorData::U8(xv), TensorData::U8(tv)) => {
+                let mut o = crate::buffers::take_u8(n);
+                look(xv, tv, c, inner, |v| v, &mut o);
+                TensorData::U8(o)
+            }
+            (TensorData::U8(xv), TensorData::I8(tv)) => {
+                let mut o = crate::buffers::take_i8(n);
+                look(xv, tv, c, inner, |v| v, &mut o);
+                TensorData::I8(o)
+            }
+            (TensorData::I8(xv), TensorData::U8(tv)) => {
+                let mut o = crate::buffers::take_u8(n);
+                look(xv, tv, c, inner, flip, &mut o);
+                TensorData::U8(o)
+            }
+            (TensorData::I8(xv), TensorData::I8(tv)) => {
+                let mut o = crate::buffers::take_i8(n);
+                look(xv, tv, c, inner, flip, &mut o);
+                TensorData::I8(o)
+            }
+            _ => return Err(OpError::dtype("X", x.dtype())),
+        };
+        Ok(vec![Tensor::new(xs.to_vec(), data)?])
+    }))
+}
+
 /// `QLinearAdd`: `C = quantize(dequant(A) + dequant(B))`, broadcasting.
 pub(crate) fn build_add(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     Ok(build_binary(Binary::Add, ctx.arith.cloned()))
