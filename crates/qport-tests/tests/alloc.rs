@@ -11,8 +11,8 @@
 //! - every byte a run allocates is freed by the time it returns (no leak:
 //!   live bytes after a run equal live bytes before it),
 //! - the counts stay under 24 blocks per plan step (a regression guard;
-//!   measured: about 19 per step on both plans, 1.4 MiB per FP32 and
-//!   11 MiB per integer inference; the numbers print with `--nocapture`).
+//!   measured: about 18-19 per step on both plans, 1.4 MiB per FP32 and
+//!   1.0 MiB per integer inference; the numbers print with `--nocapture`).
 
 use qport_core::arith::ArithProfile;
 use qport_engine::{IntegerPlan, Plan};

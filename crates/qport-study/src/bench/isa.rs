@@ -282,8 +282,8 @@ when the plan is built), sdot (Arm dotprod) or a NEON widening fallback, AVX2 \
 vpmaddwd on widened operands, else portable code; the avx2-u8s8 profile's \
 saturating pairs run on vpmaddubsw where AVX2 exists. Depthwise layers accumulate \
 exactly in f32 (every partial sum is an integer below 2^24), requantization and \
-residual adds are vectorized loops. QLinearMatMul/QGemm, pooling and im2col are \
-portable code, so the measured ratio is qport's, not the ISA's ceiling; the table \
+residual adds are vectorized loops, QGemm with constant weights runs on the same \
+kernels. QLinearMatMul, pooling and im2col are portable code, so the measured ratio is qport's, not the ISA's ceiling; the table \
 is what an ISA-specific runtime (such as onnxruntime's MLAS) shows.";
 
 #[cfg(test)]
