@@ -98,38 +98,30 @@ fn i8_to_u8(v: Vec<i8>) -> Vec<u8> {
 
 /// Returns an 8-bit buffer to its pool (same limits as [`give_f32`]).
 fn give_bytes(v: Vec<u8>) {
-    if v.len() < 4096 {
+    if v.len() >= 4096 {
+        POOL8.with(|p| keep(&mut p.borrow_mut(), v));
+    }
+}
+
+/// Adds `v` to `pool`: at most [`MAX_PER_LENGTH`] buffers of one length
+/// and [`MAX_BUFFERS`] in all, dropping the oldest.
+fn keep<T>(pool: &mut Vec<Vec<T>>, v: Vec<T>) {
+    if pool.iter().filter(|b| b.len() == v.len()).count() >= MAX_PER_LENGTH {
         return;
     }
-    POOL8.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.iter().filter(|b| b.len() == v.len()).count() >= MAX_PER_LENGTH {
-            return;
-        }
-        if p.len() >= MAX_BUFFERS {
-            p.remove(0);
-        }
-        p.push(v);
-    });
+    if pool.len() >= MAX_BUFFERS {
+        pool.remove(0);
+    }
+    pool.push(v);
 }
 
 /// Returns a buffer to the pool. The pool keeps at most
 /// [`MAX_PER_LENGTH`] buffers of one length (a plan needs few of each size
 /// at a time) and at most [`MAX_BUFFERS`] in all, dropping the oldest.
 pub(crate) fn give_f32(v: Vec<f32>) {
-    if v.len() < 1024 {
-        return;
+    if v.len() >= 1024 {
+        POOL.with(|p| keep(&mut p.borrow_mut(), v));
     }
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.iter().filter(|b| b.len() == v.len()).count() >= MAX_PER_LENGTH {
-            return;
-        }
-        if p.len() >= MAX_BUFFERS {
-            p.remove(0);
-        }
-        p.push(v);
-    });
 }
 
 #[cfg(test)]

@@ -215,6 +215,20 @@ impl ConvGeom {
         s
     }
 
+    /// The 2-D plane geometry of the depthwise kernels (callers check that
+    /// the convolution is 2-D).
+    pub(crate) fn plane(&self) -> PlaneGeom {
+        let two = |v: &[usize]| [v[0], v[1]];
+        PlaneGeom {
+            input: two(&self.input),
+            kernel: two(&self.kernel),
+            strides: two(&self.strides),
+            dilations: two(&self.dilations),
+            pad_begin: two(&self.pad_begin),
+            output: two(&self.output),
+        }
+    }
+
     pub(crate) fn pointwise(&self) -> bool {
         self.kernel.iter().all(|&k| k == 1)
             && self.strides.iter().all(|&s| s == 1)
@@ -261,14 +275,7 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
     let kdim = cg * ks;
     let mut y = vec![0i32; checked_numel(&[g.batch, g.c_out, os])?];
     if depthwise(g) && mg == 1 && g.input.len() == 2 {
-        let pg = PlaneGeom {
-            input: [g.input[0], g.input[1]],
-            kernel: [g.kernel[0], g.kernel[1]],
-            strides: [g.strides[0], g.strides[1]],
-            dilations: [g.dilations[0], g.dilations[1]],
-            pad_begin: [g.pad_begin[0], g.pad_begin[1]],
-            output: [g.output[0], g.output[1]],
-        };
+        let pg = g.plane();
         for n in 0..g.batch {
             for c in 0..g.c_out {
                 depthwise_plane(

@@ -20,7 +20,7 @@ use crate::error::{OpError, OpResult};
 use crate::ops::{input, BuildCtx, Op};
 use qport_core::arith::{Accumulator, ArithProfile, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
-use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane, PlaneGeom};
+use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
 use qport_kernels::igemm::{igemm, MatRef, ZeroPoints};
 use qport_kernels::vnni::{self, PackedI8};
 use qport_kernels::{arm, avx2q};
@@ -243,14 +243,7 @@ impl PreparedConv {
         let mg = g.c_out / g.group;
         let kdim = cg * ks;
         if depthwise(g) && mg == 1 && g.input.len() == 2 {
-            let pg = PlaneGeom {
-                input: [g.input[0], g.input[1]],
-                kernel: [g.kernel[0], g.kernel[1]],
-                strides: [g.strides[0], g.strides[1]],
-                dilations: [g.dilations[0], g.dilations[1]],
-                pad_begin: [g.pad_begin[0], g.pad_begin[1]],
-                output: [g.output[0], g.output[1]],
-            };
+            let pg = g.plane();
             if depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &pg, acc) {
                 return;
             }
