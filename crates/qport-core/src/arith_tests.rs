@@ -264,6 +264,22 @@ proptest! {
     }
 
     #[test]
+    fn prepared_fixed_point_add_matches_the_definition(
+        qa in -128i32..256, qb in -128i32..256, za in -128i32..256, zb in -128i32..256,
+        m_a in prop_oneof![1e-4f64..8.0, Just(0.0), Just(f64::NAN), Just(f64::INFINITY), -2.0f64..2.0],
+        m_b in prop_oneof![1e-4f64..8.0, Just(0.0), Just(1.0), -2.0f64..2.0],
+        zc in -128i32..256,
+        signed in any::<bool>(),
+    ) {
+        let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
+        for profile in presets() {
+            let want = add_fixed_point(qa, za, m_a, qb, zb, m_b, zc, lo, hi, &profile);
+            let got = FixedPointAdd::new(m_a, m_b, zc, lo, hi, &profile).apply(qa, za, qb, zb);
+            prop_assert_eq!(got, want, "{}: {} {} {} {}", profile.name, qa, qb, m_a, m_b);
+        }
+    }
+
+    #[test]
     fn no_profile_panics_or_leaves_the_range(
         acc in any::<i64>(), m in any::<f64>(), zp in -300i32..300, bias in any::<f64>(),
         q in any::<i32>(),

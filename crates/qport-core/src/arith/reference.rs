@@ -61,6 +61,24 @@ fn shr_round(x: i128, shift: u32, mode: Rounding) -> i128 {
     q + i128::from(up)
 }
 
+/// [`shr_round`] in i64 for `shift < 63` (the same rules).
+#[inline(always)]
+fn shr_round_i64(x: i64, shift: u32, mode: Rounding) -> i64 {
+    if shift == 0 {
+        return x;
+    }
+    let q = x >> shift; // floor
+    let rem = x - (q << shift); // in [0, 2^shift)
+    let half = 1i64 << (shift - 1);
+    let up = match mode {
+        Rounding::Floor => false,
+        Rounding::HalfUp => rem >= half,
+        Rounding::HalfAway => rem > half || (rem == half && x >= 0),
+        Rounding::HalfEven => rem > half || (rem == half && q & 1 == 1),
+    };
+    q + i64::from(up)
+}
+
 /// `x / 2^shift` rounded under `mode` (an arithmetic right shift with
 /// rounding), exact for every `x` and `shift`.
 pub fn rounding_shift_right(x: i64, shift: u32, mode: Rounding) -> i64 {
@@ -213,21 +231,7 @@ fn pot_scale(x: i128, k: i32, rounding: Rounding) -> i128 {
 /// when `pot`). `None` when `m` is NaN or infinite.
 #[inline]
 fn integer_scale(x: i128, m: f64, pot: bool, rounding: Rounding) -> Option<i128> {
-    if !m.is_finite() {
-        return None;
-    }
-    if m == 0.0 {
-        return Some(0);
-    }
-    // A negative multiplier scales the negated value by |m|: the same real
-    // value, so every rounding mode still rounds it correctly.
-    let x = if m < 0.0 { -x } else { x };
-    let m = m.abs();
-    if pot {
-        Some(pot_exponent(m).map_or(0, |k| pot_scale(x, k, rounding)))
-    } else {
-        Some(Q31Multiplier::from_real(m).map_or(0, |q| q.apply_wide(x, rounding)))
-    }
+    IntegerScale::new(m, pot).map(|s| s.apply(x, rounding))
 }
 
 /// `x` held in the epilogue precision.
@@ -502,6 +506,9 @@ pub fn dequantize_acc(acc: i64, bias: f64, multiplier: f64, profile: &ArithProfi
     v as f32
 }
 
+/// The left shift of [`add_fixed_point`]'s inputs.
+const FIXED_POINT_LEFT: u32 = 20;
+
 /// Integer (TFLite-style) quantized addition `C = A + B` under
 /// [`NonGemm::FixedPoint`]: both zero-point-free inputs are shifted left by
 /// 20 bits, rescaled to the common scale `2·max(s_a, s_b)` (multipliers
@@ -525,7 +532,7 @@ pub fn add_fixed_point(
     qmax: i32,
     profile: &ArithProfile,
 ) -> i32 {
-    const LEFT: u32 = 20;
+    const LEFT: u32 = FIXED_POINT_LEFT;
     let pot = profile.requant == Requant::PotShift;
     let r = profile.rounding;
     let twice = 2.0 * m_a.max(m_b);
@@ -611,6 +618,139 @@ enum IntegerScale {
     },
 }
 
+impl IntegerScale {
+    /// Decomposes a multiplier: `None` when it is NaN or infinite; a
+    /// negative one scales the negated value by `|m|` (the same real value,
+    /// so every rounding mode still rounds it correctly).
+    #[inline]
+    fn new(m: f64, pot: bool) -> Option<IntegerScale> {
+        if !m.is_finite() {
+            return None;
+        }
+        let negate = m < 0.0;
+        let m = m.abs();
+        Some(if m == 0.0 {
+            IntegerScale::Zero
+        } else if pot {
+            IntegerScale::Pot {
+                negate,
+                k: pot_exponent(m),
+            }
+        } else {
+            IntegerScale::Q31 {
+                negate,
+                q: Q31Multiplier::from_real(m),
+            }
+        })
+    }
+
+    /// [`Self::apply`] in i64 where that is the same computation: Q31
+    /// multipliers whose shifted input fits in i32 (TFLite's path), and
+    /// zero; `None` otherwise.
+    #[inline(always)]
+    fn apply_i64(self, x: i64, rounding: Rounding) -> Option<i64> {
+        match self {
+            IntegerScale::Zero => Some(0),
+            IntegerScale::Q31 { negate, q: Some(q) } => {
+                let left = q.exponent.max(0) as u32;
+                let right = q.exponent.saturating_neg().max(0) as u32;
+                if left >= 31 || right >= 63 || q.multiplier == 0 || x.unsigned_abs() >= 1 << 32 {
+                    return None;
+                }
+                let x = if negate { -x } else { x };
+                if x == 0 {
+                    return Some(0);
+                }
+                let x32 = i32::try_from(x << left).ok()?;
+                let m = saturating_rounding_doubling_high_mul(x32, q.multiplier);
+                Some(shr_round_i64(i64::from(m), right, rounding))
+            }
+            _ => None,
+        }
+    }
+
+    /// `x` scaled and rounded under `rounding`.
+    #[inline]
+    fn apply(self, x: i128, rounding: Rounding) -> i128 {
+        match self {
+            IntegerScale::Zero => 0,
+            IntegerScale::Q31 { negate, q } => {
+                let x = if negate { -x } else { x };
+                q.map_or(0, |q| q.apply_wide(x, rounding))
+            }
+            IntegerScale::Pot { negate, k } => {
+                let x = if negate { -x } else { x };
+                k.map_or(0, |k| pot_scale(x, k, rounding))
+            }
+        }
+    }
+}
+
+/// [`add_fixed_point`] with the three integer rescales decomposed once (the
+/// form an elementwise kernel uses): [`Self::apply`] equals
+/// `add_fixed_point(qa, za, m_a, qb, zb, m_b, zc, qmin, qmax, profile)` bit
+/// for bit (property-tested).
+#[derive(Debug, Clone)]
+pub struct FixedPointAdd {
+    scales: Option<(IntegerScale, IntegerScale, IntegerScale)>,
+    m_a: f64,
+    m_b: f64,
+    zc: i32,
+    qmin: i32,
+    qmax: i32,
+    rounding: Rounding,
+}
+
+impl FixedPointAdd {
+    /// Prepares [`add_fixed_point`]`(·, ·, m_a, ·, ·, m_b, zc, qmin, qmax,
+    /// profile)`.
+    pub fn new(m_a: f64, m_b: f64, zc: i32, qmin: i32, qmax: i32, profile: &ArithProfile) -> Self {
+        let pot = profile.requant == Requant::PotShift;
+        let twice = 2.0 * m_a.max(m_b);
+        let scales = match (
+            IntegerScale::new(m_a / twice, pot),
+            IntegerScale::new(m_b / twice, pot),
+            IntegerScale::new(twice / f64::from(1u32 << FIXED_POINT_LEFT), pot),
+        ) {
+            (Some(a), Some(b), Some(c)) => Some((a, b, c)),
+            _ => None,
+        };
+        FixedPointAdd {
+            scales,
+            m_a,
+            m_b,
+            zc,
+            qmin,
+            qmax,
+            rounding: profile.rounding,
+        }
+    }
+
+    /// The quantized sum of `qa` (zero point `za`) and `qb` (zero point
+    /// `zb`).
+    #[inline]
+    pub fn apply(&self, qa: i32, za: i32, qb: i32, zb: i32) -> i32 {
+        let r = self.rounding;
+        if let Some((sa, sb, sc)) = self.scales {
+            // the i64 form where it is the same computation (the usual
+            // 8-bit case), the exact i128 one otherwise
+            let a = (i64::from(qa) - i64::from(za)) << FIXED_POINT_LEFT;
+            let b = (i64::from(qb) - i64::from(zb)) << FIXED_POINT_LEFT;
+            if let (Some(x), Some(y)) = (sa.apply_i64(a, r), sb.apply_i64(b, r)) {
+                if let Some(s) = sc.apply_i64(x + y, r) {
+                    return clamp_int(i128::from(s), self.zc, self.qmin, self.qmax);
+                }
+            }
+            let a = (i128::from(qa) - i128::from(za)) << FIXED_POINT_LEFT;
+            let b = (i128::from(qb) - i128::from(zb)) << FIXED_POINT_LEFT;
+            let s = sc.apply(sa.apply(a, r) + sb.apply(b, r), r);
+            return clamp_int(s, self.zc, self.qmin, self.qmax);
+        }
+        let v = f64::from(qa - za) * self.m_a + f64::from(qb - zb) * self.m_b;
+        clamp_float(round(v, r), self.zc, self.qmin, self.qmax)
+    }
+}
+
 impl Requantizer {
     /// Prepares [`requantize_biased`]`(·, bias, multiplier, zero_point,
     /// qmin, qmax, profile)`.
@@ -622,23 +762,10 @@ impl Requantizer {
         qmax: i32,
         profile: &ArithProfile,
     ) -> Requantizer {
-        let integer = (profile.integer_requant() && multiplier.is_finite()).then(|| {
-            let negate = multiplier < 0.0;
-            let m = multiplier.abs();
-            if m == 0.0 {
-                IntegerScale::Zero
-            } else if profile.requant == Requant::PotShift {
-                IntegerScale::Pot {
-                    negate,
-                    k: pot_exponent(m),
-                }
-            } else {
-                IntegerScale::Q31 {
-                    negate,
-                    q: Q31Multiplier::from_real(m),
-                }
-            }
-        });
+        let integer = profile
+            .integer_requant()
+            .then(|| IntegerScale::new(multiplier, profile.requant == Requant::PotShift))
+            .flatten();
         let int_bias = profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant();
         Requantizer {
             integer,
@@ -721,6 +848,32 @@ impl Requantizer {
                 _ => {}
             }
         }
+        if let (Some(IntegerScale::Q31 { negate, q: Some(q) }), Some(b)) =
+            (self.integer, self.bias_acc)
+        {
+            // TFLite's integer path in i64: the accumulator plus the i32
+            // bias, shifted left by at most 30 bits, stays below 2^63; when
+            // it fits in i32 this is `Q31Multiplier::apply_wide`'s first
+            // branch (the others fall back to `apply`)
+            let left = q.exponent.max(0) as u32;
+            let right = q.exponent.saturating_neg().max(0) as u32;
+            if left < 31 && right < 63 && lo <= hi {
+                let r = self.rounding;
+                for (o, &v) in out.iter_mut().zip(acc) {
+                    let a = i64::from(v) + b;
+                    let x = if negate { -a } else { a };
+                    *o = match i32::try_from(x << left) {
+                        Ok(x32) => {
+                            let m = saturating_rounding_doubling_high_mul(x32, q.multiplier);
+                            let y = shr_round_i64(i64::from(m), right, r) + i64::from(z);
+                            cast(y.clamp(i64::from(lo), i64::from(hi)) as i32)
+                        }
+                        Err(_) => cast(self.apply(i64::from(v))),
+                    };
+                }
+                return;
+            }
+        }
         for (o, &v) in out.iter_mut().zip(acc) {
             *o = cast(self.apply(i64::from(v)));
         }
@@ -762,25 +915,7 @@ impl Requantizer {
         };
         let acc = acc.saturating_add(b);
         match self.integer {
-            Some(IntegerScale::Zero) => clamp_int(0, z, lo, hi),
-            Some(IntegerScale::Q31 { negate, q }) => {
-                let x = if negate {
-                    -i128::from(acc)
-                } else {
-                    i128::from(acc)
-                };
-                let r = q.map_or(0, |q| q.apply_wide(x, self.rounding));
-                clamp_int(r, z, lo, hi)
-            }
-            Some(IntegerScale::Pot { negate, k }) => {
-                let x = if negate {
-                    -i128::from(acc)
-                } else {
-                    i128::from(acc)
-                };
-                let r = k.map_or(0, |k| pot_scale(x, k, self.rounding));
-                clamp_int(r, z, lo, hi)
-            }
+            Some(scale) => clamp_int(scale.apply(i128::from(acc), self.rounding), z, lo, hi),
             None => {
                 let v = float_scale(acc, self.multiplier, self.requant, self.epilogue);
                 clamp_float(round(v, self.rounding), z, lo, hi)

@@ -129,31 +129,34 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
             return Ok(vec![Tensor::new(shape, data)?]);
         }
         let (av, bv) = (i32_values(a, "A")?, i32_values(b, "B")?);
-        let am = broadcast_index_map(a.shape(), &shape);
-        let bm = broadcast_index_map(b.shape(), &shape);
+        let same = a.shape() == b.shape();
+        let (am, bm) = if same && fixed_point.is_some() && matches!(kind, Binary::Add) {
+            (Vec::new(), Vec::new()) // the fixed-point add below walks both directly
+        } else {
+            (
+                broadcast_index_map(a.shape(), &shape),
+                broadcast_index_map(b.shape(), &shape),
+            )
+        };
         let round = |r: f32| saturate_rounded(rounded(r, rounding), 0, q);
         let out: Vec<i32> = match kind {
             Binary::Add if fixed_point.is_some() => {
                 let p = fixed_point.as_ref().expect("checked");
                 let m_a = f64::from(pa.scale) / f64::from(pc.scale);
                 let m_b = f64::from(pb.scale) / f64::from(pc.scale);
-                am.iter()
-                    .zip(&bm)
-                    .map(|(&i, &j)| {
-                        arith::add_fixed_point(
-                            av[i],
-                            pa.zero,
-                            m_a,
-                            bv[j],
-                            pb.zero,
-                            m_b,
-                            pc.zero,
-                            q.min(),
-                            q.max(),
-                            p,
-                        )
-                    })
-                    .collect()
+                // `arith::add_fixed_point` with its rescales decomposed once
+                let add = arith::FixedPointAdd::new(m_a, m_b, pc.zero, q.min(), q.max(), p);
+                if same {
+                    av.iter()
+                        .zip(&bv)
+                        .map(|(&x, &y)| add.apply(x, pa.zero, y, pb.zero))
+                        .collect()
+                } else {
+                    am.iter()
+                        .zip(&bm)
+                        .map(|(&i, &j)| add.apply(av[i], pa.zero, bv[j], pb.zero))
+                        .collect()
+                }
             }
             Binary::Mul if arith.is_some() => {
                 let p = arith.as_ref().expect("checked");
