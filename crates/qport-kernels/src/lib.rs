@@ -19,6 +19,8 @@
 //!   (`sdot`) when the CPU has it and plain NEON otherwise.
 //! - [`par`]: intra-op threads ([`par::set_threads`]) and the work split
 //!   the GEMM kernels use.
+//! - [`qgemm`]: the exact u8×s8 GEMM on the host's fastest kernel (the
+//!   integer operators' one entry point).
 //! - [`pgemm`]: `f32` GEMM with a pre-packed constant left operand and a
 //!   fused per-row bias and activation (convolution as GEMM).
 //!
@@ -41,6 +43,7 @@ pub mod igemm;
 pub mod im2col;
 pub mod par;
 pub mod pgemm;
+pub mod qgemm;
 pub mod satpair;
 mod simd;
 pub mod vnni;

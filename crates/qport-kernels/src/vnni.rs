@@ -50,6 +50,8 @@ pub struct PackedI8 {
     m: usize,
     k: usize,
     kq: usize,
+    /// The matrix as given (row-major `m × k`), for the other kernels.
+    given: Vec<i8>,
     quads: Vec<i32>,
     row_sum: Vec<i32>,
 }
@@ -81,7 +83,13 @@ impl PackedI8 {
             kq,
             quads,
             row_sum,
+            given: a[..m * k].to_vec(),
         }
+    }
+
+    /// The matrix as given (row-major `m × k`).
+    pub fn as_slice(&self) -> &[i8] {
+        &self.given
     }
 
     /// Rows (`m`).

@@ -10,10 +10,10 @@
 //! or the AVX2 int16-saturating pairs for u8 activations × s8 weights in
 //! every convolution but depthwise ones) and the bias, scaling, rounding and
 //! epilogue follow [`qport_core::arith::requantize_biased`], the profile's
-//! scalar definition. Exact u8 × s8 accumulation runs on the AVX-512 VNNI
-//! kernel ([`qport_kernels::vnni`]) where the CPU has it, the portable
-//! [`qport_kernels::igemm`] otherwise (the same sums); depthwise layers use
-//! the direct [`qport_kernels::idepthwise`] kernel.
+//! scalar definition. Exact u8 × s8 accumulation runs on the host's fastest
+//! kernel ([`qport_kernels::qgemm`]: VNNI, Arm, AVX2 or the portable
+//! [`qport_kernels::igemm`], the same sums); depthwise layers use the
+//! direct [`qport_kernels::idepthwise`] kernel.
 
 use super::common::{
     f32_values, i32_values, per_channel, requantize, scalar_f32, scalar_zero, QType,
@@ -26,8 +26,9 @@ use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_plane, PlaneGeom};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::qgemm;
 use qport_kernels::satpair::sat_pair_gemm;
-use qport_kernels::vnni;
+use qport_kernels::vnni::PackedI8;
 use qport_onnx::Node;
 
 /// `auto_pad` modes.
@@ -310,13 +311,11 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
             if sat_pairs {
                 sat_pair_gemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os);
             } else if let (Some(wq), Some(xq)) = (W::as_i8(a.data), X::as_u8(b.data)) {
-                // u8 activations × s8 weights: the exact VNNI kernel where
-                // the CPU has it (same sums as igemm), igemm otherwise
+                // u8 activations × s8 weights: the host's fastest exact
+                // kernel (the same sums as igemm)
                 let wz = &w_zero[gi * mg..(gi + 1) * mg];
-                let xb = &xq[..kdim * os];
-                if !vnni::gemm_u8s8(wq, wz, xb, x_zero, (mg, kdim, os), out, os) {
-                    igemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os, false);
-                }
+                let packed = PackedI8::new(wq, mg, kdim);
+                qgemm::gemm_u8s8(&packed, wz, &xq[..kdim * os], x_zero, os, out, os);
             } else {
                 igemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os, false);
             }

@@ -1,8 +1,8 @@
 //! The prepared 8-bit `QLinearConv`: when the weights, scales, zero points
 //! and bias are constants (every convolution of a lowered QDQ artifact),
 //! everything that does not depend on the activations is done once when
-//! the plan is built — the weights packed for the integer GEMM kernel
-//! ([`qport_kernels::vnni::PackedI8`]), one prepared
+//! the plan is built — the weights packed for the integer GEMM kernels
+//! ([`qport_kernels::vnni::PackedI8`], run by [`qport_kernels::qgemm`]), one prepared
 //! [`qport_core::arith::Requantizer`] per output channel — and inference
 //! runs im2col (or nothing, for pointwise layers), the GEMM into a reused
 //! per-thread i32 buffer, and requantization straight into the 8-bit
@@ -21,9 +21,8 @@ use crate::ops::{input, BuildCtx, Op};
 use qport_core::arith::{Accumulator, ArithProfile, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
-use qport_kernels::igemm::{igemm, MatRef, ZeroPoints};
-use qport_kernels::vnni::{self, PackedI8};
-use qport_kernels::{arm, avx2q};
+use qport_kernels::qgemm;
+use qport_kernels::vnni::PackedI8;
 use std::cell::RefCell;
 
 /// A `QLinearConv` with constant i8 weights and constant quantization
@@ -33,7 +32,7 @@ pub(crate) struct PreparedConv {
     w_shape: Vec<usize>,
     w: Vec<i8>,
     w_zero: Vec<i32>,
-    /// Per group, the weights packed for the VNNI kernel.
+    /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
     rq: Vec<Requantizer>,
     /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel).
@@ -149,13 +148,11 @@ impl PreparedConv {
             return Ok(None); // the general path reports it
         }
         let mg = c_out / group;
-        let packed = if w_shape[1] == 1 && group > 1 {
-            Vec::new() // depthwise: direct kernel
-        } else {
-            (0..group)
-                .map(|gi| PackedI8::new(&wv[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim))
-                .collect()
-        };
+        // (depthwise layers run on their own kernel when 2-D; packing
+        // their few weights too keeps every other geometry on the GEMM)
+        let packed = (0..group)
+            .map(|gi| PackedI8::new(&wv[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim))
+            .collect();
         let ks = kdim.max(1);
         let w_centered = wv
             .iter()
@@ -273,28 +270,7 @@ impl PreparedConv {
             };
             let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
             let out = &mut acc[gi * mg * os..(gi + 1) * mg * os];
-            let wg = &self.w[gi * mg * kdim..(gi + 1) * mg * kdim];
-            // the host's fastest exact u8×s8 kernel: AVX-512 VNNI (weights
-            // packed at build time), Arm sdot / NEON, AVX2 (widened
-            // `vpmaddwd`), the portable igemm
-            let ran = self
-                .packed
-                .get(gi)
-                .is_some_and(|p| vnni::gemm_packed(p, wz, b, xz, os, out, os))
-                || arm::gemm_u8s8(wg, wz, b, xz, (mg, kdim, os), out, os)
-                || avx2q::gemm_u8s8(wg, wz, b, xz, (mg, kdim, os), out, os);
-            if !ran {
-                let a = MatRef::row_major(wg, mg, kdim);
-                igemm(
-                    a,
-                    ZeroPoints::PerSlice(wz),
-                    MatRef::row_major(b, kdim, os),
-                    ZeroPoints::Scalar(xz),
-                    out,
-                    os,
-                    false,
-                );
-            }
+            qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, os, out, os);
         }
     }
 }

@@ -14,9 +14,9 @@ use qport_core::arith::{self, Accumulator, ArithProfile, Requant};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::qgemm;
 use qport_kernels::satpair::sat_pair_gemm;
-use qport_kernels::vnni::{self, PackedI8};
-use qport_kernels::{arm, avx2q};
+use qport_kernels::vnni::PackedI8;
 
 /// Shapes of a numpy-style (batched, broadcasting) matrix product.
 pub(crate) struct MatMulGeom {
@@ -393,15 +393,12 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 }
 
 /// A constant i8 `B'` (`k × n`) of `QGemm` prepared at build time: its
-/// columns as rows (`n × k`), packed for the VNNI kernel.
+/// columns as rows (`n × k`), packed for the integer GEMM kernels.
 struct ConstB {
-    /// `B'` transposed: row `j` is column `j` of `B'`.
-    rows: Vec<i8>,
+    /// `B'` transposed (row `j` is column `j` of `B'`), packed.
     packed: PackedI8,
     /// The constant as given (to recognise it at run time).
     given: Vec<i8>,
-    k: usize,
-    n: usize,
 }
 
 impl ConstB {
@@ -418,17 +415,14 @@ impl ConstB {
         };
         Some(ConstB {
             packed: PackedI8::new(&rows, n, k),
-            rows,
             given: v.to_vec(),
-            k,
-            n,
         })
     }
 
     /// True when `b` is this constant (the op is called with it).
     fn is<B: QInt>(&self, b: &[B], k: usize, n: usize) -> bool {
-        self.k == k
-            && self.n == n
+        self.packed.depth() == k
+            && self.packed.rows() == n
             && B::as_i8(b).is_some_and(|b| b.as_ptr() == self.given.as_ptr() || b == self.given)
     }
 
@@ -436,7 +430,7 @@ impl ConstB {
     /// `C'ᵀ = (B'ᵀ − zb)·(A'ᵀ − za)` on the host's u8×s8 kernel (signed
     /// activations flipped to unsigned, zero point + 128).
     fn accumulate<A: QInt>(&self, a: MatRef<'_, A>, za: i32, zb: &[i32], acc: &mut [i32]) {
-        let (m, k, n) = (a.rows, self.k, self.n);
+        let (m, k, n) = (a.rows, self.packed.depth(), self.packed.rows());
         // A'ᵀ as u8, k × m
         let flip = A::as_i8(a.data).is_some();
         let mut at = vec![0u8; k * m];
@@ -448,20 +442,7 @@ impl ConstB {
         }
         let za = if flip { za + 128 } else { za };
         let mut ct = vec![0i32; n * m];
-        let ran = vnni::gemm_packed(&self.packed, zb, &at, za, m, &mut ct, m)
-            || arm::gemm_u8s8(&self.rows, zb, &at, za, (n, k, m), &mut ct, m)
-            || avx2q::gemm_u8s8(&self.rows, zb, &at, za, (n, k, m), &mut ct, m);
-        if !ran {
-            igemm(
-                MatRef::row_major(&self.rows, n, k),
-                ZeroPoints::PerSlice(zb),
-                MatRef::row_major(&at, k, m),
-                ZeroPoints::Scalar(za),
-                &mut ct,
-                m,
-                false,
-            );
-        }
+        qgemm::gemm_u8s8(&self.packed, zb, &at, za, m, &mut ct, m);
         for i in 0..m {
             for j in 0..n {
                 acc[i * n + j] = acc[i * n + j].wrapping_add(ct[j * m + i]);
