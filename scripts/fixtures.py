@@ -381,14 +381,17 @@ class Step:
     recipe: str
     needs: tuple[str, ...]
     run: Callable[[Context], tuple[dict, list[str]]]
+    # Whether the outputs depend on the venv's packages (onnx, onnxruntime,
+    # numpy, ml_dtypes, pillow): such steps are redone when the lock changes.
+    uses_venv: bool = True
 
 
 STEPS = (
-    Step("wheels", "1", (), step_wheels),
-    Step("extract", "1", ("wheels",), step_extract),
+    Step("wheels", "1", (), step_wheels, uses_venv=False),
+    Step("extract", "1", ("wheels",), step_extract, uses_venv=False),
     Step("effnet", "1", ("wheels", "extract"), step_effnet),
     Step("quantize", "1", ("effnet", "extract"), step_quantize),
-    Step("node", f"1-onnx{onnx.__version__}", (), step_node),
+    Step("node", f"2-onnx{onnx.__version__}", (), step_node),
     Step("datasets", "1", ("extract",), step_datasets),
     Step("photo-crops", "2", ("extract",), step_photo_crops),
     Step("parity", "1", ("effnet", "quantize", "extract"), step_parity),
@@ -398,10 +401,19 @@ STEPS = (
 
 # ------------------------------------------------------------------ stamps
 
+LOCK_FILE = Path(__file__).resolve().parent / "venv" / "requirements.lock"
+
+
+def lock_digest() -> str:
+    """sha256 of scripts/venv/requirements.lock, the venv's only package list."""
+    return sha256_bytes(LOCK_FILE.read_bytes())
+
 def stamp_key(step: Step, stamps: dict) -> str:
-    """What a step's stamp must match: its recipe and its inputs' digests."""
+    """What a step's stamp must match: its recipe, its inputs' digests and,
+    for steps computed in the venv, the digest of the venv's lock file."""
     deps = ",".join(f"{d}={stamps[d]['outputs_digest']}" for d in step.needs)
-    return sha256_bytes(f"{step.name}:{step.recipe}:{deps}".encode())
+    venv = f":lock={lock_digest()}" if step.uses_venv else ""
+    return sha256_bytes(f"{step.name}:{step.recipe}:{deps}{venv}".encode())
 
 
 def read_stamp(ctx: Context, step: Step) -> dict | None:
@@ -500,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     manifest = None
     if any(r["status"] == "ran" for r in rows) or not ctx.path("MANIFEST.json").exists():
-        manifest = write_manifest(ctx.cache, ctx.records)
+        manifest = write_manifest(ctx.cache, ctx.records, lock_digest())
     else:
         manifest = json.loads(ctx.path("MANIFEST.json").read_text())
     if args.verify:

@@ -45,12 +45,16 @@ def manifest_files(root: Path) -> list[str]:
     return files
 
 
-def write_manifest(root: Path, records: dict) -> dict:
-    """Hash every cache file (except stamps/) into MANIFEST.json; returns it."""
+def write_manifest(root: Path, records: dict, lock_sha256: str) -> dict:
+    """Hash every cache file (except stamps/) into MANIFEST.json; returns it.
+
+    ``lock_sha256`` is the digest of the venv lock the fixtures were made with.
+    """
     files = {rel: {"sha256": sha256_file(root / rel), "bytes": (root / rel).stat().st_size}
              for rel in manifest_files(root)}
     manifest = {
         "generated_by": "scripts/fetch-fixtures",
+        "venv_lock_sha256": lock_sha256,
         "pinned_wheels": {w.requirement: {"file": w.filename, "sha256": w.sha256}
                           for w in wheels.PINNED},
         "total_bytes": sum(v["bytes"] for v in files.values()),

@@ -5,9 +5,12 @@
 //! otherwise, so every conversion between integers is exact or wraps, and
 //! every float conversion rounds once (float8/float4 round to nearest even
 //! directly from the exact `f64` value). Floats to integers truncate toward
-//! zero, NaN becomes 0, out-of-range values saturate for the 8- to 64-bit
-//! integers (ONNX leaves this undefined) and wrap for the sub-byte ones (as
-//! the ONNX reference does). Conversions to float8 honour
+//! zero, NaN becomes 0 and out-of-range values saturate, for every integer
+//! width from 2 to 64 bits (the ONNX specification leaves out-of-range float
+//! to integer conversions undefined; onnxruntime clamps too, and
+//! `conformance/README.md` records the decision). Integers to narrower
+//! integers wrap, sub-byte ones included, as the specification says.
+//! Conversions to float8 honour
 //! [`CastOptions::saturate`]; to float8e8m0 also [`CastOptions::round_mode`].
 
 use crate::dtype::DType;
@@ -84,7 +87,9 @@ macro_rules! num_subbyte {
                 self.get() as i64
             }
             fn from_f64(v: f64, _: CastOptions) -> Self {
-                <$t>::wrapping_from_i64(v as i64)
+                // `as` truncates toward zero, maps NaN to 0 and saturates at
+                // the i64 range; the clamp saturates at the sub-byte range.
+                <$t>::saturating_from_i64(v as i64)
             }
             fn from_i64(v: i64, _: CastOptions) -> Self {
                 <$t>::wrapping_from_i64(v)
@@ -270,9 +275,20 @@ mod tests {
     }
 
     #[test]
-    fn subbyte_casts_wrap_and_widen() {
-        let t = Tensor::from_vec(vec![4], vec![-9.0f32, 7.9, 8.0, -2.5]).unwrap();
+    fn subbyte_casts_saturate_from_floats_wrap_from_integers_and_widen() {
+        // Floats: truncate toward zero, NaN -> 0, saturate (see the module doc).
+        let t = Tensor::from_vec(vec![6], vec![-9.0f32, 7.9, 8.0, -2.5, f32::NAN, 1e30]).unwrap();
         let i4 = t.cast(DType::I4).unwrap();
+        assert_eq!(i4.to_i64_vec().unwrap(), vec![-8, 7, 7, -2, 0, 7]);
+        let u4 = t.cast(DType::U4).unwrap();
+        assert_eq!(u4.to_i64_vec().unwrap(), vec![0, 7, 8, 0, 0, 15]);
+        let i2 = t.cast(DType::I2).unwrap();
+        assert_eq!(i2.to_i64_vec().unwrap(), vec![-2, 1, 1, -2, 0, 1]);
+        // Integers to a narrower integer discard the high bits.
+        let i4 = Tensor::from_vec(vec![4], vec![-9i32, 7, 8, -2])
+            .unwrap()
+            .cast(DType::I4)
+            .unwrap();
         assert_eq!(i4.to_i64_vec().unwrap(), vec![7, 7, -8, -2]);
         let u2 = Tensor::from_vec(vec![3], vec![-1i32, 4, 6])
             .unwrap()
