@@ -56,7 +56,7 @@ pub struct DeployRequest {
     pub core_any: bool,
 }
 
-const MIB: u64 = 1024 * 1024;
+use crate::registry::MIB;
 const SRC_L2M: &str = "seed §L2M; vt.md §hb_compile YAML (max_l2m_size 0..25165824, not on b/e/m)";
 const SRC_RT: &str =
     "vt.md §Multi-core / L2M (HB_DNN_USER_DEFINED_L2M_SIZES must match core_num); seed §L2M";

@@ -1,9 +1,10 @@
 //! The platform registry: what each deployment target requires, as data.
 //!
-//! Values cite their source: "seed §X" is the platform-differences chapter
-//! of the vendor manual (`shared/seeds/000_cb8c626a81aeabba.txt`), "vt.md §X"
-//! is `shared/reference/vendor-toolchain.md`. Host CPU, GPU and PCIe-NPU
-//! entries are qport archetypes (no vendor claim): they have no padding rule.
+//! The built-in platforms are data in `platforms.toml` (embedded in the
+//! binary), each with a comment naming its source: the platform-differences
+//! chapter of the vendor manual and the vendor toolchain's documented
+//! numbers. Host CPU, GPU and PCIe-NPU entries are qport archetypes (no
+//! vendor claim): they have no padding rule.
 
 use crate::PlatformError;
 use serde::{Deserialize, Serialize};
@@ -53,19 +54,9 @@ pub enum Ip {
     Isp,
 }
 
-/// Every IP the UCP backend enumerates (vt.md §Multi-core / L2M: DSP/GDC/JPU/VPU/PYRAMID/ISP bits).
-const ALL_IPS: &[Ip] = &[
-    Ip::Bpu,
-    Ip::Dsp,
-    Ip::Gdc,
-    Ip::Jpu,
-    Ip::Vpu,
-    Ip::Pyramid,
-    Ip::Isp,
-];
-
 /// What a deployment target requires. Data, not code paths.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Platform {
     /// Registry name (`j6e`, `x86-avx2`, ...).
     pub name: String,
@@ -100,195 +91,27 @@ pub struct Platform {
     pub default_arith_profile: String,
 }
 
-const MIB: u64 = 1024 * 1024;
+/// One mebibyte, for L2M capacities.
+pub(crate) const MIB: u64 = 1024 * 1024;
 
-/// Common J6 (nash) values; each caller cites its differences.
-#[allow(clippy::too_many_arguments)]
-fn nash(
-    name: &str,
-    march: &str,
-    float_strong: bool,
-    tail_output: HighAccuracyOutput,
-    image_stride_align: u64,
-    min_memory_unit: u64,
-    bpu_cores: u32,
-    l2m_cap_bytes: Option<u64>,
-    allowed_ips: &[Ip],
-) -> Platform {
-    Platform {
-        name: name.into(),
-        march: Some(march.into()),
-        family: "nash".into(),
-        precisions: nash_precisions(float_strong),
-        // seed §J6E/M/B Starting Strategy: int8 + int16, int8 default;
-        // seed §J6H/P/S6P Starting Strategy: global float16 + GEMM-class int8.
-        default_template: if float_strong {
-            "float16-gemm-int8"
-        } else {
-            "int8-int16"
-        }
-        .into(),
-        tail_output,
-        image_stride_align,
-        // Assumption (see crate::layout): 16 elements on every nash platform,
-        // reproduces vt.md §Runtime tensor descriptor (212 -> 224) and
-        // vt.md §Platform numbers ("channels multiple of 16").
-        featuremap_align_elems: 16,
-        min_memory_unit,
-        bpu_cores,
-        // vt.md §Multi-core / L2M: "Multi-core only J6P/H".
-        multi_core: bpu_cores > 1,
-        l2m_cap_bytes,
-        allowed_ips: allowed_ips.to_vec(),
-        // archetype: int32 accumulators and a precise requantization, as an
-        // accelerator with int32 MACs does; no claim about the silicon
-        default_arith_profile: "exact".into(),
-    }
-}
-
-/// Precisions of a nash platform.
-///
-/// J6H/P/S6P (`float_strong`) run int8, int16, float16 and float32: seed
-/// introduction ("J6H/P/S6P: stronger floating-point capability, supports
-/// more float16 / float32 related capabilities") and vt.md §quant_config
-/// ("nash adds float16").
-///
-/// J6E/M/B run int8, int16 and float32 only. This is an **assumption**: the
-/// seed introduction says "J6E/M/B: primarily fixed-point capability" and
-/// every J6E/M/B starting strategy is int8 + int16, never float16; no source
-/// states outright that float16 is unavailable there. A user whose toolchain
-/// says otherwise overrides `precisions` in the registry TOML
-/// (`[[platform]] name = "j6e" precisions = [...]`, see
-/// [`Registry::apply_overrides_str`]).
-fn nash_precisions(float_strong: bool) -> Vec<Precision> {
-    if float_strong {
-        vec![
-            Precision::Int8,
-            Precision::Int16,
-            Precision::Float16,
-            Precision::Float32,
-        ]
-    } else {
-        vec![Precision::Int8, Precision::Int16, Precision::Float32]
-    }
-}
-
-fn host(name: &str, family: &str, precisions: &[Precision], profile: &str) -> Platform {
-    Platform {
-        name: name.into(),
-        march: None,
-        family: family.into(),
-        precisions: precisions.to_vec(),
-        default_template: "int8".into(),
-        tail_output: HighAccuracyOutput::Float32,
-        image_stride_align: 1,
-        featuremap_align_elems: 1,
-        min_memory_unit: 1,
-        bpu_cores: 0,
-        multi_core: false,
-        l2m_cap_bytes: None,
-        allowed_ips: Vec::new(),
-        default_arith_profile: profile.into(),
-    }
-}
+/// The built-in registry as data: `platforms.toml` beside this file.
+const BUILTIN_TOML: &str = include_str!("platforms.toml");
 
 /// All known platforms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Registry {
     /// The platforms, in listing order.
     pub platforms: Vec<Platform>,
 }
 
 impl Registry {
-    /// The built-in registry.
+    /// The built-in registry, parsed from the embedded `platforms.toml`
+    /// (each platform's values with the source they come from).
     pub fn builtin() -> Self {
-        use HighAccuracyOutput::{Float32, Int32Dequantize};
-        use Precision::{Float16, Int16, Int8};
-        const F32: Precision = Precision::Float32;
-        let p = vec![
-            // tail int32: seed §What Decisions Are Affected ("On J6E/M, the TAE does not
-            // support floating-point output"); nv12 32 B: seed §stride, padding...;
-            // unit 64 B: seed §stride ("64 bytes on J6E/M"); 1 core: vt.md §Platform numbers;
-            // no L2M: seed table "Not applicable"; IPs: all (vt.md §Multi-core / L2M).
-            nash(
-                "j6e",
-                "nash-e",
-                false,
-                Int32Dequantize,
-                32,
-                64,
-                1,
-                None,
-                ALL_IPS,
-            ),
-            // Same sources as j6e (seed groups J6E/M everywhere).
-            nash(
-                "j6m",
-                "nash-m",
-                false,
-                Int32Dequantize,
-                32,
-                64,
-                1,
-                None,
-                ALL_IPS,
-            ),
-            // float32 tail: seed §High-Accuracy ("On J6B, the TAE supports floating-point
-            // output"); unit 128 B: seed §stride; core_num 1: vt.md §hb_compile YAML.
-            nash("j6b", "nash-b", false, Float32, 32, 128, 1, None, ALL_IPS),
-            // nv12 64 B, unit 256 B: seed §stride; cores 1-4: vt.md §hb_compile YAML
-            // (core_num 1-4 for h/p); 24 MiB: seed §L2M and vt.md max_l2m_size 0..25165824.
-            nash(
-                "j6h",
-                "nash-h",
-                true,
-                Float32,
-                64,
-                256,
-                4,
-                Some(24 * MIB),
-                ALL_IPS,
-            ),
-            // J6P: 4 cores (vt.md §Platform numbers), otherwise as j6h.
-            nash(
-                "j6p",
-                "nash-p",
-                true,
-                Float32,
-                64,
-                256,
-                4,
-                Some(24 * MIB),
-                ALL_IPS,
-            ),
-            // S6P "matches J6H/P ... two known differences": 12 MB L2 and BPU-only UCP
-            // (seed introduction and §L2M). March name unknown (vt.md: "S6P identity" not
-            // found); cores taken as J6P's 4 (assumption; S600 has 4 cores, vt.md).
-            {
-                let mut s = nash(
-                    "s6p",
-                    "s6p",
-                    true,
-                    Float32,
-                    64,
-                    256,
-                    4,
-                    Some(12 * MIB),
-                    &[Ip::Bpu],
-                );
-                s.march = None;
-                s
-            },
-            // Host archetypes (qport, no vendor claim): dense layouts.
-            // x86 without VNNI: MLAS's u8s8 vpmaddubsw path (fixtures.md)
-            host("x86-avx2", "host-cpu", &[Int8, F32], "avx2-u8s8"),
-            host("x86-vnni", "host-cpu", &[Int8, F32], "f32-rne"),
-            host("arm-dotprod", "host-cpu", &[Int8, Float16, F32], "f32-rne"),
-            host("arm-neon", "host-cpu", &[Int8, Float16, F32], "f32-rne"),
-            host("gpu", "gpu", &[Int8, Float16, F32], "fp16-epilogue"),
-            host("pcie-npu", "pcie-npu", &[Int8, Int16, Float16], "exact"),
-        ];
-        Registry { platforms: p }
+        // The file is part of the binary and checked by the tests below, so
+        // a parse failure is a bug in qport, not a user error.
+        toml::from_str(BUILTIN_TOML).expect("the embedded platforms.toml is valid")
     }
 
     /// Platform names in listing order.
