@@ -203,8 +203,8 @@ fn refuses_bf16_and_strings_on_write() {
 
 #[test]
 fn file_round_trip_and_missing_file() {
-    let dir = std::env::temp_dir().join(format!("qport-npy-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let p = dir.join("a.npy");
     let t = Tensor::from_vec(vec![2], vec![1.0f64, -2.0]).unwrap();
     write(&p, &t).unwrap();
@@ -214,7 +214,6 @@ fn file_round_trip_and_missing_file() {
     std::fs::write(&p, b"").unwrap();
     let e = read(&p).unwrap_err().to_string();
     assert!(e.contains("a.npy") && e.contains("empty"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Any tensor of a `.npy`-storable dtype with a small shape.

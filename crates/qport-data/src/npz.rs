@@ -234,8 +234,8 @@ mod tests {
 
     #[test]
     fn file_round_trip_and_missing_key() {
-        let dir = std::env::temp_dir().join(format!("qport-npz-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let p = dir.join("a.npz");
         let arrays = vec![
             (
@@ -255,7 +255,6 @@ mod tests {
             e.contains("no array named 'nope'") && e.contains("logits, mask"),
             "{e}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// `np.savez(f, x=np.array([[0.5, -1, 2]], 'f4'), idx=np.array([7]))` (numpy 2.4).

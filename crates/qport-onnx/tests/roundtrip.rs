@@ -8,14 +8,12 @@ use prost::Message;
 use qport_core::{DType, Tensor};
 use qport_onnx::proto::{self, tensor_proto::DataLocation, StringStringEntryProto};
 use qport_onnx::{from_bytes, infer, load, save, to_bytes, Attribute, Dim, Graph, ValueInfo};
-use std::path::PathBuf;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("qport-onnx-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("qport-onnx-{name}-"))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
 }
 
 #[test]
@@ -121,13 +119,14 @@ fn unnamed_nodes_get_unique_names_and_nodes_are_sorted() {
 
 #[test]
 fn save_is_atomic_and_load_reads_it_back() {
-    let dir = scratch("save");
+    let tmp = scratch("save");
+    let dir = tmp.path();
     let path = dir.join("m.onnx");
     let model = from_bytes(&to_bytes(&conv_model()), None).unwrap();
     save(&model, &path).unwrap();
     save(&model, &path).unwrap(); // overwrite
     assert_eq!(load(&path).unwrap(), model);
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
@@ -169,7 +168,8 @@ fn external_model(location: &str, offset: u64, length: Option<u64>) -> proto::Mo
 
 #[test]
 fn external_data_is_read_relative_to_the_model() {
-    let dir = scratch("external");
+    let tmp = scratch("external");
+    let dir = tmp.path();
     let mut blob = vec![0xAAu8; 8];
     for v in [1.0f32, 2.0, -3.5] {
         blob.extend_from_slice(&v.to_le_bytes());
@@ -207,7 +207,7 @@ fn external_data_is_read_relative_to_the_model() {
         (external_model("data/nope.bin", 0, None), "nope.bin"),
     ];
     for (proto, want) in cases {
-        let e = from_bytes(&proto.encode_to_vec(), Some(&dir))
+        let e = from_bytes(&proto.encode_to_vec(), Some(dir))
             .unwrap_err()
             .to_string();
         assert!(e.contains("tensor 'w'") && e.contains(want), "{e}");
@@ -236,7 +236,8 @@ fn legacy_ir_lists_initializers_as_inputs() {
 
 #[test]
 fn tensor_pb_files_round_trip() {
-    let dir = scratch("pb");
+    let tmp = scratch("pb");
+    let dir = tmp.path();
     let t = Tensor::from_vec(vec![2, 2], vec![1i32, -2, 3, -4]).unwrap();
     qport_onnx::write_tensor_pb(dir.join("input_0.pb"), "x", &t).unwrap();
     let (name, back) = qport_onnx::read_tensor_pb(dir.join("input_0.pb")).unwrap();

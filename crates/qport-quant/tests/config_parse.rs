@@ -186,8 +186,8 @@ fn range_checks_collect_every_error() {
 
 #[test]
 fn from_file_names_the_file() {
-    let dir = std::env::temp_dir().join(format!("qport-config-parse-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let p = dir.join("quant_config.json");
     std::fs::write(&p, r#"{"op_config":{"Conv":{"qtype":"int16","bogus":1}}}"#).unwrap();
     let e = QuantConfig::from_file(&p).unwrap_err().to_string();
@@ -205,5 +205,4 @@ fn from_file_names_the_file() {
         e.starts_with("cannot read ") && e.contains("missing.json"),
         "{e}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -131,8 +131,8 @@ fn write_stack(path: &Path, tensors: &[Tensor]) {
 /// comparison record (`sim_vs_ort`: QDQ as written; `sim_vs_ort_fused`:
 /// onnxruntime's default session).
 fn ort_vs_simulation(fp32_rel: &str, q: &Model, eval: &[Sample], tag: &str) -> serde_json::Value {
-    let dir = std::env::temp_dir().join(format!("qport-ptq-ort-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let qpath = dir.join("model.qdq.onnx");
     qport_onnx::save(q, &qpath).unwrap();
     let loaded = qport_onnx::load::load(&qpath).unwrap();
@@ -166,7 +166,6 @@ fn ort_vs_simulation(fp32_rel: &str, q: &Model, eval: &[Sample], tag: &str) -> s
     assert!(status.success(), "ptq_compare.py failed");
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("out.json")).unwrap()).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(rec["checker_full_check"]["qport"], "ok");
     for what in ["sim_vs_ort", "sim_vs_ort_fused", "integer_vs_ort_fused"] {
         let v = &rec[what]["qport"];
@@ -365,8 +364,8 @@ fn int16_and_per_channel_activation_artifacts_are_valid_onnx() {
     let reg = qport_platform::Registry::builtin();
     let p = reg.get("j6m").unwrap();
     let fp32 = Plan::new(&model).unwrap();
-    let dir = std::env::temp_dir().join(format!("qport-ptq-int16-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     for (name, variant, per_channel) in [
         ("int16", Template::FullInt16, false),
         ("per-channel", Template::Default, true),
@@ -411,5 +410,4 @@ fn int16_and_per_channel_activation_artifacts_are_valid_onnx() {
             String::from_utf8_lossy(&ort.stderr)
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -85,8 +85,8 @@ fn run_profile(
 #[test]
 fn onnxruntime_qoperator_u8s8_is_reproduced_bit_for_bit() {
     let model = qport_onnx::load::load(fixture("models/efficientnet-lite0.qop-u8s8.onnx")).unwrap();
-    let dir = std::env::temp_dir().join(format!("qport-qop-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let inputs: Vec<Tensor> = qport_tests::photo_crops("eval", SAMPLES)
         .into_iter()
         .map(|s| s.inputs[0].1.clone())
@@ -119,7 +119,6 @@ fn onnxruntime_qoperator_u8s8_is_reproduced_bit_for_bit() {
             (n.clone(), t.to_f32_vec().unwrap())
         })
         .collect();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(names.len(), 1 + 49, "logits and 49 QLinearConv outputs");
 
     let vnni = host_has_vnni();
