@@ -22,7 +22,7 @@ use crate::ops::{self, Role};
 use crate::types::{Grid, QParams, QType};
 use crate::QuantError;
 use qport_core::{DType, Tensor};
-use qport_onnx::{Attribute, Model, Node};
+use qport_onnx::{Attribute, GraphIndex, Model, Node};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Precision of one node, as resolved from the config.
@@ -109,18 +109,6 @@ fn scale_tensor(s: &[f32], scalar: bool) -> Result<Tensor, QuantError> {
     Ok(Tensor::from_vec(shape, s.to_vec())?)
 }
 
-fn node(op: &str, name: String, inputs: Vec<String>, outputs: Vec<String>) -> Node {
-    Node {
-        name,
-        op_type: op.into(),
-        domain: String::new(),
-        inputs,
-        outputs,
-        attributes: BTreeMap::new(),
-        doc_string: String::new(),
-    }
-}
-
 /// Quantizes `values` (shape `shape`) with `p` to integers of `p.grid`.
 pub fn quantize_values(values: &[f32], shape: &[usize], p: &QParams) -> Vec<i64> {
     let (lo, hi) = p.grid.bounds();
@@ -169,15 +157,15 @@ impl Builder<'_> {
             .insert(zname.clone(), zp_tensor(g, &p.zero_points, scalar)?);
         let qout = format!("{t}_QuantizeLinear_Output{sfx}");
         let dqout = format!("{t}_DequantizeLinear_Output{sfx}");
-        let mut q = node(
-            "QuantizeLinear",
+        let mut q = Node::new(
             format!("{t}_QuantizeLinear{sfx}"),
-            vec![t.into(), sname.clone(), zname.clone()],
+            "QuantizeLinear",
+            [t, &sname, &zname],
             vec![qout.clone()],
         );
-        let mut dq = node(
-            "DequantizeLinear",
+        let mut dq = Node::new(
             format!("{t}_DequantizeLinear{sfx}"),
+            "DequantizeLinear",
             vec![qout, sname, zname],
             vec![dqout.clone()],
         );
@@ -231,9 +219,9 @@ impl Builder<'_> {
             .insert(sname.clone(), scale_tensor(&p.scales, scalar)?);
         self.inits
             .insert(zname.clone(), zp_tensor(p.grid, &p.zero_points, scalar)?);
-        let mut dq = node(
-            "DequantizeLinear",
+        let mut dq = Node::new(
             format!("{w}_DequantizeLinear"),
+            "DequantizeLinear",
             vec![qname, sname, zname],
             vec![out.clone()],
         );
@@ -257,15 +245,10 @@ impl Builder<'_> {
         }
         let a = format!("{t}_f16");
         let b = format!("{t}_f16_f32");
-        let mut c1 = node(
-            "Cast",
-            format!("{t}_Cast_f16"),
-            vec![t.into()],
-            vec![a.clone()],
-        );
+        let mut c1 = Node::new(format!("{t}_Cast_f16"), "Cast", [t], vec![a.clone()]);
         c1.attributes
             .insert("to".into(), Attribute::Int(DType::F16.onnx_code() as i64));
-        let mut c2 = node("Cast", format!("{t}_Cast_f32"), vec![a], vec![b.clone()]);
+        let mut c2 = Node::new(format!("{t}_Cast_f32"), "Cast", vec![a], vec![b.clone()]);
         c2.attributes
             .insert("to".into(), Attribute::Int(DType::F32.onnx_code() as i64));
         self.nodes.push(c1);
@@ -287,7 +270,7 @@ impl Builder<'_> {
         let a = format!("{w}_f16");
         let b = format!("{w}_f16_f32");
         self.inits.insert(a.clone(), t);
-        let mut c = node("Cast", format!("{w}_Cast_f32"), vec![a], vec![b.clone()]);
+        let mut c = Node::new(format!("{w}_Cast_f32"), "Cast", vec![a], vec![b.clone()]);
         c.attributes
             .insert("to".into(), Attribute::Int(DType::F32.onnx_code() as i64));
         self.nodes.push(c);
@@ -346,17 +329,7 @@ fn plan_inputs(
     per_channel: bool,
 ) -> Vec<Vec<(Role, Option<QType>)>> {
     let g = &model.graph;
-    let mut producer: HashMap<&str, usize> = HashMap::new();
-    let mut readers: HashMap<&str, usize> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for o in &n.outputs {
-            producer.insert(o.as_str(), i);
-        }
-        for x in n.inputs.iter().filter(|s| !s.is_empty()) {
-            *readers.entry(x.as_str()).or_default() += 1;
-        }
-    }
-    let outputs: HashSet<&str> = g.outputs.iter().map(|o| o.name.as_str()).collect();
+    let index = GraphIndex::new(g);
     let const_rank = |name: &str| -> Option<usize> {
         g.initializers
             .get(name)
@@ -391,10 +364,9 @@ fn plan_inputs(
                         && role == Role::Activation
                         && ops::is_fusable_activation(&n.op_type)
                     {
-                        if let Some(&j) = producer.get(name) {
+                        if let Some(j) = index.producer(name) {
                             if ops::fuses_activation(&g.nodes[j].op_type)
-                                && readers.get(name) == Some(&1)
-                                && !outputs.contains(name)
+                                && index.sole_consumer(name).is_some()
                             {
                                 return (Role::Skip, None);
                             }
@@ -601,9 +573,9 @@ pub fn export(
             } else {
                 b.f16_value(&inner)
             };
-            b.nodes.push(node(
-                "Identity",
+            b.nodes.push(Node::new(
                 format!("{outer}_Output"),
+                "Identity",
                 vec![last],
                 vec![outer],
             ));
@@ -611,16 +583,9 @@ pub fn export(
     }
     let mut out = model.clone();
     out.graph.nodes = std::mem::take(&mut b.nodes);
-    // drop float weights that were replaced
-    let used: HashSet<&str> = out
-        .graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.inputs.iter().map(|s| s.as_str()))
-        .chain(out.graph.outputs.iter().map(|o| o.name.as_str()))
-        .collect();
-    b.inits.retain(|k, _| used.contains(k.as_str()));
     out.graph.initializers = std::mem::take(&mut b.inits);
+    // drop float weights that were replaced
+    out.graph.drop_unread_initializers();
     let keep: HashSet<String> = renamed_outputs.keys().cloned().collect();
     out.graph.value_info.retain(|v| !keep.contains(&v.name));
     for (k, v) in &opts.metadata {

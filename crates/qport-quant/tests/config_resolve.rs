@@ -1,6 +1,6 @@
 //! Validation against platforms and models, templates and per-node resolution.
 
-use qport_onnx::{Graph, Model, Node};
+use qport_onnx::{Model, ModelBuilder, Node};
 use qport_platform::{HighAccuracyOutput, Registry};
 use qport_quant::config::{ConfigError, QuantConfig};
 use qport_quant::resolve::{merge, resolve, validate_for_platform, ModelIndex};
@@ -8,42 +8,16 @@ use qport_quant::template::{template, Template};
 use qport_quant::{CalibMethod, QType};
 use std::collections::BTreeMap;
 
-fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
-    Node {
-        name: name.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: outputs.iter().map(|s| s.to_string()).collect(),
-        attributes: BTreeMap::new(),
-        doc_string: String::new(),
-    }
-}
-
 /// x -> Conv -> Relu -> MatMul -> Softmax -> Resize -> (unnamed) Add -> y
 fn model() -> Model {
-    Model {
-        ir_version: 8,
-        opset_imports: vec![(String::new(), 17)],
-        producer_name: String::new(),
-        producer_version: String::new(),
-        domain: String::new(),
-        model_version: 0,
-        doc_string: String::new(),
-        metadata: vec![],
-        graph: Graph {
-            name: "g".into(),
-            nodes: vec![
-                node("/blk/Conv", "Conv", &["x", "w"], &["c"]),
-                node("/blk/Relu", "Relu", &["c"], &["r"]),
-                node("/blk/MatMul", "MatMul", &["r", "m"], &["mm"]),
-                node("/head/Softmax", "Softmax", &["mm"], &["s"]),
-                node("/head/Resize", "Resize", &["s", "", "sc"], &["rs"]),
-                node("", "Add", &["rs", "b"], &["y"]),
-            ],
-            ..Graph::default()
-        },
-    }
+    ModelBuilder::new(17)
+        .node(Node::new("/blk/Conv", "Conv", ["x", "w"], ["c"]))
+        .node(Node::new("/blk/Relu", "Relu", ["c"], ["r"]))
+        .node(Node::new("/blk/MatMul", "MatMul", ["r", "m"], ["mm"]))
+        .node(Node::new("/head/Softmax", "Softmax", ["mm"], ["s"]))
+        .node(Node::new("/head/Resize", "Resize", ["s", "", "sc"], ["rs"]))
+        .node(Node::new("", "Add", ["rs", "b"], ["y"]))
+        .build()
 }
 
 fn parse(s: &str) -> QuantConfig {
