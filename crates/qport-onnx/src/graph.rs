@@ -139,6 +139,20 @@ impl Node {
         self
     }
 
+    /// The node with every `(name, value)` of `attrs` set.
+    ///
+    /// ```
+    /// use qport_onnx::{Attribute, Node};
+    /// let n = Node::new("c", "Clip", ["x"], ["y"])
+    ///     .with_attrs([("min", Attribute::Float(0.0)), ("max", Attribute::Float(6.0))]);
+    /// assert_eq!(n.attr_float("max", 0.0).unwrap(), 6.0);
+    /// ```
+    pub fn with_attrs<'a>(mut self, attrs: impl IntoIterator<Item = (&'a str, Attribute)>) -> Node {
+        self.attributes
+            .extend(attrs.into_iter().map(|(k, v)| (k.to_string(), v)));
+        self
+    }
+
     /// True when the node is `op_type` of `domain` (the two spellings of
     /// the default domain are the same domain).
     ///

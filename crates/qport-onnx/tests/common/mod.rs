@@ -13,11 +13,7 @@ pub fn node(
     outs: &[&str],
     attrs: Vec<(&str, Attribute)>,
 ) -> Node {
-    attrs
-        .into_iter()
-        .fold(Node::new(name, op, ins, outs), |n, (k, v)| {
-            n.with_attr(k, v)
-        })
+    Node::new(name, op, ins, outs).with_attrs(attrs)
 }
 
 /// `x[N,1,4,4] -> Conv(W, B) -> Relu -> Add(Constant c) -> y`, with the
