@@ -15,7 +15,7 @@
 //! any input is on a 16-bit grid, int8 if any is on an 8-bit grid, float16
 //! if any is float16, float32 otherwise.
 
-use crate::types::{Grid, QParams, QType};
+use crate::types::{Grid, Precision, QParams};
 use crate::QuantError;
 use qport_core::{DType, Tensor};
 use qport_onnx::{GraphIndex, Model, Node};
@@ -37,7 +37,7 @@ pub struct Imported {
     /// Values and constants rounded to float16.
     pub float16: BTreeSet<String>,
     /// Inferred precision of every node of the float model, by node name.
-    pub node_precisions: BTreeMap<String, QType>,
+    pub node_precisions: BTreeMap<String, Precision>,
 }
 
 impl Imported {
@@ -265,14 +265,14 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
             continue;
         }
         let mut m = n.clone();
-        let mut prec = QType::Float32;
+        let mut prec = Precision::Float32;
         for x in m.inputs.iter_mut().filter(|s| !s.is_empty()) {
             match marker.get(x.as_str()) {
-                Some(Marker::Grid(Grid::Int16 | Grid::Uint16)) => prec = QType::Int16,
-                Some(Marker::Grid(Grid::Int8 | Grid::Uint8)) if prec != QType::Int16 => {
-                    prec = QType::Int8
+                Some(Marker::Grid(Grid::Int16 | Grid::Uint16)) => prec = Precision::Int16,
+                Some(Marker::Grid(Grid::Int8 | Grid::Uint8)) if prec != Precision::Int16 => {
+                    prec = Precision::Int8
                 }
-                Some(Marker::F16) if prec == QType::Float32 => prec = QType::Float16,
+                Some(Marker::F16) if prec == Precision::Float32 => prec = Precision::Float16,
                 _ => {}
             }
             let r = resolve(x.clone(), &alias);

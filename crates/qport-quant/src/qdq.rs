@@ -19,7 +19,7 @@
 //! [`crate::opset`]).
 
 use crate::ops::{self, Role};
-use crate::types::{Grid, QParams, QType};
+use crate::types::{Grid, Precision, QParams};
 use crate::QuantError;
 use qport_core::{DType, Tensor};
 use qport_onnx::{Attribute, GraphIndex, Model, Node};
@@ -29,9 +29,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePrecision {
     /// Node precision (`qtype`).
-    pub qtype: QType,
+    pub qtype: Precision,
     /// Explicit per-input precisions (`InputType0`, `InputType1`).
-    pub input_types: BTreeMap<usize, QType>,
+    pub input_types: BTreeMap<usize, Precision>,
 }
 
 /// Settings of an export that are not per node.
@@ -46,7 +46,7 @@ pub struct ExportOptions {
     /// Power-of-two weight scales.
     pub weight_pot: Option<crate::PowerOfTwo>,
     /// Precision of the graph outputs (`model_output_type`).
-    pub model_output_type: QType,
+    pub model_output_type: Precision,
     /// `metadata_props` written into the artifact.
     pub metadata: Vec<(String, String)>,
     /// Parameters to use as given for these constants (weights and biases
@@ -316,7 +316,7 @@ pub fn grid_name(g: Grid) -> &'static str {
 }
 
 /// The activation grid of an input consumed at precision `q`.
-fn act_grid(q: QType, signed: bool) -> Option<Grid> {
+fn act_grid(q: Precision, signed: bool) -> Option<Grid> {
     Grid::for_qtype(q, signed)
 }
 
@@ -327,7 +327,7 @@ fn plan_inputs(
     precisions: &[NodePrecision],
     values: &ValueFacts,
     per_channel: bool,
-) -> Vec<Vec<(Role, Option<QType>)>> {
+) -> Vec<Vec<(Role, Option<Precision>)>> {
     let g = &model.graph;
     let index = GraphIndex::new(g);
     let const_rank = |name: &str| -> Option<usize> {
@@ -356,7 +356,7 @@ fn plan_inputs(
                         return (Role::Skip, None);
                     }
                     let q = p.input_types.get(&i).copied().unwrap_or(p.qtype);
-                    let quantized = matches!(q, QType::Int8 | QType::Int16);
+                    let quantized = matches!(q, Precision::Int8 | Precision::Int16);
                     if quantized && ops::is_data_movement(&n.op_type) {
                         return (Role::Skip, None);
                     }
@@ -439,7 +439,7 @@ pub fn export(
             let name = &n.inputs[i];
             let name = renamed_outputs.get(name).unwrap_or(name).clone();
             match (role, q) {
-                (Role::Activation, Some(QType::Float16)) => {
+                (Role::Activation, Some(Precision::Float16)) => {
                     new.inputs[i] = b.f16_value(&name);
                 }
                 (Role::Activation, Some(q)) => {
@@ -455,7 +455,7 @@ pub fn export(
         for (i, (role, q)) in roles.iter().enumerate() {
             let name = n.inputs[i].clone();
             match (role, q) {
-                (Role::Weight { .. } | Role::Bias { .. }, Some(QType::Float16)) => {
+                (Role::Weight { .. } | Role::Bias { .. }, Some(Precision::Float16)) => {
                     new.inputs[i] = b.f16_constant(&name)?;
                 }
                 (Role::Weight { axis }, Some(q)) => {
@@ -502,7 +502,7 @@ pub fn export(
             let (Role::Bias { act, weight }, Some(q)) = (role, q) else {
                 continue;
             };
-            if !matches!(q, QType::Int8 | QType::Int16) {
+            if !matches!(q, Precision::Int8 | Precision::Int16) {
                 continue;
             }
             let name = n.inputs[i].clone();
@@ -558,7 +558,7 @@ pub fn export(
             if !out_names.contains(o.as_str()) || !is_f32 {
                 continue;
             }
-            if out_grid.is_some() || node_q == QType::Float16 {
+            if out_grid.is_some() || node_q == Precision::Float16 {
                 let inner = format!("{o}_qport_raw");
                 post.push((inner.clone(), o.clone()));
                 renamed_outputs.insert(o.clone(), inner.clone());
