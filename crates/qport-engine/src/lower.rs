@@ -539,7 +539,7 @@ fn lower_gap(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
 /// DQ(x) → inference BatchNormalization with constant f32 parameters → Q:
 /// a per-channel table over the 256 input values.
 fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>) -> Option<Group> {
-    use crate::ops::quant::common::{dequantize, quantize, QType};
+    use crate::ops::quant::common::{dequantize, quantize, Grid};
     let n = &ctx.model.graph.nodes[i];
     if n.outputs.len() != 1 || n.attr_int("training_mode", 0).ok()? != 0 {
         return None;
@@ -551,8 +551,8 @@ fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>
     let sx = ctx.scalar_f32(&x.scale)?;
     let zt = ctx.init(&x.zp)?;
     let (xq, zx) = match zt.data() {
-        qport_core::TensorData::U8(v) if v.len() == 1 => (QType::U8, i32::from(v[0])),
-        qport_core::TensorData::I8(v) if v.len() == 1 => (QType::I8, i32::from(v[0])),
+        qport_core::TensorData::U8(v) if v.len() == 1 => (Grid::U8, i32::from(v[0])),
+        qport_core::TensorData::I8(v) if v.len() == 1 => (Grid::I8, i32::from(v[0])),
         _ => return None,
     };
     let param = |k: usize| -> Option<Vec<f32>> {
@@ -572,11 +572,7 @@ fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>
         qport_core::TensorData::I8(v) => i32::from(v[0]),
         _ => return None,
     };
-    let yq = if ydt == DType::U8 {
-        QType::U8
-    } else {
-        QType::I8
-    };
+    let yq = if ydt == DType::U8 { Grid::U8 } else { Grid::I8 };
     // the float path's own arithmetic, value by value
     let eps = n.attr_float("epsilon", 1e-5).ok()?;
     let (s, b) = crate::ops::nn::norm::bn_fold(&scale, &bias, &mean, &var, eps);
