@@ -109,6 +109,16 @@ fn scale_tensor(s: &[f32], scalar: bool) -> Result<Tensor, QuantError> {
     Ok(Tensor::from_vec(shape, s.to_vec())?)
 }
 
+/// A QuantizeLinear / DequantizeLinear node reading `[x, scale, zero
+/// point]`, with the `axis` of per-channel parameters.
+fn qdq_node(op: &str, name: String, inputs: [&str; 3], output: &str, axis: Option<usize>) -> Node {
+    let n = Node::new(name, op, inputs, [output]);
+    match axis {
+        Some(a) => n.with_attr("axis", Attribute::Int(a as i64)),
+        None => n,
+    }
+}
+
 /// Quantizes `values` (shape `shape`) with `p` to integers of `p.grid`.
 pub fn quantize_values(values: &[f32], shape: &[usize], p: &QParams) -> Vec<i64> {
     let (lo, hi) = p.grid.bounds();
@@ -157,25 +167,20 @@ impl Builder<'_> {
             .insert(zname.clone(), zp_tensor(g, &p.zero_points, scalar)?);
         let qout = format!("{t}_QuantizeLinear_Output{sfx}");
         let dqout = format!("{t}_DequantizeLinear_Output{sfx}");
-        let mut q = Node::new(
-            format!("{t}_QuantizeLinear{sfx}"),
+        self.nodes.push(qdq_node(
             "QuantizeLinear",
+            format!("{t}_QuantizeLinear{sfx}"),
             [t, &sname, &zname],
-            vec![qout.clone()],
-        );
-        let mut dq = Node::new(
-            format!("{t}_DequantizeLinear{sfx}"),
+            &qout,
+            p.axis,
+        ));
+        self.nodes.push(qdq_node(
             "DequantizeLinear",
-            vec![qout, sname, zname],
-            vec![dqout.clone()],
-        );
-        if let Some(a) = p.axis {
-            q.attributes.insert("axis".into(), Attribute::Int(a as i64));
-            dq.attributes
-                .insert("axis".into(), Attribute::Int(a as i64));
-        }
-        self.nodes.push(q);
-        self.nodes.push(dq);
+            format!("{t}_DequantizeLinear{sfx}"),
+            [&qout, &sname, &zname],
+            &dqout,
+            p.axis,
+        ));
         self.records.push(TensorRecord {
             tensor: t.into(),
             kind: "activation",
@@ -219,17 +224,13 @@ impl Builder<'_> {
             .insert(sname.clone(), scale_tensor(&p.scales, scalar)?);
         self.inits
             .insert(zname.clone(), zp_tensor(p.grid, &p.zero_points, scalar)?);
-        let mut dq = Node::new(
-            format!("{w}_DequantizeLinear"),
+        self.nodes.push(qdq_node(
             "DequantizeLinear",
-            vec![qname, sname, zname],
-            vec![out.clone()],
-        );
-        if let Some(a) = p.axis {
-            dq.attributes
-                .insert("axis".into(), Attribute::Int(a as i64));
-        }
-        self.nodes.push(dq);
+            format!("{w}_DequantizeLinear"),
+            [&qname, &sname, &zname],
+            &out,
+            p.axis,
+        ));
         self.records.push(TensorRecord {
             tensor: w.into(),
             kind,
