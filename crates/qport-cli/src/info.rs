@@ -185,14 +185,6 @@ pub struct ParamsJson {
     pub bytes: u64,
 }
 
-fn qualified(domain: &str, op: &str) -> String {
-    if domain.is_empty() || domain == "ai.onnx" {
-        op.to_string()
-    } else {
-        format!("{domain}:{op}")
-    }
-}
-
 /// Sorts by count descending, then name.
 fn by_count(map: BTreeMap<String, usize>) -> Vec<OpCountJson> {
     let mut v: Vec<OpCountJson> = map
@@ -208,7 +200,7 @@ pub fn describe(model: &Model, facts: &FileFacts) -> InfoJson {
     let g = &model.graph;
     let mut hist: BTreeMap<String, usize> = BTreeMap::new();
     for n in &g.nodes {
-        *hist.entry(qualified(&n.domain, &n.op_type)).or_default() += 1;
+        *hist.entry(n.qualified_op()).or_default() += 1;
     }
     let unsupported: BTreeMap<String, usize> =
         qport_engine::unsupported_ops(model).into_iter().collect();

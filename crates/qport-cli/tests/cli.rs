@@ -200,35 +200,16 @@ fn info_json_on_demo_model() {
 
 /// A two-node model: `Relu` then an op no engine implements.
 fn write_unsupported_model(dir: &Path) -> PathBuf {
-    use qport_onnx::{Graph, Model, Node, ValueInfo};
-    let node = |name: &str, op: &str, i: &str, o: &str| Node {
-        name: name.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: vec![i.into()],
-        outputs: vec![o.into()],
-        attributes: Default::default(),
-        doc_string: String::new(),
-    };
+    use qport_onnx::{Model, Node};
     let model = Model {
-        ir_version: 8,
-        opset_imports: vec![(String::new(), 17)],
-        producer_name: "qport-test".into(),
-        producer_version: "1".into(),
-        domain: String::new(),
         model_version: 1,
-        doc_string: String::new(),
-        metadata: vec![],
-        graph: Graph {
-            name: "g".into(),
-            nodes: vec![
-                node("r", "Relu", "a", "b"),
-                node("f", "FrobnicateXyz", "b", "c"),
-            ],
-            inputs: vec![ValueInfo::known("a", DType::F32, &[1, 4])],
-            outputs: vec![ValueInfo::known("c", DType::F32, &[1, 4])],
-            ..Default::default()
-        },
+        ..qport_onnx::ModelBuilder::new(17)
+            .producer("qport-test", "1")
+            .input("a", DType::F32, &[1, 4])
+            .node(Node::new("r", "Relu", ["a"], ["b"]))
+            .node(Node::new("f", "FrobnicateXyz", ["b"], ["c"]))
+            .output("c", DType::F32, &[1, 4])
+            .build()
     };
     let p = dir.join("unsupported.onnx");
     std::fs::write(&p, qport_onnx::to_bytes(&model)).unwrap();

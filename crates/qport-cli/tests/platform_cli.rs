@@ -9,7 +9,7 @@
 //! `qport_onnx::save`.
 
 use qport_core::DType;
-use qport_onnx::{Dim, Graph, Model, Node, ValueInfo};
+use qport_onnx::{Model, ModelBuilder, Node};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -80,33 +80,13 @@ fn s(p: &Path) -> String {
 /// A one-node model `x -> op -> y` with the given input type and shape.
 fn write_model(dir: &Path, file: &str, op: &str, dtype: DType, shape: &[usize]) -> String {
     let model = Model {
-        ir_version: 8,
-        opset_imports: vec![(String::new(), 17)],
-        producer_name: "qport-test".into(),
-        producer_version: "1".into(),
-        domain: String::new(),
         model_version: 1,
-        doc_string: String::new(),
-        metadata: vec![],
-        graph: Graph {
-            name: "g".into(),
-            nodes: vec![Node {
-                name: "n".into(),
-                op_type: op.into(),
-                domain: String::new(),
-                inputs: vec!["x".into()],
-                outputs: vec!["y".into()],
-                attributes: Default::default(),
-                doc_string: String::new(),
-            }],
-            inputs: vec![ValueInfo {
-                name: "x".into(),
-                dtype: Some(dtype),
-                shape: Some(shape.iter().map(|&d| Dim::Known(d as u64)).collect()),
-            }],
-            outputs: vec![ValueInfo::known("y", dtype, shape)],
-            ..Default::default()
-        },
+        ..ModelBuilder::new(17)
+            .producer("qport-test", "1")
+            .input("x", dtype, shape)
+            .node(Node::new("n", op, ["x"], ["y"]))
+            .output("y", dtype, shape)
+            .build()
     };
     let p = dir.join(file);
     qport_onnx::save(&model, &p).unwrap();

@@ -25,7 +25,7 @@ use crate::lower::lower_qdq;
 use crate::plan::{Plan, PlanOptions};
 use qport_core::arith::ArithProfile;
 use qport_core::Tensor;
-use qport_onnx::Model;
+use qport_onnx::{opclass, Model};
 
 /// Number of `QuantizeLinear` / `DequantizeLinear` nodes (any domain) and
 /// already-integer quantized operators (`QLinear*`, `QGemm`,
@@ -35,17 +35,7 @@ pub fn quantized_node_count(model: &Model) -> usize {
         .graph
         .nodes
         .iter()
-        .filter(|n| {
-            matches!(
-                n.op_type.as_str(),
-                "QuantizeLinear"
-                    | "DequantizeLinear"
-                    | "QGemm"
-                    | "ConvInteger"
-                    | "MatMulInteger"
-                    | "DynamicQuantizeLinear"
-            ) || n.op_type.starts_with("QLinear")
-        })
+        .filter(|n| opclass::is_qdq(&n.op_type) || opclass::is_integer_op(&n.op_type))
         .count()
 }
 

@@ -10,12 +10,9 @@
 //!   operators and run under an integer-arithmetic profile.
 //! - [`ops`]: the operator registry ([`ops::registry`]) and the operator
 //!   implementations, one builder per ONNX op type.
-//! - [`conformance`]: runs ONNX backend node tests (model + protobuf
-//!   test data sets) against the engine.
 #![deny(missing_docs)]
 
 mod buffers;
-pub mod conformance;
 pub mod error;
 pub mod integer;
 pub mod lower;

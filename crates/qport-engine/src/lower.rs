@@ -40,7 +40,8 @@
 //! arithmetic of onnxruntime's default session on a QDQ model.
 
 use qport_core::{DType, Tensor};
-use qport_onnx::{Attribute, Model, Node};
+use qport_onnx::graph::{GraphIndex, MS_DOMAIN};
+use qport_onnx::{opclass, Attribute, Model, Node};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A lowered model and what was lowered.
@@ -55,10 +56,6 @@ pub struct Lowered {
 /// The domain of qport's own lowered operators (`QLinearLookup`).
 pub const QPORT_DOMAIN: &str = "ai.qport";
 
-fn is_default(d: &str) -> bool {
-    d.is_empty() || d == "ai.onnx"
-}
-
 struct Dq {
     x: String,
     scale: String,
@@ -68,15 +65,12 @@ struct Dq {
 
 struct Ctx<'m> {
     model: &'m Model,
-    producer: HashMap<&'m str, usize>,
-    consumers: HashMap<&'m str, Vec<usize>>,
-    outputs: HashSet<&'m str>,
+    index: GraphIndex<'m>,
 }
 
 impl<'m> Ctx<'m> {
     fn op(&self, i: usize, t: &str) -> bool {
-        let n = &self.model.graph.nodes[i];
-        is_default(&n.domain) && n.op_type == t
+        self.model.graph.nodes[i].is_onnx(t)
     }
 
     fn init(&self, name: &str) -> Option<&'m Tensor> {
@@ -94,7 +88,7 @@ impl<'m> Ctx<'m> {
     /// The DequantizeLinear producing `value`, with constant scale and
     /// zero point.
     fn dq(&self, value: &str) -> Option<Dq> {
-        let &i = self.producer.get(value)?;
+        let i = self.index.producer(value)?;
         if !self.op(i, "DequantizeLinear") {
             return None;
         }
@@ -121,13 +115,7 @@ impl<'m> Ctx<'m> {
 
     /// The only reader of `value`, when `value` is not a graph output.
     fn sole_reader(&self, value: &str) -> Option<usize> {
-        if self.outputs.contains(value) {
-            return None;
-        }
-        match self.consumers.get(value).map(|v| v.as_slice()) {
-            Some([j]) => Some(*j),
-            _ => None,
-        }
+        self.index.sole_consumer(value)
     }
 
     /// A QuantizeLinear with constant per-tensor 8-bit parameters.
@@ -163,18 +151,6 @@ fn eight_or_sixteen_bit(t: &Tensor) -> bool {
     matches!(t.dtype(), DType::I8 | DType::U8 | DType::I16 | DType::U16)
 }
 
-fn node(op: &str, domain: &str, name: String, inputs: Vec<String>, outputs: Vec<String>) -> Node {
-    Node {
-        name,
-        op_type: op.into(),
-        domain: domain.into(),
-        inputs,
-        outputs,
-        attributes: BTreeMap::new(),
-        doc_string: String::new(),
-    }
-}
-
 /// The integer range of a quantized type (u8 for anything unknown).
 fn grid(dt: DType) -> (i64, i64) {
     match dt {
@@ -198,20 +174,10 @@ fn quantize_bound(v: f32, s: f32, z: i64, dt: DType) -> i64 {
 /// Lowers `model`; see the [module docs](self).
 pub fn lower_qdq(model: &Model) -> Lowered {
     let g = &model.graph;
-    let mut ctx = Ctx {
+    let ctx = Ctx {
         model,
-        producer: HashMap::new(),
-        consumers: HashMap::new(),
-        outputs: g.outputs.iter().map(|o| o.name.as_str()).collect(),
+        index: GraphIndex::new(g),
     };
-    for (i, n) in g.nodes.iter().enumerate() {
-        for o in &n.outputs {
-            ctx.producer.insert(o.as_str(), i);
-        }
-        for x in n.inputs.iter().filter(|s| !s.is_empty()) {
-            ctx.consumers.entry(x.as_str()).or_default().push(i);
-        }
-    }
     let mut inits = g.initializers.clone();
     let mut replace: HashMap<usize, Vec<Node>> = HashMap::new();
     let mut removed: HashSet<usize> = HashSet::new();
@@ -219,7 +185,7 @@ pub fn lower_qdq(model: &Model) -> Lowered {
     let mut uses_ms = false;
     let mut uses_qport = false;
     for (i, n) in g.nodes.iter().enumerate() {
-        if !is_default(&n.domain) || removed.contains(&i) {
+        if !n.in_default_domain() || removed.contains(&i) {
             continue;
         }
         let Some(out) = n.outputs.first() else {
@@ -228,14 +194,12 @@ pub fn lower_qdq(model: &Model) -> Lowered {
         let done = match n.op_type.as_str() {
             "Conv" => lower_conv(&ctx, i, out, &mut inits),
             "MatMul" => lower_binary(&ctx, i, out, "QLinearMatMul", ""),
-            "Add" => lower_binary(&ctx, i, out, "QLinearAdd", "com.microsoft"),
-            "Mul" => lower_binary(&ctx, i, out, "QLinearMul", "com.microsoft"),
+            "Add" => lower_binary(&ctx, i, out, "QLinearAdd", MS_DOMAIN),
+            "Mul" => lower_binary(&ctx, i, out, "QLinearMul", MS_DOMAIN),
             "Gemm" => lower_gemm(&ctx, i, out),
             "GlobalAveragePool" => lower_gap(&ctx, i, out),
             "BatchNormalization" => lower_bn(&ctx, i, out, &mut inits),
-            "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "MaxPool" => {
-                lower_move(&ctx, i, out)
-            }
+            op if opclass::moves_integers(op) => lower_move(&ctx, i, out),
             _ => None,
         };
         if let Some((nodes, gone)) = done {
@@ -245,7 +209,7 @@ pub fn lower_qdq(model: &Model) -> Lowered {
             {
                 continue;
             }
-            uses_ms |= nodes.iter().any(|m| m.domain == "com.microsoft");
+            uses_ms |= nodes.iter().any(|m| m.domain == MS_DOMAIN);
             uses_qport |= nodes.iter().any(|m| m.domain == QPORT_DOMAIN);
             lowered.push((n.name.clone(), nodes[0].op_type.clone()));
             removed.extend(gone.iter().copied());
@@ -260,7 +224,7 @@ pub fn lower_qdq(model: &Model) -> Lowered {
         let last = new
             .iter()
             .flat_map(|m| m.outputs.iter())
-            .filter_map(|o| ctx.producer.get(o.as_str()).copied())
+            .filter_map(|o| ctx.index.producer(o))
             .max()
             .unwrap_or(i);
         emit_at.insert(last, i);
@@ -279,14 +243,14 @@ pub fn lower_qdq(model: &Model) -> Lowered {
         let used: HashSet<&str> = nodes
             .iter()
             .flat_map(|n| n.inputs.iter().map(|s| s.as_str()))
-            .chain(ctx.outputs.iter().copied())
+            .chain(ctx.index.outputs().iter().copied())
             .collect();
         let before = nodes.len();
         let dead: Vec<bool> = nodes
             .iter()
             .map(|n| {
-                is_default(&n.domain)
-                    && matches!(n.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear")
+                n.in_default_domain()
+                    && opclass::is_qdq(&n.op_type)
                     && n.outputs.iter().all(|o| !used.contains(o.as_str()))
             })
             .collect();
@@ -299,24 +263,13 @@ pub fn lower_qdq(model: &Model) -> Lowered {
             break;
         }
     }
-    let used: HashSet<String> = nodes
-        .iter()
-        .flat_map(|n| n.inputs.iter().cloned())
-        .chain(g.outputs.iter().map(|o| o.name.clone()))
-        .collect();
-    inits.retain(|k, _| used.contains(k));
     let mut out = model.clone();
     out.graph.nodes = nodes;
     out.graph.initializers = inits;
-    let produced: HashSet<String> = out
-        .graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().cloned())
-        .collect();
-    out.graph.value_info.retain(|v| produced.contains(&v.name));
-    if uses_ms && out.opset("com.microsoft").is_none() {
-        out.opset_imports.push(("com.microsoft".into(), 1));
+    out.graph.drop_unread_initializers();
+    out.graph.drop_stale_value_info();
+    if uses_ms && out.opset(MS_DOMAIN).is_none() {
+        out.opset_imports.push((MS_DOMAIN.into(), 1));
     }
     if uses_qport && out.opset(QPORT_DOMAIN).is_none() {
         out.opset_imports.push((QPORT_DOMAIN.into(), 1));
@@ -402,12 +355,11 @@ fn lower_conv(
     let final_out = qn.outputs[0].clone();
     let mut gone = vec![i, qj];
     let mut nodes = Vec::new();
-    let mut conv = node(
-        "QLinearConv",
-        "",
+    let mut conv = Node::new(
         format!("{}_qlinear", n.name),
+        "QLinearConv",
         inputs,
-        vec![final_out.clone()],
+        [&final_out],
     );
     for k in [
         "auto_pad",
@@ -440,12 +392,11 @@ fn lower_conv(
             clip_in.push(name);
         }
         nodes.push(conv);
-        nodes.push(node(
-            "Clip",
-            "",
+        nodes.push(Node::new(
             format!("{}_qlinear_clip", n.name),
+            "Clip",
             clip_in,
-            vec![final_out],
+            [final_out],
         ));
     } else {
         nodes.push(conv);
@@ -503,13 +454,13 @@ fn lower_binary(ctx: &Ctx, i: usize, out: &str, op: &str, domain: &str) -> Optio
         }
     }
     let q = &ctx.model.graph.nodes[qj];
-    let m = node(
-        op,
-        domain,
+    let m = Node::new(
         format!("{}_qlinear", n.name),
-        vec![a.x, a.scale, a.zp, b.x, b.scale, b.zp, sy, zy],
-        vec![q.outputs[0].clone()],
-    );
+        op,
+        [a.x, a.scale, a.zp, b.x, b.scale, b.zp, sy, zy],
+        [&q.outputs[0]],
+    )
+    .in_domain(domain);
     Some((vec![m], vec![i, qj]))
 }
 
@@ -554,13 +505,8 @@ fn lower_gemm(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
             outputs = vec![ctx.model.graph.nodes[qj].outputs[0].clone()];
         }
     }
-    let mut m = node(
-        "QGemm",
-        "com.microsoft",
-        format!("{}_qlinear", n.name),
-        inputs,
-        outputs,
-    );
+    let mut m =
+        Node::new(format!("{}_qlinear", n.name), "QGemm", inputs, outputs).in_domain(MS_DOMAIN);
     for k in ["alpha", "transA", "transB"] {
         if let Some(v) = n.attributes.get(k) {
             m.attributes.insert(k.into(), v.clone());
@@ -579,22 +525,21 @@ fn lower_gap(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
     ctx.scalar_f32(&x.scale)?;
     let qj = ctx.sole_reader(out)?;
     let (sy, zy, _) = ctx.q8(qj)?;
-    let mut m = node(
-        "QLinearGlobalAveragePool",
-        "com.microsoft",
+    let m = Node::new(
         format!("{}_qlinear", n.name),
-        vec![x.x, x.scale, x.zp, sy, zy],
-        vec![ctx.model.graph.nodes[qj].outputs[0].clone()],
-    );
-    m.attributes
-        .insert("channels_last".into(), Attribute::Int(0));
+        "QLinearGlobalAveragePool",
+        [x.x, x.scale, x.zp, sy, zy],
+        [&ctx.model.graph.nodes[qj].outputs[0]],
+    )
+    .in_domain(MS_DOMAIN)
+    .with_attr("channels_last", Attribute::Int(0));
     Some((vec![m], vec![i, qj]))
 }
 
 /// DQ(x) → inference BatchNormalization with constant f32 parameters → Q:
 /// a per-channel table over the 256 input values.
 fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>) -> Option<Group> {
-    use crate::ops::quant::common::{dequantize, quantize, QType};
+    use crate::ops::quant::common::{dequantize, quantize, Grid};
     let n = &ctx.model.graph.nodes[i];
     if n.outputs.len() != 1 || n.attr_int("training_mode", 0).ok()? != 0 {
         return None;
@@ -606,8 +551,8 @@ fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>
     let sx = ctx.scalar_f32(&x.scale)?;
     let zt = ctx.init(&x.zp)?;
     let (xq, zx) = match zt.data() {
-        qport_core::TensorData::U8(v) if v.len() == 1 => (QType::U8, i32::from(v[0])),
-        qport_core::TensorData::I8(v) if v.len() == 1 => (QType::I8, i32::from(v[0])),
+        qport_core::TensorData::U8(v) if v.len() == 1 => (Grid::U8, i32::from(v[0])),
+        qport_core::TensorData::I8(v) if v.len() == 1 => (Grid::I8, i32::from(v[0])),
         _ => return None,
     };
     let param = |k: usize| -> Option<Vec<f32>> {
@@ -627,11 +572,7 @@ fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>
         qport_core::TensorData::I8(v) => i32::from(v[0]),
         _ => return None,
     };
-    let yq = if ydt == DType::U8 {
-        QType::U8
-    } else {
-        QType::I8
-    };
+    let yq = if ydt == DType::U8 { Grid::U8 } else { Grid::I8 };
     // the float path's own arithmetic, value by value
     let eps = n.attr_float("epsilon", 1e-5).ok()?;
     let (s, b) = crate::ops::nn::norm::bn_fold(&scale, &bias, &mean, &var, eps);
@@ -649,13 +590,13 @@ fn lower_bn(ctx: &Ctx, i: usize, out: &str, inits: &mut BTreeMap<String, Tensor>
         tname.clone(),
         Tensor::new(vec![c, 256], yq.pack(table)).ok()?,
     );
-    let m = node(
-        "QLinearLookup",
-        QPORT_DOMAIN,
+    let m = Node::new(
         format!("{}_qlinear", n.name),
-        vec![x.x, tname],
-        vec![ctx.model.graph.nodes[qj].outputs[0].clone()],
-    );
+        "QLinearLookup",
+        [x.x, tname],
+        [&ctx.model.graph.nodes[qj].outputs[0]],
+    )
+    .in_domain(QPORT_DOMAIN);
     Some((vec![m], vec![i, qj]))
 }
 
@@ -666,7 +607,7 @@ fn const_value(ctx: &Ctx, name: &str) -> Option<Tensor> {
     if let Some(t) = ctx.init(name) {
         return Some(t.clone());
     }
-    let &i = ctx.producer.get(name)?;
+    let i = ctx.index.producer(name)?;
     let n = &ctx.model.graph.nodes[i];
     if !ctx.op(i, "DequantizeLinear") {
         return None;
@@ -718,147 +659,5 @@ fn lower_move(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use qport_onnx::{Graph, ValueInfo};
-
-    fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
-        Node {
-            name: format!("{op}_{}", outputs[0]),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: outputs.iter().map(|s| s.to_string()).collect(),
-            attributes: Default::default(),
-            doc_string: String::new(),
-        }
-    }
-
-    /// x (u8 or i8, [2, C, 16, 16] holding every value in every channel)
-    /// → DQ → BatchNormalization (weight given through a DQ of int8, as
-    /// onnxruntime's quantizer writes it) → Q (u8 or i8) → y.
-    fn bn_group(c: usize, signed_in: bool, signed_out: bool) -> (Model, Tensor) {
-        let mut inits = BTreeMap::new();
-        let zx = if signed_in {
-            Tensor::scalar(-5i8)
-        } else {
-            Tensor::scalar(131u8)
-        };
-        let zy = if signed_out {
-            Tensor::scalar(4i8)
-        } else {
-            Tensor::scalar(120u8)
-        };
-        inits.insert("sx".into(), Tensor::scalar(0.037f32));
-        inits.insert("zx".into(), zx);
-        inits.insert("sy".into(), Tensor::scalar(0.051f32));
-        inits.insert("zy".into(), zy);
-        let f = |v: Vec<f32>| Tensor::from_vec(vec![v.len()], v).unwrap();
-        let wq: Vec<i8> = (0..c).map(|i| (i as i8) * 13 - 60).collect();
-        inits.insert("wq".into(), Tensor::from_vec(vec![c], wq).unwrap());
-        inits.insert("ws".into(), Tensor::scalar(0.02f32));
-        inits.insert("wz".into(), Tensor::scalar(0i8));
-        inits.insert(
-            "b".into(),
-            f((0..c).map(|i| i as f32 * 0.3 - 1.0).collect()),
-        );
-        inits.insert(
-            "mean".into(),
-            f((0..c).map(|i| i as f32 * 0.11 - 0.4).collect()),
-        );
-        inits.insert(
-            "var".into(),
-            f((0..c).map(|i| 0.5 + i as f32 * 0.7).collect()),
-        );
-        let mut bn = node(
-            "BatchNormalization",
-            &["xf", "w", "b", "mean", "var"],
-            &["yf"],
-        );
-        bn.attributes
-            .insert("epsilon".into(), Attribute::Float(1e-3));
-        let nodes = vec![
-            node("DequantizeLinear", &["x", "sx", "zx"], &["xf"]),
-            node("DequantizeLinear", &["wq", "ws", "wz"], &["w"]),
-            bn,
-            node("QuantizeLinear", &["yf", "sy", "zy"], &["y"]),
-        ];
-        let (xt, yt) = (
-            if signed_in { DType::I8 } else { DType::U8 },
-            if signed_out { DType::I8 } else { DType::U8 },
-        );
-        let shape = [2, c, 16, 16];
-        let model = Model {
-            ir_version: 8,
-            opset_imports: vec![(String::new(), 13)],
-            producer_name: String::new(),
-            producer_version: String::new(),
-            domain: String::new(),
-            model_version: 0,
-            doc_string: String::new(),
-            metadata: vec![],
-            graph: Graph {
-                name: "g".into(),
-                nodes,
-                inputs: vec![ValueInfo::known("x", xt, &shape)],
-                outputs: vec![ValueInfo::known("y", yt, &shape)],
-                initializers: inits,
-                value_info: vec![],
-                doc_string: String::new(),
-            },
-        };
-        // every one of the 256 values in each channel, twice (two images)
-        let n = 2 * c * 256;
-        let x = if signed_in {
-            Tensor::from_vec(
-                shape.to_vec(),
-                (0..n).map(|i| (i % 256) as u8 as i8).collect::<Vec<i8>>(),
-            )
-        } else {
-            Tensor::from_vec(
-                shape.to_vec(),
-                (0..n).map(|i| (i % 256) as u8).collect::<Vec<u8>>(),
-            )
-        }
-        .unwrap();
-        (model, x)
-    }
-
-    #[test]
-    fn batchnorm_groups_become_tables_equal_to_the_float_path() {
-        for (signed_in, signed_out) in [(false, false), (true, false), (false, true), (true, true)]
-        {
-            let (model, x) = bn_group(5, signed_in, signed_out);
-            let low = lower_qdq(&model);
-            assert_eq!(
-                low.lowered,
-                vec![(
-                    "BatchNormalization_yf".to_string(),
-                    "QLinearLookup".to_string()
-                )]
-            );
-            assert!(low
-                .model
-                .graph
-                .nodes
-                .iter()
-                .all(|n| n.op_type != "BatchNormalization"));
-            let float = crate::Plan::with_options(&model, crate::PlanOptions::unfused()).unwrap();
-            let lowered = crate::Plan::new(&low.model).unwrap();
-            let want = float.run(vec![("x".into(), x.clone())]).unwrap();
-            let got = lowered.run(vec![("x".into(), x)]).unwrap();
-            assert_eq!(got[0].1, want[0].1, "in {signed_in} out {signed_out}");
-        }
-    }
-
-    #[test]
-    fn batchnorm_with_a_second_reader_stays_in_float() {
-        let (mut model, _) = bn_group(3, false, false);
-        model.graph.nodes.push(node("Relu", &["yf"], &["z"]));
-        model
-            .graph
-            .outputs
-            .push(ValueInfo::known("z", DType::F32, &[2, 3, 16, 16]));
-        assert!(lower_qdq(&model).lowered.is_empty());
-    }
-}
+#[path = "lower_tests.rs"]
+mod tests;

@@ -20,8 +20,9 @@
 
 use qport_core::{DType, Tensor};
 use qport_kernels::activation::Activation;
+use qport_onnx::graph::{fresh_name, GraphIndex};
 use qport_onnx::{Model, Node};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// A node to build, with the activation fused into it (Conv only).
 pub(crate) struct PlannedNode {
@@ -33,10 +34,6 @@ pub(crate) struct PlannedNode {
 pub(crate) struct Rewritten {
     pub(crate) nodes: Vec<PlannedNode>,
     pub(crate) initializers: BTreeMap<String, Tensor>,
-}
-
-fn is_default(domain: &str) -> bool {
-    domain.is_empty() || domain == "ai.onnx"
 }
 
 /// The model's nodes and constants, fused when `fuse` is set.
@@ -56,23 +53,7 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
             initializers,
         };
     }
-    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for name in n.inputs.iter().filter(|s| !s.is_empty()) {
-            readers.entry(name.as_str()).or_default().push(i);
-        }
-    }
-    let outputs: HashSet<&str> = g.outputs.iter().map(|o| o.name.as_str()).collect();
-    // the single node reading `value`, if `value` may disappear
-    let sole_reader = |value: &str| -> Option<usize> {
-        if outputs.contains(value) {
-            return None;
-        }
-        match readers.get(value).map(|v| v.as_slice()) {
-            Some([j]) => Some(*j),
-            _ => None,
-        }
-    };
+    let index = GraphIndex::new(g);
     let opset = model.opset("").unwrap_or(21);
     let mut removed = vec![false; g.nodes.len()];
     let mut nodes = Vec::with_capacity(g.nodes.len());
@@ -80,7 +61,7 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
         if removed[i] {
             continue;
         }
-        if !(n.op_type == "Conv" && is_default(&n.domain)) {
+        if !n.is_onnx("Conv") {
             nodes.push(PlannedNode {
                 node: n.clone(),
                 act: None,
@@ -91,21 +72,13 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
         let mut act = None;
         if let (Some(out), Some(w)) = (n.outputs.first(), conv_weights(n, &initializers)) {
             let mut out = out.clone();
-            // BatchNormalization
-            if let Some(j) = sole_reader(&out) {
-                let bn = &g.nodes[j];
-                if let Some((w2, b2)) = fold_bn(bn, &out, &w, opset, &initializers) {
-                    let wname = fresh(&initializers, &format!("{}::qport_bn_weight", n.name));
-                    initializers.insert(wname.clone(), w2);
-                    let bname = fresh(&initializers, &format!("{}::qport_bn_bias", n.name));
-                    initializers.insert(bname.clone(), b2);
-                    node.inputs = vec![n.inputs[0].clone(), wname, bname];
-                    out = bn.outputs[0].clone();
-                    removed[j] = true;
-                }
+            if let Some((j, inputs)) = fold_next_bn(model, &index, i, &w, &mut initializers) {
+                node.inputs = inputs;
+                out = g.nodes[j].outputs[0].clone();
+                removed[j] = true;
             }
             // activation
-            if let Some(j) = sole_reader(&out) {
+            if let Some(j) = index.sole_consumer(&out) {
                 let a = &g.nodes[j];
                 if let Some(f) = activation(a, &out, opset, &initializers) {
                     act = Some(f);
@@ -138,15 +111,30 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
     }
 }
 
-/// A name not yet used by a constant.
-fn fresh(inits: &BTreeMap<String, Tensor>, base: &str) -> String {
-    let mut name = base.to_string();
-    let mut i = 1;
-    while inits.contains_key(&name) {
-        name = format!("{base}.{i}");
-        i += 1;
-    }
-    name
+/// Folds the BatchNormalization that is the sole reader of Conv `i`'s
+/// output into new constants `<conv>::qport_bn_weight` / `_bias`: the
+/// folded node's index and the Conv's new inputs.
+fn fold_next_bn(
+    model: &Model,
+    index: &GraphIndex,
+    i: usize,
+    w: &ConvWeights,
+    inits: &mut BTreeMap<String, Tensor>,
+) -> Option<(usize, Vec<String>)> {
+    let n = &model.graph.nodes[i];
+    let out = n.outputs.first()?;
+    let j = index.sole_consumer(out)?;
+    let opset = model.opset("").unwrap_or(21);
+    let (w2, b2) = fold_bn(&model.graph.nodes[j], out, w, opset, inits)?;
+    let wname = fresh_name(&format!("{}::qport_bn_weight", n.name), |k| {
+        inits.contains_key(k)
+    });
+    inits.insert(wname.clone(), w2);
+    let bname = fresh_name(&format!("{}::qport_bn_bias", n.name), |k| {
+        inits.contains_key(k)
+    });
+    inits.insert(bname.clone(), b2);
+    Some((j, vec![n.inputs[0].clone(), wname, bname]))
 }
 
 /// The Conv's constant `f32` weight and bias (zeros when absent), when
@@ -195,7 +183,7 @@ fn fold_bn(
     opset: i64,
     inits: &BTreeMap<String, Tensor>,
 ) -> Option<(Tensor, Tensor)> {
-    if bn.op_type != "BatchNormalization" || !is_default(&bn.domain) {
+    if !bn.is_onnx("BatchNormalization") {
         return None;
     }
     if bn.inputs.len() != 5 || bn.inputs[0] != input {
@@ -250,7 +238,7 @@ fn activation(
     opset: i64,
     inits: &BTreeMap<String, Tensor>,
 ) -> Option<Activation> {
-    if !is_default(&a.domain)
+    if !a.in_default_domain()
         || a.inputs.first().map(|s| s.as_str()) != Some(input)
         || a.outputs.len() != 1
         || a.outputs[0].is_empty()
@@ -308,14 +296,7 @@ fn activation(
 /// that weights are quantized in the form the target executes.
 pub fn fold_batch_norms(model: &Model) -> Model {
     let g = &model.graph;
-    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for name in n.inputs.iter().filter(|s| !s.is_empty()) {
-            readers.entry(name.as_str()).or_default().push(i);
-        }
-    }
-    let outputs: HashSet<&str> = g.outputs.iter().map(|o| o.name.as_str()).collect();
-    let opset = model.opset("").unwrap_or(21);
+    let index = GraphIndex::new(g);
     let mut initializers = g.initializers.clone();
     let mut removed = vec![false; g.nodes.len()];
     let mut nodes = Vec::with_capacity(g.nodes.len());
@@ -324,64 +305,42 @@ pub fn fold_batch_norms(model: &Model) -> Model {
             continue;
         }
         let mut node = n.clone();
-        if n.op_type == "Conv" && is_default(&n.domain) {
-            if let (Some(out), Some(w)) = (n.outputs.first(), conv_weights(n, &initializers)) {
-                let sole = match readers.get(out.as_str()).map(|v| v.as_slice()) {
-                    Some([j]) if !outputs.contains(out.as_str()) => Some(*j),
-                    _ => None,
-                };
-                if let Some(j) = sole {
-                    let bn = &g.nodes[j];
-                    if let Some((w2, b2)) = fold_bn(bn, out, &w, opset, &initializers) {
-                        let wname = fresh(&initializers, &format!("{}::qport_bn_weight", n.name));
-                        initializers.insert(wname.clone(), w2);
-                        let bname = fresh(&initializers, &format!("{}::qport_bn_bias", n.name));
-                        initializers.insert(bname.clone(), b2);
-                        node.inputs = vec![n.inputs[0].clone(), wname, bname];
-                        node.outputs = vec![bn.outputs[0].clone()];
-                        removed[j] = true;
-                    }
-                }
+        if let Some(w) = n
+            .is_onnx("Conv")
+            .then(|| conv_weights(n, &initializers))
+            .flatten()
+        {
+            if let Some((j, inputs)) = fold_next_bn(model, &index, i, &w, &mut initializers) {
+                node.inputs = inputs;
+                node.outputs = vec![g.nodes[j].outputs[0].clone()];
+                removed[j] = true;
             }
         }
         nodes.push(node);
     }
-    let used: HashSet<&str> = nodes
-        .iter()
-        .flat_map(|n| n.inputs.iter().map(|s| s.as_str()))
-        .chain(g.outputs.iter().map(|o| o.name.as_str()))
-        .collect();
-    initializers.retain(|k, _| used.contains(k.as_str()));
     let mut out = model.clone();
     out.graph.nodes = nodes;
     out.graph.initializers = initializers;
+    out.graph.drop_unread_initializers();
     let kept: HashSet<String> = out
         .graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().cloned())
+        .produced_values()
+        .into_iter()
+        .chain(index.outputs().iter().copied())
+        .map(String::from)
         .collect();
-    out.graph
-        .value_info
-        .retain(|v| kept.contains(&v.name) || outputs.contains(v.name.as_str()));
+    out.graph.value_info.retain(|v| kept.contains(&v.name));
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qport_onnx::model::{Attribute, Graph, ValueInfo};
+    use qport_onnx::graph::ModelBuilder;
+    use qport_onnx::model::{Attribute, ValueInfo};
 
     fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
-        Node {
-            name: format!("{op}_{}", outputs[0]),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: outputs.iter().map(|s| s.to_string()).collect(),
-            attributes: BTreeMap::new(),
-            doc_string: String::new(),
-        }
+        Node::new(format!("{op}_{}", outputs[0]), op, inputs, outputs)
     }
 
     fn vec1(v: Vec<f32>) -> Tensor {
@@ -390,49 +349,28 @@ mod tests {
 
     /// x -> Conv -> BN -> Clip -> y, with a second branch reading `extra`.
     fn model(extra_reader: bool) -> Model {
-        let mut inits = BTreeMap::new();
-        inits.insert(
-            "w".into(),
-            Tensor::from_vec(vec![2, 1, 1, 1], vec![1.0f32, 2.0]).unwrap(),
-        );
-        inits.insert("s".into(), vec1(vec![2.0, 1.0]));
-        inits.insert("bb".into(), vec1(vec![0.5, 0.0]));
-        inits.insert("mu".into(), vec1(vec![1.0, 0.0]));
-        inits.insert("var".into(), vec1(vec![1.0, 3.0]));
-        inits.insert("lo".into(), Tensor::scalar(0.0f32));
-        inits.insert("hi".into(), Tensor::scalar(6.0f32));
-        let mut bn = node("BatchNormalization", &["c", "s", "bb", "mu", "var"], &["b"]);
-        bn.attributes
-            .insert("epsilon".into(), Attribute::Float(0.0));
-        let mut nodes = vec![
-            node("Conv", &["x", "w"], &["c"]),
-            bn,
-            node("Clip", &["b", "lo", "hi"], &["y"]),
-        ];
-        let mut outputs = vec![ValueInfo::known("y", DType::F32, &[1, 2, 1, 1])];
+        let bn = node("BatchNormalization", &["c", "s", "bb", "mu", "var"], &["b"])
+            .with_attr("epsilon", Attribute::Float(0.0));
+        let w = Tensor::from_vec(vec![2, 1, 1, 1], vec![1.0f32, 2.0]).unwrap();
+        let mut m = ModelBuilder::new(13)
+            .input("x", DType::F32, &[1, 1, 1, 1])
+            .initializer("w", w)
+            .initializer("s", vec1(vec![2.0, 1.0]))
+            .initializer("bb", vec1(vec![0.5, 0.0]))
+            .initializer("mu", vec1(vec![1.0, 0.0]))
+            .initializer("var", vec1(vec![1.0, 3.0]))
+            .initializer("lo", Tensor::scalar(0.0f32))
+            .initializer("hi", Tensor::scalar(6.0f32))
+            .op("Conv", ["x", "w"], ["c"])
+            .node(bn)
+            .op("Clip", ["b", "lo", "hi"], ["y"])
+            .output("y", DType::F32, &[1, 2, 1, 1]);
         if extra_reader {
-            nodes.push(node("Relu", &["b"], &["z"]));
-            outputs.push(ValueInfo::known("z", DType::F32, &[1, 2, 1, 1]));
+            m = m
+                .op("Relu", ["b"], ["z"])
+                .output("z", DType::F32, &[1, 2, 1, 1]);
         }
-        Model {
-            ir_version: 8,
-            opset_imports: vec![(String::new(), 13)],
-            producer_name: String::new(),
-            producer_version: String::new(),
-            domain: String::new(),
-            model_version: 0,
-            doc_string: String::new(),
-            metadata: vec![],
-            graph: Graph {
-                name: "g".into(),
-                nodes,
-                inputs: vec![ValueInfo::known("x", DType::F32, &[1, 1, 1, 1])],
-                outputs,
-                initializers: inits,
-                value_info: vec![],
-                doc_string: String::new(),
-            },
-        }
+        m.build()
     }
 
     #[test]
@@ -474,9 +412,8 @@ mod tests {
         dwn.attributes.insert("group".into(), Attribute::Int(2));
         dwn.attributes
             .insert("pads".into(), Attribute::Ints(vec![1, 1, 1, 1]));
-        let mut bn = node("BatchNormalization", &["c", "s", "bb", "mu", "var"], &["b"]);
-        bn.attributes
-            .insert("epsilon".into(), Attribute::Float(1e-3));
+        let bn = node("BatchNormalization", &["c", "s", "bb", "mu", "var"], &["b"])
+            .with_attr("epsilon", Attribute::Float(1e-3));
         g.nodes = vec![
             dwn,
             bn,

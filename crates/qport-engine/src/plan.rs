@@ -62,18 +62,10 @@ pub fn unsupported_ops(model: &Model) -> Vec<(String, usize)> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for n in &model.graph.nodes {
         if registry().get(&n.domain, &n.op_type).is_none() {
-            *counts.entry(qualified(&n.domain, &n.op_type)).or_default() += 1;
+            *counts.entry(n.qualified_op()).or_default() += 1;
         }
     }
     counts.into_iter().collect()
-}
-
-fn qualified(domain: &str, op: &str) -> String {
-    if domain.is_empty() || domain == "ai.onnx" {
-        op.to_string()
-    } else {
-        format!("{domain}:{op}")
-    }
 }
 
 /// How [`Plan::with_options`] compiles a model.
@@ -161,7 +153,7 @@ impl Plan {
             let node = &planned.node;
             let opset = model
                 .opset(&node.domain)
-                .unwrap_or(if node.domain.is_empty() {
+                .unwrap_or(if node.in_default_domain() {
                     model.opset("").unwrap_or(21)
                 } else {
                     1
@@ -183,7 +175,7 @@ impl Plan {
             };
             let op = built.map_err(|source| EngineError::Node {
                 node: node.name.clone(),
-                op: qualified(&node.domain, &node.op_type),
+                op: node.qualified_op(),
                 source: Box::new(source),
             })?;
             let mut ins = vec![];
@@ -217,7 +209,7 @@ impl Plan {
             }
             steps.push(Step {
                 node: node.name.clone(),
-                op_type: qualified(&node.domain, &node.op_type),
+                op_type: node.qualified_op(),
                 op,
                 inputs: ins,
                 outputs: outs,

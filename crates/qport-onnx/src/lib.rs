@@ -11,6 +11,11 @@
 //!   outputs, missing initializers) and topological ordering.
 //! - [`infer`]: the types and shapes a model declares (op-level shape
 //!   inference happens at run time in the engine).
+//! - [`graph`]: the toolkit passes share: domains, node and model
+//!   constructors, the producer/consumer index, fresh names, pruning, and
+//!   [`graph::ModelBuilder`] for tests.
+//! - [`opclass`]: the operator classes quantization and integer execution
+//!   agree on (GEMM-class, data movement, fusable activations, integer ops).
 //!
 //! ```no_run
 //! let model = qport_onnx::load("model.onnx")?;
@@ -21,15 +26,18 @@
 #![deny(missing_docs)]
 
 pub mod error;
+pub mod graph;
 pub mod infer;
 pub mod load;
 pub mod model;
+pub mod opclass;
 pub mod proto;
 pub mod save;
 pub mod tensor;
 pub mod validate;
 
 pub use error::{OnnxError, Result};
+pub use graph::{is_default_domain, GraphIndex, ModelBuilder};
 pub use infer::value_types;
 pub use load::{from_bytes, load};
 pub use model::{Attribute, Dim, Graph, Model, Node, ValueInfo};

@@ -126,11 +126,7 @@ pub fn model_from_proto(proto: &ModelProto, base_dir: Option<&Path>) -> Result<M
 }
 
 fn norm_domain(d: &str) -> String {
-    if d == "ai.onnx" {
-        String::new()
-    } else {
-        d.to_string()
-    }
+    crate::graph::normalize_domain(d).to_string()
 }
 
 /// Converts a `ValueInfoProto`: tensor types give dtype and shape; other
@@ -209,7 +205,7 @@ impl Ctx<'_> {
         let mut nodes = Vec::with_capacity(g.node.len());
         for (np, name) in g.node.iter().zip(names) {
             let node = self.node(np, name)?;
-            if node.op_type == "Constant" && node.domain.is_empty() {
+            if node.is_onnx("Constant") {
                 let (out, t) = fold_constant(&node)?;
                 if input_names.contains(out.as_str()) || initializers.contains_key(&out) {
                     return Err(OnnxError::Invalid(format!(

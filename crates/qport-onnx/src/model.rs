@@ -34,17 +34,11 @@ impl Model {
     /// The opset version imported for `domain` (`""` and `"ai.onnx"` are the
     /// default domain).
     pub fn opset(&self, domain: &str) -> Option<i64> {
-        let norm = |d: &str| {
-            if d == "ai.onnx" {
-                String::new()
-            } else {
-                d.to_string()
-            }
-        };
-        let want = norm(domain);
+        use crate::graph::normalize_domain;
+        let want = normalize_domain(domain);
         self.opset_imports
             .iter()
-            .find(|(d, _)| norm(d) == want)
+            .find(|(d, _)| normalize_domain(d) == want)
             .map(|(_, v)| *v)
     }
 }

@@ -321,37 +321,23 @@ mod tests {
     use super::*;
     use crate::model::ValueInfo;
     use qport_core::DType;
-    use std::collections::BTreeMap;
-
-    fn node(name: &str, op: &str, ins: &[&str], outs: &[&str]) -> Node {
-        Node {
-            name: name.into(),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: ins.iter().map(|s| s.to_string()).collect(),
-            outputs: outs.iter().map(|s| s.to_string()).collect(),
-            attributes: BTreeMap::new(),
-            doc_string: String::new(),
-        }
-    }
 
     fn graph(nodes: Vec<Node>, out: &str) -> Graph {
-        Graph {
-            name: "g".into(),
+        Graph::new(
+            "g",
             nodes,
-            inputs: vec![ValueInfo::known("x", DType::F32, &[1])],
-            outputs: vec![ValueInfo::known(out, DType::F32, &[1])],
-            ..Default::default()
-        }
+            vec![ValueInfo::known("x", DType::F32, &[1])],
+            vec![ValueInfo::known(out, DType::F32, &[1])],
+        )
     }
 
     #[test]
     fn sorts_stably() {
         let mut g = graph(
             vec![
-                node("c", "Relu", &["b"], &["y"]),
-                node("a", "Relu", &["x"], &["a"]),
-                node("b", "Relu", &["a"], &["b"]),
+                Node::new("c", "Relu", ["b"], ["y"]),
+                Node::new("a", "Relu", ["x"], ["a"]),
+                Node::new("b", "Relu", ["a"], ["b"]),
             ],
             "y",
         );
@@ -364,8 +350,8 @@ mod tests {
     fn cycle_is_named_in_flow_order() {
         let g = graph(
             vec![
-                node("a", "Add", &["x", "b"], &["a"]),
-                node("b", "Relu", &["a"], &["b"]),
+                Node::new("a", "Add", ["x", "b"], ["a"]),
+                Node::new("b", "Relu", ["a"], ["b"]),
             ],
             "b",
         );
@@ -377,11 +363,11 @@ mod tests {
     fn subgraph_outer_reads_are_dependencies() {
         let body = Graph {
             name: "then".into(),
-            nodes: vec![node("inner", "Relu", &["a"], &["t"])],
+            nodes: vec![Node::new("inner", "Relu", ["a"], ["t"])],
             outputs: vec![ValueInfo::known("t", DType::F32, &[1])],
             ..Default::default()
         };
-        let mut if_node = node("if", "If", &["cond"], &["y"]);
+        let mut if_node = Node::new("if", "If", ["cond"], ["y"]);
         if_node.attributes.insert(
             "then_branch".into(),
             Attribute::Graph(Box::new(body.clone())),
@@ -392,8 +378,8 @@ mod tests {
         let mut g = graph(
             vec![
                 if_node,
-                node("a", "Relu", &["x"], &["a"]),
-                node("c", "Cast", &["x"], &["cond"]),
+                Node::new("a", "Relu", ["x"], ["a"]),
+                Node::new("c", "Cast", ["x"], ["cond"]),
             ],
             "y",
         );

@@ -230,15 +230,7 @@ mod tests {
     use qport_onnx::Node;
 
     fn graph(tail_op: &str) -> Graph {
-        let node = Node {
-            name: "n".into(),
-            op_type: tail_op.into(),
-            domain: String::new(),
-            inputs: vec!["x".into()],
-            outputs: vec!["y".into()],
-            attributes: Default::default(),
-            doc_string: String::new(),
-        };
+        let node = Node::new("n", tail_op, ["x"], ["y"]);
         Graph {
             nodes: vec![node],
             inputs: vec![ValueInfo {

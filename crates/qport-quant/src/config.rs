@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use qport_quant::config::QuantConfig;
-//! use qport_quant::QType;
+//! use qport_quant::Precision;
 //!
 //! let c = QuantConfig::from_json_str(
 //!     r#"{"model_config": {"all_node_type": "int8"},
@@ -37,7 +37,7 @@
 //!     "quant_config.json",
 //! )
 //! .unwrap();
-//! assert_eq!(c.node_config["/head/Conv"].qtype, Some(QType::Int16));
+//! assert_eq!(c.node_config["/head/Conv"].qtype, Some(Precision::Int16));
 //! assert_eq!(QuantConfig::from_json_str(&c.to_json_pretty(), "again").unwrap(), c);
 //!
 //! let e = QuantConfig::from_json_str(r#"{"model_config": {"all_node_typ": "int8"}}"#, "q.json")
@@ -46,7 +46,7 @@
 //! assert!(e.starts_with("q.json: model_config.all_node_typ: unknown field"), "{e}");
 //! ```
 
-use crate::types::{CalibMethod, PowerOfTwo, QType};
+use crate::types::{CalibMethod, PowerOfTwo, Precision};
 use qport_platform::HighAccuracyOutput;
 use serde::de::{self, Deserializer, IntoDeserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -225,10 +225,10 @@ pub struct QuantConfig {
 pub struct ModelConfig {
     /// Precision of every node not configured more finely (default `int8`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub all_node_type: Option<QType>,
+    pub all_node_type: Option<Precision>,
     /// Type of the model outputs: `int8`, `int16` or `float32` (default `float32`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_output_type: Option<QType>,
+    pub model_output_type: Option<Precision>,
     /// Activation calibration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation: Option<ActivationConfig>,
@@ -342,7 +342,7 @@ pub enum Device {
 pub struct NodeEntry {
     /// Precision of the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qtype: Option<QType>,
+    pub qtype: Option<Precision>,
     /// Precision of input 0 (`InputType0`, alias `input0`).
     #[serde(
         default,
@@ -350,7 +350,7 @@ pub struct NodeEntry {
         alias = "input0",
         skip_serializing_if = "Option::is_none"
     )]
-    pub input_type0: Option<QType>,
+    pub input_type0: Option<Precision>,
     /// Precision of input 1 (`InputType1`, alias `input1`).
     #[serde(
         default,
@@ -358,14 +358,14 @@ pub struct NodeEntry {
         alias = "input1",
         skip_serializing_if = "Option::is_none"
     )]
-    pub input_type1: Option<QType>,
+    pub input_type1: Option<Precision>,
     /// Precision of the output (`OutputType`).
     #[serde(
         default,
         rename = "OutputType",
         skip_serializing_if = "Option::is_none"
     )]
-    pub output_type: Option<QType>,
+    pub output_type: Option<Precision>,
     /// Placement (`ON`: `CPU` | `BPU`); recorded only.
     #[serde(default, rename = "ON", skip_serializing_if = "Option::is_none")]
     pub on: Option<Device>,
@@ -384,7 +384,7 @@ pub struct TensorEntry {
     pub zero_point: Option<OneOrMany<i32>>,
     /// Precision of the tensor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qtype: Option<QType>,
+    pub qtype: Option<Precision>,
     /// Calibrator of this tensor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration_type: Option<CalibMethod>,
@@ -421,12 +421,12 @@ pub struct QportMeta {
 }
 
 /// The vendor spelling of a precision.
-pub fn qtype_name(q: QType) -> &'static str {
+pub fn qtype_name(q: Precision) -> &'static str {
     match q {
-        QType::Int8 => "int8",
-        QType::Int16 => "int16",
-        QType::Float16 => "float16",
-        QType::Float32 => "float32",
+        Precision::Int8 => "int8",
+        Precision::Int16 => "int16",
+        Precision::Float16 => "float16",
+        Precision::Float32 => "float32",
     }
 }
 
@@ -492,7 +492,7 @@ impl QuantConfig {
         }
         if let Some(mc) = &self.model_config {
             if let Some(t) = mc.model_output_type {
-                if t == QType::Float16 {
+                if t == Precision::Float16 {
                     errs.push(format!(
                         "model_config.model_output_type: {} is not a valid model output type; allowed: int8, int16, float32",
                         qtype_name(t)
@@ -585,7 +585,7 @@ fn check_tensor(name: &str, t: &TensorEntry, errs: &mut Vec<String>) {
             }
         }
     }
-    if let (Some(_), Some(q @ (QType::Float16 | QType::Float32))) = (&t.scale, t.qtype) {
+    if let (Some(_), Some(q @ (Precision::Float16 | Precision::Float32))) = (&t.scale, t.qtype) {
         errs.push(format!(
             "{k}.scale: a scale needs an integer qtype, not {}",
             qtype_name(q)

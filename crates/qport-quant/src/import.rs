@@ -15,11 +15,11 @@
 //! any input is on a 16-bit grid, int8 if any is on an 8-bit grid, float16
 //! if any is float16, float32 otherwise.
 
-use crate::types::{Grid, QParams, QType};
+use crate::types::{Grid, Precision, QParams};
 use crate::QuantError;
 use qport_core::{DType, Tensor};
-use qport_onnx::{Model, Node};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use qport_onnx::{GraphIndex, Model, Node};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A QDQ model read back.
 #[derive(Debug, Clone)]
@@ -37,7 +37,7 @@ pub struct Imported {
     /// Values and constants rounded to float16.
     pub float16: BTreeSet<String>,
     /// Inferred precision of every node of the float model, by node name.
-    pub node_precisions: BTreeMap<String, QType>,
+    pub node_precisions: BTreeMap<String, Precision>,
 }
 
 impl Imported {
@@ -48,10 +48,6 @@ impl Imported {
             .iter()
             .find(|p| p.grid == grid)
     }
-}
-
-fn is_default(d: &str) -> bool {
-    d.is_empty() || d == "ai.onnx"
 }
 
 fn params_of(model: &Model, n: &Node, rank: Option<usize>) -> Result<QParams, QuantError> {
@@ -143,18 +139,8 @@ fn cast_to(n: &Node) -> Option<DType> {
 /// Reads a QDQ model back; see the [module docs](self).
 pub fn import(model: &Model) -> Result<Imported, QuantError> {
     let g = &model.graph;
-    let mut producer: HashMap<&str, usize> = HashMap::new();
-    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for o in &n.outputs {
-            producer.insert(o, i);
-        }
-        for x in n.inputs.iter().filter(|s| !s.is_empty()) {
-            readers.entry(x).or_default().push(i);
-        }
-    }
-    let graph_outputs: HashSet<&str> = g.outputs.iter().map(|o| o.name.as_str()).collect();
-    let op = |i: usize, t: &str| is_default(&g.nodes[i].domain) && g.nodes[i].op_type == t;
+    let index = GraphIndex::new(g);
+    let op = |i: usize, t: &str| g.nodes[i].is_onnx(t);
     let mut removed = vec![false; g.nodes.len()];
     let mut alias: HashMap<String, String> = HashMap::new();
     // marker on an alias target: what the removed chain did to it
@@ -168,15 +154,15 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
     for (i, n) in g.nodes.iter().enumerate() {
         if op(i, "DequantizeLinear") {
             let x = &n.inputs[0];
-            if let Some(&qi) = producer.get(x.as_str()) {
+            if let Some(qi) = index.producer(x) {
                 if !op(qi, "QuantizeLinear") {
                     continue;
                 }
                 let qn = &g.nodes[qi];
-                let only_dq = readers
-                    .get(x.as_str())
-                    .is_some_and(|r| r.iter().all(|&j| op(j, "DequantizeLinear")));
-                if !only_dq || graph_outputs.contains(x.as_str()) {
+                let readers = index.consumers(x);
+                let only_dq =
+                    !readers.is_empty() && readers.iter().all(|&j| op(j, "DequantizeLinear"));
+                if !only_dq || index.is_output(x) {
                     continue;
                 }
                 let p = params_of(model, n, None)?;
@@ -188,7 +174,7 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
                 removed[i] = true;
                 removed[qi] = true;
                 marker.insert(n.outputs[0].clone(), Marker::Grid(p.grid));
-                if graph_outputs.contains(n.outputs[0].as_str()) {
+                if index.is_output(&n.outputs[0]) {
                     // the pair ends the graph: its source takes the output's name
                     out_rename.insert(src, n.outputs[0].clone());
                 } else {
@@ -225,9 +211,9 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
                 removed[i] = true;
                 alias.insert(n.outputs[0].clone(), name);
                 marker.insert(n.outputs[0].clone(), Marker::F16);
-            } else if let Some(&ci) = producer.get(x.as_str()) {
+            } else if let Some(ci) = index.producer(x) {
                 let c = &g.nodes[ci];
-                let only = readers.get(x.as_str()).is_some_and(|r| r.len() == 1);
+                let only = index.consumers(x).len() == 1;
                 if op(ci, "Cast") && cast_to(c) == Some(DType::F16) && only {
                     let src = c.inputs[0].clone();
                     float16.insert(src.clone());
@@ -252,7 +238,7 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
     // identities that keep a graph output's name: rename the raw value back
     let mut rename: HashMap<String, String> = out_rename;
     for (i, n) in g.nodes.iter().enumerate() {
-        if op(i, "Identity") && graph_outputs.contains(n.outputs[0].as_str()) {
+        if op(i, "Identity") && index.is_output(&n.outputs[0]) {
             let src = resolve(n.inputs[0].clone(), &alias);
             if src.ends_with("_qport_raw") {
                 removed[i] = true;
@@ -279,14 +265,14 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
             continue;
         }
         let mut m = n.clone();
-        let mut prec = QType::Float32;
+        let mut prec = Precision::Float32;
         for x in m.inputs.iter_mut().filter(|s| !s.is_empty()) {
             match marker.get(x.as_str()) {
-                Some(Marker::Grid(Grid::Int16 | Grid::Uint16)) => prec = QType::Int16,
-                Some(Marker::Grid(Grid::Int8 | Grid::Uint8)) if prec != QType::Int16 => {
-                    prec = QType::Int8
+                Some(Marker::Grid(Grid::Int16 | Grid::Uint16)) => prec = Precision::Int16,
+                Some(Marker::Grid(Grid::Int8 | Grid::Uint8)) if prec != Precision::Int16 => {
+                    prec = Precision::Int8
                 }
-                Some(Marker::F16) if prec == QType::Float32 => prec = QType::Float16,
+                Some(Marker::F16) if prec == Precision::Float32 => prec = Precision::Float16,
                 _ => {}
             }
             let r = resolve(x.clone(), &alias);
@@ -300,23 +286,11 @@ pub fn import(model: &Model) -> Result<Imported, QuantError> {
         node_precisions.insert(m.name.clone(), prec);
         nodes.push(m);
     }
-    let used: HashSet<&str> = nodes
-        .iter()
-        .flat_map(|n| n.inputs.iter().map(|s| s.as_str()))
-        .chain(g.outputs.iter().map(|o| o.name.as_str()))
-        .collect();
-    inits.retain(|k, _| used.contains(k.as_str()));
     let mut out = model.clone();
     out.graph.nodes = nodes;
     out.graph.initializers = inits;
-    let produced: HashSet<&str> = out
-        .graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().map(|s| s.as_str()))
-        .collect();
-    let keep: HashSet<String> = produced.iter().map(|s| s.to_string()).collect();
-    out.graph.value_info.retain(|v| keep.contains(&v.name));
+    out.graph.drop_unread_initializers();
+    out.graph.drop_stale_value_info();
     Ok(Imported {
         model: out,
         activations: act_renamed,

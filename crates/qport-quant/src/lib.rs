@@ -1,6 +1,6 @@
 //! Post-training quantization for qport.
 //!
-//! - [`types`]: node precisions ([`QType`]), integer grids, calibration
+//! - [`types`]: node precisions ([`Precision`]), integer grids, calibration
 //!   methods, per-tensor / per-channel quantization parameters.
 //! - [`observer`]: streaming statistics of one tensor during calibration
 //!   (min/max, moving average, a growing histogram).
@@ -30,4 +30,4 @@ pub mod template;
 pub mod types;
 
 pub use error::QuantError;
-pub use types::{CalibMethod, Grid, PowerOfTwo, QParams, QType};
+pub use types::{CalibMethod, Grid, PowerOfTwo, Precision, QParams};

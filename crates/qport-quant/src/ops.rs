@@ -19,6 +19,11 @@
 
 use qport_onnx::Node;
 
+/// The operator classes, shared with the engine (see [`qport_onnx::opclass`]).
+pub use qport_onnx::opclass::{
+    fuses_activation, is_data_movement, is_fusable_activation, is_gemm_class,
+};
+
 /// What one input of a quantized node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -39,56 +44,6 @@ pub enum Role {
     },
     /// Not quantized (parameters, shapes, indices, conditions).
     Skip,
-}
-
-/// Conv, ConvTranspose, Gemm, MatMul: the operators whose high-accuracy
-/// tail output form differs between platforms.
-pub fn is_gemm_class(op: &str) -> bool {
-    matches!(op, "Conv" | "ConvTranspose" | "Gemm" | "MatMul")
-}
-
-/// Operators that only move or select values.
-pub fn is_data_movement(op: &str) -> bool {
-    matches!(
-        op,
-        "Reshape"
-            | "Flatten"
-            | "Transpose"
-            | "Squeeze"
-            | "Unsqueeze"
-            | "Identity"
-            | "Slice"
-            | "Split"
-            | "Gather"
-            | "GatherElements"
-            | "GatherND"
-            | "Concat"
-            | "MaxPool"
-            | "GlobalMaxPool"
-            | "Expand"
-            | "Tile"
-            | "Pad"
-            | "DepthToSpace"
-            | "SpaceToDepth"
-            | "Dropout"
-            | "ReduceMax"
-            | "ReduceMin"
-            | "Shape"
-            | "Size"
-    )
-}
-
-/// Activations fused into a preceding GEMM-class node or Add on integer hardware.
-pub fn is_fusable_activation(op: &str) -> bool {
-    matches!(
-        op,
-        "Relu" | "Clip" | "LeakyRelu" | "HardSwish" | "HardSigmoid"
-    )
-}
-
-/// Producers an activation fuses into.
-pub fn fuses_activation(op: &str) -> bool {
-    is_gemm_class(op) || op == "Add"
 }
 
 /// Operators whose every input is data.

@@ -12,10 +12,6 @@ use qport_core::Tensor;
 use qport_onnx::{Attribute, Model, Node};
 use std::collections::HashMap;
 
-fn is_default(domain: &str) -> bool {
-    domain.is_empty() || domain == "ai.onnx"
-}
-
 fn attr_to_input(
     model_inits: &mut std::collections::BTreeMap<String, Tensor>,
     n: &mut Node,
@@ -65,15 +61,12 @@ pub fn upgrade(
         reason: reason.into(),
     };
     if from < 11 {
-        let n = model.graph.nodes.first().cloned().unwrap_or(Node {
-            name: String::new(),
-            op_type: String::new(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![],
-            attributes: Default::default(),
-            doc_string: String::new(),
-        });
+        let n = model
+            .graph
+            .nodes
+            .first()
+            .cloned()
+            .unwrap_or_else(|| Node::new("", "", Vec::<String>::new(), Vec::<String>::new()));
         return Err(err(
             &n,
             "models below opset 11 are not supported for export",
@@ -81,7 +74,7 @@ pub fn upgrade(
     }
     let mut inits = std::mem::take(&mut model.graph.initializers);
     let mut nodes = std::mem::take(&mut model.graph.nodes);
-    for n in nodes.iter_mut().filter(|n| is_default(&n.domain)) {
+    for n in nodes.iter_mut().filter(|n| n.in_default_domain()) {
         let op = n.op_type.clone();
         if from < 13 && target >= 13 {
             match op.as_str() {
@@ -131,7 +124,7 @@ pub fn upgrade(
     model.graph.initializers = inits;
     let mut found = false;
     for (d, v) in model.opset_imports.iter_mut() {
-        if is_default(d) {
+        if qport_onnx::is_default_domain(d) {
             *v = target;
             found = true;
         }

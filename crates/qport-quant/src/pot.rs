@@ -46,6 +46,8 @@
 
 use crate::types::PowerOfTwo;
 use qport_core::{DType, Tensor};
+use qport_onnx::graph::{GraphIndex, MS_DOMAIN};
+use qport_onnx::opclass;
 use qport_onnx::{Model, Node};
 use std::collections::{BTreeMap, HashMap};
 
@@ -162,16 +164,10 @@ fn pot_in(s: f32, mode: PotMode, dtype: DType) -> Option<f32> {
     (min..=max).contains(&p).then_some(p as f32)
 }
 
+/// `op` in the default domain or onnxruntime's (which also spells
+/// QuantizeLinear / DequantizeLinear).
 fn is_qdq(n: &Node, op: &str) -> bool {
-    matches!(n.domain.as_str(), "" | "ai.onnx" | "com.microsoft") && n.op_type == op
-}
-
-fn is_qoperator(n: &Node) -> bool {
-    n.op_type.starts_with("QLinear")
-        || matches!(
-            n.op_type.as_str(),
-            "QGemm" | "ConvInteger" | "MatMulInteger" | "DynamicQuantizeLinear"
-        )
+    n.is_onnx(op) || n.is(MS_DOMAIN, op)
 }
 
 /// Rewrites every QDQ scale of `model` to a power of two (see the
@@ -199,22 +195,13 @@ pub fn rewrite_scales_with_summary(
     mode: PotMode,
 ) -> Result<(Model, PotSummary), PotError> {
     let g = &model.graph;
-    if let Some(n) = g.nodes.iter().find(|n| is_qoperator(n)) {
+    if let Some(n) = g.nodes.iter().find(|n| opclass::is_integer_op(&n.op_type)) {
         return Err(PotError::QOperator {
             node: n.name.clone(),
             op: n.op_type.clone(),
         });
     }
-    let mut producer: HashMap<&str, usize> = HashMap::new();
-    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for o in n.outputs.iter().filter(|o| !o.is_empty()) {
-            producer.insert(o, i);
-        }
-        for x in n.inputs.iter().filter(|s| !s.is_empty()) {
-            readers.entry(x).or_default().push(i);
-        }
-    }
+    let index = GraphIndex::new(g);
     let mut summary = PotSummary::default();
     let mut out = model.clone();
     // the scale every Q/DQ node reads after the rewrite, by node index
@@ -254,11 +241,10 @@ pub fn rewrite_scales_with_summary(
     // bias scales: s_x' · s_w' of the consumer's DequantizeLinear inputs
     for cd in const_dqs.iter().filter(|c| c.bias) {
         let n = &g.nodes[cd.node];
-        let derived = readers
-            .get(n.outputs[0].as_str())
-            .into_iter()
-            .flatten()
-            .find_map(|&r| bias_scale(g, &g.nodes[r], &n.outputs[0], &producer, &new_scale));
+        let derived = index
+            .consumers(&n.outputs[0])
+            .iter()
+            .find_map(|&r| bias_scale(g, &g.nodes[r], &n.outputs[0], &index, &new_scale));
         let s = match derived {
             Some(s) => s,
             None => pot_tensor(&n.inputs[1], &g.initializers[&n.inputs[1]], mode)?,
@@ -311,7 +297,8 @@ pub fn rewrite_scales_with_summary(
             None => vec![0],
         };
         let (t, changed, clamped) = requantize(n, q, &s_old, &s_new, &zp)?;
-        let only_dq = readers[cd.integers.as_str()]
+        let only_dq = index
+            .consumers(&cd.integers)
             .iter()
             .all(|&r| is_qdq(&g.nodes[r], "DequantizeLinear"));
         let copies = rewritten.entry(cd.integers.clone()).or_default();
@@ -392,14 +379,14 @@ fn bias_scale(
     g: &qport_onnx::Graph,
     consumer: &Node,
     bias: &str,
-    producer: &HashMap<&str, usize>,
+    index: &GraphIndex,
     new_scale: &BTreeMap<usize, Tensor>,
 ) -> Option<Tensor> {
     if consumer.inputs.get(2).map(String::as_str) != Some(bias) {
         return None;
     }
     let scale_of = |k: usize| -> Option<&Tensor> {
-        let p = *producer.get(consumer.inputs.get(k)?.as_str())?;
+        let p = index.producer(consumer.inputs.get(k)?)?;
         is_qdq(&g.nodes[p], "DequantizeLinear")
             .then(|| new_scale.get(&p))
             .flatten()
@@ -410,7 +397,7 @@ fn bias_scale(
     if sx.len() != 1 {
         return None;
     }
-    let old = &g.initializers[g.nodes[*producer.get(bias)?].inputs[1].as_str()];
+    let old = &g.initializers[g.nodes[index.producer(bias)?].inputs[1].as_str()];
     let v: Vec<f32> = sw.iter().map(|w| sx[0] * w).collect();
     if v.len() != old.len() && !(v.len() == 1 && old.len() <= 1) {
         return None;
@@ -507,20 +494,11 @@ mod tests {
     use qport_onnx::{Attribute, Graph, ValueInfo};
 
     fn node(op: &str, name: &str, inputs: &[&str], output: &str) -> Node {
-        Node {
-            name: name.into(),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: vec![output.to_string()],
-            attributes: Default::default(),
-            doc_string: String::new(),
-        }
+        Node::new(name, op, inputs, [output])
     }
 
-    fn with_axis(mut n: Node, axis: i64) -> Node {
-        n.attributes.insert("axis".into(), Attribute::Int(axis));
-        n
+    fn with_axis(n: Node, axis: i64) -> Node {
+        n.with_attr("axis", Attribute::Int(axis))
     }
 
     /// x [1, 2, 2, 2] -> Q/DQ (0.3) -> 1x1 Conv (int8 weights, per channel
@@ -571,25 +549,14 @@ mod tests {
             node("QuantizeLinear", "cq", &["c", "y_scale", "y_zp"], "c_q"),
             node("DequantizeLinear", "cdq", &["c_q", "y_scale", "y_zp"], "y"),
         ];
-        Model {
-            ir_version: 8,
-            opset_imports: vec![(String::new(), 13)],
-            producer_name: String::new(),
-            producer_version: String::new(),
-            domain: String::new(),
-            model_version: 0,
-            doc_string: String::new(),
-            metadata: vec![],
-            graph: Graph {
-                name: "g".into(),
-                nodes,
-                inputs: vec![ValueInfo::known("x", DType::F32, &[1, 2, 2, 2])],
-                outputs: vec![ValueInfo::known("y", DType::F32, &[1, 2, 2, 2])],
-                initializers: inits,
-                value_info: vec![],
-                doc_string: String::new(),
-            },
-        }
+        let mut g = Graph::new(
+            "g",
+            nodes,
+            vec![ValueInfo::known("x", DType::F32, &[1, 2, 2, 2])],
+            vec![ValueInfo::known("y", DType::F32, &[1, 2, 2, 2])],
+        );
+        g.initializers = inits;
+        Model::new(g, 13)
     }
 
     fn f32s(m: &Model, name: &str) -> Vec<f32> {

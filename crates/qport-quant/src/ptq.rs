@@ -27,7 +27,7 @@ use crate::import::Imported;
 use crate::observer::{ChannelObserver, Observer, ObserverOptions};
 use crate::qdq::{self, ExportOptions, Exported, NodePrecision, ValueFacts};
 use crate::resolve::Resolved;
-use crate::types::{CalibMethod, Grid, QParams, QType};
+use crate::types::{CalibMethod, Grid, Precision, QParams};
 use crate::QuantError;
 use qport_core::{metrics, DType, Tensor};
 use qport_engine::{Plan, PlanOptions};
@@ -604,8 +604,8 @@ pub fn tensor_table(exported: &Exported) -> BTreeMap<String, crate::config::Tens
                 scale: Some(OneOrMany::Many(p.scales.clone())),
                 zero_point: Some(OneOrMany::Many(p.zero_points.clone())),
                 qtype: match p.grid {
-                    Grid::Int8 | Grid::Uint8 => Some(QType::Int8),
-                    Grid::Int16 | Grid::Uint16 => Some(QType::Int16),
+                    Grid::Int8 | Grid::Uint8 => Some(Precision::Int8),
+                    Grid::Int16 | Grid::Uint16 => Some(Precision::Int16),
                     Grid::Int32 => None,
                 },
                 grid: Some(p.grid),
@@ -614,7 +614,7 @@ pub fn tensor_table(exported: &Exported) -> BTreeMap<String, crate::config::Tens
                 ..Default::default()
             },
             None => TensorEntry {
-                qtype: Some(QType::Float16),
+                qtype: Some(Precision::Float16),
                 kind: Some(r.kind.to_string()),
                 ..Default::default()
             },

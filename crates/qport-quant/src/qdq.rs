@@ -19,19 +19,19 @@
 //! [`crate::opset`]).
 
 use crate::ops::{self, Role};
-use crate::types::{Grid, QParams, QType};
+use crate::types::{Grid, Precision, QParams};
 use crate::QuantError;
 use qport_core::{DType, Tensor};
-use qport_onnx::{Attribute, Model, Node};
+use qport_onnx::{Attribute, GraphIndex, Model, Node};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Precision of one node, as resolved from the config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePrecision {
     /// Node precision (`qtype`).
-    pub qtype: QType,
+    pub qtype: Precision,
     /// Explicit per-input precisions (`InputType0`, `InputType1`).
-    pub input_types: BTreeMap<usize, QType>,
+    pub input_types: BTreeMap<usize, Precision>,
 }
 
 /// Settings of an export that are not per node.
@@ -46,7 +46,7 @@ pub struct ExportOptions {
     /// Power-of-two weight scales.
     pub weight_pot: Option<crate::PowerOfTwo>,
     /// Precision of the graph outputs (`model_output_type`).
-    pub model_output_type: QType,
+    pub model_output_type: Precision,
     /// `metadata_props` written into the artifact.
     pub metadata: Vec<(String, String)>,
     /// Parameters to use as given for these constants (weights and biases
@@ -109,15 +109,13 @@ fn scale_tensor(s: &[f32], scalar: bool) -> Result<Tensor, QuantError> {
     Ok(Tensor::from_vec(shape, s.to_vec())?)
 }
 
-fn node(op: &str, name: String, inputs: Vec<String>, outputs: Vec<String>) -> Node {
-    Node {
-        name,
-        op_type: op.into(),
-        domain: String::new(),
-        inputs,
-        outputs,
-        attributes: BTreeMap::new(),
-        doc_string: String::new(),
+/// A QuantizeLinear / DequantizeLinear node reading `[x, scale, zero
+/// point]`, with the `axis` of per-channel parameters.
+fn qdq_node(op: &str, name: String, inputs: [&str; 3], output: &str, axis: Option<usize>) -> Node {
+    let n = Node::new(name, op, inputs, [output]);
+    match axis {
+        Some(a) => n.with_attr("axis", Attribute::Int(a as i64)),
+        None => n,
     }
 }
 
@@ -169,25 +167,20 @@ impl Builder<'_> {
             .insert(zname.clone(), zp_tensor(g, &p.zero_points, scalar)?);
         let qout = format!("{t}_QuantizeLinear_Output{sfx}");
         let dqout = format!("{t}_DequantizeLinear_Output{sfx}");
-        let mut q = node(
+        self.nodes.push(qdq_node(
             "QuantizeLinear",
             format!("{t}_QuantizeLinear{sfx}"),
-            vec![t.into(), sname.clone(), zname.clone()],
-            vec![qout.clone()],
-        );
-        let mut dq = node(
+            [t, &sname, &zname],
+            &qout,
+            p.axis,
+        ));
+        self.nodes.push(qdq_node(
             "DequantizeLinear",
             format!("{t}_DequantizeLinear{sfx}"),
-            vec![qout, sname, zname],
-            vec![dqout.clone()],
-        );
-        if let Some(a) = p.axis {
-            q.attributes.insert("axis".into(), Attribute::Int(a as i64));
-            dq.attributes
-                .insert("axis".into(), Attribute::Int(a as i64));
-        }
-        self.nodes.push(q);
-        self.nodes.push(dq);
+            [&qout, &sname, &zname],
+            &dqout,
+            p.axis,
+        ));
         self.records.push(TensorRecord {
             tensor: t.into(),
             kind: "activation",
@@ -231,17 +224,13 @@ impl Builder<'_> {
             .insert(sname.clone(), scale_tensor(&p.scales, scalar)?);
         self.inits
             .insert(zname.clone(), zp_tensor(p.grid, &p.zero_points, scalar)?);
-        let mut dq = node(
+        self.nodes.push(qdq_node(
             "DequantizeLinear",
             format!("{w}_DequantizeLinear"),
-            vec![qname, sname, zname],
-            vec![out.clone()],
-        );
-        if let Some(a) = p.axis {
-            dq.attributes
-                .insert("axis".into(), Attribute::Int(a as i64));
-        }
-        self.nodes.push(dq);
+            [&qname, &sname, &zname],
+            &out,
+            p.axis,
+        ));
         self.records.push(TensorRecord {
             tensor: w.into(),
             kind,
@@ -257,15 +246,10 @@ impl Builder<'_> {
         }
         let a = format!("{t}_f16");
         let b = format!("{t}_f16_f32");
-        let mut c1 = node(
-            "Cast",
-            format!("{t}_Cast_f16"),
-            vec![t.into()],
-            vec![a.clone()],
-        );
+        let mut c1 = Node::new(format!("{t}_Cast_f16"), "Cast", [t], vec![a.clone()]);
         c1.attributes
             .insert("to".into(), Attribute::Int(DType::F16.onnx_code() as i64));
-        let mut c2 = node("Cast", format!("{t}_Cast_f32"), vec![a], vec![b.clone()]);
+        let mut c2 = Node::new(format!("{t}_Cast_f32"), "Cast", vec![a], vec![b.clone()]);
         c2.attributes
             .insert("to".into(), Attribute::Int(DType::F32.onnx_code() as i64));
         self.nodes.push(c1);
@@ -287,7 +271,7 @@ impl Builder<'_> {
         let a = format!("{w}_f16");
         let b = format!("{w}_f16_f32");
         self.inits.insert(a.clone(), t);
-        let mut c = node("Cast", format!("{w}_Cast_f32"), vec![a], vec![b.clone()]);
+        let mut c = Node::new(format!("{w}_Cast_f32"), "Cast", vec![a], vec![b.clone()]);
         c.attributes
             .insert("to".into(), Attribute::Int(DType::F32.onnx_code() as i64));
         self.nodes.push(c);
@@ -333,7 +317,7 @@ pub fn grid_name(g: Grid) -> &'static str {
 }
 
 /// The activation grid of an input consumed at precision `q`.
-fn act_grid(q: QType, signed: bool) -> Option<Grid> {
+fn act_grid(q: Precision, signed: bool) -> Option<Grid> {
     Grid::for_qtype(q, signed)
 }
 
@@ -344,19 +328,9 @@ fn plan_inputs(
     precisions: &[NodePrecision],
     values: &ValueFacts,
     per_channel: bool,
-) -> Vec<Vec<(Role, Option<QType>)>> {
+) -> Vec<Vec<(Role, Option<Precision>)>> {
     let g = &model.graph;
-    let mut producer: HashMap<&str, usize> = HashMap::new();
-    let mut readers: HashMap<&str, usize> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for o in &n.outputs {
-            producer.insert(o.as_str(), i);
-        }
-        for x in n.inputs.iter().filter(|s| !s.is_empty()) {
-            *readers.entry(x.as_str()).or_default() += 1;
-        }
-    }
-    let outputs: HashSet<&str> = g.outputs.iter().map(|o| o.name.as_str()).collect();
+    let index = GraphIndex::new(g);
     let const_rank = |name: &str| -> Option<usize> {
         g.initializers
             .get(name)
@@ -383,7 +357,7 @@ fn plan_inputs(
                         return (Role::Skip, None);
                     }
                     let q = p.input_types.get(&i).copied().unwrap_or(p.qtype);
-                    let quantized = matches!(q, QType::Int8 | QType::Int16);
+                    let quantized = matches!(q, Precision::Int8 | Precision::Int16);
                     if quantized && ops::is_data_movement(&n.op_type) {
                         return (Role::Skip, None);
                     }
@@ -391,10 +365,9 @@ fn plan_inputs(
                         && role == Role::Activation
                         && ops::is_fusable_activation(&n.op_type)
                     {
-                        if let Some(&j) = producer.get(name) {
+                        if let Some(j) = index.producer(name) {
                             if ops::fuses_activation(&g.nodes[j].op_type)
-                                && readers.get(name) == Some(&1)
-                                && !outputs.contains(name)
+                                && index.sole_consumer(name).is_some()
                             {
                                 return (Role::Skip, None);
                             }
@@ -467,7 +440,7 @@ pub fn export(
             let name = &n.inputs[i];
             let name = renamed_outputs.get(name).unwrap_or(name).clone();
             match (role, q) {
-                (Role::Activation, Some(QType::Float16)) => {
+                (Role::Activation, Some(Precision::Float16)) => {
                     new.inputs[i] = b.f16_value(&name);
                 }
                 (Role::Activation, Some(q)) => {
@@ -483,7 +456,7 @@ pub fn export(
         for (i, (role, q)) in roles.iter().enumerate() {
             let name = n.inputs[i].clone();
             match (role, q) {
-                (Role::Weight { .. } | Role::Bias { .. }, Some(QType::Float16)) => {
+                (Role::Weight { .. } | Role::Bias { .. }, Some(Precision::Float16)) => {
                     new.inputs[i] = b.f16_constant(&name)?;
                 }
                 (Role::Weight { axis }, Some(q)) => {
@@ -530,7 +503,7 @@ pub fn export(
             let (Role::Bias { act, weight }, Some(q)) = (role, q) else {
                 continue;
             };
-            if !matches!(q, QType::Int8 | QType::Int16) {
+            if !matches!(q, Precision::Int8 | Precision::Int16) {
                 continue;
             }
             let name = n.inputs[i].clone();
@@ -586,7 +559,7 @@ pub fn export(
             if !out_names.contains(o.as_str()) || !is_f32 {
                 continue;
             }
-            if out_grid.is_some() || node_q == QType::Float16 {
+            if out_grid.is_some() || node_q == Precision::Float16 {
                 let inner = format!("{o}_qport_raw");
                 post.push((inner.clone(), o.clone()));
                 renamed_outputs.insert(o.clone(), inner.clone());
@@ -601,9 +574,9 @@ pub fn export(
             } else {
                 b.f16_value(&inner)
             };
-            b.nodes.push(node(
-                "Identity",
+            b.nodes.push(Node::new(
                 format!("{outer}_Output"),
+                "Identity",
                 vec![last],
                 vec![outer],
             ));
@@ -611,16 +584,9 @@ pub fn export(
     }
     let mut out = model.clone();
     out.graph.nodes = std::mem::take(&mut b.nodes);
-    // drop float weights that were replaced
-    let used: HashSet<&str> = out
-        .graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.inputs.iter().map(|s| s.as_str()))
-        .chain(out.graph.outputs.iter().map(|o| o.name.as_str()))
-        .collect();
-    b.inits.retain(|k, _| used.contains(k.as_str()));
     out.graph.initializers = std::mem::take(&mut b.inits);
+    // drop float weights that were replaced
+    out.graph.drop_unread_initializers();
     let keep: HashSet<String> = renamed_outputs.keys().cloned().collect();
     out.graph.value_info.retain(|v| !keep.contains(&v.name));
     for (k, v) in &opts.metadata {

@@ -16,7 +16,7 @@ use crate::config::{
     qtype_name, ActivationConfig, ConfigError, Device, ModelConfig, NodeEntry, OneOrMany,
     QportMeta, QuantConfig, TensorEntry, WeightConfig,
 };
-use crate::types::{CalibMethod, PowerOfTwo, QType};
+use crate::types::{CalibMethod, PowerOfTwo, Precision};
 use qport_onnx::Model;
 use qport_platform::{HighAccuracyOutput, Platform};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -109,7 +109,7 @@ fn platform_label(p: &Platform) -> String {
     }
 }
 
-fn check_qtype(key: &str, q: QType, p: &Platform, errs: &mut Vec<String>) {
+fn check_qtype(key: &str, q: Precision, p: &Platform, errs: &mut Vec<String>) {
     if !p.precisions.contains(&q) {
         let allowed: Vec<&str> = p.precisions.iter().map(|q| qtype_name(*q)).collect();
         errs.push(format!(
@@ -188,7 +188,7 @@ impl QuantConfig {
             if let Some(q) = mc.all_node_type {
                 check_qtype("model_config.all_node_type", q, p, &mut errs);
             }
-            if let Some(q @ (QType::Int8 | QType::Int16)) = mc.model_output_type {
+            if let Some(q @ (Precision::Int8 | Precision::Int16)) = mc.model_output_type {
                 check_qtype("model_config.model_output_type", q, p, &mut errs);
             }
         }
@@ -373,11 +373,11 @@ pub struct ResolvedNode {
     /// Op type.
     pub op_type: String,
     /// Precision of the node.
-    pub qtype: QType,
+    pub qtype: Precision,
     /// Input precisions set explicitly (`InputTypeN`), by input index.
-    pub input_types: BTreeMap<usize, QType>,
+    pub input_types: BTreeMap<usize, Precision>,
     /// Output precision set explicitly (`OutputType`).
-    pub output_type: Option<QType>,
+    pub output_type: Option<Precision>,
     /// Placement (`ON`), recorded.
     pub on: Option<Device>,
 }
@@ -438,7 +438,7 @@ pub struct TensorOverride {
     /// Zero points, as many as `scales` (0 where not given); `None` without scales.
     pub zero_points: Option<Vec<i32>>,
     /// Precision of the tensor.
-    pub qtype: Option<QType>,
+    pub qtype: Option<Precision>,
     /// Calibrator of the tensor.
     pub method: Option<CalibMethod>,
 }
@@ -457,7 +457,7 @@ pub struct Resolved {
     /// Weight quantization.
     pub weight: ResolvedWeight,
     /// Type of the model outputs (default float32).
-    pub model_output_type: QType,
+    pub model_output_type: Precision,
     /// Per-tensor overrides by tensor name.
     pub tensor_overrides: BTreeMap<String, TensorOverride>,
     /// The merged config (with `qport.platform` and `qport.tail_output` set
@@ -469,7 +469,7 @@ pub struct Resolved {
 
 impl Resolved {
     /// Number of nodes of each precision.
-    pub fn precision_mix(&self) -> BTreeMap<QType, usize> {
+    pub fn precision_mix(&self) -> BTreeMap<Precision, usize> {
         let mut m = BTreeMap::new();
         for n in &self.nodes {
             *m.entry(n.qtype).or_insert(0) += 1;
@@ -574,7 +574,7 @@ pub fn resolve(
     meta.tail_output = Some(platform.tail_output);
 
     let mc = cfg.model_config.clone().unwrap_or_default();
-    let all = mc.all_node_type.unwrap_or(QType::Int8);
+    let all = mc.all_node_type.unwrap_or(Precision::Int8);
     let nodes = model
         .graph
         .nodes
@@ -584,12 +584,12 @@ pub fn resolve(
             let op = cfg.op_config.get(&node.op_type);
             let nd = cfg.node_config.get(&name);
             let get =
-                |f: fn(&NodeEntry) -> Option<QType>| nd.and_then(f).or_else(|| op.and_then(f));
+                |f: fn(&NodeEntry) -> Option<Precision>| nd.and_then(f).or_else(|| op.and_then(f));
             let mut input_types = BTreeMap::new();
             for (i, f) in [
                 (
                     0usize,
-                    (|e: &NodeEntry| e.input_type0) as fn(&NodeEntry) -> Option<QType>,
+                    (|e: &NodeEntry| e.input_type0) as fn(&NodeEntry) -> Option<Precision>,
                 ),
                 (1, |e: &NodeEntry| e.input_type1),
             ] {
@@ -618,7 +618,7 @@ pub fn resolve(
             asymmetric: w.asymmetric.unwrap_or(false),
             power_of_two: w.power_of_two,
         },
-        model_output_type: mc.model_output_type.unwrap_or(QType::Float32),
+        model_output_type: mc.model_output_type.unwrap_or(Precision::Float32),
         tensor_overrides: cfg
             .tensor_config
             .iter()

@@ -25,7 +25,7 @@ use crate::config::{
     ActivationConfig, ConfigError, ModelConfig, NodeEntry, OneOrMany, QportMeta, QuantConfig,
     WeightConfig,
 };
-use crate::types::{CalibMethod, QType};
+use crate::types::{CalibMethod, Precision};
 use qport_platform::Platform;
 
 /// A template variant.
@@ -97,24 +97,28 @@ pub const FLOAT16_TEMPLATE_INT8_OPS: [&str; 6] = [
 /// ```
 /// use qport_platform::Registry;
 /// use qport_quant::template::{template, Template};
-/// use qport_quant::QType;
+/// use qport_quant::Precision;
 ///
 /// let r = Registry::builtin();
 /// let c = template(r.get("j6p").unwrap(), Template::Default);
 /// let mc = c.model_config.as_ref().unwrap();
-/// assert_eq!(mc.all_node_type, Some(QType::Float16));
-/// assert_eq!(c.op_config["MatMul"].qtype, Some(QType::Int8));
+/// assert_eq!(mc.all_node_type, Some(Precision::Float16));
+/// assert_eq!(c.op_config["MatMul"].qtype, Some(Precision::Int8));
 /// ```
 pub fn template(platform: &Platform, variant: Template) -> QuantConfig {
     let host_cpu = platform.family == "host-cpu";
     let global = match variant {
-        Template::FullInt16 => QType::Int16,
-        Template::FastPerf | Template::Int8 => QType::Int8,
+        Template::FullInt16 => Precision::Int16,
+        Template::FastPerf | Template::Int8 => Precision::Int8,
         Template::Default => match platform.default_template.as_str() {
-            "float16-gemm-int8" => QType::Float16,
-            "int8-int16" | "int8" => QType::Int8,
-            _ if platform.precisions.contains(&QType::Int8) => QType::Int8,
-            _ => platform.precisions.first().copied().unwrap_or(QType::Int8),
+            "float16-gemm-int8" => Precision::Float16,
+            "int8-int16" | "int8" => Precision::Int8,
+            _ if platform.precisions.contains(&Precision::Int8) => Precision::Int8,
+            _ => platform
+                .precisions
+                .first()
+                .copied()
+                .unwrap_or(Precision::Int8),
         },
     };
     let mut op_config = std::collections::BTreeMap::new();
@@ -123,7 +127,7 @@ pub fn template(platform: &Platform, variant: Template) -> QuantConfig {
             op_config.insert(
                 op.to_string(),
                 NodeEntry {
-                    qtype: Some(QType::Int8),
+                    qtype: Some(Precision::Int8),
                     ..NodeEntry::default()
                 },
             );
@@ -137,7 +141,7 @@ pub fn template(platform: &Platform, variant: Template) -> QuantConfig {
     QuantConfig {
         model_config: Some(ModelConfig {
             all_node_type: Some(global),
-            model_output_type: Some(QType::Float32),
+            model_output_type: Some(Precision::Float32),
             activation: Some(ActivationConfig {
                 calibration_type: Some(calibration),
                 num_bin: Some(1024),

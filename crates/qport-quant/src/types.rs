@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// Precision of a node or of one of its inputs/outputs, spelled as in the
 /// vendor `quant_config` (`int8`, `int16`, `float16`, `float32`).
-pub use qport_platform::Precision as QType;
+pub use qport_platform::Precision;
 
 /// An integer storage grid a tensor is quantized to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -42,12 +42,12 @@ impl Grid {
 
     /// The grid of `qtype` (`int8` → int8/uint8, `int16` → int16/uint16)
     /// with the given signedness; `None` for float precisions.
-    pub fn for_qtype(qtype: QType, signed: bool) -> Option<Grid> {
+    pub fn for_qtype(qtype: Precision, signed: bool) -> Option<Grid> {
         match (qtype, signed) {
-            (QType::Int8, true) => Some(Grid::Int8),
-            (QType::Int8, false) => Some(Grid::Uint8),
-            (QType::Int16, true) => Some(Grid::Int16),
-            (QType::Int16, false) => Some(Grid::Uint16),
+            (Precision::Int8, true) => Some(Grid::Int8),
+            (Precision::Int8, false) => Some(Grid::Uint8),
+            (Precision::Int16, true) => Some(Grid::Int16),
+            (Precision::Int16, false) => Some(Grid::Uint16),
             _ => None,
         }
     }

@@ -1,7 +1,7 @@
 //! Parsing, writing and platform-independent checks of `quant_config` JSON.
 
 use qport_quant::config::{ConfigError, Device, Metric, OneOrMany, QuantConfig};
-use qport_quant::{CalibMethod, PowerOfTwo, QType};
+use qport_quant::{CalibMethod, PowerOfTwo, Precision};
 
 /// The example of `shared/reference/vendor-toolchain.md` §quant_config, verbatim.
 const VENDOR_EXAMPLE: &str = r#"{"model_config":{"all_node_type":"int8","model_output_type":"float32","activation":{"calibration_type":["max","kl"],"max_percentile":[0.99995,1.0],"per_channel":[true,false],"asymmetric":[true,false]},"weight":{"bias_correction":{"num_sample":1,"metric":"cosine-similarity"}}},"op_config":{"Softmax":{"qtype":"int16"}},"node_config":{"/blk/MatMul":{"InputType0":"int16","InputType1":"int8"},"/x/Cos":{"qtype":"float32","ON":"CPU"}}}"#;
@@ -14,8 +14,8 @@ fn parse(s: &str) -> Result<QuantConfig, ConfigError> {
 fn vendor_example_parses() {
     let c = parse(VENDOR_EXAMPLE).unwrap();
     let mc = c.model_config.as_ref().unwrap();
-    assert_eq!(mc.all_node_type, Some(QType::Int8));
-    assert_eq!(mc.model_output_type, Some(QType::Float32));
+    assert_eq!(mc.all_node_type, Some(Precision::Int8));
+    assert_eq!(mc.model_output_type, Some(Precision::Float32));
     let a = mc.activation.as_ref().unwrap();
     assert_eq!(
         a.calibration_type,
@@ -33,13 +33,13 @@ fn vendor_example_parses() {
         .unwrap();
     assert_eq!(bc.num_sample, Some(1));
     assert_eq!(bc.metric, Some(Metric::CosineSimilarity));
-    assert_eq!(c.op_config["Softmax"].qtype, Some(QType::Int16));
+    assert_eq!(c.op_config["Softmax"].qtype, Some(Precision::Int16));
     let mm = &c.node_config["/blk/MatMul"];
     assert_eq!(
         (mm.input_type0, mm.input_type1),
-        (Some(QType::Int16), Some(QType::Int8))
+        (Some(Precision::Int16), Some(Precision::Int8))
     );
-    assert_eq!(c.node_config["/x/Cos"].qtype, Some(QType::Float32));
+    assert_eq!(c.node_config["/x/Cos"].qtype, Some(Precision::Float32));
     assert_eq!(c.node_config["/x/Cos"].on, Some(Device::Cpu));
 }
 
@@ -79,7 +79,7 @@ fn round_trip() {
         .to_json_pretty()
         .contains("\"tail_output\": \"int32-dequantize\""));
     // Written JSON uses the vendor key names.
-    c.node_config.get_mut("/blk/MatMul").unwrap().output_type = Some(QType::Int16);
+    c.node_config.get_mut("/blk/MatMul").unwrap().output_type = Some(Precision::Int16);
     let j = c.to_json_pretty();
     assert!(
         j.contains("\"InputType0\"")
@@ -97,7 +97,7 @@ fn input_aliases() {
     let n = &c.node_config["n"];
     assert_eq!(
         (n.input_type0, n.input_type1),
-        (Some(QType::Int16), Some(QType::Int8))
+        (Some(Precision::Int16), Some(Precision::Int8))
     );
     assert_eq!(n.on, Some(Device::Bpu));
 }

@@ -1,56 +1,30 @@
 //! Validation against platforms and models, templates and per-node resolution.
 
-use qport_onnx::{Graph, Model, Node};
+use qport_onnx::{Model, ModelBuilder, Node};
 use qport_platform::{HighAccuracyOutput, Registry};
 use qport_quant::config::{ConfigError, QuantConfig};
 use qport_quant::resolve::{merge, resolve, validate_for_platform, ModelIndex};
 use qport_quant::template::{template, Template};
-use qport_quant::{CalibMethod, QType};
+use qport_quant::{CalibMethod, Precision};
 use std::collections::BTreeMap;
-
-fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
-    Node {
-        name: name.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: outputs.iter().map(|s| s.to_string()).collect(),
-        attributes: BTreeMap::new(),
-        doc_string: String::new(),
-    }
-}
 
 /// x -> Conv -> Relu -> MatMul -> Softmax -> Resize -> (unnamed) Add -> y
 fn model() -> Model {
-    Model {
-        ir_version: 8,
-        opset_imports: vec![(String::new(), 17)],
-        producer_name: String::new(),
-        producer_version: String::new(),
-        domain: String::new(),
-        model_version: 0,
-        doc_string: String::new(),
-        metadata: vec![],
-        graph: Graph {
-            name: "g".into(),
-            nodes: vec![
-                node("/blk/Conv", "Conv", &["x", "w"], &["c"]),
-                node("/blk/Relu", "Relu", &["c"], &["r"]),
-                node("/blk/MatMul", "MatMul", &["r", "m"], &["mm"]),
-                node("/head/Softmax", "Softmax", &["mm"], &["s"]),
-                node("/head/Resize", "Resize", &["s", "", "sc"], &["rs"]),
-                node("", "Add", &["rs", "b"], &["y"]),
-            ],
-            ..Graph::default()
-        },
-    }
+    ModelBuilder::new(17)
+        .node(Node::new("/blk/Conv", "Conv", ["x", "w"], ["c"]))
+        .node(Node::new("/blk/Relu", "Relu", ["c"], ["r"]))
+        .node(Node::new("/blk/MatMul", "MatMul", ["r", "m"], ["mm"]))
+        .node(Node::new("/head/Softmax", "Softmax", ["mm"], ["s"]))
+        .node(Node::new("/head/Resize", "Resize", ["s", "", "sc"], ["rs"]))
+        .node(Node::new("", "Add", ["rs", "b"], ["y"]))
+        .build()
 }
 
 fn parse(s: &str) -> QuantConfig {
     QuantConfig::from_json_str(s, "quant_config.json").unwrap()
 }
 
-fn qtypes(r: &qport_quant::resolve::Resolved) -> Vec<(&str, QType)> {
+fn qtypes(r: &qport_quant::resolve::Resolved) -> Vec<(&str, Precision)> {
     r.nodes.iter().map(|n| (n.name.as_str(), n.qtype)).collect()
 }
 
@@ -170,7 +144,7 @@ fn templates_resolve_on_every_builtin_platform() {
                 Err(e) => {
                     // Only full int16 on platforms without int16 may fail, and it says why.
                     assert!(
-                        variant == Template::FullInt16 && !p.precisions.contains(&QType::Int16),
+                        variant == Template::FullInt16 && !p.precisions.contains(&Precision::Int16),
                         "{} {variant}: {e}",
                         p.name
                     );
@@ -183,7 +157,7 @@ fn templates_resolve_on_every_builtin_platform() {
                 }
             };
             assert_eq!(r.platform, p.name);
-            assert_eq!(r.model_output_type, QType::Float32);
+            assert_eq!(r.model_output_type, Precision::Float32);
             assert_eq!(r.tail_output, p.tail_output);
             assert_eq!(
                 r.config.qport.as_ref().unwrap().template.as_deref(),
@@ -205,15 +179,15 @@ fn templates_resolve_on_every_builtin_platform() {
                 vec![CalibMethod::Max, CalibMethod::Kl]
             };
             assert_eq!(r.activation.methods, want_methods);
-            let expect: Vec<QType> = match (variant, p.default_template.as_str()) {
-                (Template::FullInt16, _) => vec![QType::Int16; 6],
+            let expect: Vec<Precision> = match (variant, p.default_template.as_str()) {
+                (Template::FullInt16, _) => vec![Precision::Int16; 6],
                 (Template::Default, "float16-gemm-int8") => {
-                    use QType::{Float16 as F, Int8 as I};
+                    use Precision::{Float16 as F, Int8 as I};
                     vec![I, F, I, F, I, F]
                 }
-                _ => vec![QType::Int8; 6],
+                _ => vec![Precision::Int8; 6],
             };
-            let got: Vec<QType> = r.nodes.iter().map(|n| n.qtype).collect();
+            let got: Vec<Precision> = r.nodes.iter().map(|n| n.qtype).collect();
             assert_eq!(got, expect, "{} {variant}", p.name);
             assert!(
                 r.warnings.iter().all(|w| w.key.starts_with("op_config.")),
@@ -235,7 +209,7 @@ fn templates_resolve_on_every_builtin_platform() {
     .unwrap();
     assert_eq!(
         r.precision_mix(),
-        BTreeMap::from([(QType::Int8, 3), (QType::Float16, 3)])
+        BTreeMap::from([(Precision::Int8, 3), (Precision::Float16, 3)])
     );
 }
 
@@ -256,19 +230,19 @@ fn precedence_model_op_node() {
     assert_eq!(
         qtypes(&r),
         vec![
-            ("/blk/Conv", QType::Int8),        // op (template) over model
-            ("/blk/Relu", QType::Int16),       // model (user over template)
-            ("/blk/MatMul", QType::Int8),      // op (template); node sets only InputType1
-            ("/head/Softmax", QType::Float32), // node over op
-            ("/head/Resize", QType::Int8),     // op (template)
-            ("Add_5", QType::Int8),            // node, generated name
+            ("/blk/Conv", Precision::Int8),        // op (template) over model
+            ("/blk/Relu", Precision::Int16),       // model (user over template)
+            ("/blk/MatMul", Precision::Int8),      // op (template); node sets only InputType1
+            ("/head/Softmax", Precision::Float32), // node over op
+            ("/head/Resize", Precision::Int8),     // op (template)
+            ("Add_5", Precision::Int8),            // node, generated name
         ]
     );
     let conv = r.node("/blk/Conv").unwrap();
-    assert_eq!(conv.output_type, Some(QType::Int16));
+    assert_eq!(conv.output_type, Some(Precision::Int16));
     assert_eq!(
         r.node("/blk/MatMul").unwrap().input_types,
-        BTreeMap::from([(1, QType::Int16)])
+        BTreeMap::from([(1, Precision::Int16)])
     );
     assert_eq!(
         r.node("/head/Softmax").unwrap().on,
@@ -291,11 +265,18 @@ fn precedence_model_op_node() {
         c.qport.as_mut().unwrap().platform = Some("j6p".into());
         c
     });
-    assert_eq!(r.config.op_config["Conv"].qtype, Some(QType::Int8));
-    assert_eq!(r.config.op_config["Conv"].output_type, Some(QType::Int16));
+    assert_eq!(r.config.op_config["Conv"].qtype, Some(Precision::Int8));
+    assert_eq!(
+        r.config.op_config["Conv"].output_type,
+        Some(Precision::Int16)
+    );
     assert_eq!(
         r.precision_mix(),
-        BTreeMap::from([(QType::Int8, 4), (QType::Int16, 1), (QType::Float32, 1)])
+        BTreeMap::from([
+            (Precision::Int8, 4),
+            (Precision::Int16, 1),
+            (Precision::Float32, 1)
+        ])
     );
 }
 
@@ -309,10 +290,9 @@ fn defaults_without_any_config() {
         None,
     )
     .unwrap();
-    assert!(r
-        .nodes
-        .iter()
-        .all(|n| n.qtype == QType::Int8 && n.input_types.is_empty() && n.output_type.is_none()));
+    assert!(r.nodes.iter().all(|n| n.qtype == Precision::Int8
+        && n.input_types.is_empty()
+        && n.output_type.is_none()));
     assert_eq!(
         r.activation.methods,
         vec![CalibMethod::Max, CalibMethod::Kl]

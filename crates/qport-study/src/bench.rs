@@ -516,27 +516,13 @@ mod tests {
                 dtype: Some(DType::F32),
                 shape: None,
             }],
-            nodes: vec![qport_onnx::Node {
-                name: "r".into(),
-                op_type: "Relu".into(),
-                domain: String::new(),
-                inputs: vec!["x".into()],
-                outputs: vec!["y".into()],
-                attributes: Default::default(),
-                doc_string: String::new(),
-            }],
+            nodes: vec![qport_onnx::Node::new("r", "Relu", ["x"], ["y"])],
             ..qport_onnx::Graph::default()
         };
         let model = qport_onnx::Model {
-            ir_version: 8,
-            opset_imports: vec![(String::new(), 13)],
             producer_name: "qport-test".into(),
-            producer_version: String::new(),
-            domain: String::new(),
             model_version: 1,
-            doc_string: String::new(),
-            metadata: vec![],
-            graph,
+            ..qport_onnx::Model::new(graph, 13)
         };
         Plan::new(&model).unwrap()
     }

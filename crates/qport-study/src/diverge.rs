@@ -220,11 +220,7 @@ impl Localizer {
             if !(is_quantized_op(&n.op_type) || is_quantized_dtype(dtype)) {
                 continue;
             }
-            let op = if n.domain.is_empty() || n.domain == "ai.onnx" {
-                n.op_type.clone()
-            } else {
-                format!("{}:{}", n.domain, n.op_type)
-            };
+            let op = n.qualified_op();
             layers.push((
                 i,
                 Layer {

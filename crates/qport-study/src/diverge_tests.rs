@@ -6,7 +6,6 @@
 use super::*;
 use qport_core::arith::Rounding;
 use qport_onnx::{Graph, Node, ValueInfo};
-use std::collections::BTreeMap;
 
 fn profile(name: &str) -> ArithProfile {
     ArithProfile::preset(name).unwrap()
@@ -40,11 +39,10 @@ fn conv(
     g.initializers.insert(p("y_zp"), Tensor::scalar(0u8));
     g.initializers
         .insert(p("w"), Tensor::from_vec(w.0, w.1).unwrap());
-    g.nodes.push(Node {
-        name: name.into(),
-        op_type: "QLinearConv".into(),
-        domain: String::new(),
-        inputs: [
+    g.nodes.push(Node::new(
+        name,
+        "QLinearConv",
+        [
             x.to_string(),
             p("x_scale"),
             p("x_zp"),
@@ -53,25 +51,16 @@ fn conv(
             p("w_zp"),
             p("y_scale"),
             p("y_zp"),
-        ]
-        .into(),
-        outputs: vec![y.into()],
-        attributes: BTreeMap::new(),
-        doc_string: String::new(),
-    });
+        ],
+        [y],
+    ));
 }
 
 fn model(graph: Graph) -> Model {
     Model {
-        ir_version: 8,
-        opset_imports: vec![(String::new(), 13)],
         producer_name: "qport-test".into(),
-        producer_version: String::new(),
-        domain: String::new(),
         model_version: 1,
-        doc_string: String::new(),
-        metadata: vec![],
-        graph,
+        ..Model::new(graph, 13)
     }
 }
 
@@ -254,15 +243,7 @@ fn localizer_aggregates_over_inputs() {
 fn float_models_and_wrong_inputs_are_refused() {
     let mut g = graph("x", &[1, 2], "y");
     g.inputs[0].dtype = Some(DType::F32);
-    g.nodes.push(Node {
-        name: "relu".into(),
-        op_type: "Relu".into(),
-        domain: String::new(),
-        inputs: vec!["x".into()],
-        outputs: vec!["y".into()],
-        attributes: BTreeMap::new(),
-        doc_string: String::new(),
-    });
+    g.nodes.push(Node::new("relu", "Relu", ["x"], ["y"]));
     let x = Tensor::from_vec(vec![1, 2], vec![1f32, -1.0]).unwrap();
     let p = profile("exact");
     let e = localize(&model(g), vec![("x".into(), x)], &p, &p).unwrap_err();

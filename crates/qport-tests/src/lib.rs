@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod conformance;
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 //! manifest fails this test too: support status must be a reviewed list.
 //! Counts are printed and written to `target/conformance-summary.txt`.
 
-use qport_engine::conformance::{model_supported, run_case, Listing, Manifest, Outcome};
+use qport_tests::conformance::{model_supported, run_case, Listing, Manifest, Outcome};
 use std::fmt::Write as _;
 
 fn manifest() -> Manifest {

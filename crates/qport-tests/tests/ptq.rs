@@ -8,7 +8,7 @@ use qport_onnx::Model;
 use qport_quant::ptq::{self, Calibration, Sample};
 use qport_quant::resolve::{self, Resolved};
 use qport_quant::template::{self, Template};
-use qport_quant::{import, CalibMethod, QType, QuantError};
+use qport_quant::{import, CalibMethod, Precision, QuantError};
 use qport_tests::{fixture, python, repo_root};
 use std::path::Path;
 
@@ -84,7 +84,7 @@ fn qdq_artifact_loads_back_to_the_same_config_and_scales() {
     assert_eq!(ops(&imp.model), ops(&model));
     for n in &imp.model.graph.nodes {
         if qport_quant::ops::is_gemm_class(&n.op_type) {
-            assert_eq!(imp.node_precisions[&n.name], QType::Int8, "{}", n.name);
+            assert_eq!(imp.node_precisions[&n.name], Precision::Int8, "{}", n.name);
         }
     }
 
@@ -262,9 +262,9 @@ fn j6p_template_is_float16_with_int8_gemms_and_at_least_as_accurate() {
     let calib = calibrate(&model, &r6p, &calib_set);
     for (n, rn) in model.graph.nodes.iter().zip(&r6p.nodes) {
         let want = if qport_quant::ops::is_gemm_class(&n.op_type) {
-            QType::Int8
+            Precision::Int8
         } else {
-            QType::Float16
+            Precision::Float16
         };
         assert_eq!(rn.qtype, want, "{} ({})", n.name, n.op_type);
     }

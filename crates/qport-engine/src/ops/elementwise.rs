@@ -38,15 +38,7 @@ pub(crate) mod tests {
 
     /// Builds `op_type` at `opset` with `attrs`, through the registry.
     pub(crate) fn build(op_type: &str, opset: i64, attrs: Vec<(&str, Attribute)>) -> Box<dyn Op> {
-        let node = Node {
-            name: "n".into(),
-            op_type: op_type.into(),
-            domain: String::new(),
-            inputs: vec!["x".into(), "y".into()],
-            outputs: vec!["z".into()],
-            attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            doc_string: String::new(),
-        };
+        let node = Node::new("n", op_type, ["x", "y"], ["z"]).with_attrs(attrs);
         let inits = BTreeMap::new();
         let ctx = BuildCtx {
             node: &node,

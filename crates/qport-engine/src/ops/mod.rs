@@ -8,6 +8,7 @@
 
 use crate::error::{OpError, OpResult};
 use qport_core::Tensor;
+use qport_onnx::graph::normalize_domain;
 use qport_onnx::Node;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
@@ -85,13 +86,13 @@ impl Registry {
     /// Registers a builder for an op type of `domain`.
     pub fn register_in(&mut self, domain: &str, op_type: &str, builder: OpBuilder) {
         self.map
-            .insert((normalize_domain(domain), op_type.to_string()), builder);
+            .insert((normalize_domain(domain).into(), op_type.into()), builder);
     }
 
     /// The builder for `op_type` in `domain`, if supported.
     pub fn get(&self, domain: &str, op_type: &str) -> Option<OpBuilder> {
         self.map
-            .get(&(normalize_domain(domain), op_type.to_string()))
+            .get(&(normalize_domain(domain).into(), op_type.into()))
             .copied()
     }
 
@@ -100,14 +101,6 @@ impl Registry {
         let mut v: Vec<_> = self.map.keys().cloned().collect();
         v.sort();
         v
-    }
-}
-
-fn normalize_domain(d: &str) -> String {
-    if d == "ai.onnx" {
-        String::new()
-    } else {
-        d.to_string()
     }
 }
 

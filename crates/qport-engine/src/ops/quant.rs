@@ -75,15 +75,8 @@ pub(crate) mod test_util {
         opset: i64,
         inputs: &[Option<&Tensor>],
     ) -> crate::error::OpResult<Vec<Tensor>> {
-        let node = Node {
-            name: "n".into(),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: (0..inputs.len()).map(|i| format!("i{i}")).collect(),
-            outputs: vec!["y".into()],
-            attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            doc_string: String::new(),
-        };
+        let names = (0..inputs.len()).map(|i| format!("i{i}"));
+        let node = Node::new("n", op, names, ["y"]).with_attrs(attrs);
         let init = BTreeMap::new();
         let ctx = BuildCtx {
             node: &node,
@@ -105,23 +98,11 @@ pub(crate) mod test_util {
         constant: &[bool],
         arith: Option<&qport_core::arith::ArithProfile>,
     ) -> crate::error::OpResult<Vec<Tensor>> {
-        let node = Node {
-            name: "n".into(),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: (0..inputs.len())
-                .map(|i| {
-                    if inputs[i].is_some() {
-                        format!("i{i}")
-                    } else {
-                        String::new()
-                    }
-                })
-                .collect(),
-            outputs: vec!["y".into()],
-            attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            doc_string: String::new(),
-        };
+        let names = (0..inputs.len()).map(|i| match inputs[i] {
+            Some(_) => format!("i{i}"),
+            None => String::new(),
+        });
+        let node = Node::new("n", op, names, ["y"]).with_attrs(attrs);
         let init: BTreeMap<String, Tensor> = inputs
             .iter()
             .enumerate()

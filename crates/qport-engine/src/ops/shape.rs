@@ -266,15 +266,8 @@ pub(crate) fn test_op(
     n_outputs: usize,
     attrs: Vec<(&str, qport_onnx::Attribute)>,
 ) -> OpResult<Box<dyn super::Op>> {
-    let node = qport_onnx::Node {
-        name: "n".into(),
-        op_type: op_type.into(),
-        domain: String::new(),
-        inputs: vec![],
-        outputs: (0..n_outputs).map(|i| format!("y{i}")).collect(),
-        attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-        doc_string: String::new(),
-    };
+    let outputs = (0..n_outputs).map(|i| format!("y{i}"));
+    let node = qport_onnx::Node::new("n", op_type, Vec::<String>::new(), outputs).with_attrs(attrs);
     let inits = Default::default();
     let ctx = super::BuildCtx {
         node: &node,

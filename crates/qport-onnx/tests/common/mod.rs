@@ -13,15 +13,7 @@ pub fn node(
     outs: &[&str],
     attrs: Vec<(&str, Attribute)>,
 ) -> Node {
-    Node {
-        name: name.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: ins.iter().map(|s| s.to_string()).collect(),
-        outputs: outs.iter().map(|s| s.to_string()).collect(),
-        attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-        doc_string: String::new(),
-    }
+    Node::new(name, op, ins, outs).with_attrs(attrs)
 }
 
 /// `x[N,1,4,4] -> Conv(W, B) -> Relu -> Add(Constant c) -> y`, with the
@@ -37,63 +29,61 @@ pub fn conv_model() -> Model {
     let mut inits = BTreeMap::new();
     inits.insert("W".to_string(), w);
     inits.insert("B".to_string(), b);
+    let graph = Graph {
+        name: "tiny".into(),
+        nodes: vec![
+            node(
+                "conv1",
+                "Conv",
+                &["x", "W", "B"],
+                &["c1"],
+                vec![
+                    ("kernel_shape", Attribute::Ints(vec![3, 3])),
+                    ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
+                    ("auto_pad", Attribute::String(b"NOTSET".to_vec())),
+                ],
+            ),
+            node("relu1", "Relu", &["c1"], &["r1"], vec![]),
+            node(
+                "const1",
+                "Constant",
+                &[],
+                &["k"],
+                vec![("value", Attribute::Tensor(c))],
+            ),
+            node("add1", "Add", &["r1", "k"], &["y"], vec![]),
+        ],
+        inputs: vec![ValueInfo {
+            name: "x".into(),
+            dtype: Some(DType::F32),
+            shape: Some(vec![
+                Dim::Param("N".into()),
+                Dim::Known(1),
+                Dim::Known(4),
+                Dim::Known(4),
+            ]),
+        }],
+        outputs: vec![ValueInfo {
+            name: "y".into(),
+            dtype: Some(DType::F32),
+            shape: Some(vec![
+                Dim::Param("N".into()),
+                Dim::Known(2),
+                Dim::Unknown,
+                Dim::Known(4),
+            ]),
+        }],
+        initializers: inits,
+        value_info: vec![ValueInfo::known("c1", DType::F32, &[1, 2, 4, 4])],
+        doc_string: String::new(),
+    };
     Model {
-        ir_version: 8,
-        opset_imports: vec![(String::new(), 13)],
         producer_name: "qport-test".into(),
         producer_version: "0".into(),
-        domain: String::new(),
         model_version: 1,
         doc_string: "a tiny conv net".into(),
         metadata: vec![("origin".into(), "tests".into())],
-        graph: Graph {
-            name: "tiny".into(),
-            nodes: vec![
-                node(
-                    "conv1",
-                    "Conv",
-                    &["x", "W", "B"],
-                    &["c1"],
-                    vec![
-                        ("kernel_shape", Attribute::Ints(vec![3, 3])),
-                        ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
-                        ("auto_pad", Attribute::String(b"NOTSET".to_vec())),
-                    ],
-                ),
-                node("relu1", "Relu", &["c1"], &["r1"], vec![]),
-                node(
-                    "const1",
-                    "Constant",
-                    &[],
-                    &["k"],
-                    vec![("value", Attribute::Tensor(c))],
-                ),
-                node("add1", "Add", &["r1", "k"], &["y"], vec![]),
-            ],
-            inputs: vec![ValueInfo {
-                name: "x".into(),
-                dtype: Some(DType::F32),
-                shape: Some(vec![
-                    Dim::Param("N".into()),
-                    Dim::Known(1),
-                    Dim::Known(4),
-                    Dim::Known(4),
-                ]),
-            }],
-            outputs: vec![ValueInfo {
-                name: "y".into(),
-                dtype: Some(DType::F32),
-                shape: Some(vec![
-                    Dim::Param("N".into()),
-                    Dim::Known(2),
-                    Dim::Unknown,
-                    Dim::Known(4),
-                ]),
-            }],
-            initializers: inits,
-            value_info: vec![ValueInfo::known("c1", DType::F32, &[1, 2, 4, 4])],
-            doc_string: String::new(),
-        },
+        ..Model::new(graph, 13)
     }
 }
 

@@ -24,11 +24,7 @@ pub(crate) enum Variant {
 /// Op types whose results depend on the arithmetic profile (the quantized
 /// operators and `QuantizeLinear`), in any domain.
 pub(crate) fn is_quantized_op(op: &str) -> bool {
-    op.starts_with("QLinear")
-        || matches!(
-            op,
-            "QuantizeLinear" | "QGemm" | "ConvInteger" | "MatMulInteger" | "DynamicQuantizeLinear"
-        )
+    op == "QuantizeLinear" || qport_onnx::opclass::is_integer_op(op)
 }
 
 /// The node's inputs that are values (not constants, not omitted), each

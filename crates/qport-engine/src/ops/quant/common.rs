@@ -5,9 +5,11 @@
 use crate::error::{OpError, OpResult};
 use qport_core::{bf16, f16, DType, Tensor, TensorData, I2, I4, U2, U4};
 
-/// An integer type a quantized tensor is stored in.
+/// The integer grid a quantized tensor is stored on (the quantizer calls
+/// the same concept `Grid`; here with the 4- and 2-bit types the operators
+/// accept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum QType {
+pub(crate) enum Grid {
     U8,
     I8,
     U16,
@@ -18,27 +20,27 @@ pub(crate) enum QType {
     I2,
 }
 
-impl QType {
+impl Grid {
     /// The quantized type stored as `dtype`, if it is one.
-    pub(crate) fn from_dtype(dtype: DType) -> Option<QType> {
+    pub(crate) fn from_dtype(dtype: DType) -> Option<Grid> {
         match dtype {
-            DType::U8 => Some(QType::U8),
-            DType::I8 => Some(QType::I8),
-            DType::U16 => Some(QType::U16),
-            DType::I16 => Some(QType::I16),
-            DType::U4 => Some(QType::U4),
-            DType::I4 => Some(QType::I4),
-            DType::U2 => Some(QType::U2),
-            DType::I2 => Some(QType::I2),
+            DType::U8 => Some(Grid::U8),
+            DType::I8 => Some(Grid::I8),
+            DType::U16 => Some(Grid::U16),
+            DType::I16 => Some(Grid::I16),
+            DType::U4 => Some(Grid::U4),
+            DType::I4 => Some(Grid::I4),
+            DType::U2 => Some(Grid::U2),
+            DType::I2 => Some(Grid::I2),
             _ => None,
         }
     }
 
     /// The 8-bit quantized type of `dtype` (u8 or i8 only).
-    pub(crate) fn of8(what: &str, dtype: DType) -> OpResult<QType> {
+    pub(crate) fn of8(what: &str, dtype: DType) -> OpResult<Grid> {
         match dtype {
-            DType::U8 => Ok(QType::U8),
-            DType::I8 => Ok(QType::I8),
+            DType::U8 => Ok(Grid::U8),
+            DType::I8 => Ok(Grid::I8),
             d => Err(OpError::dtype(what, d)),
         }
     }
@@ -46,51 +48,51 @@ impl QType {
     /// Smallest representable value.
     pub(crate) fn min(self) -> i32 {
         match self {
-            QType::U8 | QType::U16 | QType::U4 | QType::U2 => 0,
-            QType::I8 => -128,
-            QType::I16 => -32768,
-            QType::I4 => -8,
-            QType::I2 => -2,
+            Grid::U8 | Grid::U16 | Grid::U4 | Grid::U2 => 0,
+            Grid::I8 => -128,
+            Grid::I16 => -32768,
+            Grid::I4 => -8,
+            Grid::I2 => -2,
         }
     }
 
     /// Largest representable value.
     pub(crate) fn max(self) -> i32 {
         match self {
-            QType::U8 => 255,
-            QType::I8 => 127,
-            QType::U16 => 65535,
-            QType::I16 => 32767,
-            QType::U4 => 15,
-            QType::I4 => 7,
-            QType::U2 => 3,
-            QType::I2 => 1,
+            Grid::U8 => 255,
+            Grid::I8 => 127,
+            Grid::U16 => 65535,
+            Grid::I16 => 32767,
+            Grid::U4 => 15,
+            Grid::I4 => 7,
+            Grid::U2 => 3,
+            Grid::I2 => 1,
         }
     }
 
     /// Packs values already saturated to this type's range.
     pub(crate) fn pack(self, v: Vec<i32>) -> TensorData {
         match self {
-            QType::U8 => TensorData::U8(v.into_iter().map(|x| x as u8).collect()),
-            QType::I8 => TensorData::I8(v.into_iter().map(|x| x as i8).collect()),
-            QType::U16 => TensorData::U16(v.into_iter().map(|x| x as u16).collect()),
-            QType::I16 => TensorData::I16(v.into_iter().map(|x| x as i16).collect()),
-            QType::U4 => TensorData::U4(
+            Grid::U8 => TensorData::U8(v.into_iter().map(|x| x as u8).collect()),
+            Grid::I8 => TensorData::I8(v.into_iter().map(|x| x as i8).collect()),
+            Grid::U16 => TensorData::U16(v.into_iter().map(|x| x as u16).collect()),
+            Grid::I16 => TensorData::I16(v.into_iter().map(|x| x as i16).collect()),
+            Grid::U4 => TensorData::U4(
                 v.into_iter()
                     .map(|x| U4::wrapping_from_i64(x as i64))
                     .collect(),
             ),
-            QType::I4 => TensorData::I4(
+            Grid::I4 => TensorData::I4(
                 v.into_iter()
                     .map(|x| I4::wrapping_from_i64(x as i64))
                     .collect(),
             ),
-            QType::U2 => TensorData::U2(
+            Grid::U2 => TensorData::U2(
                 v.into_iter()
                     .map(|x| U2::wrapping_from_i64(x as i64))
                     .collect(),
             ),
-            QType::I2 => TensorData::I2(
+            Grid::I2 => TensorData::I2(
                 v.into_iter()
                     .map(|x| I2::wrapping_from_i64(x as i64))
                     .collect(),
@@ -129,7 +131,7 @@ pub(crate) fn dequantize(v: i32, zero: i32, scale: f32) -> f32 {
 /// do: `saturate(round_half_even(x / scale) + zero_point)`, computed in f32.
 /// NaN maps to the type's minimum (as onnxruntime's clamp does).
 #[inline]
-pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: QType) -> i32 {
+pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: Grid) -> i32 {
     saturate_rounded(round_half_even(x / scale), zero, q)
 }
 
@@ -137,13 +139,13 @@ pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: QType) -> i32 {
 /// onnxruntime reference arithmetic `saturate(round_half_even(f32(acc) *
 /// multiplier) + zero_point)`, with the product in f32.
 #[inline]
-pub(crate) fn requantize(acc: i32, multiplier: f32, zero: i32, q: QType) -> i32 {
+pub(crate) fn requantize(acc: i32, multiplier: f32, zero: i32, q: Grid) -> i32 {
     saturate_rounded(round_half_even(acc as f32 * multiplier), zero, q)
 }
 
 /// `clamp(r + zero)` for an already-rounded float `r`; NaN gives the minimum.
 #[inline]
-pub(crate) fn saturate_rounded(r: f32, zero: i32, q: QType) -> i32 {
+pub(crate) fn saturate_rounded(r: f32, zero: i32, q: Grid) -> i32 {
     if r.is_nan() {
         return q.min();
     }
@@ -339,7 +341,7 @@ mod tests {
 
     #[test]
     fn rounds_half_to_even_and_saturates() {
-        let q = QType::U8;
+        let q = Grid::U8;
         assert_eq!(quantize(0.5, 1.0, 0, q), 0);
         assert_eq!(quantize(1.5, 1.0, 0, q), 2);
         assert_eq!(quantize(2.5, 1.0, 0, q), 2);
@@ -347,16 +349,16 @@ mod tests {
         assert_eq!(quantize(1000.0, 1.0, 128, q), 255);
         assert_eq!(quantize(-1000.0, 1.0, 128, q), 0);
         assert_eq!(quantize(f32::NAN, 1.0, 128, q), 0);
-        assert_eq!(quantize(-3.5, 1.0, 0, QType::I8), -4);
-        assert_eq!(requantize(5, 0.5, 0, QType::I8), 2);
-        assert_eq!(requantize(7, 0.5, 0, QType::I8), 4);
-        assert_eq!(requantize(-1000, 1.0, 0, QType::I16), -1000);
-        assert_eq!(quantize(20.0, 1.0, 0, QType::I4), 7);
-        assert_eq!(quantize(-20.0, 1.0, 0, QType::I4), -8);
-        assert_eq!(quantize(2.5, 1.0, 0, QType::U2), 2);
-        assert_eq!(quantize(-2.5, 1.0, 0, QType::I2), -2);
-        assert_eq!(quantize(9.0, 1.0, 1, QType::U2), 3);
-        let p = QType::I4.pack(vec![-8, 7]);
+        assert_eq!(quantize(-3.5, 1.0, 0, Grid::I8), -4);
+        assert_eq!(requantize(5, 0.5, 0, Grid::I8), 2);
+        assert_eq!(requantize(7, 0.5, 0, Grid::I8), 4);
+        assert_eq!(requantize(-1000, 1.0, 0, Grid::I16), -1000);
+        assert_eq!(quantize(20.0, 1.0, 0, Grid::I4), 7);
+        assert_eq!(quantize(-20.0, 1.0, 0, Grid::I4), -8);
+        assert_eq!(quantize(2.5, 1.0, 0, Grid::U2), 2);
+        assert_eq!(quantize(-2.5, 1.0, 0, Grid::I2), -2);
+        assert_eq!(quantize(9.0, 1.0, 1, Grid::U2), 3);
+        let p = Grid::I4.pack(vec![-8, 7]);
         assert_eq!(
             Tensor::new(vec![2], p).unwrap().to_i64_vec().unwrap(),
             vec![-8, 7]

@@ -25,7 +25,7 @@
 //! onnxruntime's arithmetic.
 
 use super::common::{
-    i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, QType,
+    i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, Grid,
 };
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
@@ -60,8 +60,8 @@ impl QParams {
 }
 
 /// The output's quantized type: that of its zero point, else of `x`.
-fn out_type(inputs: &[Option<&Tensor>], zero: usize, x: &Tensor) -> OpResult<QType> {
-    QType::of8(
+fn out_type(inputs: &[Option<&Tensor>], zero: usize, x: &Tensor) -> OpResult<Grid> {
+    Grid::of8(
         "output",
         opt_input(inputs, zero).map_or(x.dtype(), |t| t.dtype()),
     )
@@ -82,7 +82,7 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
     fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
-        let q = QType::of8("A", a.dtype())?;
+        let q = Grid::of8("A", a.dtype())?;
         if b.dtype() != a.dtype() {
             return Err(OpError::invalid(format!(
                 "A is {} but B is {}",
@@ -385,7 +385,7 @@ fn rounded(r: f32, mode: Rounding) -> f32 {
 fn build_lut(f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> Box<dyn Op> {
     fn_op(move |inputs| {
         let x = input(inputs, 0)?;
-        let qx = QType::of8("X", x.dtype())?;
+        let qx = Grid::of8("X", x.dtype())?;
         let px = QParams::read(inputs, 1, 2, "X")?;
         let py = QParams::read(inputs, 3, 4, "Y")?;
         let qy = out_type(inputs, 4, x)?;
@@ -476,7 +476,7 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
     let arith = ctx.arith.cloned();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
-        let qx = QType::of8("X", x.dtype())?;
+        let qx = Grid::of8("X", x.dtype())?;
         let px = QParams::read(inputs, 1, 2, "x")?;
         let py = QParams::read(inputs, 3, 4, "y")?;
         let qy = out_type(inputs, 4, x)?;
@@ -621,7 +621,7 @@ pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let include_pad = node.attr_int("count_include_pad", 0)? != 0;
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
-        QType::of8("X", x.dtype())?;
+        Grid::of8("X", x.dtype())?;
         let px = QParams::read(inputs, 1, 2, "x")?;
         let py = QParams::read(inputs, 3, 4, "y")?;
         let qy = out_type(inputs, 4, x)?;
@@ -705,8 +705,8 @@ pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             .map(|i| input(inputs, i))
             .collect::<OpResult<_>>()?;
         let qy = match opt_input(inputs, 1) {
-            Some(z) => QType::of8("Y_zero_point", z.dtype())?,
-            None => QType::of8("X", xs[0].dtype())?,
+            Some(z) => Grid::of8("Y_zero_point", z.dtype())?,
+            None => Grid::of8("X", xs[0].dtype())?,
         };
         let first = xs[0].shape();
         let ax = normalize_axis(axis, first.len()).ok_or_else(|| {
@@ -737,7 +737,7 @@ pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let mut parts = Vec::with_capacity(xs.len());
         for (j, x) in xs.iter().enumerate() {
             let px = QParams::read(inputs, 2 + 3 * j + 1, 2 + 3 * j + 2, "X")?;
-            let qx = QType::of8("X", x.dtype())?;
+            let qx = Grid::of8("X", x.dtype())?;
             let v = i32_values(x, "X")?;
             let same = qx == qy && px.zero == py.zero && px.scale == py.scale;
             let v = if same {
@@ -770,7 +770,7 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let opset = ctx.node.attr_int("opset", 13)?;
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
-        QType::of8("X", x.dtype())?;
+        Grid::of8("X", x.dtype())?;
         let px = QParams::read(inputs, 1, 2, "X")?;
         let py = QParams::read(inputs, 3, 4, "Y")?;
         let qy = out_type(inputs, 4, x)?;

@@ -16,7 +16,7 @@
 //! direct [`qport_kernels::idepthwise`] kernel.
 
 use super::common::{
-    f32_values, i32_values, per_channel, requantize, scalar_f32, scalar_zero, QType,
+    f32_values, i32_values, per_channel, requantize, scalar_f32, scalar_zero, Grid,
 };
 use super::conv_fast::{PreparedConv, WithFallback};
 use crate::error::{OpError, OpResult};
@@ -592,7 +592,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
             // not an ONNX QLinearConv type): exact i64 accumulation.
             let p = arith.clone().unwrap_or_else(onnxruntime_like);
             let qy = yz.map_or(x.dtype(), |t| t.dtype());
-            let q = QType::from_dtype(qy).ok_or_else(|| OpError::dtype("y", qy))?;
+            let q = Grid::from_dtype(qy).ok_or_else(|| OpError::dtype("y", qy))?;
             let y_zero = scalar_zero(yz, "y_zero_point")?;
             let bias = match opt_input(inputs, 8) {
                 Some(b) => Some(i32_values(b, "B (bias)")?),
@@ -619,7 +619,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
                 .collect();
             return Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?]);
         }
-        let q = QType::of8("y", yz.map_or(x.dtype(), |t| t.dtype()))?;
+        let q = Grid::of8("y", yz.map_or(x.dtype(), |t| t.dtype()))?;
         let y_zero = scalar_zero(yz, "y_zero_point")?;
         let bias = match opt_input(inputs, 8) {
             Some(b) => {

@@ -14,7 +14,7 @@
 //! (the same sums, the same requantizer): property and model tests hold
 //! the two equal.
 
-use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, QType};
+use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, Grid};
 use super::conv::{conv_accumulate_with, depthwise, profile_multipliers, ConvAttrs, ConvGeom};
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, BuildCtx, Op};
@@ -38,7 +38,7 @@ pub(crate) struct PreparedConv {
     /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel).
     w_centered: Vec<f32>,
     x_zero: i32,
-    y: QType,
+    y: Grid,
     /// The AVX2 int16-saturating pair accumulation (u8 activations only).
     sat_pairs: bool,
 }
@@ -81,8 +81,8 @@ impl PreparedConv {
             return Ok(None);
         };
         let y = match yz.dtype() {
-            DType::U8 => QType::U8,
-            DType::I8 => QType::I8,
+            DType::U8 => Grid::U8,
+            DType::I8 => Grid::I8,
             _ => return Ok(None),
         };
         let w_shape = w.shape().to_vec();
@@ -201,7 +201,7 @@ impl PreparedConv {
             let (mut out_u8, mut out_i8) = (Vec::new(), Vec::new());
             // pooled buffers: every element is written below
             match self.y {
-                QType::U8 => out_u8 = crate::buffers::take_u8(n_out),
+                Grid::U8 => out_u8 = crate::buffers::take_u8(n_out),
                 _ => out_i8 = crate::buffers::take_i8(n_out),
             }
             let is: usize = g.input.iter().product();
@@ -216,12 +216,12 @@ impl PreparedConv {
                 }
                 let o = n * g.c_out * os;
                 match self.y {
-                    QType::U8 => requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os]),
+                    Grid::U8 => requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os]),
                     _ => requantize(&self.rq, acc, os, &mut out_i8[o..o + g.c_out * os]),
                 }
             }
             Ok(Some(match self.y {
-                QType::U8 => TensorData::U8(out_u8),
+                Grid::U8 => TensorData::U8(out_u8),
                 _ => TensorData::I8(out_i8),
             }))
         })?;

@@ -2,7 +2,7 @@
 //! per-axis, blocked; 2/4/8/16-bit integers, float8 and float4e2m1; int32
 //! for dequantized biases) and `DynamicQuantizeLinear`.
 
-use super::common::{f32_values, i32_values, pack_float, quantize, Layout, QType};
+use super::common::{f32_values, i32_values, pack_float, quantize, Grid, Layout};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::{CastOptions, DType, Tensor, TensorData};
@@ -11,7 +11,7 @@ use qport_core::{CastOptions, DType, Tensor, TensorData};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum QOut {
     /// An integer type: round half to even, add the zero point, saturate.
-    Int(QType),
+    Int(Grid),
     /// A float8 type or float4e2m1: `x / y_scale + y_zero_point` rounded to
     /// nearest even, saturating or not per the `saturate` attribute (float4
     /// always saturates).
@@ -20,7 +20,7 @@ enum QOut {
 
 impl QOut {
     fn from_dtype(dtype: DType) -> Option<QOut> {
-        if let Some(q) = QType::from_dtype(dtype) {
+        if let Some(q) = Grid::from_dtype(dtype) {
             return Some(QOut::Int(q));
         }
         is_low_float(dtype).then_some(QOut::Float(dtype))
@@ -79,14 +79,14 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 }
                 q
             }
-            None => declared.unwrap_or(QOut::Int(QType::U8)),
+            None => declared.unwrap_or(QOut::Int(Grid::U8)),
         };
         let layout = Layout::new(x.shape(), scale.shape(), axis, block_size)?;
         let s = f32_values(scale, "y_scale")?;
         if let Some(z) = zero {
             check_same_shape(z, scale, "y_zero_point", "y_scale")?;
         }
-        if let (QOut::Int(qt @ (QType::U8 | QType::I8)), None, 1, Ok(xv)) =
+        if let (QOut::Int(qt @ (Grid::U8 | Grid::I8)), None, 1, Ok(xv)) =
             (q, rounding, s.len(), x.as_slice::<f32>())
         {
             // per-tensor 8-bit quantization of f32 (a model's input): a
@@ -96,7 +96,7 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 None => 0,
             };
             let data = match qt {
-                QType::U8 => TensorData::U8(quantize_8bit(xv, s[0], z, qt, |v| v as u8)),
+                Grid::U8 => TensorData::U8(quantize_8bit(xv, s[0], z, qt, |v| v as u8)),
                 _ => TensorData::I8(quantize_8bit(xv, s[0], z, qt, |v| v as i8)),
             };
             return Ok(vec![Tensor::new(x.shape().to_vec(), data)?]);
@@ -167,7 +167,7 @@ fn quantize_8bit<T, F: Fn(i32) -> T>(
     xs: &[f32],
     scale: f32,
     zero: i32,
-    q: QType,
+    q: Grid,
     cast: F,
 ) -> Vec<T> {
     #[cfg(target_arch = "x86_64")]
@@ -184,7 +184,7 @@ unsafe fn quantize_avx2<T, F: Fn(i32) -> T>(
     xs: &[f32],
     scale: f32,
     zero: i32,
-    q: QType,
+    q: Grid,
     cast: F,
 ) -> Vec<T> {
     quantize_loop(xs, scale, zero, q, cast)
@@ -195,7 +195,7 @@ fn quantize_loop<T, F: Fn(i32) -> T>(
     xs: &[f32],
     scale: f32,
     zero: i32,
-    q: QType,
+    q: Grid,
     cast: F,
 ) -> Vec<T> {
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
@@ -363,10 +363,10 @@ pub(crate) fn build_dynamic(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let zero = (0.0 - lo / scale).clamp(0.0, 255.0).round_ties_even() as i32;
         let y: Vec<i32> = xv
             .iter()
-            .map(|&v| quantize(v, scale, zero, QType::U8))
+            .map(|&v| quantize(v, scale, zero, Grid::U8))
             .collect();
         Ok(vec![
-            Tensor::new(x.shape().to_vec(), QType::U8.pack(y))?,
+            Tensor::new(x.shape().to_vec(), Grid::U8.pack(y))?,
             Tensor::scalar(scale),
             Tensor::new(vec![], TensorData::U8(vec![zero as u8]))?,
         ])
@@ -423,11 +423,11 @@ mod fast_tests {
             1e30,
         ]);
         for (scale, zero, q) in [
-            (0.1f32, 128, QType::U8),
-            (0.5, 0, QType::U8),
-            (1.0, -3, QType::I8),
-            (0.0625, 0, QType::I8),
-            (3e-5, 255, QType::U8),
+            (0.1f32, 128, Grid::U8),
+            (0.5, 0, Grid::U8),
+            (1.0, -3, Grid::I8),
+            (0.0625, 0, Grid::I8),
+            (3e-5, 255, Grid::U8),
         ] {
             let got = quantize_8bit(&xs, scale, zero, q, |v| v);
             let want: Vec<i32> = xs.iter().map(|&v| quantize(v, scale, zero, q)).collect();

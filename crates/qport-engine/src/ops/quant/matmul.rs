@@ -7,7 +7,7 @@
 //! `avx2-u8s8`) and the epilogue is the profile's scalar definition
 //! ([`qport_core::arith::requantize_biased`]).
 
-use super::common::{f32_values, i32_values, requantize, scalar_f32, scalar_zero, QType};
+use super::common::{f32_values, i32_values, requantize, scalar_f32, scalar_zero, Grid};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, Accumulator, ArithProfile, Requant};
@@ -219,7 +219,7 @@ pub(crate) fn build_qlinear_matmul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let zb = BatchZero::new(opt_input(inputs, 5), g.b_batches, g.n, "b_zero_point")?;
         let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
         let yz = opt_input(inputs, 7);
-        let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
+        let q = Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
         let y_zero = scalar_zero(yz, "y_zero_point")?;
         let sat = sat_pairs(arith.as_ref(), a, b);
         let acc = with_q8_pair!(a, b, |av, bv| batched_with(av, bv, &g, &za, &zb, sat));
@@ -366,7 +366,7 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             Some(ys) => {
                 let y_scale = scalar_f32(ys, "y_scale")?;
                 let yz = opt_input(inputs, 8);
-                let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
+                let q = Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
                 let y_zero = scalar_zero(yz, "y_zero_point")?;
                 let mult: Vec<f32> = b_scale
                     .iter()
@@ -480,7 +480,7 @@ fn qgemm_profile(
         Some(ys) => {
             let y_scale = scalar_f32(ys, "y_scale")?;
             let yz = opt_input(inputs, 8);
-            let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
+            let q = Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
             let y_zero = scalar_zero(yz, "y_zero_point")?;
             let mult: Vec<f64> = b_scale
                 .iter()

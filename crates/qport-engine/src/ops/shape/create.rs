@@ -345,15 +345,8 @@ mod low_precision_tests {
         attrs: Vec<(&str, Attribute)>,
         inputs: &[&Tensor],
     ) -> OpResult<Tensor> {
-        let node = qport_onnx::Node {
-            name: "n".into(),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: (0..inputs.len()).map(|i| format!("x{i}")).collect(),
-            outputs: vec!["y".into()],
-            attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            doc_string: String::new(),
-        };
+        let names = (0..inputs.len()).map(|i| format!("x{i}"));
+        let node = qport_onnx::Node::new("n", op, names, ["y"]).with_attrs(attrs);
         let inits = Default::default();
         let ctx = BuildCtx {
             node: &node,

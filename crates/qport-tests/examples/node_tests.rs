@@ -1,11 +1,11 @@
 //! Runs ONNX backend node tests from the fixture cache and prints each
-//! result: `cargo run --release -p qport-engine --example node_tests -- [PATTERN...]`.
+//! result: `cargo run --release -p qport-tests --example node_tests -- [PATTERN...]`.
 //!
 //! Patterns use `*` globs (`test_conv*`); with none, every test runs. The
 //! cache is `$QPORT_FIXTURES/node` (default `~/.cache/qport/fixtures/node`).
 //! Tests whose models use unsupported operators are counted separately.
 
-use qport_engine::conformance::{glob, model_supported, run_case, Outcome};
+use qport_tests::conformance::{glob, model_supported, run_case, Outcome};
 
 fn main() {
     let root = std::env::var("QPORT_FIXTURES")

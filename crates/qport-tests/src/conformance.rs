@@ -6,8 +6,8 @@
 //! with the ONNX backend's default tolerance (`rtol = 1e-3`, `atol = 1e-7`),
 //! loosened only where the test's own generator says so.
 
-use crate::plan::Plan;
 use qport_core::{Tensor, TensorData};
+use qport_engine::Plan;
 use std::path::{Path, PathBuf};
 
 /// The outcome of one node test.
@@ -254,7 +254,7 @@ pub fn glob(pattern: &str, name: &str) -> bool {
 /// exercises only operators qport claims to support).
 pub fn model_supported(dir: &Path) -> bool {
     match qport_onnx::load::load(dir.join("model.onnx")) {
-        Ok(m) => crate::plan::unsupported_ops(&m).is_empty(),
+        Ok(m) => qport_engine::unsupported_ops(&m).is_empty(),
         Err(_) => false,
     }
 }
