@@ -697,7 +697,7 @@ mod tests {
                 node: &node,
                 opset: 13,
                 initializers: &inits,
-                arith: None,
+                arith: qport_core::arith::ArithProfile::onnxruntime(),
             };
             let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
             let plain = build_conv(&ctx).unwrap().eval(&args).unwrap().remove(0);

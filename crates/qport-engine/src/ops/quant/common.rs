@@ -133,14 +133,6 @@ pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: QType) -> i32 {
     saturate_rounded(round_half_even(x / scale), zero, q)
 }
 
-/// Requantizes an exact integer accumulator with a real multiplier: the
-/// onnxruntime reference arithmetic `saturate(round_half_even(f32(acc) *
-/// multiplier) + zero_point)`, with the product in f32.
-#[inline]
-pub(crate) fn requantize(acc: i32, multiplier: f32, zero: i32, q: QType) -> i32 {
-    saturate_rounded(round_half_even(acc as f32 * multiplier), zero, q)
-}
-
 /// `clamp(r + zero)` for an already-rounded float `r`; NaN gives the minimum.
 #[inline]
 pub(crate) fn saturate_rounded(r: f32, zero: i32, q: QType) -> i32 {
@@ -337,8 +329,70 @@ impl Layout {
 mod tests {
     use super::*;
 
+    /// onnxruntime's requantization written out: `saturate(round_half_even(
+    /// f32(acc) · multiplier) + zero_point)`, the product in f32.
+    fn ort_requantize(acc: i32, multiplier: f32, zero: i32, q: QType) -> i32 {
+        saturate_rounded(round_half_even(acc as f32 * multiplier), zero, q)
+    }
+
+    /// The default profile's prepared requantizer (what every quantized
+    /// GEMM and convolution runs) is onnxruntime's formula bit for bit, on
+    /// single values and on slices, over 8- and 16-bit outputs.
+    #[test]
+    fn default_profile_requantizes_as_onnxruntime() {
+        use qport_core::arith::{ArithProfile, Requantizer};
+        let p = ArithProfile::onnxruntime();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let specials = [0.5f32, 1.0, f32::NAN, f32::INFINITY, 0.0, -0.25, 1e-9, 3e4];
+        for case in 0..4000 {
+            let q = [QType::U8, QType::I8, QType::U16, QType::I16][case % 4];
+            let zero = q.min() + (next() % (q.max() - q.min() + 1) as u64) as i32;
+            let (a, b, c) = (next() as u32, next() as u32, next() as u32);
+            let mult = if case % 10 == 0 {
+                specials[case / 10 % specials.len()]
+            } else {
+                (a % 100_000) as f32 * 1e-7 + (b % 7) as f32 * 0.5
+            };
+            let accs: Vec<i32> = (0..9)
+                .map(|i| match (c as usize + i) % 4 {
+                    0 => next() as i32,
+                    1 => (next() % 2_000_001) as i32 - 1_000_000,
+                    _ => (next() % 4001) as i32 - 2000,
+                })
+                .collect();
+            let rq = Requantizer::new(
+                0.0,
+                p.gemm_multiplier(&[mult], &[]),
+                zero,
+                q.min(),
+                q.max(),
+                p,
+            );
+            let mut slice = vec![0i32; accs.len()];
+            rq.apply_slice(&accs, &mut slice);
+            for (&acc, &s) in accs.iter().zip(&slice) {
+                let want = ort_requantize(acc, mult, zero, q);
+                assert_eq!(
+                    rq.apply(i64::from(acc)),
+                    want,
+                    "acc {acc} mult {mult} zero {zero} {q:?}"
+                );
+                assert_eq!(s, want, "slice: acc {acc} mult {mult} zero {zero} {q:?}");
+            }
+        }
+    }
+
     #[test]
     fn rounds_half_to_even_and_saturates() {
+        assert_eq!(ort_requantize(5, 0.5, 0, QType::I8), 2);
+        assert_eq!(ort_requantize(7, 0.5, 0, QType::I8), 4);
+        assert_eq!(ort_requantize(-1000, 1.0, 0, QType::I16), -1000);
         let q = QType::U8;
         assert_eq!(quantize(0.5, 1.0, 0, q), 0);
         assert_eq!(quantize(1.5, 1.0, 0, q), 2);
@@ -348,9 +402,6 @@ mod tests {
         assert_eq!(quantize(-1000.0, 1.0, 128, q), 0);
         assert_eq!(quantize(f32::NAN, 1.0, 128, q), 0);
         assert_eq!(quantize(-3.5, 1.0, 0, QType::I8), -4);
-        assert_eq!(requantize(5, 0.5, 0, QType::I8), 2);
-        assert_eq!(requantize(7, 0.5, 0, QType::I8), 4);
-        assert_eq!(requantize(-1000, 1.0, 0, QType::I16), -1000);
         assert_eq!(quantize(20.0, 1.0, 0, QType::I4), 7);
         assert_eq!(quantize(-20.0, 1.0, 0, QType::I4), -8);
         assert_eq!(quantize(2.5, 1.0, 0, QType::U2), 2);

@@ -3,8 +3,9 @@
 //! `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat` and
 //! `QLinearSoftmax`.
 //!
-//! Arithmetic is f32 with round half to even and saturation, following
-//! onnxruntime so that its QOperator models reproduce bit for bit:
+//! Under onnxruntime's arithmetic (the default profile), arithmetic is f32
+//! with round half to even and saturation, following onnxruntime so that
+//! its QOperator models reproduce bit for bit:
 //! - `QLinearAdd` uses MLAS's x86 formula `round(fma(a, sA/sC, fma(b, sB/sC,
 //!   zC - fma(sA/sC, zA, sB/sC * zB))))` (the zero points folded into one
 //!   constant), which differs from dequantize-add-quantize in the last bit;
@@ -16,13 +17,14 @@
 //!   `QLinearSoftmax` dequantize, compute in f32 and quantize (within one
 //!   step of onnxruntime; not checked bit for bit).
 //!
-//! Under an integer-arithmetic profile ([`crate::PlanOptions::arith`]):
-//! `QLinearAdd` keeps the formula above with the profile's rounding
+//! Under the plan's profile ([`crate::PlanOptions::arith`]): `QLinearAdd`
+//! keeps the formula above with the profile's rounding
 //! ([`qport_core::arith::NonGemm::Float`]) or runs TFLite-style in
 //! integers ([`qport_core::arith::add_fixed_point`]); `QLinearMul` follows
 //! [`qport_core::arith::mul`]; `QLinearGlobalAveragePool` rescales the
-//! exact sum with [`qport_core::arith::rescale`]. The other ops keep
-//! onnxruntime's arithmetic.
+//! exact sum with [`qport_core::arith::rescale`] (onnxruntime's f32
+//! formulations under its profile). The other ops keep onnxruntime's
+//! arithmetic.
 
 use super::common::{
     i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, QType,
@@ -73,12 +75,9 @@ enum Binary {
     Mul,
 }
 
-fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
-    let rounding = arith.as_ref().map_or(Rounding::HalfEven, |p| p.rounding);
-    let fixed_point = arith
-        .as_ref()
-        .filter(|p| p.non_gemm == NonGemm::FixedPoint)
-        .cloned();
+fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
+    let rounding = p.rounding;
+    let fixed_point = p.non_gemm == NonGemm::FixedPoint;
     fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
@@ -99,8 +98,8 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         }
         let shape = broadcast_shapes(a.shape(), b.shape())?;
         qport_core::shape::checked_numel(&shape)?;
-        if let (Binary::Add, None, Rounding::HalfEven, true) =
-            (kind, &fixed_point, rounding, a.shape() == b.shape())
+        if let (Binary::Add, false, Rounding::HalfEven, true) =
+            (kind, fixed_point, rounding, a.shape() == b.shape())
         {
             // the residual-add case: same shapes, onnxruntime's arithmetic
             let r_ac = pa.scale / pc.scale;
@@ -130,7 +129,7 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         }
         let (av, bv) = (i32_values(a, "A")?, i32_values(b, "B")?);
         let same = a.shape() == b.shape();
-        let (am, bm) = if same && fixed_point.is_some() && matches!(kind, Binary::Add) {
+        let (am, bm) = if same && fixed_point && matches!(kind, Binary::Add) {
             (Vec::new(), Vec::new()) // the fixed-point add below walks both directly
         } else {
             (
@@ -140,12 +139,11 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         };
         let round = |r: f32| saturate_rounded(rounded(r, rounding), 0, q);
         let out: Vec<i32> = match kind {
-            Binary::Add if fixed_point.is_some() => {
-                let p = fixed_point.as_ref().expect("checked");
+            Binary::Add if fixed_point => {
                 let m_a = f64::from(pa.scale) / f64::from(pc.scale);
                 let m_b = f64::from(pb.scale) / f64::from(pc.scale);
                 // `arith::add_fixed_point` with its rescales decomposed once
-                let add = arith::FixedPointAdd::new(m_a, m_b, pc.zero, q.min(), q.max(), p);
+                let add = arith::FixedPointAdd::new(m_a, m_b, pc.zero, q.min(), q.max(), &p);
                 if same {
                     av.iter()
                         .zip(&bv)
@@ -158,27 +156,25 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
                         .collect()
                 }
             }
-            Binary::Mul if arith.is_some() => {
-                let p = arith.as_ref().expect("checked");
-                am.iter()
-                    .zip(&bm)
-                    .map(|(&i, &j)| {
-                        arith::mul(
-                            av[i],
-                            pa.zero,
-                            pa.scale,
-                            bv[j],
-                            pb.zero,
-                            pb.scale,
-                            pc.scale,
-                            pc.zero,
-                            q.min(),
-                            q.max(),
-                            p,
-                        )
-                    })
-                    .collect()
-            }
+            Binary::Mul => am
+                .iter()
+                .zip(&bm)
+                .map(|(&i, &j)| {
+                    arith::mul(
+                        av[i],
+                        pa.zero,
+                        pa.scale,
+                        bv[j],
+                        pb.zero,
+                        pb.scale,
+                        pc.scale,
+                        pc.zero,
+                        q.min(),
+                        q.max(),
+                        &p,
+                    )
+                })
+                .collect(),
             Binary::Add => {
                 // onnxruntime's MLAS QLinearAdd (x86): ratios to the output
                 // scale, the zero points folded into one constant, fused
@@ -205,14 +201,6 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
                         .collect()
                 }
             }
-            Binary::Mul => am
-                .iter()
-                .zip(&bm)
-                .map(|(&i, &j)| {
-                    let r = pa.dequant(av[i]) * pb.dequant(bv[j]) / pc.scale;
-                    saturate_rounded(round_half_even(r), pc.zero, q)
-                })
-                .collect(),
         };
         Ok(vec![Tensor::new(shape, q.pack(out))?])
     })
@@ -364,12 +352,12 @@ pub(crate) fn build_lookup(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 
 /// `QLinearAdd`: `C = quantize(dequant(A) + dequant(B))`, broadcasting.
 pub(crate) fn build_add(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_binary(Binary::Add, ctx.arith.cloned()))
+    Ok(build_binary(Binary::Add, ctx.arith.clone()))
 }
 
 /// `QLinearMul`: `C = quantize(dequant(A) * dequant(B))`, broadcasting.
 pub(crate) fn build_mul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_binary(Binary::Mul, ctx.arith.cloned()))
+    Ok(build_binary(Binary::Mul, ctx.arith.clone()))
 }
 
 /// `r` rounded to an integer-valued f32 under `mode`.
@@ -473,7 +461,7 @@ impl Planes {
 /// `x_scale / (y_scale * pixels)` in f32, as onnxruntime's MLAS kernel does.
 pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
-    let arith = ctx.arith.cloned();
+    let profile = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let qx = QType::of8("X", x.dtype())?;
@@ -489,26 +477,21 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
             return Err(OpError::invalid("input X has an empty spatial extent"));
         }
         let xv = i32_values(x, "X")?;
-        let scale = px.scale / (py.scale * size as f32);
+        let m = profile.rescale_multiplier(&[px.scale], &[py.scale, size as f32]);
         let mut out = Vec::with_capacity(p.batch * p.channels);
         for n in 0..p.batch {
             for c in 0..p.channels {
                 let (base, step) = p.base(n, c, size);
                 let sum: i64 = (0..size).map(|s| xv[base + s * step] as i64).sum();
                 let acc = (sum - px.zero as i64 * size as i64) as i32;
-                if let Some(p) = &arith {
-                    let m = if p.non_gemm == NonGemm::FixedPoint {
-                        f64::from(px.scale) / (f64::from(py.scale) * size as f64)
-                    } else {
-                        f64::from(scale)
-                    };
-                    out.push(arith::rescale(acc, 0, m, py.zero, qy.min(), qy.max(), p));
-                    continue;
-                }
-                out.push(saturate_rounded(
-                    round_half_even(acc as f32 * scale),
+                out.push(arith::rescale(
+                    acc,
+                    0,
+                    m,
                     py.zero,
-                    qy,
+                    qy.min(),
+                    qy.max(),
+                    &profile,
                 ));
             }
         }

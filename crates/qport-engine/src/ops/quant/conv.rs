@@ -2,26 +2,26 @@
 //! depthwise, pads / strides / dilations / `auto_pad` as in `Conv`), built on
 //! an integer im2col and the exact [`qport_kernels::igemm`] kernel.
 //!
-//! Requantization in `QLinearConv` is the onnxruntime reference arithmetic:
-//! the exact i32 accumulator plus the int32 bias is multiplied in f32 by
-//! `x_scale * w_scale[c] / y_scale`, rounded half to even, offset by the
-//! output zero point and saturated. Under an integer-arithmetic profile
-//! ([`crate::PlanOptions::arith`]) the accumulator is the profile's (exact,
-//! or the AVX2 int16-saturating pairs for u8 activations × s8 weights in
-//! every convolution but depthwise ones) and the bias, scaling, rounding and
-//! epilogue follow [`qport_core::arith::requantize_biased`], the profile's
-//! scalar definition. Exact u8 × s8 accumulation runs on the host's fastest
+//! `QLinearConv` computes under the plan's arithmetic profile
+//! ([`crate::PlanOptions::arith`]; onnxruntime's by default: the exact i32
+//! accumulator plus the int32 bias multiplied in f32 by `x_scale *
+//! w_scale[c] / y_scale`, rounded half to even, offset by the output zero
+//! point and saturated). The accumulator is the profile's (exact, or the
+//! AVX2 int16-saturating pairs for u8 activations × s8 weights in every
+//! convolution but depthwise ones); an int32 bias joins the 32-bit
+//! accumulator (wrapping, as onnxruntime adds it) and the scaling, rounding
+//! and epilogue follow [`qport_core::arith::requantize_biased`], the
+//! profile's scalar definition. Exact u8 × s8 accumulation runs on the host's fastest
 //! kernel ([`qport_kernels::qgemm`]: VNNI, Arm, AVX2 or the portable
 //! [`qport_kernels::igemm`], the same sums); depthwise layers use the
 //! direct [`qport_kernels::idepthwise`] kernel.
 
-use super::common::{
-    f32_values, i32_values, per_channel, requantize, scalar_f32, scalar_zero, QType,
-};
+use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, QType};
 use super::conv_fast::{PreparedConv, WithFallback};
+use super::matmul::int_bias;
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
-use qport_core::arith::{self, Accumulator, ArithProfile, Requant};
+use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_plane, PlaneGeom};
@@ -567,7 +567,7 @@ pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// `QLinearConv` computed from its inputs at every call (any constant-ness,
 /// 16-bit operands).
 fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<dyn Op>> {
-    let arith = ctx.arith.cloned();
+    let p = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let w = input(inputs, 3)?;
@@ -587,10 +587,13 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
         };
         let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
         let yz = opt_input(inputs, 7);
+        let m: Vec<f64> = w_scale
+            .iter()
+            .map(|&s| p.gemm_multiplier(&[x_scale, s], &[y_scale]))
+            .collect();
         if wide(x.dtype(), w.dtype()) {
             // 16-bit operands (qport's integer plan of int16 QDQ groups;
             // not an ONNX QLinearConv type): exact i64 accumulation.
-            let p = arith.clone().unwrap_or_else(onnxruntime_like);
             let qy = yz.map_or(x.dtype(), |t| t.dtype());
             let q = QType::from_dtype(qy).ok_or_else(|| OpError::dtype("y", qy))?;
             let y_zero = scalar_zero(yz, "y_zero_point")?;
@@ -605,8 +608,6 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
                 x_zero,
                 &w_zero,
             )?;
-            let mult: Vec<f32> = w_scale.iter().map(|&s| x_scale * s / y_scale).collect();
-            let m = profile_multipliers(&p, &mult, x_scale, &w_scale, y_scale);
             let os: usize = g.output.iter().product::<usize>().max(1);
             let out: Vec<i32> = acc
                 .iter()
@@ -614,7 +615,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
                 .map(|(i, &v)| {
                     let c = (i / os) % g.c_out;
                     let b = bias.as_ref().map_or(0.0, |b| f64::from(b[c]));
-                    arith::Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p).apply(v)
+                    Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p).apply(v)
                 })
                 .collect();
             return Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?]);
@@ -637,77 +638,32 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
             }
             None => None,
         };
-        let sat = arith.as_ref().is_some_and(|p| {
-            p.accumulator == Accumulator::I16SatPairs
-                && x.dtype() == DType::U8
-                && w.dtype() == DType::I8
-                && !depthwise(&g)
-        });
-        let acc = with_q8_xw!(x, w, |xv, wv| conv_accumulate_with(
+        let sat = p.accumulator == Accumulator::I16SatPairs
+            && x.dtype() == DType::U8
+            && w.dtype() == DType::I8
+            && !depthwise(&g);
+        let mut acc = with_q8_xw!(x, w, |xv, wv| conv_accumulate_with(
             xv, wv, &g, x_zero, &w_zero, sat
         )?);
-        let mult: Vec<f32> = w_scale.iter().map(|&s| x_scale * s / y_scale).collect();
-        let os: usize = g.output.iter().product();
-        if let Some(p) = &arith {
-            let m = profile_multipliers(p, &mult, x_scale, &w_scale, y_scale);
-            let rq: Vec<arith::Requantizer> = (0..g.c_out)
-                .map(|c| {
-                    let b = bias.map_or(0.0, |b| f64::from(b[c]));
-                    arith::Requantizer::new(b, m[c], y_zero, q.min(), q.max(), p)
-                })
-                .collect();
-            let mut out = vec![0i32; acc.len()];
-            for (i, (o, a)) in out
-                .chunks_mut(os.max(1))
-                .zip(acc.chunks(os.max(1)))
-                .enumerate()
-            {
-                rq[i % g.c_out].apply_slice(a, o);
-            }
-            return Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?]);
-        }
-        let out: Vec<i32> = acc
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                let c = (i / os.max(1)) % g.c_out;
-                let v = match bias {
-                    Some(b) => v.wrapping_add(b[c]),
-                    None => v,
-                };
-                requantize(v, mult[c], y_zero, q)
+        let os: usize = g.output.iter().product::<usize>().max(1);
+        let int_bias = int_bias(&p);
+        let rq: Vec<Requantizer> = (0..g.c_out)
+            .map(|c| {
+                let b = bias.filter(|_| !int_bias).map_or(0.0, |b| f64::from(b[c]));
+                Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p)
             })
             .collect();
+        let mut out = vec![0i32; acc.len()];
+        for (i, (o, a)) in out.chunks_mut(os).zip(acc.chunks_mut(os)).enumerate() {
+            let c = i % g.c_out;
+            if let (true, Some(b)) = (int_bias, bias) {
+                // the int32 bias joins the 32-bit accumulator
+                a.iter_mut().for_each(|v| *v = v.wrapping_add(b[c]));
+            }
+            rq[c].apply_slice(a, o);
+        }
         Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?])
     }))
-}
-
-/// onnxruntime's requantization as a profile (exact accumulation, f32
-/// multiplier, half to even): used for 16-bit operands when no profile is
-/// given.
-pub(crate) fn onnxruntime_like() -> ArithProfile {
-    ArithProfile::preset("f32-rne").expect("f32-rne is a preset")
-}
-
-/// Requantization multipliers under a profile: the f32 products
-/// onnxruntime computes (`x_scale · w_scale / y_scale` in f32) for
-/// [`qport_core::arith::Requant::F32`], the f64 products of the same f32
-/// scales for every other policy.
-pub(crate) fn profile_multipliers(
-    p: &ArithProfile,
-    mult_f32: &[f32],
-    x_scale: f32,
-    w_scale: &[f32],
-    y_scale: f32,
-) -> Vec<f64> {
-    if p.requant == Requant::F32 {
-        mult_f32.iter().map(|&m| f64::from(m)).collect()
-    } else {
-        w_scale
-            .iter()
-            .map(|&s| f64::from(x_scale) * f64::from(s) / f64::from(y_scale))
-            .collect()
-    }
 }
 
 #[cfg(test)]

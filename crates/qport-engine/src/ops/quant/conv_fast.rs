@@ -15,10 +15,10 @@
 //! the two equal.
 
 use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, QType};
-use super::conv::{conv_accumulate_with, depthwise, profile_multipliers, ConvAttrs, ConvGeom};
+use super::conv::{conv_accumulate_with, depthwise, ConvAttrs, ConvGeom};
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, BuildCtx, Op};
-use qport_core::arith::{Accumulator, ArithProfile, Requantizer};
+use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
 use qport_kernels::qgemm;
@@ -120,27 +120,21 @@ impl PreparedConv {
             None => None,
         };
         let kdim: usize = w_shape[1..].iter().product();
-        let profile: ArithProfile = match ctx.arith {
-            Some(p) => p.clone(),
-            None => {
-                // onnxruntime adds the bias to the i32 accumulator with
-                // wrapping arithmetic; the prepared requantizer saturates.
-                // The two agree whenever the sum cannot overflow.
-                let max_bias = bias.as_ref().map_or(0, |b| {
-                    b.iter().map(|v| i64::from(*v).abs()).max().unwrap_or(0)
-                });
-                if (kdim as i64) * 255 * 255 + max_bias >= i64::from(i32::MAX) {
-                    return Ok(None);
-                }
-                super::conv::onnxruntime_like()
-            }
-        };
-        let mult: Vec<f32> = w_scale.iter().map(|&s| x_scale * s / y_scale).collect();
-        let m = profile_multipliers(&profile, &mult, x_scale, &w_scale, y_scale);
+        let profile = ctx.arith;
+        // The general path adds an int32 bias to the i32 accumulator with
+        // wrapping arithmetic; the prepared requantizer saturates. The two
+        // agree whenever the sum cannot overflow.
+        let max_bias = bias.as_ref().map_or(0, |b| {
+            b.iter().map(|v| i64::from(*v).abs()).max().unwrap_or(0)
+        });
+        if (kdim as i64) * 255 * 255 + max_bias >= i64::from(i32::MAX) {
+            return Ok(None);
+        }
         let rq = (0..c_out)
             .map(|c| {
                 let b = bias.as_ref().map_or(0.0, |b| f64::from(b[c]));
-                Requantizer::new(b, m[c], y_zero, y.min(), y.max(), &profile)
+                let m = profile.gemm_multiplier(&[x_scale, w_scale[c]], &[y_scale]);
+                Requantizer::new(b, m, y_zero, y.min(), y.max(), profile)
             })
             .collect();
         let group = attrs.group().max(1);
@@ -381,8 +375,8 @@ mod tests {
     /// one (the same inputs given at run time) bit for bit, over layer
     /// shapes (pointwise, 3x3 strided and padded, grouped, depthwise, 5x5
     /// depthwise), u8 and i8 activations and outputs, symmetric and
-    /// asymmetric weights, with and without bias, onnxruntime's arithmetic
-    /// and every preset.
+    /// asymmetric weights, with and without bias, under every preset
+    /// (onnxruntime's arithmetic included).
     #[test]
     fn prepared_equals_general() {
         // (x shape, w shape, group, strides, pads)
@@ -395,8 +389,7 @@ mod tests {
             ([1, 5, 11, 12], [5, 1, 5, 5], 5, [2, 2], [2, 2, 2, 2]),
             ([1, 3, 17, 20], [16, 3, 3, 3], 1, [2, 2], [0, 1, 1, 0]),
         ];
-        let mut profiles: Vec<Option<qport_core::arith::ArithProfile>> = vec![None];
-        profiles.extend(presets().into_iter().map(Some));
+        let profiles = presets();
         for (n, (xs, ws, group, strides, pads)) in cases.into_iter().enumerate() {
             for variant in 0..4 {
                 let (signed_x, asym_w, bias_on) = (variant & 1 == 1, variant & 2 == 2, n % 2 == 0);
@@ -461,7 +454,7 @@ mod tests {
                         attrs.clone(),
                         &ins,
                         &[],
-                        p.as_ref(),
+                        Some(p),
                     )
                     .unwrap();
                     let prepared = run_const(
@@ -470,10 +463,10 @@ mod tests {
                         attrs.clone(),
                         &ins,
                         &consts,
-                        p.as_ref(),
+                        Some(p),
                     )
                     .unwrap();
-                    let name = p.as_ref().map_or("onnxruntime", |p| p.name.as_str());
+                    let name = p.name.as_str();
                     // at least the prepared call ran (tests run in parallel,
                     // so other tests may add to the count too)
                     assert!(PREPARED_RUNS.load(Ordering::Relaxed) > before, "{name}");
