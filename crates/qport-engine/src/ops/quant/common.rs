@@ -143,6 +143,24 @@ pub(crate) fn saturate_rounded(r: f32, zero: i32, q: QType) -> i32 {
     v.clamp(q.min() as f32, q.max() as f32) as i32
 }
 
+/// Runs `$body` with `$a` / `$b` bound to the u8/i8 slices of two tensors;
+/// any other type is an error naming the input (`$na` or `$nb`).
+macro_rules! with_q8_pair {
+    ($ta:expr, $tb:expr, $na:literal, $nb:literal, |$a:ident, $b:ident| $body:expr) => {
+        match ($ta.data(), $tb.data()) {
+            (TensorData::U8($a), TensorData::U8($b)) => $body,
+            (TensorData::U8($a), TensorData::I8($b)) => $body,
+            (TensorData::I8($a), TensorData::U8($b)) => $body,
+            (TensorData::I8($a), TensorData::I8($b)) => $body,
+            (TensorData::U8(_) | TensorData::I8(_), _) => {
+                return Err(OpError::dtype($nb, $tb.dtype()))
+            }
+            _ => return Err(OpError::dtype($na, $ta.dtype())),
+        }
+    };
+}
+pub(crate) use with_q8_pair;
+
 /// Values of a float tensor (f32, f16, bf16, f64) as f32; integer tensors
 /// are converted too (scales may be int32 from opset 23), and so are
 /// float8e8m0 power-of-two scales (opset 25).

@@ -15,12 +15,14 @@
 //! the two equal.
 
 use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, QType};
-use super::conv::{conv_accumulate_with, depthwise, ConvAttrs, ConvGeom};
+use super::conv::conv_accumulate_with;
 use crate::error::{OpError, OpResult};
+use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{input, BuildCtx, Op};
 use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
+use qport_kernels::im2col::{im2col, ConvGeometry};
 use qport_kernels::qgemm;
 use qport_kernels::vnni::PackedI8;
 use std::cell::RefCell;
@@ -137,7 +139,7 @@ impl PreparedConv {
                 Requantizer::new(b, m, y_zero, y.min(), y.max(), profile)
             })
             .collect();
-        let group = attrs.group().max(1);
+        let group = attrs.group;
         if c_out % group != 0 {
             return Ok(None); // the general path reports it
         }
@@ -173,9 +175,10 @@ impl PreparedConv {
         #[cfg(test)]
         tests::PREPARED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let g = self.attrs.geometry(x.shape(), &self.w_shape)?;
-        let sat = self.sat_pairs && x.dtype() == DType::U8 && !depthwise(&g);
+        let sat = self.sat_pairs && x.dtype() == DType::U8 && !g.depthwise();
         let os: usize = g.output.iter().product();
         let n_out = g.batch * g.c_out * os;
+        let geo = g.im2col();
         let out = SCRATCH.with(|s| -> OpResult<Option<TensorData>> {
             let (acc, col, flip) = &mut *s.borrow_mut();
             // activations as u8 with the matching zero point
@@ -206,7 +209,7 @@ impl PreparedConv {
                     let a = conv_accumulate_with(xn, &self.w, &one(&g), xz, &self.w_zero, true)?;
                     acc.copy_from_slice(&a);
                 } else {
-                    self.accumulate(xn, xz, &g, col, acc);
+                    self.accumulate(xn, xz, &g, &geo, col, acc);
                 }
                 let o = n * g.c_out * os;
                 match self.y {
@@ -226,14 +229,24 @@ impl PreparedConv {
     }
 
     /// Exact accumulators of one image into `acc` (`[c_out, os]`).
-    fn accumulate(&self, xn: &[u8], xz: i32, g: &ConvGeom, col: &mut Vec<u8>, acc: &mut [i32]) {
-        let is: usize = g.input.iter().product();
-        let os: usize = g.output.iter().product();
-        let ks: usize = g.kernel.iter().product();
-        let cg = g.c_in / g.group;
-        let mg = g.c_out / g.group;
-        let kdim = cg * ks;
-        if depthwise(g) && mg == 1 && g.input.len() == 2 {
+    fn accumulate(
+        &self,
+        xn: &[u8],
+        xz: i32,
+        g: &ConvGeom,
+        geo: &ConvGeometry,
+        col: &mut Vec<u8>,
+        acc: &mut [i32],
+    ) {
+        let ConvSizes {
+            is,
+            os,
+            ks,
+            cg,
+            mg,
+            kdim,
+        } = g.sizes();
+        if g.depthwise() && mg == 1 && g.input.len() == 2 {
             let pg = g.plane();
             if depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &pg, acc) {
                 return;
@@ -259,7 +272,8 @@ impl PreparedConv {
             let b: &[u8] = if pointwise {
                 xs
             } else {
-                super::conv::im2col_u8(xs, cg, g, &mut col[..kdim * os], xz);
+                // the padding holds the zero point (a u8 value here)
+                im2col(geo, cg, xs, xz.clamp(0, 255) as u8, &mut col[..kdim * os]);
                 &col[..kdim * os]
             };
             let wz = &self.w_zero[gi * mg..(gi + 1) * mg];

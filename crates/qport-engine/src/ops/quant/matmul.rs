@@ -9,7 +9,7 @@
 //! the 32-bit accumulator as the GEMM's sums do (wrapping, as onnxruntime
 //! adds it).
 
-use super::common::{f32_values, i32_values, scalar_f32, scalar_zero, QType};
+use super::common::{f32_values, i32_values, scalar_f32, scalar_zero, with_q8_pair, QType};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, Accumulator, ArithProfile, BiasPlacement, Requantizer};
@@ -175,22 +175,6 @@ pub(crate) fn batched_with<A: QInt, B: QInt>(
     out
 }
 
-/// Runs `$body` with `$a` / `$b` bound to the u8/i8 slices of two tensors.
-macro_rules! with_q8_pair {
-    ($ta:expr, $tb:expr, |$a:ident, $b:ident| $body:expr) => {
-        match ($ta.data(), $tb.data()) {
-            (TensorData::U8($a), TensorData::U8($b)) => $body,
-            (TensorData::U8($a), TensorData::I8($b)) => $body,
-            (TensorData::I8($a), TensorData::U8($b)) => $body,
-            (TensorData::I8($a), TensorData::I8($b)) => $body,
-            (TensorData::U8(_) | TensorData::I8(_), _) => {
-                return Err(OpError::dtype("B", $tb.dtype()))
-            }
-            _ => return Err(OpError::dtype("A", $ta.dtype())),
-        }
-    };
-}
-
 /// `MatMulInteger`: int32 `(A - a_zero_point) @ (B - b_zero_point)`.
 pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     Ok(fn_op(|inputs| {
@@ -199,7 +183,7 @@ pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let g = MatMulGeom::new(a.shape(), b.shape())?;
         let za = BatchZero::new(opt_input(inputs, 2), g.a_batches, g.m, "a_zero_point")?;
         let zb = BatchZero::new(opt_input(inputs, 3), g.b_batches, g.n, "b_zero_point")?;
-        let out = with_q8_pair!(a, b, |av, bv| batched(av, bv, &g, &za, &zb));
+        let out = with_q8_pair!(a, b, "A", "B", |av, bv| batched(av, bv, &g, &za, &zb));
         Ok(vec![Tensor::new(g.out_shape, TensorData::I32(out))?])
     }))
 }
@@ -224,7 +208,9 @@ pub(crate) fn build_qlinear_matmul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
         let y_zero = scalar_zero(yz, "y_zero_point")?;
         let sat = sat_pairs(&p, a, b);
-        let acc = with_q8_pair!(a, b, |av, bv| batched_with(av, bv, &g, &za, &zb, sat));
+        let acc = with_q8_pair!(a, b, "A", "B", |av, bv| batched_with(
+            av, bv, &g, &za, &zb, sat
+        ));
         let (m, n) = (g.m, g.n);
         let requantizer = |i: usize, j: usize| {
             let mult = p.gemm_multiplier(&[pick(&a_scale, i), pick(&b_scale, j)], &[y_scale]);
@@ -317,7 +303,7 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
         }
         let sat = sat_pairs(&p, a, b);
-        with_q8_pair!(a, b, |av, bv| {
+        with_q8_pair!(a, b, "A", "B", |av, bv| {
             let mut am = MatRef::row_major(av, a.shape()[0], a.shape()[1]);
             if trans_a {
                 am = am.t();
@@ -450,43 +436,46 @@ fn qgemm_epilogue(
     b_scale: &[f32],
     a: &Tensor,
 ) -> OpResult<Vec<Tensor>> {
-    match opt_input(inputs, 7) {
+    // the output's scale, type and zero point when it is quantized
+    let y = match opt_input(inputs, 7) {
         Some(ys) => {
-            let y_scale = scalar_f32(ys, "y_scale")?;
             let yz = opt_input(inputs, 8);
             let q = QType::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
-            let y_zero = scalar_zero(yz, "y_zero_point")?;
-            let mult: Vec<f64> = b_scale
-                .iter()
-                .map(|&s| p.gemm_multiplier(&[alpha, a_scale, s], &[y_scale]))
-                .collect();
-            let out: Vec<i32> = acc
-                .iter()
-                .zip(bias)
-                .enumerate()
+            Some((
+                scalar_f32(ys, "y_scale")?,
+                q,
+                scalar_zero(yz, "y_zero_point")?,
+            ))
+        }
+        None => None,
+    };
+    let den: &[f32] = match &y {
+        Some((y_scale, ..)) => std::slice::from_ref(y_scale),
+        None => &[],
+    };
+    let mult: Vec<f64> = b_scale
+        .iter()
+        .map(|&s| p.gemm_multiplier(&[alpha, a_scale, s], den))
+        .collect();
+    let values = acc.iter().zip(bias).enumerate();
+    let data = match y {
+        Some((_, q, y_zero)) => q.pack(
+            values
                 .map(|(i, (&v, &b))| {
                     Requantizer::new(f64::from(b), mult[i % n], y_zero, q.min(), q.max(), p)
                         .apply(i64::from(v))
                 })
-                .collect();
-            Ok(vec![Tensor::new(vec![m, n], q.pack(out))?])
-        }
-        None => {
-            let mult: Vec<f64> = b_scale
-                .iter()
-                .map(|&s| p.gemm_multiplier(&[alpha, a_scale, s], &[]))
-                .collect();
-            let out: Vec<f32> = acc
-                .iter()
-                .zip(bias)
-                .enumerate()
+                .collect(),
+        ),
+        None => TensorData::F32(
+            values
                 .map(|(i, (&v, &b))| {
                     arith::dequantize_acc(i64::from(v), f64::from(b), mult[i % n], p)
                 })
-                .collect();
-            Ok(vec![Tensor::new(vec![m, n], TensorData::F32(out))?])
-        }
-    }
+                .collect(),
+        ),
+    };
+    Ok(vec![Tensor::new(vec![m, n], data)?])
 }
 
 fn check_len(v: &[f32], n: usize, what: &str) -> OpResult<()> {
