@@ -43,33 +43,7 @@ struct Shapes {
 /// shape against the `kernel_shape` attribute.
 fn shapes(x: &Tensor, w: &Tensor, attrs: &WindowAttrs) -> OpResult<Shapes> {
     let xs = x.shape();
-    let ws = w.shape();
-    if xs.len() < 3 {
-        return Err(OpError::invalid(format!(
-            "input 0 (X) has shape {xs:?}; expected [N, C, D1, ...] with at least one spatial axis"
-        )));
-    }
-    if ws.len() != xs.len() {
-        return Err(OpError::invalid(format!(
-            "input 1 (W) has rank {} (shape {ws:?}), expected rank {} like X",
-            ws.len(),
-            xs.len()
-        )));
-    }
-    let rank = xs.len() - 2;
-    let kernel = ws[2..].to_vec();
-    if let Some(k) = attrs.kernel(rank)? {
-        if k != kernel {
-            return Err(OpError::invalid(format!(
-                "attribute kernel_shape {k:?} does not match W's spatial shape {kernel:?}"
-            )));
-        }
-    }
-    if kernel.contains(&0) {
-        return Err(OpError::invalid(format!(
-            "input 1 (W) has an empty kernel (shape {ws:?})"
-        )));
-    }
+    let kernel = attrs.conv_kernel(xs, w.shape())?;
     Ok(Shapes {
         n: xs[0],
         c: xs[1],
@@ -150,7 +124,7 @@ impl Conv {
             m: g.c_out,
             total: checked_numel(&out_shape)?,
             out_shape,
-            geo: g.im2col(),
+            geo: g.into_im2col(),
         })
     }
 

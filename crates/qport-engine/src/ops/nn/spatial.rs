@@ -78,6 +78,39 @@ impl WindowAttrs {
             .transpose()
     }
 
+    /// The kernel's spatial shape for data shape `x` `[N, C, D1..]` and
+    /// weight shape `w` `[*, *, K1..]` (a convolution's or a transposed
+    /// convolution's), after checking the ranks, that the kernel is not
+    /// empty and that it matches `kernel_shape`.
+    pub fn conv_kernel(&self, x: &[usize], w: &[usize]) -> OpResult<Vec<usize>> {
+        if x.len() < 3 {
+            return Err(OpError::invalid(format!(
+                "input X has shape {x:?}; expected [N, C, D1, ...] with at least one spatial axis"
+            )));
+        }
+        if w.len() != x.len() {
+            return Err(OpError::invalid(format!(
+                "input W has rank {} (shape {w:?}), expected rank {} like X",
+                w.len(),
+                x.len()
+            )));
+        }
+        let kernel = w[2..].to_vec();
+        if let Some(k) = self.kernel(x.len() - 2)? {
+            if k != kernel {
+                return Err(OpError::invalid(format!(
+                    "attribute kernel_shape {k:?} does not match W's spatial shape {kernel:?}"
+                )));
+            }
+        }
+        if kernel.contains(&0) {
+            return Err(OpError::invalid(format!(
+                "input W has an empty kernel (shape {w:?})"
+            )));
+        }
+        Ok(kernel)
+    }
+
     /// `strides` for `rank` spatial axes (default 1).
     pub fn strides(&self, rank: usize) -> OpResult<Vec<usize>> {
         match &self.strides {
@@ -268,32 +301,7 @@ impl ConvAttrs {
     /// shape `w` `[M, C/group, K1..]`, validating ranks, channels, `group`,
     /// `kernel_shape` and every window.
     pub fn geometry(&self, x: &[usize], w: &[usize]) -> OpResult<ConvGeom> {
-        if x.len() < 3 {
-            return Err(OpError::invalid(format!(
-                "input X has shape {x:?}; expected [N, C, D1, ...] with at least one spatial axis"
-            )));
-        }
-        if w.len() != x.len() {
-            return Err(OpError::invalid(format!(
-                "input W has rank {} (shape {w:?}), expected rank {} like X",
-                w.len(),
-                x.len()
-            )));
-        }
-        let rank = x.len() - 2;
-        let kernel = w[2..].to_vec();
-        if let Some(k) = self.window.kernel(rank)? {
-            if k != kernel {
-                return Err(OpError::invalid(format!(
-                    "attribute kernel_shape {k:?} does not match W's spatial shape {kernel:?}"
-                )));
-            }
-        }
-        if kernel.contains(&0) {
-            return Err(OpError::invalid(format!(
-                "input W has an empty kernel (shape {w:?})"
-            )));
-        }
+        let kernel = self.window.conv_kernel(x, w)?;
         let (group, c_in, c_out) = (self.group, x[1], w[0]);
         if w[1].checked_mul(group) != Some(c_in) {
             return Err(OpError::invalid(format!(
@@ -306,7 +314,27 @@ impl ConvAttrs {
             )));
         }
         let input = x[2..].to_vec();
-        let win = self.window.windows(&input, &kernel, false)?;
+        let r = input.len();
+        let (strides, dilations, pads) = (
+            self.window.strides(r)?,
+            self.window.dilations(r)?,
+            self.window.pads(r)?,
+        );
+        let (mut output, mut pad_begin) = (Vec::with_capacity(r), Vec::with_capacity(r));
+        for a in 0..r {
+            let w = window(
+                input[a],
+                kernel[a],
+                strides[a],
+                dilations[a],
+                pads[a],
+                self.window.auto_pad,
+                false,
+            )
+            .map_err(|e| OpError::invalid(format!("spatial axis {a}: {e}")))?;
+            output.push(w.out);
+            pad_begin.push(w.pad_begin);
+        }
         let g = ConvGeom {
             batch: x[0],
             c_in,
@@ -314,10 +342,10 @@ impl ConvAttrs {
             group,
             input,
             kernel,
-            output: win.iter().map(|w| w.out).collect(),
-            strides: win.iter().map(|w| w.stride).collect(),
-            dilations: win.iter().map(|w| w.dilation).collect(),
-            pad_begin: win.iter().map(|w| w.pad_begin).collect(),
+            output,
+            strides,
+            dilations,
+            pad_begin,
         };
         checked_numel(&g.y_shape())?;
         Ok(g)
@@ -367,6 +395,18 @@ impl ConvGeom {
             strides: self.strides.clone(),
             dilations: self.dilations.clone(),
             pads_begin: self.pad_begin.iter().map(|&p| p as isize).collect(),
+        }
+    }
+
+    /// [`Self::im2col`], taking the vectors.
+    pub fn into_im2col(self) -> ConvGeometry {
+        ConvGeometry {
+            pads_begin: self.pad_begin.iter().map(|&p| p as isize).collect(),
+            image: self.input,
+            kernel: self.kernel,
+            output: self.output,
+            strides: self.strides,
+            dilations: self.dilations,
         }
     }
 

@@ -237,6 +237,20 @@ pub(crate) fn per_channel<T: Copy>(
     )))
 }
 
+/// Per-output-channel weight zero points (`w_zero_point`: absent, one
+/// value, or one per channel), expanded to `c_out` values.
+pub(crate) fn weight_zero_points(t: Option<&Tensor>, c_out: usize) -> OpResult<Vec<i32>> {
+    match t {
+        Some(t) => per_channel(
+            i32_values(t, "w_zero_point")?,
+            t.shape(),
+            c_out,
+            "w_zero_point",
+        ),
+        None => Ok(vec![0; c_out]),
+    }
+}
+
 /// Converts f32 results to the float dtype `to` (f32, f16, bf16, f64).
 pub(crate) fn pack_float(v: Vec<f32>, to: DType) -> OpResult<TensorData> {
     Ok(match to {

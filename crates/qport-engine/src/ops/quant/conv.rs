@@ -17,7 +17,8 @@
 //! direct [`qport_kernels::idepthwise`] kernel.
 
 use super::common::{
-    f32_values, i32_values, per_channel, scalar_f32, scalar_zero, with_q8_pair, QType,
+    f32_values, i32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, with_q8_pair,
+    QType,
 };
 use super::conv_fast::{PreparedConv, WithFallback};
 use super::matmul::int_bias;
@@ -60,30 +61,28 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
     let ConvSizes {
         is,
         os,
-        ks,
         cg,
         mg,
         kdim,
+        ..
     } = g.sizes();
     let mut y = vec![0i32; checked_numel(&[g.batch, g.c_out, os])?];
     if g.depthwise() && mg == 1 && g.input.len() == 2 {
-        let pg = g.plane();
         for n in 0..g.batch {
-            for c in 0..g.c_out {
-                depthwise_plane(
-                    &x[(n * g.c_in + c) * is..][..is],
-                    x_zero,
-                    &w[c * ks..(c + 1) * ks],
-                    w_zero[c],
-                    &pg,
-                    &mut y[(n * g.c_out + c) * os..][..os],
-                );
-            }
+            let yn = &mut y[n * g.c_out * os..][..g.c_out * os];
+            depthwise_image(
+                &x[n * g.c_in * is..][..g.c_in * is],
+                x_zero,
+                w,
+                w_zero,
+                g,
+                yn,
+            );
         }
         return Ok(y);
     }
     let pointwise = g.pointwise();
-    let geo = g.im2col();
+    let geo = (!pointwise).then(|| g.im2col());
     let mut col: Vec<X> = Vec::new();
     if !pointwise {
         col = vec![pad_value::<X>(x_zero); checked_numel(&[kdim, os])?];
@@ -91,11 +90,12 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
     for n in 0..g.batch {
         for gi in 0..g.group {
             let xs = &x[(n * g.c_in + gi * cg) * is..][..cg * is];
-            let b = if pointwise {
-                MatRef::row_major(xs, cg, is)
-            } else {
-                im2col(&geo, cg, xs, pad_value::<X>(x_zero), &mut col);
-                MatRef::row_major(&col[..], kdim, os)
+            let b = match &geo {
+                None => MatRef::row_major(xs, cg, is),
+                Some(geo) => {
+                    im2col(geo, cg, xs, pad_value::<X>(x_zero), &mut col);
+                    MatRef::row_major(&col[..], kdim, os)
+                }
             };
             let a = MatRef::row_major(&w[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim);
             let za = ZeroPoints::PerSlice(&w_zero[gi * mg..(gi + 1) * mg]);
@@ -114,6 +114,31 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
         }
     }
     Ok(y)
+}
+
+/// The accumulators `[C, out..]` of one image of a 2-D depthwise
+/// convolution (one input and one output channel per group) on the
+/// direct kernel.
+pub(crate) fn depthwise_image<X: QInt, W: QInt>(
+    x: &[X],
+    x_zero: i32,
+    w: &[W],
+    w_zero: &[i32],
+    g: &ConvGeom,
+    out: &mut [i32],
+) {
+    let ConvSizes { is, os, ks, .. } = g.sizes();
+    let pg = g.plane();
+    for c in 0..g.c_out {
+        depthwise_plane(
+            &x[c * is..(c + 1) * is],
+            x_zero,
+            &w[c * ks..(c + 1) * ks],
+            w_zero[c],
+            &pg,
+            &mut out[c * os..(c + 1) * os],
+        );
+    }
 }
 
 /// Exact convolution of 16-bit (or mixed 8/16-bit) operands: values
@@ -187,15 +212,7 @@ pub(crate) fn build_conv_integer(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let w = input(inputs, 1)?;
         let g = attrs.geometry(x.shape(), w.shape())?;
         let x_zero = scalar_zero(opt_input(inputs, 2), "x_zero_point")?;
-        let w_zero = match opt_input(inputs, 3) {
-            Some(t) => per_channel(
-                i32_values(t, "w_zero_point")?,
-                t.shape(),
-                g.c_out,
-                "w_zero_point",
-            )?,
-            None => vec![0; g.c_out],
-        };
+        let w_zero = weight_zero_points(opt_input(inputs, 3), g.c_out)?;
         let y = with_q8_pair!(x, w, "X", "W", |xv, wv| conv_accumulate(
             xv, wv, &g, x_zero, &w_zero
         )?);
@@ -226,15 +243,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
         let x_zero = scalar_zero(opt_input(inputs, 2), "x_zero_point")?;
         let ws = input(inputs, 4)?;
         let w_scale = per_channel(f32_values(ws, "w_scale")?, ws.shape(), g.c_out, "w_scale")?;
-        let w_zero = match opt_input(inputs, 5) {
-            Some(t) => per_channel(
-                i32_values(t, "w_zero_point")?,
-                t.shape(),
-                g.c_out,
-                "w_zero_point",
-            )?,
-            None => vec![0; g.c_out],
-        };
+        let w_zero = weight_zero_points(opt_input(inputs, 5), g.c_out)?;
         let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
         let yz = opt_input(inputs, 7);
         let m: Vec<f64> = w_scale

@@ -14,15 +14,16 @@
 //! (the same sums, the same requantizer): property and model tests hold
 //! the two equal.
 
-use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, QType};
-use super::conv::conv_accumulate_with;
+use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, QType};
+use super::conv::{conv_accumulate_with, depthwise_image};
+use super::matmul::int_bias;
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{input, BuildCtx, Op};
 use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
-use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
-use qport_kernels::im2col::{im2col, ConvGeometry};
+use qport_kernels::idepthwise::depthwise_exact_f32;
+use qport_kernels::im2col::im2col;
 use qport_kernels::qgemm;
 use qport_kernels::vnni::PackedI8;
 use std::cell::RefCell;
@@ -37,6 +38,9 @@ pub(crate) struct PreparedConv {
     /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
     rq: Vec<Requantizer>,
+    /// The int32 bias added to the accumulators, when the profile places
+    /// it there.
+    bias_acc: Option<Vec<i32>>,
     /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel).
     w_centered: Vec<f32>,
     x_zero: i32,
@@ -95,15 +99,7 @@ impl PreparedConv {
         let x_scale = scalar_f32(xs, "x_scale")?;
         let x_zero = scalar_zero(xz, "x_zero_point")?;
         let w_scale = per_channel(f32_values(ws, "w_scale")?, ws.shape(), c_out, "w_scale")?;
-        let w_zero = match wz {
-            Some(t) => per_channel(
-                i32_values(t, "w_zero_point")?,
-                t.shape(),
-                c_out,
-                "w_zero_point",
-            )?,
-            None => vec![0; c_out],
-        };
+        let w_zero = weight_zero_points(wz, c_out)?;
         let y_scale = scalar_f32(ys, "y_scale")?;
         let y_zero = scalar_zero(Some(yz), "y_zero_point")?;
         let bias: Option<Vec<i32>> = match bias {
@@ -123,18 +119,15 @@ impl PreparedConv {
         };
         let kdim: usize = w_shape[1..].iter().product();
         let profile = ctx.arith;
-        // The general path adds an int32 bias to the i32 accumulator with
-        // wrapping arithmetic; the prepared requantizer saturates. The two
-        // agree whenever the sum cannot overflow.
-        let max_bias = bias.as_ref().map_or(0, |b| {
-            b.iter().map(|v| i64::from(*v).abs()).max().unwrap_or(0)
-        });
-        if (kdim as i64) * 255 * 255 + max_bias >= i64::from(i32::MAX) {
-            return Ok(None);
-        }
+        // an int32 bias joins the i32 accumulator (wrapping, as in the
+        // general path) before requantization; a float one the requantizer
+        let int_bias = int_bias(profile);
         let rq = (0..c_out)
             .map(|c| {
-                let b = bias.as_ref().map_or(0.0, |b| f64::from(b[c]));
+                let b = bias
+                    .as_ref()
+                    .filter(|_| !int_bias)
+                    .map_or(0.0, |b| f64::from(b[c]));
                 let m = profile.gemm_multiplier(&[x_scale, w_scale[c]], &[y_scale]);
                 Requantizer::new(b, m, y_zero, y.min(), y.max(), profile)
             })
@@ -163,6 +156,7 @@ impl PreparedConv {
             w_zero,
             packed,
             rq,
+            bias_acc: bias.filter(|_| int_bias),
             x_zero,
             y,
             sat_pairs: profile.accumulator == Accumulator::I16SatPairs,
@@ -178,7 +172,6 @@ impl PreparedConv {
         let sat = self.sat_pairs && x.dtype() == DType::U8 && !g.depthwise();
         let os: usize = g.output.iter().product();
         let n_out = g.batch * g.c_out * os;
-        let geo = g.im2col();
         let out = SCRATCH.with(|s| -> OpResult<Option<TensorData>> {
             let (acc, col, flip) = &mut *s.borrow_mut();
             // activations as u8 with the matching zero point
@@ -209,7 +202,12 @@ impl PreparedConv {
                     let a = conv_accumulate_with(xn, &self.w, &one(&g), xz, &self.w_zero, true)?;
                     acc.copy_from_slice(&a);
                 } else {
-                    self.accumulate(xn, xz, &g, &geo, col, acc);
+                    self.accumulate(xn, xz, &g, col, acc);
+                }
+                if let Some(b) = &self.bias_acc {
+                    for (a, &b) in acc.chunks_mut(os.max(1)).zip(b) {
+                        a.iter_mut().for_each(|v| *v = v.wrapping_add(b));
+                    }
                 }
                 let o = n * g.c_out * os;
                 match self.y {
@@ -229,37 +227,18 @@ impl PreparedConv {
     }
 
     /// Exact accumulators of one image into `acc` (`[c_out, os]`).
-    fn accumulate(
-        &self,
-        xn: &[u8],
-        xz: i32,
-        g: &ConvGeom,
-        geo: &ConvGeometry,
-        col: &mut Vec<u8>,
-        acc: &mut [i32],
-    ) {
+    fn accumulate(&self, xn: &[u8], xz: i32, g: &ConvGeom, col: &mut Vec<u8>, acc: &mut [i32]) {
         let ConvSizes {
             is,
             os,
-            ks,
             cg,
             mg,
             kdim,
+            ..
         } = g.sizes();
         if g.depthwise() && mg == 1 && g.input.len() == 2 {
-            let pg = g.plane();
-            if depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &pg, acc) {
-                return;
-            }
-            for c in 0..g.c_out {
-                depthwise_plane(
-                    &xn[c * is..(c + 1) * is],
-                    xz,
-                    &self.w[c * ks..(c + 1) * ks],
-                    self.w_zero[c],
-                    &pg,
-                    &mut acc[c * os..(c + 1) * os],
-                );
+            if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
+                depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
             }
             return;
         }
@@ -267,13 +246,16 @@ impl PreparedConv {
         if !pointwise && col.len() < kdim * os {
             col.resize(kdim * os, 0);
         }
+        let geo = (!pointwise).then(|| g.im2col());
         for gi in 0..g.group {
             let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
             let b: &[u8] = if pointwise {
                 xs
             } else {
                 // the padding holds the zero point (a u8 value here)
-                im2col(geo, cg, xs, xz.clamp(0, 255) as u8, &mut col[..kdim * os]);
+                if let Some(geo) = &geo {
+                    im2col(geo, cg, xs, xz.clamp(0, 255) as u8, &mut col[..kdim * os]);
+                }
                 &col[..kdim * os]
             };
             let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
