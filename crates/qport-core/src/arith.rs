@@ -36,6 +36,7 @@ pub use reference::{
 };
 
 use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
 
 /// How products are summed along the reduction axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -184,7 +185,42 @@ pub enum ProfileError {
     },
 }
 
+impl Default for ArithProfile {
+    /// [`ArithProfile::onnxruntime`].
+    fn default() -> Self {
+        ArithProfile::onnxruntime().clone()
+    }
+}
+
 impl ArithProfile {
+    /// onnxruntime's CPU arithmetic, the `f32-rne` preset: exact i32
+    /// accumulation, the multiplier and the scaled accumulator in f32,
+    /// half-to-even rounding, an int32 bias, float non-GEMM operators. Plans
+    /// compute quantized operators under it unless told otherwise, so
+    /// onnxruntime's QOperator and QDQ models reproduce bit for bit.
+    pub fn onnxruntime() -> &'static ArithProfile {
+        static PROFILE: OnceLock<ArithProfile> = OnceLock::new();
+        PROFILE.get_or_init(presets::f32_rne)
+    }
+
+    /// The multiplier of a GEMM's requantization, `Π num / Π den` (e.g.
+    /// `s_x·s_w / s_y`, or `α·s_a·s_b` for a float output), formed as the
+    /// profile's requantization forms it: in f32, products and quotient
+    /// left to right, under [`Requant::F32`] (onnxruntime computes the
+    /// scale in single precision); in f64 from the same f32 scales under
+    /// every other policy.
+    pub fn gemm_multiplier(&self, num: &[f32], den: &[f32]) -> f64 {
+        ratio(num, den, self.requant == Requant::F32)
+    }
+
+    /// The multiplier of a non-GEMM operator's rescale ([`rescale`]),
+    /// `Π num / Π den` (e.g. `s_x / (s_y·n)`): in f32 under
+    /// [`NonGemm::Float`], in f64 from the same f32 scales under
+    /// [`NonGemm::FixedPoint`].
+    pub fn rescale_multiplier(&self, num: &[f32], den: &[f32]) -> f64 {
+        ratio(num, den, self.non_gemm == NonGemm::Float)
+    }
+
     /// The preset called `name` (case-insensitive); the error lists the
     /// valid names.
     pub fn preset(name: &str) -> Result<ArithProfile, ProfileError> {
@@ -250,6 +286,19 @@ impl ArithProfile {
             Accumulator::ExactI32 => exact_dot(a, b),
             Accumulator::I16SatPairs => i64::from(saturating_pair_dot(a, b)),
         }
+    }
+}
+
+/// `Π num / Π den`, left to right, in f32 when `single`, else in f64.
+fn ratio(num: &[f32], den: &[f32], single: bool) -> f64 {
+    if single {
+        let n = num.iter().fold(1.0f32, |a, &b| a * b);
+        let d = den.iter().fold(1.0f32, |a, &b| a * b);
+        f64::from(n / d)
+    } else {
+        let n = num.iter().fold(1.0f64, |a, &b| a * f64::from(b));
+        let d = den.iter().fold(1.0f64, |a, &b| a * f64::from(b));
+        n / d
     }
 }
 

@@ -74,7 +74,7 @@ impl IntegerPlan {
             &low.model,
             PlanOptions {
                 fuse,
-                arith: Some(profile.clone()),
+                arith: profile.clone(),
             },
         )?;
         Ok(IntegerPlan {

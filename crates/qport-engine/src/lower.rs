@@ -628,7 +628,7 @@ fn const_value(ctx: &Ctx, name: &str) -> Option<Tensor> {
         node: n,
         opset: ctx.model.opset("").unwrap_or(21),
         initializers: &empty,
-        arith: None,
+        arith: qport_core::arith::ArithProfile::onnxruntime(),
     };
     let op = (crate::ops::registry().get("", "DequantizeLinear")?)(&bctx).ok()?;
     op.eval(&args).ok()?.into_iter().next()

@@ -79,11 +79,12 @@ pub struct PlanOptions {
     pub fuse: bool,
     /// The integer arithmetic of the quantized operators (`QLinearConv`,
     /// `QLinearMatMul`, `QGemm`, `QLinearAdd`, `QLinearMul`,
-    /// `QLinearGlobalAveragePool`, `QuantizeLinear`): `None` computes them
-    /// as onnxruntime's CPU kernels do; a profile computes them with its
+    /// `QLinearGlobalAveragePool`, `QuantizeLinear`) under the profile's
     /// accumulator, requantization, rounding, bias and epilogue policies
-    /// (see [`qport_core::arith`] and [`crate::integer`]).
-    pub arith: Option<ArithProfile>,
+    /// (see [`qport_core::arith`] and [`crate::integer`]). The default,
+    /// [`ArithProfile::onnxruntime`], computes them as onnxruntime's CPU
+    /// kernels do.
+    pub arith: ArithProfile,
 }
 
 impl Default for PlanOptions {
@@ -91,7 +92,7 @@ impl Default for PlanOptions {
     fn default() -> Self {
         PlanOptions {
             fuse: true,
-            arith: None,
+            arith: ArithProfile::default(),
         }
     }
 }
@@ -102,7 +103,7 @@ impl PlanOptions {
     pub fn unfused() -> Self {
         PlanOptions {
             fuse: false,
-            arith: None,
+            arith: ArithProfile::default(),
         }
     }
 }
@@ -162,7 +163,7 @@ impl Plan {
                 node,
                 opset,
                 initializers: &initializers,
-                arith: options.arith.as_ref(),
+                arith: &options.arith,
             };
             let built = match planned.act {
                 Some(act) => crate::ops::nn::conv::build_conv_fused(&ctx, act),

@@ -126,24 +126,7 @@ pub fn presets() -> Vec<ArithProfile> {
             NonGemm::Float,
             &[ONNX_QUANTIZE, ONNX_QLINEARCONV],
         ),
-        profile(
-            "f32-rne",
-            "onnxruntime MLAS with an exact dot product (x86 VNNI, Arm SDOT)",
-            ExactI32,
-            Requant::F32,
-            Rounding::HalfEven,
-            Int32Accumulator,
-            Epilogue::F32,
-            NonGemm::Float,
-            &[
-                MLAS,
-                "Intel Intrinsics Guide: _mm512_dpbusd_epi32 / vpdpbusd (AVX512-VNNI, AVX-VNNI) \
-                 sums u8*s8 products into i32 without an int16 stage",
-                "Arm A64 SDOT (Armv8.2-A dot product): i8*i8 products summed into i32",
-                "study §4 (C1), Table 2: dot-product CPUs gain 1.83-2.11x from INT8",
-                STUDY_C2,
-            ],
-        ),
+        f32_rne(),
         profile(
             "avx2-u8s8",
             "x86 AVX2 without VNNI: u8*s8 pairs saturated to int16 (vpmaddubsw)",
@@ -224,4 +207,26 @@ pub fn presets() -> Vec<ArithProfile> {
             ],
         ),
     ]
+}
+
+/// The `f32-rne` preset: onnxruntime's CPU arithmetic (see [`presets`]).
+pub(super) fn f32_rne() -> ArithProfile {
+    profile(
+        "f32-rne",
+        "onnxruntime MLAS with an exact dot product (x86 VNNI, Arm SDOT)",
+        Accumulator::ExactI32,
+        Requant::F32,
+        Rounding::HalfEven,
+        BiasPlacement::Int32Accumulator,
+        Epilogue::F32,
+        NonGemm::Float,
+        &[
+            MLAS,
+            "Intel Intrinsics Guide: _mm512_dpbusd_epi32 / vpdpbusd (AVX512-VNNI, AVX-VNNI) \
+             sums u8*s8 products into i32 without an int16 stage",
+            "Arm A64 SDOT (Armv8.2-A dot product): i8*i8 products summed into i32",
+            "study §4 (C1), Table 2: dot-product CPUs gain 1.83-2.11x from INT8",
+            STUDY_C2,
+        ],
+    )
 }

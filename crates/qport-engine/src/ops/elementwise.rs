@@ -44,7 +44,7 @@ pub(crate) mod tests {
             node: &node,
             opset,
             initializers: &inits,
-            arith: None,
+            arith: qport_core::arith::ArithProfile::onnxruntime(),
         };
         let builder = registry().get("", op_type).expect("registered");
         builder(&ctx).unwrap_or_else(|e| panic!("{op_type}: {e}"))

@@ -35,9 +35,10 @@ pub struct BuildCtx<'a> {
     pub opset: i64,
     /// Constant tensors of the graph (initializers and folded constants).
     pub initializers: &'a BTreeMap<String, Tensor>,
-    /// The integer-arithmetic profile quantized operators compute under;
-    /// `None` is onnxruntime's arithmetic (see [`crate::PlanOptions::arith`]).
-    pub arith: Option<&'a qport_core::arith::ArithProfile>,
+    /// The integer-arithmetic profile quantized operators compute under
+    /// ([`qport_core::arith::ArithProfile::onnxruntime`] unless a plan asks
+    /// for another; see [`crate::PlanOptions::arith`]).
+    pub arith: &'a qport_core::arith::ArithProfile,
 }
 
 impl BuildCtx<'_> {

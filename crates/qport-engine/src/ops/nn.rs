@@ -24,7 +24,7 @@ pub mod einsum;
 pub mod matmul;
 pub mod norm;
 pub mod pool;
-mod spatial;
+pub(crate) mod spatial;
 
 /// Registers this family's builders.
 pub(crate) fn register(r: &mut Registry) {

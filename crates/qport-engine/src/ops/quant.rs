@@ -82,14 +82,14 @@ pub(crate) mod test_util {
             node: &node,
             opset,
             initializers: &init,
-            arith: None,
+            arith: qport_core::arith::ArithProfile::onnxruntime(),
         };
         builder(&ctx)?.eval(inputs)
     }
 
     /// [`run`] with the inputs whose `constant[i]` is true given as
     /// initializers (what an operator prepares at build time) and an
-    /// optional arithmetic profile.
+    /// arithmetic profile (onnxruntime's when `None`).
     pub(crate) fn run_const(
         builder: OpBuilder,
         op: &str,
@@ -113,7 +113,7 @@ pub(crate) mod test_util {
             node: &node,
             opset: 21,
             initializers: &init,
-            arith,
+            arith: arith.unwrap_or(qport_core::arith::ArithProfile::onnxruntime()),
         };
         builder(&ctx)?.eval(inputs)
     }

@@ -273,7 +273,7 @@ pub(crate) fn test_op(
         node: &node,
         opset,
         initializers: &inits,
-        arith: None,
+        arith: qport_core::arith::ArithProfile::onnxruntime(),
     };
     let mut r = Registry::default();
     register(&mut r);

@@ -86,7 +86,7 @@ impl NodeRunner {
                     &one,
                     PlanOptions {
                         fuse: false,
-                        arith: Some(profile.clone()),
+                        arith: profile.clone(),
                     },
                 )?;
                 e.insert(plan)

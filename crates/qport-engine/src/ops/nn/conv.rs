@@ -13,7 +13,7 @@
 //! convolutions take the generic path (GEMM per group, then bias and
 //! activation). ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
 
-use super::spatial::{AutoPad, Window, WindowAttrs, MAX_PARAM};
+use super::spatial::{AutoPad, ConvAttrs, WindowAttrs, MAX_PARAM};
 use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
 use crate::buffers;
 use crate::error::{OpError, OpResult};
@@ -31,16 +31,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.register("ConvTranspose", build_conv_transpose);
 }
 
-fn group_attr(ctx: &BuildCtx) -> OpResult<usize> {
-    let g = ctx.node.attr_int("group", 1)?;
-    if !(1..=1 << 32).contains(&g) {
-        return Err(OpError::invalid(format!(
-            "attribute group is {g}, expected at least 1"
-        )));
-    }
-    Ok(g as usize)
-}
-
 /// The checked shapes of a convolution's data and weight inputs.
 struct Shapes {
     n: usize,
@@ -53,50 +43,13 @@ struct Shapes {
 /// shape against the `kernel_shape` attribute.
 fn shapes(x: &Tensor, w: &Tensor, attrs: &WindowAttrs) -> OpResult<Shapes> {
     let xs = x.shape();
-    let ws = w.shape();
-    if xs.len() < 3 {
-        return Err(OpError::invalid(format!(
-            "input 0 (X) has shape {xs:?}; expected [N, C, D1, ...] with at least one spatial axis"
-        )));
-    }
-    if ws.len() != xs.len() {
-        return Err(OpError::invalid(format!(
-            "input 1 (W) has rank {} (shape {ws:?}), expected rank {} like X",
-            ws.len(),
-            xs.len()
-        )));
-    }
-    let rank = xs.len() - 2;
-    let kernel = ws[2..].to_vec();
-    if let Some(k) = attrs.kernel(rank)? {
-        if k != kernel {
-            return Err(OpError::invalid(format!(
-                "attribute kernel_shape {k:?} does not match W's spatial shape {kernel:?}"
-            )));
-        }
-    }
-    if kernel.contains(&0) {
-        return Err(OpError::invalid(format!(
-            "input 1 (W) has an empty kernel (shape {ws:?})"
-        )));
-    }
+    let kernel = attrs.conv_kernel(xs, w.shape())?;
     Ok(Shapes {
         n: xs[0],
         c: xs[1],
         spatial: xs[2..].to_vec(),
         kernel,
     })
-}
-
-fn geometry(image: &[usize], kernel: &[usize], output: &[usize], win: &[Window]) -> ConvGeometry {
-    ConvGeometry {
-        image: image.to_vec(),
-        kernel: kernel.to_vec(),
-        output: output.to_vec(),
-        strides: win.iter().map(|w| w.stride).collect(),
-        dilations: win.iter().map(|w| w.dilation).collect(),
-        pads_begin: win.iter().map(|w| w.pad_begin as isize).collect(),
-    }
 }
 
 /// Adds `bias[ch]` to every element of channel `ch` of `y` (`[N, M, O]`).
@@ -113,8 +66,7 @@ fn add_bias<T: Real>(y: &mut [T], bias: &[T], plane: usize) {
 /// A Conv node, with the activation a plan fused into it (see
 /// [`crate::plan`]); [`Activation::Identity`] for a plain Conv.
 struct Conv {
-    attrs: WindowAttrs,
-    group: usize,
+    attrs: ConvAttrs,
     act: Activation,
     /// The weight packed for [`gemm_bias_act`] when it is an `f32`
     /// constant and the convolution is ungrouped.
@@ -128,21 +80,16 @@ fn build_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// Builds a Conv node whose output goes through `act` (applied to each
 /// element after the bias, as the separate activation operator would).
 pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<dyn Op>> {
-    let group = group_attr(ctx)?;
+    let attrs = ConvAttrs::parse(ctx.node)?;
     let packed = match ctx.const_input(1) {
-        Some(w) if group == 1 && w.dtype() == DType::F32 && w.rank() >= 3 => {
+        Some(w) if attrs.group == 1 && w.dtype() == DType::F32 && w.rank() >= 3 => {
             let m = w.shape()[0];
             let kdim = w.len() / m.max(1);
             w.as_slice::<f32>().ok().map(|v| PackedA::new(v, m, kdim))
         }
         _ => None,
     };
-    Ok(Box::new(Conv {
-        attrs: WindowAttrs::parse(ctx.node)?,
-        group,
-        act,
-        packed,
-    }))
+    Ok(Box::new(Conv { attrs, act, packed }))
 }
 
 impl Op for Conv {
@@ -159,7 +106,8 @@ impl Op for Conv {
 
 /// The checked layout of one Conv evaluation.
 struct ConvSetup {
-    s: Shapes,
+    n: usize,
+    c: usize,
     m: usize,
     out_shape: Vec<usize>,
     total: usize,
@@ -168,38 +116,22 @@ struct ConvSetup {
 
 impl Conv {
     fn setup(&self, x: &Tensor, w: &Tensor) -> OpResult<ConvSetup> {
-        let s = shapes(x, w, &self.attrs)?;
-        let (g, m) = (self.group, w.shape()[0]);
-        if s.c % g != 0 || w.shape()[1] * g != s.c {
-            return Err(OpError::invalid(format!(
-                "X has {} channels but W has shape {:?} with group {g}; expected W[1] * group == C",
-                s.c,
-                w.shape()
-            )));
-        }
-        if m % g != 0 {
-            return Err(OpError::invalid(format!(
-                "W has {m} output channels, not divisible by group {g}"
-            )));
-        }
-        let win = self.attrs.windows(&s.spatial, &s.kernel, false)?;
-        let out: Vec<usize> = win.iter().map(|w| w.out).collect();
-        let mut out_shape = vec![s.n, m];
-        out_shape.extend(&out);
-        let total = checked_numel(&out_shape)?;
-        let geo = geometry(&s.spatial, &s.kernel, &out, &win);
+        let g = self.attrs.geometry(x.shape(), w.shape())?;
+        let out_shape = g.y_shape();
         Ok(ConvSetup {
-            s,
-            m,
+            n: g.batch,
+            c: g.c_in,
+            m: g.c_out,
+            total: checked_numel(&out_shape)?,
             out_shape,
-            total,
-            geo,
+            geo: g.into_im2col(),
         })
     }
 
     fn run<T: Real>(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
         let ConvSetup {
-            s,
+            n,
+            c,
             m,
             out_shape,
             total,
@@ -208,7 +140,7 @@ impl Conv {
         let xv = read_real::<T>(x, "input 0 (X)")?;
         let wv = read_real::<T>(w, "input 1 (W)")?;
         let mut y = vec![T::ZERO; total];
-        conv_forward(&geo, &xv, &wv, s.n, s.c, m, self.group, &mut y)?;
+        conv_forward(&geo, &xv, &wv, n, c, m, self.attrs.group, &mut y)?;
         if let Some(b) = b {
             check_len(b, m, "input 2 (B)")?;
             add_bias(
@@ -230,7 +162,8 @@ impl Conv {
     /// applied as the output is produced.
     fn run_f32(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
         let ConvSetup {
-            s,
+            n,
+            c,
             m,
             out_shape,
             total,
@@ -245,8 +178,8 @@ impl Conv {
             }
             None => None,
         };
-        let g = self.group;
-        let (cg, mg) = (s.c / g, m / g);
+        let g = self.attrs.group;
+        let (cg, mg) = (c / g, m / g);
         let (isz, osz) = (geo.image_size(), geo.output_size());
         // every element of y is overwritten below
         let mut y = buffers::take_f32(total);
@@ -255,12 +188,12 @@ impl Conv {
             && depthwise2d_scratch(&geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
         if depthwise {
             let mut scratch = buffers::take_scratch();
-            for ni in 0..s.n {
+            for ni in 0..n {
                 depthwise2d(
                     &geo,
-                    s.c,
+                    c,
                     mg,
-                    &xv[ni * s.c * isz..][..s.c * isz],
+                    &xv[ni * c * isz..][..c * isz],
                     &wv,
                     bv.as_deref(),
                     self.act,
@@ -270,7 +203,7 @@ impl Conv {
             }
             buffers::give_scratch(scratch);
         } else if g == 1 {
-            let kdim = s.c * geo.kernel_size();
+            let kdim = c * geo.kernel_size();
             let fresh;
             let packed = match &self.packed {
                 Some(p) if p.rows() == m && p.cols() == kdim && p.is_packing_of(&wv) => p,
@@ -290,12 +223,12 @@ impl Conv {
                 buffers::take_f32(checked_numel(&[kdim, osz])?)
             };
             let mut scratch = buffers::take_scratch();
-            for ni in 0..s.n {
-                let xi = &xv[ni * s.c * isz..][..s.c * isz];
+            for ni in 0..n {
+                let xi = &xv[ni * c * isz..][..c * isz];
                 let rhs = if pointwise {
                     xi
                 } else {
-                    im2col(&geo, s.c, xi, 0.0, &mut col);
+                    im2col(&geo, c, xi, 0.0, &mut col);
                     &col[..]
                 };
                 gemm_bias_act(
@@ -313,7 +246,7 @@ impl Conv {
             buffers::give_f32(col);
             buffers::give_scratch(scratch);
         } else {
-            conv_forward(&geo, &xv, &wv, s.n, s.c, m, g, &mut y)?;
+            conv_forward(&geo, &xv, &wv, n, c, m, g, &mut y)?;
             if (bv.is_some() || self.act != Activation::Identity) && osz > 0 {
                 for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
                     let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
@@ -399,9 +332,10 @@ struct ConvTranspose {
 }
 
 fn build_conv_transpose(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let ConvAttrs { window, group } = ConvAttrs::parse(ctx.node)?;
     Ok(Box::new(ConvTranspose {
-        attrs: WindowAttrs::parse(ctx.node)?,
-        group: group_attr(ctx)?,
+        attrs: window,
+        group,
         output_padding: ctx.node.attr_ints("output_padding")?,
         output_shape: ctx.node.attr_ints("output_shape")?,
     }))
@@ -697,7 +631,7 @@ mod tests {
                 node: &node,
                 opset: 13,
                 initializers: &inits,
-                arith: None,
+                arith: qport_core::arith::ArithProfile::onnxruntime(),
             };
             let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
             let plain = build_conv(&ctx).unwrap().eval(&args).unwrap().remove(0);

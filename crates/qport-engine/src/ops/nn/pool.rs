@@ -82,14 +82,19 @@ fn build_lp(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 }
 
 /// For every output position: the input offsets its window reads (within
-/// one plane) and the number of taps inside the padded input.
-struct Table {
-    starts: Vec<usize>,
-    offsets: Vec<usize>,
-    padded: Vec<usize>,
+/// one plane, in row-major window order) and the number of taps inside the
+/// padded input.
+pub(crate) struct Table {
+    /// Output position `o` reads `offsets[starts[o]..starts[o + 1]]`.
+    pub starts: Vec<usize>,
+    /// Row-major offsets within one input plane.
+    pub offsets: Vec<usize>,
+    /// Per output position, the taps inside the padded input.
+    pub padded: Vec<usize>,
 }
 
-fn table(input: &[usize], wins: &[Window]) -> OpResult<Table> {
+/// The [`Table`] of windows `wins` over a plane of spatial shape `input`.
+pub(crate) fn table(input: &[usize], wins: &[Window]) -> OpResult<Table> {
     let r = input.len();
     // per axis, per output index: valid input coordinates and padded count
     let mut axes: Vec<Vec<(Vec<usize>, usize)>> = Vec::with_capacity(r);

@@ -1,8 +1,14 @@
-//! Sliding-window attributes shared by convolutions and pools: kernel
-//! shape, strides, dilations, pads and `auto_pad`, and the output size and
-//! padding they give along each axis.
+//! Sliding-window attributes shared by convolutions and pools (FP32
+//! `Conv`, `ConvTranspose` and the pools, `ConvInteger`, `QLinearConv`,
+//! `QLinearAveragePool`): kernel shape, strides, dilations, pads,
+//! `auto_pad` and `group`, the output size and padding they give along each
+//! axis, and the resolved geometry of one convolution call ([`ConvGeom`]),
+//! which hands the kernels their im2col and depthwise geometries.
 
 use crate::error::{OpError, OpResult};
+use qport_core::shape::checked_numel;
+use qport_kernels::idepthwise::PlaneGeom;
+use qport_kernels::im2col::ConvGeometry;
 use qport_onnx::Node;
 
 /// The largest kernel size, stride, dilation or pad accepted (2^24). Far
@@ -57,12 +63,52 @@ impl WindowAttrs {
         })
     }
 
+    /// The attributes without `dilations` (every dilation 1), for
+    /// operators that have no such attribute.
+    pub fn undilated(mut self) -> Self {
+        self.dilations = None;
+        self
+    }
+
     /// `kernel_shape` for `rank` spatial axes (each at least 1), if given.
     pub fn kernel(&self, rank: usize) -> OpResult<Option<Vec<usize>>> {
         self.kernel_shape
             .as_ref()
             .map(|k| positive(k, rank, "kernel_shape"))
             .transpose()
+    }
+
+    /// The kernel's spatial shape for data shape `x` `[N, C, D1..]` and
+    /// weight shape `w` `[*, *, K1..]` (a convolution's or a transposed
+    /// convolution's), after checking the ranks, that the kernel is not
+    /// empty and that it matches `kernel_shape`.
+    pub fn conv_kernel(&self, x: &[usize], w: &[usize]) -> OpResult<Vec<usize>> {
+        if x.len() < 3 {
+            return Err(OpError::invalid(format!(
+                "input X has shape {x:?}; expected [N, C, D1, ...] with at least one spatial axis"
+            )));
+        }
+        if w.len() != x.len() {
+            return Err(OpError::invalid(format!(
+                "input W has rank {} (shape {w:?}), expected rank {} like X",
+                w.len(),
+                x.len()
+            )));
+        }
+        let kernel = w[2..].to_vec();
+        if let Some(k) = self.kernel(x.len() - 2)? {
+            if k != kernel {
+                return Err(OpError::invalid(format!(
+                    "attribute kernel_shape {k:?} does not match W's spatial shape {kernel:?}"
+                )));
+            }
+        }
+        if kernel.contains(&0) {
+            return Err(OpError::invalid(format!(
+                "input W has an empty kernel (shape {w:?})"
+            )));
+        }
+        Ok(kernel)
     }
 
     /// `strides` for `rank` spatial axes (default 1).
@@ -225,6 +271,204 @@ pub(crate) fn window(
         dilation,
         kernel,
     })
+}
+
+/// The attributes of a convolution: its window and `group`.
+#[derive(Clone, Debug)]
+pub(crate) struct ConvAttrs {
+    /// `auto_pad`, `kernel_shape`, `strides`, `dilations`, `pads`.
+    pub window: WindowAttrs,
+    /// `group` (at least 1).
+    pub group: usize,
+}
+
+impl ConvAttrs {
+    /// Reads the window attributes and `group` (default 1).
+    pub fn parse(node: &Node) -> OpResult<Self> {
+        let group = node.attr_int("group", 1)?;
+        if !(1..=1 << 32).contains(&group) {
+            return Err(OpError::invalid(format!(
+                "attribute group is {group}, expected at least 1"
+            )));
+        }
+        Ok(ConvAttrs {
+            window: WindowAttrs::parse(node)?,
+            group: group as usize,
+        })
+    }
+
+    /// Resolves the geometry for input shape `x` `[N, C, D1..]` and weight
+    /// shape `w` `[M, C/group, K1..]`, validating ranks, channels, `group`,
+    /// `kernel_shape` and every window.
+    pub fn geometry(&self, x: &[usize], w: &[usize]) -> OpResult<ConvGeom> {
+        let kernel = self.window.conv_kernel(x, w)?;
+        let (group, c_in, c_out) = (self.group, x[1], w[0]);
+        if w[1].checked_mul(group) != Some(c_in) {
+            return Err(OpError::invalid(format!(
+                "X has {c_in} channels but W has shape {w:?} with group {group}; expected W[1] * group == C"
+            )));
+        }
+        if c_out % group != 0 {
+            return Err(OpError::invalid(format!(
+                "W has {c_out} output channels, not divisible by group {group}"
+            )));
+        }
+        let input = x[2..].to_vec();
+        let r = input.len();
+        let (strides, dilations, pads) = (
+            self.window.strides(r)?,
+            self.window.dilations(r)?,
+            self.window.pads(r)?,
+        );
+        let (mut output, mut pad_begin) = (Vec::with_capacity(r), Vec::with_capacity(r));
+        for a in 0..r {
+            let w = window(
+                input[a],
+                kernel[a],
+                strides[a],
+                dilations[a],
+                pads[a],
+                self.window.auto_pad,
+                false,
+            )
+            .map_err(|e| OpError::invalid(format!("spatial axis {a}: {e}")))?;
+            output.push(w.out);
+            pad_begin.push(w.pad_begin);
+        }
+        let g = ConvGeom {
+            batch: x[0],
+            c_in,
+            c_out,
+            group,
+            input,
+            kernel,
+            output,
+            strides,
+            dilations,
+            pad_begin,
+        };
+        checked_numel(&g.y_shape())?;
+        Ok(g)
+    }
+}
+
+/// The resolved geometry of one convolution call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConvGeom {
+    /// Images (`N`).
+    pub batch: usize,
+    /// Input channels (`C`).
+    pub c_in: usize,
+    /// Output channels (`M`).
+    pub c_out: usize,
+    /// Channel groups.
+    pub group: usize,
+    /// Spatial shape of the input.
+    pub input: Vec<usize>,
+    /// Spatial shape of the kernel.
+    pub kernel: Vec<usize>,
+    /// Spatial shape of the output.
+    pub output: Vec<usize>,
+    /// Strides per spatial axis.
+    pub strides: Vec<usize>,
+    /// Dilations per spatial axis.
+    pub dilations: Vec<usize>,
+    /// Padding before each spatial axis.
+    pub pad_begin: Vec<usize>,
+}
+
+impl ConvGeom {
+    /// The output shape `[N, M, O1..]`.
+    pub fn y_shape(&self) -> Vec<usize> {
+        let mut s = vec![self.batch, self.c_out];
+        s.extend(&self.output);
+        s
+    }
+
+    /// The geometry of the kernels' im2col, direct and depthwise
+    /// convolutions.
+    pub fn im2col(&self) -> ConvGeometry {
+        ConvGeometry {
+            image: self.input.clone(),
+            kernel: self.kernel.clone(),
+            output: self.output.clone(),
+            strides: self.strides.clone(),
+            dilations: self.dilations.clone(),
+            pads_begin: self.pad_begin.iter().map(|&p| p as isize).collect(),
+        }
+    }
+
+    /// [`Self::im2col`], taking the vectors.
+    pub fn into_im2col(self) -> ConvGeometry {
+        ConvGeometry {
+            pads_begin: self.pad_begin.iter().map(|&p| p as isize).collect(),
+            image: self.input,
+            kernel: self.kernel,
+            output: self.output,
+            strides: self.strides,
+            dilations: self.dilations,
+        }
+    }
+
+    /// The 2-D plane geometry of the integer depthwise kernels (callers
+    /// check that the convolution is 2-D).
+    pub fn plane(&self) -> PlaneGeom {
+        let two = |v: &[usize]| [v[0], v[1]];
+        PlaneGeom {
+            input: two(&self.input),
+            kernel: two(&self.kernel),
+            strides: two(&self.strides),
+            dilations: two(&self.dilations),
+            pad_begin: two(&self.pad_begin),
+            output: two(&self.output),
+        }
+    }
+
+    /// A 1x1, stride-1, unpadded convolution: the input is its own im2col
+    /// matrix.
+    pub fn pointwise(&self) -> bool {
+        self.kernel.iter().all(|&k| k == 1)
+            && self.strides.iter().all(|&s| s == 1)
+            && self.pad_begin.iter().all(|&p| p == 0)
+            && self.input == self.output
+    }
+
+    /// One input channel per group.
+    pub fn depthwise(&self) -> bool {
+        self.group > 1 && self.c_in / self.group == 1
+    }
+
+    /// The sizes a per-group GEMM formulation works with.
+    pub fn sizes(&self) -> ConvSizes {
+        let ks: usize = self.kernel.iter().product();
+        let cg = self.c_in / self.group;
+        ConvSizes {
+            is: self.input.iter().product(),
+            os: self.output.iter().product(),
+            ks,
+            cg,
+            mg: self.c_out / self.group,
+            kdim: cg * ks,
+        }
+    }
+}
+
+/// The sizes of one convolution as `W_g [mg, kdim] x col [kdim, os]` per
+/// image and group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConvSizes {
+    /// Elements of one input plane.
+    pub is: usize,
+    /// Elements of one output plane.
+    pub os: usize,
+    /// Kernel taps.
+    pub ks: usize,
+    /// Input channels per group.
+    pub cg: usize,
+    /// Output channels per group.
+    pub mg: usize,
+    /// The reduction length, `cg · ks`.
+    pub kdim: usize,
 }
 
 #[cfg(test)]

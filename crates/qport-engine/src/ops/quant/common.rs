@@ -6,7 +6,6 @@ use crate::error::{OpError, OpResult};
 use qport_core::{bf16, f16, DType, Tensor, TensorData, I2, I4, U2, U4};
 
 /// The integer grid a quantized tensor is stored on (the quantizer calls
-/// the same concept `Grid`; here with the 4- and 2-bit types the operators
 /// accept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Grid {
@@ -135,14 +134,6 @@ pub(crate) fn quantize(x: f32, scale: f32, zero: i32, q: Grid) -> i32 {
     saturate_rounded(round_half_even(x / scale), zero, q)
 }
 
-/// Requantizes an exact integer accumulator with a real multiplier: the
-/// onnxruntime reference arithmetic `saturate(round_half_even(f32(acc) *
-/// multiplier) + zero_point)`, with the product in f32.
-#[inline]
-pub(crate) fn requantize(acc: i32, multiplier: f32, zero: i32, q: Grid) -> i32 {
-    saturate_rounded(round_half_even(acc as f32 * multiplier), zero, q)
-}
-
 /// `clamp(r + zero)` for an already-rounded float `r`; NaN gives the minimum.
 #[inline]
 pub(crate) fn saturate_rounded(r: f32, zero: i32, q: Grid) -> i32 {
@@ -152,6 +143,24 @@ pub(crate) fn saturate_rounded(r: f32, zero: i32, q: Grid) -> i32 {
     let v = r + zero as f32;
     v.clamp(q.min() as f32, q.max() as f32) as i32
 }
+
+/// Runs `$body` with `$a` / `$b` bound to the u8/i8 slices of two tensors;
+/// any other type is an error naming the input (`$na` or `$nb`).
+macro_rules! with_q8_pair {
+    ($ta:expr, $tb:expr, $na:literal, $nb:literal, |$a:ident, $b:ident| $body:expr) => {
+        match ($ta.data(), $tb.data()) {
+            (TensorData::U8($a), TensorData::U8($b)) => $body,
+            (TensorData::U8($a), TensorData::I8($b)) => $body,
+            (TensorData::I8($a), TensorData::U8($b)) => $body,
+            (TensorData::I8($a), TensorData::I8($b)) => $body,
+            (TensorData::U8(_) | TensorData::I8(_), _) => {
+                return Err(OpError::dtype($nb, $tb.dtype()))
+            }
+            _ => return Err(OpError::dtype($na, $ta.dtype())),
+        }
+    };
+}
+pub(crate) use with_q8_pair;
 
 /// Values of a float tensor (f32, f16, bf16, f64) as f32; integer tensors
 /// are converted too (scales may be int32 from opset 23), and so are
@@ -227,6 +236,20 @@ pub(crate) fn per_channel<T: Copy>(
     Err(OpError::invalid(format!(
         "{what} must be a scalar or have {n} elements, got shape {shape:?}"
     )))
+}
+
+/// Per-output-channel weight zero points (`w_zero_point`: absent, one
+/// value, or one per channel), expanded to `c_out` values.
+pub(crate) fn weight_zero_points(t: Option<&Tensor>, c_out: usize) -> OpResult<Vec<i32>> {
+    match t {
+        Some(t) => per_channel(
+            i32_values(t, "w_zero_point")?,
+            t.shape(),
+            c_out,
+            "w_zero_point",
+        ),
+        None => Ok(vec![0; c_out]),
+    }
 }
 
 /// Converts f32 results to the float dtype `to` (f32, f16, bf16, f64).
@@ -339,8 +362,70 @@ impl Layout {
 mod tests {
     use super::*;
 
+    /// onnxruntime's requantization written out: `saturate(round_half_even(
+    /// f32(acc) · multiplier) + zero_point)`, the product in f32.
+    fn ort_requantize(acc: i32, multiplier: f32, zero: i32, q: Grid) -> i32 {
+        saturate_rounded(round_half_even(acc as f32 * multiplier), zero, q)
+    }
+
+    /// The default profile's prepared requantizer (what every quantized
+    /// GEMM and convolution runs) is onnxruntime's formula bit for bit, on
+    /// single values and on slices, over 8- and 16-bit outputs.
+    #[test]
+    fn default_profile_requantizes_as_onnxruntime() {
+        use qport_core::arith::{ArithProfile, Requantizer};
+        let p = ArithProfile::onnxruntime();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let specials = [0.5f32, 1.0, f32::NAN, f32::INFINITY, 0.0, -0.25, 1e-9, 3e4];
+        for case in 0..4000 {
+            let q = [Grid::U8, Grid::I8, Grid::U16, Grid::I16][case % 4];
+            let zero = q.min() + (next() % (q.max() - q.min() + 1) as u64) as i32;
+            let (a, b, c) = (next() as u32, next() as u32, next() as u32);
+            let mult = if case % 10 == 0 {
+                specials[case / 10 % specials.len()]
+            } else {
+                (a % 100_000) as f32 * 1e-7 + (b % 7) as f32 * 0.5
+            };
+            let accs: Vec<i32> = (0..9)
+                .map(|i| match (c as usize + i) % 4 {
+                    0 => next() as i32,
+                    1 => (next() % 2_000_001) as i32 - 1_000_000,
+                    _ => (next() % 4001) as i32 - 2000,
+                })
+                .collect();
+            let rq = Requantizer::new(
+                0.0,
+                p.gemm_multiplier(&[mult], &[]),
+                zero,
+                q.min(),
+                q.max(),
+                p,
+            );
+            let mut slice = vec![0i32; accs.len()];
+            rq.apply_slice(&accs, &mut slice);
+            for (&acc, &s) in accs.iter().zip(&slice) {
+                let want = ort_requantize(acc, mult, zero, q);
+                assert_eq!(
+                    rq.apply(i64::from(acc)),
+                    want,
+                    "acc {acc} mult {mult} zero {zero} {q:?}"
+                );
+                assert_eq!(s, want, "slice: acc {acc} mult {mult} zero {zero} {q:?}");
+            }
+        }
+    }
+
     #[test]
     fn rounds_half_to_even_and_saturates() {
+        assert_eq!(ort_requantize(5, 0.5, 0, Grid::I8), 2);
+        assert_eq!(ort_requantize(7, 0.5, 0, Grid::I8), 4);
+        assert_eq!(ort_requantize(-1000, 1.0, 0, Grid::I16), -1000);
         let q = Grid::U8;
         assert_eq!(quantize(0.5, 1.0, 0, q), 0);
         assert_eq!(quantize(1.5, 1.0, 0, q), 2);
@@ -350,9 +435,6 @@ mod tests {
         assert_eq!(quantize(-1000.0, 1.0, 128, q), 0);
         assert_eq!(quantize(f32::NAN, 1.0, 128, q), 0);
         assert_eq!(quantize(-3.5, 1.0, 0, Grid::I8), -4);
-        assert_eq!(requantize(5, 0.5, 0, Grid::I8), 2);
-        assert_eq!(requantize(7, 0.5, 0, Grid::I8), 4);
-        assert_eq!(requantize(-1000, 1.0, 0, Grid::I16), -1000);
         assert_eq!(quantize(20.0, 1.0, 0, Grid::I4), 7);
         assert_eq!(quantize(-20.0, 1.0, 0, Grid::I4), -8);
         assert_eq!(quantize(2.5, 1.0, 0, Grid::U2), 2);

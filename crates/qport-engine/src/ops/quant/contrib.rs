@@ -3,8 +3,9 @@
 //! `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat` and
 //! `QLinearSoftmax`.
 //!
-//! Arithmetic is f32 with round half to even and saturation, following
-//! onnxruntime so that its QOperator models reproduce bit for bit:
+//! Under onnxruntime's arithmetic (the default profile), arithmetic is f32
+//! with round half to even and saturation, following onnxruntime so that
+//! its QOperator models reproduce bit for bit:
 //! - `QLinearAdd` uses MLAS's x86 formula `round(fma(a, sA/sC, fma(b, sB/sC,
 //!   zC - fma(sA/sC, zA, sB/sC * zB))))` (the zero points folded into one
 //!   constant), which differs from dequantize-add-quantize in the last bit;
@@ -16,18 +17,21 @@
 //!   `QLinearSoftmax` dequantize, compute in f32 and quantize (within one
 //!   step of onnxruntime; not checked bit for bit).
 //!
-//! Under an integer-arithmetic profile ([`crate::PlanOptions::arith`]):
-//! `QLinearAdd` keeps the formula above with the profile's rounding
+//! Under the plan's profile ([`crate::PlanOptions::arith`]): `QLinearAdd`
+//! keeps the formula above with the profile's rounding
 //! ([`qport_core::arith::NonGemm::Float`]) or runs TFLite-style in
 //! integers ([`qport_core::arith::add_fixed_point`]); `QLinearMul` follows
 //! [`qport_core::arith::mul`]; `QLinearGlobalAveragePool` rescales the
-//! exact sum with [`qport_core::arith::rescale`]. The other ops keep
-//! onnxruntime's arithmetic.
+//! exact sum with [`qport_core::arith::rescale`] (onnxruntime's f32
+//! formulations under its profile). The other ops keep onnxruntime's
+//! arithmetic.
 
 use super::common::{
     i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, Grid,
 };
 use crate::error::{OpError, OpResult};
+use crate::ops::nn::pool::table;
+use crate::ops::nn::spatial::WindowAttrs;
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, ArithProfile, NonGemm, Rounding};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, normalize_axis};
@@ -73,12 +77,9 @@ enum Binary {
     Mul,
 }
 
-fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
-    let rounding = arith.as_ref().map_or(Rounding::HalfEven, |p| p.rounding);
-    let fixed_point = arith
-        .as_ref()
-        .filter(|p| p.non_gemm == NonGemm::FixedPoint)
-        .cloned();
+fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
+    let rounding = p.rounding;
+    let fixed_point = p.non_gemm == NonGemm::FixedPoint;
     fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
@@ -99,8 +100,8 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         }
         let shape = broadcast_shapes(a.shape(), b.shape())?;
         qport_core::shape::checked_numel(&shape)?;
-        if let (Binary::Add, None, Rounding::HalfEven, true) =
-            (kind, &fixed_point, rounding, a.shape() == b.shape())
+        if let (Binary::Add, false, Rounding::HalfEven, true) =
+            (kind, fixed_point, rounding, a.shape() == b.shape())
         {
             // the residual-add case: same shapes, onnxruntime's arithmetic
             let r_ac = pa.scale / pc.scale;
@@ -130,7 +131,7 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         }
         let (av, bv) = (i32_values(a, "A")?, i32_values(b, "B")?);
         let same = a.shape() == b.shape();
-        let (am, bm) = if same && fixed_point.is_some() && matches!(kind, Binary::Add) {
+        let (am, bm) = if same && fixed_point && matches!(kind, Binary::Add) {
             (Vec::new(), Vec::new()) // the fixed-point add below walks both directly
         } else {
             (
@@ -140,12 +141,11 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
         };
         let round = |r: f32| saturate_rounded(rounded(r, rounding), 0, q);
         let out: Vec<i32> = match kind {
-            Binary::Add if fixed_point.is_some() => {
-                let p = fixed_point.as_ref().expect("checked");
+            Binary::Add if fixed_point => {
                 let m_a = f64::from(pa.scale) / f64::from(pc.scale);
                 let m_b = f64::from(pb.scale) / f64::from(pc.scale);
                 // `arith::add_fixed_point` with its rescales decomposed once
-                let add = arith::FixedPointAdd::new(m_a, m_b, pc.zero, q.min(), q.max(), p);
+                let add = arith::FixedPointAdd::new(m_a, m_b, pc.zero, q.min(), q.max(), &p);
                 if same {
                     av.iter()
                         .zip(&bv)
@@ -158,27 +158,25 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
                         .collect()
                 }
             }
-            Binary::Mul if arith.is_some() => {
-                let p = arith.as_ref().expect("checked");
-                am.iter()
-                    .zip(&bm)
-                    .map(|(&i, &j)| {
-                        arith::mul(
-                            av[i],
-                            pa.zero,
-                            pa.scale,
-                            bv[j],
-                            pb.zero,
-                            pb.scale,
-                            pc.scale,
-                            pc.zero,
-                            q.min(),
-                            q.max(),
-                            p,
-                        )
-                    })
-                    .collect()
-            }
+            Binary::Mul => am
+                .iter()
+                .zip(&bm)
+                .map(|(&i, &j)| {
+                    arith::mul(
+                        av[i],
+                        pa.zero,
+                        pa.scale,
+                        bv[j],
+                        pb.zero,
+                        pb.scale,
+                        pc.scale,
+                        pc.zero,
+                        q.min(),
+                        q.max(),
+                        &p,
+                    )
+                })
+                .collect(),
             Binary::Add => {
                 // onnxruntime's MLAS QLinearAdd (x86): ratios to the output
                 // scale, the zero points folded into one constant, fused
@@ -205,14 +203,6 @@ fn build_binary(kind: Binary, arith: Option<ArithProfile>) -> Box<dyn Op> {
                         .collect()
                 }
             }
-            Binary::Mul => am
-                .iter()
-                .zip(&bm)
-                .map(|(&i, &j)| {
-                    let r = pa.dequant(av[i]) * pb.dequant(bv[j]) / pc.scale;
-                    saturate_rounded(round_half_even(r), pc.zero, q)
-                })
-                .collect(),
         };
         Ok(vec![Tensor::new(shape, q.pack(out))?])
     })
@@ -364,12 +354,12 @@ pub(crate) fn build_lookup(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 
 /// `QLinearAdd`: `C = quantize(dequant(A) + dequant(B))`, broadcasting.
 pub(crate) fn build_add(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_binary(Binary::Add, ctx.arith.cloned()))
+    Ok(build_binary(Binary::Add, ctx.arith.clone()))
 }
 
 /// `QLinearMul`: `C = quantize(dequant(A) * dequant(B))`, broadcasting.
 pub(crate) fn build_mul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_binary(Binary::Mul, ctx.arith.cloned()))
+    Ok(build_binary(Binary::Mul, ctx.arith.clone()))
 }
 
 /// `r` rounded to an integer-valued f32 under `mode`.
@@ -473,7 +463,7 @@ impl Planes {
 /// `x_scale / (y_scale * pixels)` in f32, as onnxruntime's MLAS kernel does.
 pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
-    let arith = ctx.arith.cloned();
+    let profile = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let qx = Grid::of8("X", x.dtype())?;
@@ -489,26 +479,21 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
             return Err(OpError::invalid("input X has an empty spatial extent"));
         }
         let xv = i32_values(x, "X")?;
-        let scale = px.scale / (py.scale * size as f32);
+        let m = profile.rescale_multiplier(&[px.scale], &[py.scale, size as f32]);
         let mut out = Vec::with_capacity(p.batch * p.channels);
         for n in 0..p.batch {
             for c in 0..p.channels {
                 let (base, step) = p.base(n, c, size);
                 let sum: i64 = (0..size).map(|s| xv[base + s * step] as i64).sum();
                 let acc = (sum - px.zero as i64 * size as i64) as i32;
-                if let Some(p) = &arith {
-                    let m = if p.non_gemm == NonGemm::FixedPoint {
-                        f64::from(px.scale) / (f64::from(py.scale) * size as f64)
-                    } else {
-                        f64::from(scale)
-                    };
-                    out.push(arith::rescale(acc, 0, m, py.zero, qy.min(), qy.max(), p));
-                    continue;
-                }
-                out.push(saturate_rounded(
-                    round_half_even(acc as f32 * scale),
+                out.push(arith::rescale(
+                    acc,
+                    0,
+                    m,
                     py.zero,
-                    qy,
+                    qy.min(),
+                    qy.max(),
+                    &profile,
                 ));
             }
         }
@@ -518,107 +503,19 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
     }))
 }
 
-/// Pooling attributes resolved against one input.
-struct PoolGeom {
-    kernel: Vec<usize>,
-    strides: Vec<usize>,
-    pad_begin: Vec<usize>,
-    pad_end: Vec<usize>,
-    output: Vec<usize>,
-}
-
-fn pool_geometry(node: &qport_onnx::Node, input: &[usize]) -> OpResult<PoolGeom> {
-    let nd = input.len();
-    let kernel = node
-        .attr_ints("kernel_shape")?
-        .ok_or_else(|| OpError::invalid("kernel_shape is required"))?;
-    if kernel.len() != nd || kernel.iter().any(|&k| k < 1) {
-        return Err(OpError::invalid(format!(
-            "kernel_shape {kernel:?} must have {nd} positive values"
-        )));
-    }
-    let kernel: Vec<usize> = kernel.iter().map(|&k| k as usize).collect();
-    let strides: Vec<usize> = match node.attr_ints("strides")? {
-        None => vec![1; nd],
-        Some(s) if s.len() == nd && s.iter().all(|&v| v >= 1) => {
-            s.iter().map(|&v| v as usize).collect()
-        }
-        Some(s) => {
-            return Err(OpError::invalid(format!(
-                "strides {s:?} must have {nd} positive values"
-            )))
-        }
-    };
-    let ceil_mode = node.attr_int("ceil_mode", 0)? != 0;
-    let auto_pad = node.attr_string("auto_pad", "NOTSET")?;
-    let (mut pad_begin, mut pad_end, mut output) = (vec![0; nd], vec![0; nd], vec![0; nd]);
-    for d in 0..nd {
-        match auto_pad.as_str() {
-            "NOTSET" | "" => {
-                if let Some(p) = node.attr_ints("pads")? {
-                    if p.len() != 2 * nd || p.iter().any(|&v| !(0..1 << 31).contains(&v)) {
-                        return Err(OpError::invalid(format!(
-                            "pads {p:?} must have {} non-negative values",
-                            2 * nd
-                        )));
-                    }
-                    pad_begin[d] = p[d] as usize;
-                    pad_end[d] = p[d + nd] as usize;
-                }
-                let padded = input[d] + pad_begin[d] + pad_end[d];
-                if padded < kernel[d] {
-                    return Err(OpError::invalid(format!(
-                        "spatial dimension {d}: padded input {padded} is smaller than the kernel {}",
-                        kernel[d]
-                    )));
-                }
-                let span = padded - kernel[d];
-                let mut o = if ceil_mode {
-                    span.div_ceil(strides[d])
-                } else {
-                    span / strides[d]
-                } + 1;
-                if ceil_mode && (o - 1) * strides[d] >= input[d] + pad_begin[d] {
-                    o -= 1;
-                }
-                output[d] = o;
-            }
-            "VALID" => {
-                if input[d] < kernel[d] {
-                    return Err(OpError::invalid("input is smaller than the kernel"));
-                }
-                output[d] = (input[d] - kernel[d]) / strides[d] + 1;
-            }
-            "SAME_UPPER" | "SAME_LOWER" => {
-                let o = input[d].div_ceil(strides[d]);
-                let need =
-                    ((o.saturating_sub(1)) * strides[d] + kernel[d]).saturating_sub(input[d]);
-                let small = need / 2;
-                (pad_begin[d], pad_end[d]) = if auto_pad == "SAME_UPPER" {
-                    (small, need - small)
-                } else {
-                    (need - small, small)
-                };
-                output[d] = o;
-            }
-            other => return Err(OpError::invalid(format!("unknown auto_pad '{other}'"))),
-        }
-    }
-    Ok(PoolGeom {
-        kernel,
-        strides,
-        pad_begin,
-        pad_end,
-        output,
-    })
-}
-
 /// `QLinearAveragePool`: dequantize, average each window in f32
-/// (`count_include_pad` as in `AveragePool`), quantize.
+/// (`count_include_pad` as in `AveragePool`, an empty window gives 0),
+/// quantize. The windows are `AveragePool`'s (without dilations, which
+/// this operator does not have).
 pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let node = ctx.node.clone();
+    let node = ctx.node;
     let channels_last = node.attr_int("channels_last", 0)? != 0;
     let include_pad = node.attr_int("count_include_pad", 0)? != 0;
+    let ceil_mode = node.attr_int("ceil_mode", 0)? != 0;
+    let attrs = WindowAttrs::parse(node)?.undilated();
+    if attrs.kernel_shape.is_none() {
+        return Err(OpError::invalid("attribute kernel_shape is required"));
+    }
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         Grid::of8("X", x.dtype())?;
@@ -626,58 +523,26 @@ pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let py = QParams::read(inputs, 3, 4, "y")?;
         let qy = out_type(inputs, 4, x)?;
         let p = Planes::new(x.shape(), channels_last)?;
-        let g = pool_geometry(&node, &p.spatial)?;
-        let nd = p.spatial.len();
-        let out_shape = p.shape_with(&g.output);
+        let kernel = attrs.kernel(p.spatial.len())?.unwrap_or_default();
+        let wins = attrs.windows(&p.spatial, &kernel, ceil_mode)?;
+        let output: Vec<usize> = wins.iter().map(|w| w.out).collect();
+        let out_shape = p.shape_with(&output);
         let total = qport_core::shape::checked_numel(&out_shape)?;
-        let (isize, osize) = (p.size(), g.output.iter().product::<usize>());
-        let in_strides = qport_core::shape::strides(&p.spatial);
+        let t = table(&p.spatial, &wins)?;
+        let (isize, osize) = (p.size(), t.padded.len());
         let xv = i32_values(x, "X")?;
         let mut out = vec![0i32; total];
-        let mut oidx = vec![0usize; nd];
-        let (mut lo, mut hi) = (vec![0usize; nd], vec![0usize; nd]);
         for n in 0..p.batch {
             for c in 0..p.channels {
                 let (ib, istep) = p.base(n, c, isize);
                 let (ob, ostep) = p.base(n, c, osize);
                 for o in 0..osize {
-                    let mut rem = o;
-                    for d in (0..nd).rev() {
-                        oidx[d] = rem % g.output[d];
-                        rem /= g.output[d];
-                    }
-                    let mut padded_count = 1usize;
-                    let mut count = 1usize;
-                    for d in 0..nd {
-                        let start = (oidx[d] * g.strides[d]) as i64 - g.pad_begin[d] as i64;
-                        let end =
-                            (start + g.kernel[d] as i64).min((p.spatial[d] + g.pad_end[d]) as i64);
-                        padded_count *= (end - start).max(0) as usize;
-                        lo[d] = start.max(0) as usize;
-                        hi[d] = (end.max(0) as usize).min(p.spatial[d]);
-                        count *= hi[d].saturating_sub(lo[d]);
-                    }
+                    let offs = &t.offsets[t.starts[o]..t.starts[o + 1]];
                     let mut sum = 0.0f32;
-                    if count > 0 {
-                        let mut w = lo.clone();
-                        loop {
-                            let s: usize = w.iter().zip(&in_strides).map(|(a, b)| a * b).sum();
-                            sum += px.dequant(xv[ib + s * istep]);
-                            let mut done = true;
-                            for d in (0..nd).rev() {
-                                w[d] += 1;
-                                if w[d] < hi[d] {
-                                    done = false;
-                                    break;
-                                }
-                                w[d] = lo[d];
-                            }
-                            if done {
-                                break;
-                            }
-                        }
+                    for &s in offs {
+                        sum += px.dequant(xv[ib + s * istep]);
                     }
-                    let div = if include_pad { padded_count } else { count };
+                    let div = if include_pad { t.padded[o] } else { offs.len() };
                     let avg = if div == 0 { 0.0 } else { sum / div as f32 };
                     out[ob + o * ostep] = quantize(avg, py.scale, py.zero, qy);
                 }

@@ -14,13 +14,16 @@
 //! (the same sums, the same requantizer): property and model tests hold
 //! the two equal.
 
-use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, Grid};
-use super::conv::{conv_accumulate_with, depthwise, profile_multipliers, ConvAttrs, ConvGeom};
+use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, Grid};
+use super::conv::{conv_accumulate_with, depthwise_image};
+use super::matmul::int_bias;
 use crate::error::{OpError, OpResult};
+use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{input, BuildCtx, Op};
-use qport_core::arith::{Accumulator, ArithProfile, Requantizer};
+use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
-use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
+use qport_kernels::idepthwise::depthwise_exact_f32;
+use qport_kernels::im2col::im2col;
 use qport_kernels::qgemm;
 use qport_kernels::vnni::PackedI8;
 use std::cell::RefCell;
@@ -35,6 +38,9 @@ pub(crate) struct PreparedConv {
     /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
     rq: Vec<Requantizer>,
+    /// The int32 bias added to the accumulators, when the profile places
+    /// it there.
+    bias_acc: Option<Vec<i32>>,
     /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel).
     w_centered: Vec<f32>,
     x_zero: i32,
@@ -93,15 +99,7 @@ impl PreparedConv {
         let x_scale = scalar_f32(xs, "x_scale")?;
         let x_zero = scalar_zero(xz, "x_zero_point")?;
         let w_scale = per_channel(f32_values(ws, "w_scale")?, ws.shape(), c_out, "w_scale")?;
-        let w_zero = match wz {
-            Some(t) => per_channel(
-                i32_values(t, "w_zero_point")?,
-                t.shape(),
-                c_out,
-                "w_zero_point",
-            )?,
-            None => vec![0; c_out],
-        };
+        let w_zero = weight_zero_points(wz, c_out)?;
         let y_scale = scalar_f32(ys, "y_scale")?;
         let y_zero = scalar_zero(Some(yz), "y_zero_point")?;
         let bias: Option<Vec<i32>> = match bias {
@@ -120,30 +118,21 @@ impl PreparedConv {
             None => None,
         };
         let kdim: usize = w_shape[1..].iter().product();
-        let profile: ArithProfile = match ctx.arith {
-            Some(p) => p.clone(),
-            None => {
-                // onnxruntime adds the bias to the i32 accumulator with
-                // wrapping arithmetic; the prepared requantizer saturates.
-                // The two agree whenever the sum cannot overflow.
-                let max_bias = bias.as_ref().map_or(0, |b| {
-                    b.iter().map(|v| i64::from(*v).abs()).max().unwrap_or(0)
-                });
-                if (kdim as i64) * 255 * 255 + max_bias >= i64::from(i32::MAX) {
-                    return Ok(None);
-                }
-                super::conv::onnxruntime_like()
-            }
-        };
-        let mult: Vec<f32> = w_scale.iter().map(|&s| x_scale * s / y_scale).collect();
-        let m = profile_multipliers(&profile, &mult, x_scale, &w_scale, y_scale);
+        let profile = ctx.arith;
+        // an int32 bias joins the i32 accumulator (wrapping, as in the
+        // general path) before requantization; a float one the requantizer
+        let int_bias = int_bias(profile);
         let rq = (0..c_out)
             .map(|c| {
-                let b = bias.as_ref().map_or(0.0, |b| f64::from(b[c]));
-                Requantizer::new(b, m[c], y_zero, y.min(), y.max(), &profile)
+                let b = bias
+                    .as_ref()
+                    .filter(|_| !int_bias)
+                    .map_or(0.0, |b| f64::from(b[c]));
+                let m = profile.gemm_multiplier(&[x_scale, w_scale[c]], &[y_scale]);
+                Requantizer::new(b, m, y_zero, y.min(), y.max(), profile)
             })
             .collect();
-        let group = attrs.group().max(1);
+        let group = attrs.group;
         if c_out % group != 0 {
             return Ok(None); // the general path reports it
         }
@@ -167,6 +156,7 @@ impl PreparedConv {
             w_zero,
             packed,
             rq,
+            bias_acc: bias.filter(|_| int_bias),
             x_zero,
             y,
             sat_pairs: profile.accumulator == Accumulator::I16SatPairs,
@@ -179,7 +169,7 @@ impl PreparedConv {
         #[cfg(test)]
         tests::PREPARED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let g = self.attrs.geometry(x.shape(), &self.w_shape)?;
-        let sat = self.sat_pairs && x.dtype() == DType::U8 && !depthwise(&g);
+        let sat = self.sat_pairs && x.dtype() == DType::U8 && !g.depthwise();
         let os: usize = g.output.iter().product();
         let n_out = g.batch * g.c_out * os;
         let out = SCRATCH.with(|s| -> OpResult<Option<TensorData>> {
@@ -214,6 +204,11 @@ impl PreparedConv {
                 } else {
                     self.accumulate(xn, xz, &g, col, acc);
                 }
+                if let Some(b) = &self.bias_acc {
+                    for (a, &b) in acc.chunks_mut(os.max(1)).zip(b) {
+                        a.iter_mut().for_each(|v| *v = v.wrapping_add(b));
+                    }
+                }
                 let o = n * g.c_out * os;
                 match self.y {
                     Grid::U8 => requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os]),
@@ -233,26 +228,17 @@ impl PreparedConv {
 
     /// Exact accumulators of one image into `acc` (`[c_out, os]`).
     fn accumulate(&self, xn: &[u8], xz: i32, g: &ConvGeom, col: &mut Vec<u8>, acc: &mut [i32]) {
-        let is: usize = g.input.iter().product();
-        let os: usize = g.output.iter().product();
-        let ks: usize = g.kernel.iter().product();
-        let cg = g.c_in / g.group;
-        let mg = g.c_out / g.group;
-        let kdim = cg * ks;
-        if depthwise(g) && mg == 1 && g.input.len() == 2 {
-            let pg = g.plane();
-            if depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &pg, acc) {
-                return;
-            }
-            for c in 0..g.c_out {
-                depthwise_plane(
-                    &xn[c * is..(c + 1) * is],
-                    xz,
-                    &self.w[c * ks..(c + 1) * ks],
-                    self.w_zero[c],
-                    &pg,
-                    &mut acc[c * os..(c + 1) * os],
-                );
+        let ConvSizes {
+            is,
+            os,
+            cg,
+            mg,
+            kdim,
+            ..
+        } = g.sizes();
+        if g.depthwise() && mg == 1 && g.input.len() == 2 {
+            if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
+                depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
             }
             return;
         }
@@ -260,12 +246,16 @@ impl PreparedConv {
         if !pointwise && col.len() < kdim * os {
             col.resize(kdim * os, 0);
         }
+        let geo = (!pointwise).then(|| g.im2col());
         for gi in 0..g.group {
             let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
             let b: &[u8] = if pointwise {
                 xs
             } else {
-                super::conv::im2col_u8(xs, cg, g, &mut col[..kdim * os], xz);
+                // the padding holds the zero point (a u8 value here)
+                if let Some(geo) = &geo {
+                    im2col(geo, cg, xs, xz.clamp(0, 255) as u8, &mut col[..kdim * os]);
+                }
                 &col[..kdim * os]
             };
             let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
@@ -381,8 +371,8 @@ mod tests {
     /// one (the same inputs given at run time) bit for bit, over layer
     /// shapes (pointwise, 3x3 strided and padded, grouped, depthwise, 5x5
     /// depthwise), u8 and i8 activations and outputs, symmetric and
-    /// asymmetric weights, with and without bias, onnxruntime's arithmetic
-    /// and every preset.
+    /// asymmetric weights, with and without bias, under every preset
+    /// (onnxruntime's arithmetic included).
     #[test]
     fn prepared_equals_general() {
         // (x shape, w shape, group, strides, pads)
@@ -395,8 +385,7 @@ mod tests {
             ([1, 5, 11, 12], [5, 1, 5, 5], 5, [2, 2], [2, 2, 2, 2]),
             ([1, 3, 17, 20], [16, 3, 3, 3], 1, [2, 2], [0, 1, 1, 0]),
         ];
-        let mut profiles: Vec<Option<qport_core::arith::ArithProfile>> = vec![None];
-        profiles.extend(presets().into_iter().map(Some));
+        let profiles = presets();
         for (n, (xs, ws, group, strides, pads)) in cases.into_iter().enumerate() {
             for variant in 0..4 {
                 let (signed_x, asym_w, bias_on) = (variant & 1 == 1, variant & 2 == 2, n % 2 == 0);
@@ -461,7 +450,7 @@ mod tests {
                         attrs.clone(),
                         &ins,
                         &[],
-                        p.as_ref(),
+                        Some(p),
                     )
                     .unwrap();
                     let prepared = run_const(
@@ -470,10 +459,10 @@ mod tests {
                         attrs.clone(),
                         &ins,
                         &consts,
-                        p.as_ref(),
+                        Some(p),
                     )
                     .unwrap();
-                    let name = p.as_ref().map_or("onnxruntime", |p| p.name.as_str());
+                    let name = p.name.as_str();
                     // at least the prepared call ran (tests run in parallel,
                     // so other tests may add to the count too)
                     assert!(PREPARED_RUNS.load(Ordering::Relaxed) > before, "{name}");

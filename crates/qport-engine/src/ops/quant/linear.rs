@@ -53,12 +53,9 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let block_size = node.attr_int("block_size", 0)?;
     let output_dtype = node.attr_int("output_dtype", 0)?;
     let saturate = ctx.opset < 19 || node.attr_int("saturate", 1)? != 0;
-    // Under an integer-arithmetic profile, float -> integer quantization
-    // rounds with the profile's rounding (half to even otherwise).
-    let rounding = ctx
-        .arith
-        .map(|p| p.rounding)
-        .filter(|&r| r != qport_core::arith::Rounding::HalfEven);
+    // float -> integer quantization rounds with the profile's rounding
+    // (`None`: half to even, ONNX's and onnxruntime's)
+    let rounding = Some(ctx.arith.rounding).filter(|&r| r != qport_core::arith::Rounding::HalfEven);
     let declared = match output_dtype {
         0 => None,
         code => Some(output_qtype(code)?),

@@ -1,16 +1,18 @@
 //! Integer matrix products: `MatMulInteger`, `QLinearMatMul` and
 //! onnxruntime's `com.microsoft.QGemm`, all on the exact
-//! [`qport_kernels::igemm`] kernel. Requantization is the onnxruntime
-//! reference arithmetic (see `common::requantize`); under an
-//! integer-arithmetic profile ([`crate::PlanOptions::arith`]) the
-//! accumulator is the profile's (the AVX2 saturating pairs for u8 × s8 under
-//! `avx2-u8s8`) and the epilogue is the profile's scalar definition
-//! ([`qport_core::arith::requantize_biased`]).
+//! [`qport_kernels::igemm`] kernel. The plan's arithmetic profile
+//! ([`crate::PlanOptions::arith`]; onnxruntime's by default) chooses the
+//! accumulator (the AVX2 saturating pairs for u8 × s8 under `avx2-u8s8`)
+//! and the epilogue, its scalar definition
+//! ([`qport_core::arith::requantize_biased`]) run by a prepared
+//! [`qport_core::arith::Requantizer`]. An int32 bias (`QGemm`'s `C`) joins
+//! the 32-bit accumulator as the GEMM's sums do (wrapping, as onnxruntime
+//! adds it).
 
-use super::common::{f32_values, i32_values, requantize, scalar_f32, scalar_zero, Grid};
+use super::common::{f32_values, i32_values, scalar_f32, scalar_zero, with_q8_pair, Grid};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
-use qport_core::arith::{self, Accumulator, ArithProfile, Requant};
+use qport_core::arith::{self, Accumulator, ArithProfile, BiasPlacement, Requantizer};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
@@ -173,22 +175,6 @@ pub(crate) fn batched_with<A: QInt, B: QInt>(
     out
 }
 
-/// Runs `$body` with `$a` / `$b` bound to the u8/i8 slices of two tensors.
-macro_rules! with_q8_pair {
-    ($ta:expr, $tb:expr, |$a:ident, $b:ident| $body:expr) => {
-        match ($ta.data(), $tb.data()) {
-            (TensorData::U8($a), TensorData::U8($b)) => $body,
-            (TensorData::U8($a), TensorData::I8($b)) => $body,
-            (TensorData::I8($a), TensorData::U8($b)) => $body,
-            (TensorData::I8($a), TensorData::I8($b)) => $body,
-            (TensorData::U8(_) | TensorData::I8(_), _) => {
-                return Err(OpError::dtype("B", $tb.dtype()))
-            }
-            _ => return Err(OpError::dtype("A", $ta.dtype())),
-        }
-    };
-}
-
 /// `MatMulInteger`: int32 `(A - a_zero_point) @ (B - b_zero_point)`.
 pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     Ok(fn_op(|inputs| {
@@ -197,7 +183,7 @@ pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let g = MatMulGeom::new(a.shape(), b.shape())?;
         let za = BatchZero::new(opt_input(inputs, 2), g.a_batches, g.m, "a_zero_point")?;
         let zb = BatchZero::new(opt_input(inputs, 3), g.b_batches, g.n, "b_zero_point")?;
-        let out = with_q8_pair!(a, b, |av, bv| batched(av, bv, &g, &za, &zb));
+        let out = with_q8_pair!(a, b, "A", "B", |av, bv| batched(av, bv, &g, &za, &zb));
         Ok(vec![Tensor::new(g.out_shape, TensorData::I32(out))?])
     }))
 }
@@ -206,7 +192,7 @@ pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// `a_scale * b_scale / y_scale` (per-row `a` and per-column `b` scales and
 /// zero points accepted).
 pub(crate) fn build_qlinear_matmul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let arith = ctx.arith.cloned();
+    let p = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
@@ -221,35 +207,26 @@ pub(crate) fn build_qlinear_matmul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         let yz = opt_input(inputs, 7);
         let q = Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
         let y_zero = scalar_zero(yz, "y_zero_point")?;
-        let sat = sat_pairs(arith.as_ref(), a, b);
-        let acc = with_q8_pair!(a, b, |av, bv| batched_with(av, bv, &g, &za, &zb, sat));
+        let sat = sat_pairs(&p, a, b);
+        let acc = with_q8_pair!(a, b, "A", "B", |av, bv| batched_with(
+            av, bv, &g, &za, &zb, sat
+        ));
         let (m, n) = (g.m, g.n);
-        let mult: Vec<f32> = (0..m * n)
-            .map(|i| pick(&a_scale, i / n) * pick(&b_scale, i % n) / y_scale)
-            .collect();
-        if let Some(p) = &arith {
-            let rq: Vec<arith::Requantizer> = (0..m * n)
-                .map(|j| {
-                    let mult = if p.requant == Requant::F32 {
-                        f64::from(mult[j])
-                    } else {
-                        f64::from(pick(&a_scale, j / n)) * f64::from(pick(&b_scale, j % n))
-                            / f64::from(y_scale)
-                    };
-                    arith::Requantizer::new(0.0, mult, y_zero, q.min(), q.max(), p)
-                })
-                .collect();
-            let out: Vec<i32> = acc
-                .chunks(m * n)
-                .flat_map(|c| c.iter().zip(&rq).map(|(&v, r)| r.apply(i64::from(v))))
-                .collect();
-            return Ok(vec![Tensor::new(g.out_shape, q.pack(out))?]);
+        let requantizer = |i: usize, j: usize| {
+            let mult = p.gemm_multiplier(&[pick(&a_scale, i), pick(&b_scale, j)], &[y_scale]);
+            Requantizer::new(0.0, mult, y_zero, q.min(), q.max(), &p)
+        };
+        let mut out = vec![0i32; acc.len()];
+        if a_scale.len() == 1 && b_scale.len() == 1 {
+            requantizer(0, 0).apply_slice(&acc, &mut out);
+        } else {
+            let rq: Vec<Requantizer> = (0..m * n).map(|e| requantizer(e / n, e % n)).collect();
+            for (o, c) in out.chunks_mut(m * n).zip(acc.chunks(m * n)) {
+                for ((o, &v), r) in o.iter_mut().zip(c).zip(&rq) {
+                    *o = r.apply(i64::from(v));
+                }
+            }
         }
-        let out: Vec<i32> = acc
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| requantize(v, mult[i % (m * n)], y_zero, q))
-            .collect();
         Ok(vec![Tensor::new(g.out_shape, q.pack(out))?])
     }))
 }
@@ -262,7 +239,7 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let trans_a = node.attr_int("transA", 0)? != 0;
     let trans_b = node.attr_int("transB", 0)? != 0;
     let alpha = node.attr_float("alpha", 1.0)?;
-    let arith = ctx.arith.cloned();
+    let p = ctx.arith.clone();
     // a constant i8 B (the weights of a classifier head), transposed once
     // to rows of B' columns and packed for the integer GEMM kernels
     let const_b = ctx
@@ -321,13 +298,12 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                     c.shape()
                 )));
             }
-            let dst = if arith.is_some() { &mut bias } else { &mut acc };
-            for (o, i) in dst.iter_mut().zip(broadcast_index_map(c.shape(), &[m, n])) {
+            for (o, i) in bias.iter_mut().zip(broadcast_index_map(c.shape(), &[m, n])) {
                 *o = cv[i];
             }
         }
-        let sat = sat_pairs(arith.as_ref(), a, b);
-        with_q8_pair!(a, b, |av, bv| {
+        let sat = sat_pairs(&p, a, b);
+        with_q8_pair!(a, b, "A", "B", |av, bv| {
             let mut am = MatRef::row_major(av, a.shape()[0], a.shape()[1]);
             if trans_a {
                 am = am.t();
@@ -359,36 +335,13 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 );
             }
         });
-        if let Some(p) = &arith {
-            return qgemm_profile(p, inputs, &acc, &bias, (m, n), alpha, a_scale, &b_scale, a);
-        }
-        match opt_input(inputs, 7) {
-            Some(ys) => {
-                let y_scale = scalar_f32(ys, "y_scale")?;
-                let yz = opt_input(inputs, 8);
-                let q = Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
-                let y_zero = scalar_zero(yz, "y_zero_point")?;
-                let mult: Vec<f32> = b_scale
-                    .iter()
-                    .map(|&s| alpha * a_scale * s / y_scale)
-                    .collect();
-                let out: Vec<i32> = acc
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| requantize(v, mult[i % n], y_zero, q))
-                    .collect();
-                Ok(vec![Tensor::new(vec![m, n], q.pack(out))?])
-            }
-            None => {
-                let mult: Vec<f32> = b_scale.iter().map(|&s| alpha * a_scale * s).collect();
-                let out: Vec<f32> = acc
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| v as f32 * mult[i % n])
-                    .collect();
-                Ok(vec![Tensor::new(vec![m, n], TensorData::F32(out))?])
+        if int_bias(&p) {
+            // the int32 bias joins the 32-bit accumulator
+            for (v, b) in acc.iter_mut().zip(&mut bias) {
+                *v = v.wrapping_add(std::mem::take(b));
             }
         }
+        qgemm_epilogue(&p, inputs, &acc, &bias, (m, n), alpha, a_scale, &b_scale, a)
     }))
 }
 
@@ -453,18 +406,26 @@ impl ConstB {
 
 /// True when `profile` accumulates `a × b` with the AVX2 saturating pairs:
 /// [`Accumulator::I16SatPairs`] and u8 activations × s8 weights.
-fn sat_pairs(profile: Option<&ArithProfile>, a: &Tensor, b: &Tensor) -> bool {
-    profile.is_some_and(|p| p.accumulator == Accumulator::I16SatPairs)
+fn sat_pairs(profile: &ArithProfile, a: &Tensor, b: &Tensor) -> bool {
+    profile.accumulator == Accumulator::I16SatPairs
         && a.dtype() == DType::U8
         && b.dtype() == DType::I8
 }
 
-/// The epilogue of `QGemm` under a profile: the accumulator `acc` (without
-/// `C`) and the int32 `bias` (`C`, broadcast) requantized to `y_scale` /
-/// `y_zero_point` with [`arith::requantize_biased`], or scaled to float
-/// with [`arith::dequantize_acc`] when the output is not quantized.
+/// True when `profile` adds an int32 bias to the accumulator (every
+/// integer requantization does): the engine adds it to the 32-bit
+/// accumulator itself, wrapping as onnxruntime does.
+pub(crate) fn int_bias(profile: &ArithProfile) -> bool {
+    profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant()
+}
+
+/// The epilogue of `QGemm`: the accumulator `acc` and the float-placed
+/// `bias` (`C`, broadcast, zero when the profile put it in `acc`)
+/// requantized to `y_scale` / `y_zero_point` with
+/// [`arith::requantize_biased`], or scaled to float with
+/// [`arith::dequantize_acc`] when the output is not quantized.
 #[allow(clippy::too_many_arguments)]
-fn qgemm_profile(
+fn qgemm_epilogue(
     p: &ArithProfile,
     inputs: &[Option<&Tensor>],
     acc: &[i32],
@@ -475,56 +436,46 @@ fn qgemm_profile(
     b_scale: &[f32],
     a: &Tensor,
 ) -> OpResult<Vec<Tensor>> {
-    let f32_policy = p.requant == Requant::F32;
-    match opt_input(inputs, 7) {
+    // the output's scale, type and zero point when it is quantized
+    let y = match opt_input(inputs, 7) {
         Some(ys) => {
-            let y_scale = scalar_f32(ys, "y_scale")?;
             let yz = opt_input(inputs, 8);
             let q = Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
-            let y_zero = scalar_zero(yz, "y_zero_point")?;
-            let mult: Vec<f64> = b_scale
-                .iter()
-                .map(|&s| {
-                    if f32_policy {
-                        f64::from(alpha * a_scale * s / y_scale)
-                    } else {
-                        f64::from(alpha) * f64::from(a_scale) * f64::from(s) / f64::from(y_scale)
-                    }
-                })
-                .collect();
-            let out: Vec<i32> = acc
-                .iter()
-                .zip(bias)
-                .enumerate()
+            Some((
+                scalar_f32(ys, "y_scale")?,
+                q,
+                scalar_zero(yz, "y_zero_point")?,
+            ))
+        }
+        None => None,
+    };
+    let den: &[f32] = match &y {
+        Some((y_scale, ..)) => std::slice::from_ref(y_scale),
+        None => &[],
+    };
+    let mult: Vec<f64> = b_scale
+        .iter()
+        .map(|&s| p.gemm_multiplier(&[alpha, a_scale, s], den))
+        .collect();
+    let values = acc.iter().zip(bias).enumerate();
+    let data = match y {
+        Some((_, q, y_zero)) => q.pack(
+            values
                 .map(|(i, (&v, &b))| {
-                    arith::Requantizer::new(f64::from(b), mult[i % n], y_zero, q.min(), q.max(), p)
+                    Requantizer::new(f64::from(b), mult[i % n], y_zero, q.min(), q.max(), p)
                         .apply(i64::from(v))
                 })
-                .collect();
-            Ok(vec![Tensor::new(vec![m, n], q.pack(out))?])
-        }
-        None => {
-            let mult: Vec<f64> = b_scale
-                .iter()
-                .map(|&s| {
-                    if f32_policy {
-                        f64::from(alpha * a_scale * s)
-                    } else {
-                        f64::from(alpha) * f64::from(a_scale) * f64::from(s)
-                    }
-                })
-                .collect();
-            let out: Vec<f32> = acc
-                .iter()
-                .zip(bias)
-                .enumerate()
+                .collect(),
+        ),
+        None => TensorData::F32(
+            values
                 .map(|(i, (&v, &b))| {
                     arith::dequantize_acc(i64::from(v), f64::from(b), mult[i % n], p)
                 })
-                .collect();
-            Ok(vec![Tensor::new(vec![m, n], TensorData::F32(out))?])
-        }
-    }
+                .collect(),
+        ),
+    };
+    Ok(vec![Tensor::new(vec![m, n], data)?])
 }
 
 fn check_len(v: &[f32], n: usize, what: &str) -> OpResult<()> {

@@ -352,7 +352,7 @@ mod low_precision_tests {
             node: &node,
             opset,
             initializers: &inits,
-            arith: None,
+            arith: qport_core::arith::ArithProfile::onnxruntime(),
         };
         let build = crate::ops::registry().get("", op).expect("registered");
         let inputs: Vec<Option<&Tensor>> = inputs.iter().map(|&t| Some(t)).collect();
