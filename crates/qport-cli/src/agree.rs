@@ -45,6 +45,7 @@
 use crate::data::{self, LastSample, Source};
 use crate::info::FileJson;
 use crate::model_file;
+use crate::out_dir::OutDirArg;
 use crate::output::{self, Align, Format, Style, Table, Ui};
 use crate::profiles::{ProfileFilesArg, ProfileJson};
 use crate::ExitStatus;
@@ -133,9 +134,8 @@ pub struct AgreeArgs {
     /// Worker threads (default: every core); results do not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Output directory for agree.json (created if missing).
-    #[arg(long, short)]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub out: OutDirArg,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -308,6 +308,8 @@ fn study_err(e: StudyError, last: &LastSample, inputs: &[qport_data::InputSpec])
 /// Runs `qport agree`.
 pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
+    let ui = &ui.with_phase_lines();
+    let out_dir = args.out.check(&["agree.json"])?;
     let loaded = args.files.load()?;
     let profiles = select_profiles(&args.profiles, &loaded.registry)?;
     let qdq = model_file::load(&args.model)?;
@@ -373,6 +375,9 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     let inputs = data::model_inputs(&qdq.model);
     let preprocess = data::preprocess(args.preprocess.as_deref(), &args.pp)?;
+    if preprocess.is_some() {
+        data::check_preprocess(&[("--data", &args.data)], ui)?;
+    }
     let src = Source::open(&args.data, &inputs, preprocess, args.n)?;
     if src.len() == 0 {
         bail!(
@@ -394,7 +399,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     .map_err(|e| study_err(e, &LastSample::default(), &inputs))
     .with_context(|| format!("cannot run '{}'", args.model.display()))?;
     drop(sp);
-    let pb = ui.progress(src.len() as u64, "running");
+    let pb = ui.progress(src.len() as u64, "samples", "running every profile");
     let last = LastSample::default();
     let result = study
         .run(src.samples(&last), &mut |n| pb.set_position(n as u64))
@@ -466,12 +471,11 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         warnings,
         seconds: t0.elapsed().as_secs_f64(),
     };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create output directory '{}'", args.out.display()))?;
-    let path = args.out.join("agree.json");
     let json = serde_json::to_string_pretty(&report).context("cannot encode agree.json")? + "\n";
-    qport_data::atomic::write_atomic(&path, json.as_bytes())
-        .with_context(|| format!("cannot write '{}'", path.display()))?;
+    let path = crate::out_dir::write(out_dir, "agree.json", json.as_bytes())?;
+    for w in &report.warnings {
+        ui.warn(w);
+    }
     match args.format {
         Format::Json => output::print(&json)?,
         Format::Human => output::print(&render_human(&report, &result, ui, &path))?,
@@ -692,9 +696,6 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
                 Style::Bad,
             )
         };
-    }
-    for w in &r.warnings {
-        s += &format!("warning: {w}\n");
     }
     s += &format!("\nwrote {} in {:.1} s\n", path.display(), r.seconds);
     s

@@ -3,10 +3,10 @@
 //! each arithmetic profile (`qport_study::bench`), interleaved round by
 //! round on deterministic synthetic inputs; prints the ISA features, the
 //! latency table with each INT8/FP32 ratio, the peak RSS and what the
-//! kernel table predicts for other ISAs. `--out` writes the JSON
+//! kernel table predicts for other ISAs. `--out DIR` writes the JSON
 //! atomically.
 //!
-//! # JSON schema (`--format json`, `--out FILE.json`), `"schema": "qport.bench/1"`
+//! # JSON schema (`--format json`, `--out DIR` writes `DIR/bench.json`), `"schema": "qport.bench/1"`
 //!
 //! ```text
 //! {
@@ -51,10 +51,11 @@
 
 use crate::info::FileJson;
 use crate::model_file;
+use crate::out_dir::OptOutDirArg;
 use crate::output::{self, fmt_bytes, Align, Format, Style, Table, Ui};
 use crate::profiles::ProfileFilesArg;
 use crate::ExitStatus;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use qport_engine::{IntegerPlan, Plan};
 use qport_study::bench::isa::{self, Machine, Prediction};
 use qport_study::bench::{self, BenchOptions, Latency, Variant, VsFp32};
@@ -68,7 +69,7 @@ Examples:
   qport bench model.onnx
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles all --threads 2 --runs 50
-  qport bench model.onnx --int8 q/model.qdq.onnx --format json --out bench.json
+  qport bench model.onnx --int8 q/model.qdq.onnx --format json --out bench/
 
 Times MODEL in FP32 and, with --int8, the quantized artifact under each
 profile (default: all; `qport profiles` lists them). Inputs are synthetic
@@ -128,9 +129,8 @@ pub struct BenchArgs {
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
-    /// Also write the JSON document to this file (atomically).
-    #[arg(long, short, value_name = "FILE.json")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OptOutDirArg,
 }
 
 /// `--order` values.
@@ -238,17 +238,8 @@ fn synthetic(
 /// Runs `qport bench`.
 pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
-    if let Some(out) = &args.out {
-        if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                bail!(
-                    "--out '{}': directory '{}' does not exist",
-                    out.display(),
-                    dir.display()
-                );
-            }
-        }
-    }
+    let ui = &ui.with_phase_lines();
+    let out_dir = args.out.check(&["bench.json"])?;
     let opts = BenchOptions {
         batch: args.batch,
         warmup: args.warmup,
@@ -313,7 +304,7 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         });
     }
     let rounds = (opts.warmup + opts.runs) as u64;
-    let pb = ui.progress(rounds, "timing rounds");
+    let pb = ui.progress(rounds, "rounds", "timing");
     let lat = bench::measure(&variants, &opts, &mut |k| pb.set_position(k as u64))
         .with_context(|| format!("cannot benchmark '{}'", args.model.display()))?;
     drop(pb);
@@ -364,13 +355,13 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     let json =
         serde_json::to_string_pretty(&report).context("cannot encode the JSON report")? + "\n";
-    if let Some(out) = &args.out {
-        qport_data::atomic::write_atomic(out, json.as_bytes())
-            .with_context(|| format!("cannot write '{}'", out.display()))?;
-    }
+    let written = match out_dir {
+        Some(dir) => Some(crate::out_dir::write(dir, "bench.json", json.as_bytes())?),
+        None => None,
+    };
     match args.format {
         Format::Json => output::print(&json)?,
-        Format::Human => output::print(&render_human(&report, ui, args.out.as_deref()))?,
+        Format::Human => output::print(&render_human(&report, ui, written.as_deref()))?,
     }
     Ok(ExitStatus::Success)
 }

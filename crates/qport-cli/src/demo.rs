@@ -209,7 +209,7 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
         .map(|v| v.name.clone())
         .ok_or_else(|| anyhow!("the bundled model has no inputs"))?;
 
-    let pb = ui.progress(assets::CROPS.len() as u64, "classifying");
+    let pb = ui.progress(assets::CROPS.len() as u64, "crops", "classifying");
     let mut crops = vec![];
     let mut latencies = vec![];
     for (name, bytes) in assets::CROPS {

@@ -298,7 +298,7 @@ fn io_memory(p: &Platform, layout: &ModelLayout) -> Finding {
             layout.inputs.len(),
             layout.outputs.len()
         ),
-        source: "seed §stride, padding, and aligned byte size Differences",
+        source: "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
     }
 }
 

@@ -66,6 +66,7 @@
 use crate::data::{self, Source};
 use crate::info::FileJson;
 use crate::model_file;
+use crate::out_dir::OptOutDirArg;
 use crate::output::{self, fmt_num, Align, Format, Style, Table, Ui};
 use crate::profiles::{ProfileFilesArg, ProfileJson};
 use crate::ExitStatus;
@@ -122,9 +123,8 @@ pub struct DivergeArgs {
     /// Use the first N samples of --data.
     #[arg(long, short = 'n', value_name = "N", default_value_t = 8)]
     pub n: usize,
-    /// Write DIR/diverge.json (created if missing).
-    #[arg(long, short = 'o', value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OptOutDirArg,
     /// List every layer in the table, also those identical under both
     /// profiles.
     #[arg(long)]
@@ -227,15 +227,13 @@ fn pick_profiles(
 /// Runs `qport diverge`.
 pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
+    let ui = &ui.with_phase_lines();
     let loaded_profiles = args.files.load()?;
     let (a, b) = pick_profiles(&args.profiles, &loaded_profiles.registry)?;
     if args.n == 0 {
         bail!("--n must be at least 1");
     }
-    if let Some(out) = &args.out {
-        std::fs::create_dir_all(out)
-            .with_context(|| format!("cannot create output directory '{}'", out.display()))?;
-    }
+    let out_dir = args.out.check(&["diverge.json"])?;
     let spinner = ui.spinner("loading model");
     let loaded = model_file::load(&args.model)?;
     spinner.set_message("lowering to integer operators");
@@ -245,11 +243,18 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
 
     let inputs = data::model_inputs(&loaded.model);
     let preprocess = data::preprocess(args.preprocess.as_deref(), &args.pp)?;
+    if preprocess.is_some() {
+        data::check_preprocess(&[("--data", &args.data)], ui)?;
+    }
     let src = Source::open(&args.data, &inputs, preprocess, Some(args.n))?;
     if src.len() == 0 {
         bail!("no samples in '{}'", args.data.display());
     }
-    let pb = ui.progress(src.len() as u64, &format!("{} vs {}", a.name, b.name));
+    let pb = ui.progress(
+        src.len() as u64,
+        "samples",
+        &format!("localizing {} vs {}", a.name, b.name),
+    );
     let last = data::LastSample::default();
     let mut results: Vec<(String, Divergence)> = Vec::with_capacity(src.len());
     for sample in src.samples(&last) {
@@ -330,13 +335,10 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
             .collect(),
         seconds: t0.elapsed().as_secs_f64(),
     };
-    let written = match &args.out {
+    let written = match out_dir {
         Some(dir) => {
-            let path = dir.join("diverge.json");
             let text = serde_json::to_string_pretty(&report)? + "\n";
-            qport_data::atomic::write_atomic(&path, text.as_bytes())
-                .with_context(|| format!("cannot write '{}'", path.display()))?;
-            Some(path)
+            Some(crate::out_dir::write(dir, "diverge.json", text.as_bytes())?)
         }
         None => None,
     };

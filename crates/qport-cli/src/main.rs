@@ -18,6 +18,7 @@ mod info;
 mod layout;
 mod migrate;
 mod model_file;
+mod out_dir;
 mod output;
 mod platforms;
 mod profiles;

@@ -35,7 +35,9 @@ pub struct Finding {
     pub severity: Severity,
     /// What was found, naming the platform and values.
     pub message: String,
-    /// Where the rule comes from.
+    /// Where the rule is documented for users: a section of the public
+    /// vendor manual ("OE manual, Platform Differences > L2M"), never an
+    /// internal file.
     pub source: &'static str,
 }
 
@@ -57,13 +59,14 @@ pub struct DeployRequest {
 }
 
 const MIB: u64 = 1024 * 1024;
-const SRC_L2M: &str = "seed §L2M; vt.md §hb_compile YAML (max_l2m_size 0..25165824, not on b/e/m)";
+const SRC_L2M: &str = "OE manual, Platform Differences > L2M; OE manual, hb_compile configuration (max_l2m_size 0..25165824, not on nash-b/e/m)";
 const SRC_RT: &str =
-    "vt.md §Multi-core / L2M (HB_DNN_USER_DEFINED_L2M_SIZES must match core_num); seed §L2M";
+    "OE manual, UCP multi-core and L2M (HB_DNN_USER_DEFINED_L2M_SIZES must match core_num); OE manual, Platform Differences > L2M";
 const SRC_CORES: &str =
-    "vt.md §hb_compile YAML (core_num 1 for b/e/m; 1-4 for h/p); vt.md §Multi-core / L2M";
-const SRC_ANY: &str = "seed §Multi-core and Core Binding";
-const SRC_IP: &str = "seed introduction (S6P: UCP supports only the BPU IP)";
+    "OE manual, hb_compile configuration (core_num 1 on nash-b/e/m, 1-4 on nash-h/p); OE manual, UCP multi-core and L2M";
+const SRC_ANY: &str = "OE manual, Platform Differences > Multi-core and Core Binding";
+const SRC_IP: &str =
+    "OE manual, Platform Differences (introduction: on S6P, UCP supports only the BPU IP)";
 
 /// Parses a runtime L2M allocation string ("6:6:6:6", MiB per core).
 pub fn parse_runtime_l2m(s: &str) -> Result<Vec<u64>, PlatformError> {

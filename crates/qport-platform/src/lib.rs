@@ -4,7 +4,11 @@
 //!
 //! Sources: the platform-differences chapter of the vendor manual
 //! (`shared/seeds/000_…`, cited as "seed §Section") and
-//! `shared/reference/vendor-toolchain.md` (cited as "vt.md §Section").
+//! `shared/reference/vendor-toolchain.md` (cited as "vt.md §Section") in
+//! code comments. What a user sees (`Finding::source`, `Change::source`)
+//! cites the public manual instead: "OE manual, Platform Differences >
+//! SECTION" (the same chapter of Horizon's OpenExplorer toolchain manual)
+//! or "OE manual, TOPIC (the documented fact)".
 #![deny(missing_docs)]
 
 pub mod color;
