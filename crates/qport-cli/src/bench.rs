@@ -49,11 +49,11 @@
 //! concurrent inferences together. `vs_fp32.ratio` is the
 //! INT8 median over the FP32 median (below 1: faster).
 
-use crate::info::FileJson;
+use crate::args::{ProfileFilesArg, ProfileList};
 use crate::model_file;
 use crate::out_dir::OptOutDirArg;
 use crate::output::{self, fmt_bytes, Align, Format, Style, Table, Ui};
-use crate::profiles::ProfileFilesArg;
+use crate::report::{FileJson, Header};
 use crate::ExitStatus;
 use anyhow::{Context, Result};
 use qport_engine::{IntegerPlan, Plan};
@@ -100,7 +100,7 @@ pub struct BenchArgs {
     pub int8: Option<PathBuf>,
     /// Comma-separated profile names, or `all` (needs --int8).
     #[arg(long, value_name = "P1,P2,...|all", requires = "int8")]
-    pub profiles: Option<String>,
+    pub profiles: Option<ProfileList>,
     #[command(flatten)]
     pub files: ProfileFilesArg,
     /// Intra-op threads: the threads ONE inference uses (its convolutions'
@@ -201,9 +201,9 @@ struct PredictionJson {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    schema: &'static str,
-    qport_version: &'static str,
-    command: Vec<String>,
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    header: Header,
     model: FileJson,
     int8_model: Option<FileJson>,
     profile_files: Vec<FileJson>,
@@ -255,8 +255,8 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     opts.validate()?;
     let loaded = args.files.load()?;
     let profiles = match &args.int8 {
-        Some(_) => crate::agree::select_profiles(
-            args.profiles.as_deref().unwrap_or("all"),
+        Some(_) => crate::args::select_profiles(
+            args.profiles.as_ref().map_or("all", |p| p.0.as_str()),
             &loaded.registry,
         )?,
         None => vec![],
@@ -327,9 +327,7 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         .collect();
     let machine = Machine::detect();
     let report = Report {
-        schema: "qport.bench/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
-        command: std::env::args().collect(),
+        header: Header::with_command("qport.bench/1"),
         model: FileJson::from(&fp32.facts),
         int8_model: int8.as_ref().map(|m| FileJson::from(&m.facts)),
         profile_files: loaded.files.iter().map(FileJson::from).collect(),
@@ -518,12 +516,12 @@ mod tests {
     fn profile_lists_resolve() {
         let reg = qport_core::arith::ProfileRegistry::builtin();
         assert_eq!(
-            crate::agree::select_profiles("all", &reg).unwrap().len(),
+            crate::args::select_profiles("all", &reg).unwrap().len(),
             reg.profiles().len()
         );
-        let two = crate::agree::select_profiles("f32-rne, avx2-u8s8", &reg).unwrap();
+        let two = crate::args::select_profiles("f32-rne, avx2-u8s8", &reg).unwrap();
         assert_eq!(two[1].name, "avx2-u8s8");
-        assert!(crate::agree::select_profiles("exact,nope", &reg).is_err());
-        assert!(crate::agree::select_profiles("exact,exact", &reg).is_err());
+        assert!(crate::args::select_profiles("exact,nope", &reg).is_err());
+        assert!(crate::args::select_profiles("exact,exact", &reg).is_err());
     }
 }

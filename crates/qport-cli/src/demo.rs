@@ -31,6 +31,7 @@
 
 use crate::model_file::sha256_hex;
 use crate::output::{self, fmt_ms, Align, Format, Style, Table, Ui};
+use crate::report::Header;
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use qport_core::Tensor;
@@ -71,10 +72,9 @@ pub struct DemoArgs {
 /// `qport.demo/1`: the JSON document of `qport demo --format json`.
 #[derive(Debug, Serialize)]
 pub struct DemoJson {
-    /// Always `"qport.demo/1"`.
-    pub schema: &'static str,
-    /// Version of qport that wrote this.
-    pub qport_version: &'static str,
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    pub header: Header,
     /// The bundled model.
     pub model: DemoModelJson,
     /// Rotation in degrees of each class index.
@@ -249,8 +249,7 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
     let mean_latency = (!latencies.is_empty())
         .then(|| latencies.iter().sum::<Duration>() / latencies.len() as u32);
     let report = DemoJson {
-        schema: "qport.demo/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
+        header: Header::new("qport.demo/1"),
         model: DemoModelJson {
             name: MODEL_NAME,
             size_bytes: model_bytes.len() as u64,

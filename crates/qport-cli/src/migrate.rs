@@ -29,14 +29,14 @@
 //! ```
 //! `Tensor` is the descriptor of `qport.layout/1`.
 
-use crate::deploy::{
-    join_blocks, render_findings, severity_name, summarize, summary_text, DeployFlags, SummaryJson,
-};
-use crate::info::FileJson;
-use crate::layout::{dims, render_assumptions, tensor_type, LayoutFlags, OptionsJson, TensorJson};
+use crate::args::{DeployFlags, LayoutFlags, OverridesArg};
 use crate::model_file::{self, FileFacts};
 use crate::output::{self, Align, Format, Style, Table, Ui};
-use crate::platforms::OverridesArg;
+use crate::platform_report::{
+    dims, join_blocks, render_assumptions, render_findings, severity_name, summarize, summary_text,
+    tensor_type, OptionsJson, SummaryJson, TensorJson,
+};
+use crate::report::{FileJson, Header};
 use crate::ExitStatus;
 use anyhow::{Context, Result};
 use qport_platform::{
@@ -185,8 +185,9 @@ struct TensorPairJson {
 
 #[derive(Debug, Serialize)]
 struct MigrateJson {
-    schema: &'static str,
-    qport_version: &'static str,
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    header: Header,
     from: String,
     to: String,
     model: Option<FileJson>,
@@ -394,8 +395,7 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
     let summary = summarize(changes.iter().map(|c| c.severity));
     match args.format {
         Format::Json => output::print_json(&MigrateJson {
-            schema: "qport.migrate/1",
-            qport_version: env!("CARGO_PKG_VERSION"),
+            header: Header::new("qport.migrate/1"),
             from: a.name.clone(),
             to: b.name.clone(),
             model,

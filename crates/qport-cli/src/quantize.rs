@@ -10,6 +10,7 @@
 use crate::model_file::{self, FileFacts};
 use crate::out_dir::OutDirArg;
 use crate::output::{self, Align, Format, Table, Ui};
+use crate::report::{FileJson, Header};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -117,7 +118,7 @@ pub struct QuantizeArgs {
     #[arg(long, value_name = "FP32.onnx")]
     pub fp32: Option<PathBuf>,
     #[command(flatten)]
-    pub overrides: crate::platforms::OverridesArg,
+    pub overrides: crate::args::OverridesArg,
     #[command(flatten)]
     pub out: OutDirArg,
     /// Output format on stdout: the summary, or the report as JSON.
@@ -129,9 +130,9 @@ pub struct QuantizeArgs {
 /// docs/cli-json.md).
 #[derive(Debug, Serialize)]
 pub struct Report {
-    schema: &'static str,
-    qport_version: &'static str,
-    command: Vec<String>,
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    header: Header,
     model: FileJson,
     config: Option<FileJson>,
     overrides: Option<FileJson>,
@@ -146,13 +147,6 @@ pub struct Report {
     files: Vec<String>,
     warnings: Vec<String>,
     seconds: f64,
-}
-
-#[derive(Debug, Serialize)]
-struct FileJson {
-    path: String,
-    size_bytes: u64,
-    sha256: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -182,14 +176,6 @@ struct EvalJson {
     eval: Evaluation,
     top1_rate: f64,
     seconds: f64,
-}
-
-fn file_json(f: &FileFacts) -> FileJson {
-    FileJson {
-        path: f.path.display().to_string(),
-        size_bytes: f.size,
-        sha256: f.sha256.clone(),
-    }
 }
 
 /// Size and hash of a small input file (`--config`) for the report.
@@ -405,12 +391,10 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         warnings.push("no --eval data: agreement was measured on calibration samples".into());
     }
     let report = Report {
-        schema: "qport.quantize/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
-        command: std::env::args().collect(),
-        model: file_json(&loaded.facts),
-        config: config_facts.as_ref().map(file_json),
-        overrides: registry.overrides.as_ref().map(file_json),
+        header: Header::with_command("qport.quantize/1"),
+        model: FileJson::from(&loaded.facts),
+        config: config_facts.as_ref().map(FileJson::from),
+        overrides: registry.overrides.as_ref().map(FileJson::from),
         platform: platform.name.clone(),
         march: platform.march.clone(),
         template: variant.name().to_string(),
