@@ -52,8 +52,8 @@
 use crate::args::{ProfileFilesArg, ProfileList};
 use crate::model_file;
 use crate::out_dir::OptOutDirArg;
-use crate::output::{self, fmt_bytes, Align, Format, Style, Table, Ui};
-use crate::report::{FileJson, Header};
+use crate::output::{fmt_bytes, Align, Format, Style, Table, Ui};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{Context, Result};
 use qport_engine::{IntegerPlan, Plan};
@@ -213,6 +213,15 @@ struct Report {
     peak_rss_bytes: Option<u64>,
     prediction: PredictionJson,
     seconds: f64,
+    /// `DIR/bench.json` once written, for the human output's last line.
+    #[serde(skip)]
+    written: Option<PathBuf>,
+}
+
+impl Render for Report {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self, ui, self.written.as_deref())
+    }
 }
 
 fn inputs_json(inputs: &[(String, qport_core::Tensor)]) -> Vec<InputJson> {
@@ -326,7 +335,7 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         })
         .collect();
     let machine = Machine::detect();
-    let report = Report {
+    let mut report = Report {
         header: Header::with_command("qport.bench/1"),
         model: FileJson::from(&fp32.facts),
         int8_model: int8.as_ref().map(|m| FileJson::from(&m.facts)),
@@ -350,17 +359,14 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         },
         machine,
         seconds: t0.elapsed().as_secs_f64(),
+        written: None,
     };
-    let json =
-        serde_json::to_string_pretty(&report).context("cannot encode the JSON report")? + "\n";
-    let written = match out_dir {
-        Some(dir) => Some(crate::out_dir::write(dir, "bench.json", json.as_bytes())?),
-        None => None,
-    };
-    match args.format {
-        Format::Json => output::print(&json)?,
-        Format::Human => output::print(&render_human(&report, ui, written.as_deref()))?,
+    if let Some(dir) = out_dir {
+        let json =
+            serde_json::to_string_pretty(&report).context("cannot encode the JSON report")? + "\n";
+        report.written = Some(crate::out_dir::write(dir, "bench.json", json.as_bytes())?);
     }
+    emit(&report, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

@@ -21,9 +21,9 @@
 //! ```
 
 use crate::args::{fmt_mib, ip_name, LoadedRegistry, OverridesArg};
-use crate::output::{self, Align, Format, Style, Table, Ui};
+use crate::output::{Align, Format, Style, Table, Ui};
 use crate::platform_report::wire_name;
-use crate::report::{FileJson, Header};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::Result;
 use qport_platform::Platform;
@@ -95,13 +95,22 @@ impl From<&Platform> for PlatformJson {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct PlatformsJson {
+#[derive(Serialize)]
+struct PlatformsJson<'a> {
     /// `schema`, `qport_version`.
     #[serde(flatten)]
     header: Header,
     overrides: Option<FileJson>,
     platforms: Vec<PlatformJson>,
+    /// The registry the human tables are drawn from.
+    #[serde(skip)]
+    registry: &'a LoadedRegistry,
+}
+
+impl Render for PlatformsJson<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self.registry, ui)
+    }
 }
 
 fn render_human(reg: &LoadedRegistry, ui: &Ui) -> String {
@@ -173,14 +182,13 @@ fn render_human(reg: &LoadedRegistry, ui: &Ui) -> String {
 /// Runs `qport platforms`.
 pub fn run(args: &PlatformsArgs, ui: &Ui) -> Result<ExitStatus> {
     let reg = args.overrides.load()?;
-    match args.format {
-        Format::Json => output::print_json(&PlatformsJson {
-            header: Header::new("qport.platforms/1"),
-            overrides: reg.overrides_json(),
-            platforms: reg.registry.platforms.iter().map(Into::into).collect(),
-        })?,
-        Format::Human => output::print(&render_human(&reg, ui))?,
-    }
+    let doc = PlatformsJson {
+        header: Header::new("qport.platforms/1"),
+        overrides: reg.overrides_json(),
+        platforms: reg.registry.platforms.iter().map(Into::into).collect(),
+        registry: &reg,
+    };
+    emit(&doc, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

@@ -25,8 +25,8 @@
 //! ```
 
 use crate::args::{LoadedProfiles, ProfileFilesArg};
-use crate::output::{self, Align, Format, Style, Table, Ui};
-use crate::report::{FileJson, Header, ProfileJson};
+use crate::output::{Align, Format, Style, Table, Ui};
+use crate::report::{emit, FileJson, Header, ProfileJson, Render};
 use crate::ExitStatus;
 use anyhow::Result;
 use serde::Serialize;
@@ -64,13 +64,22 @@ pub struct ProfilesArgs {
     format: Format,
 }
 
-#[derive(Debug, Serialize)]
-struct ProfilesJson {
+#[derive(Serialize)]
+struct ProfilesJson<'a> {
     /// `schema`, `qport_version`.
     #[serde(flatten)]
     header: Header,
     profile_files: Vec<FileJson>,
     profiles: Vec<ProfileJson>,
+    /// What the human table is drawn from.
+    #[serde(skip)]
+    loaded: &'a LoadedProfiles,
+}
+
+impl Render for ProfilesJson<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self.loaded, ui)
+    }
 }
 
 fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
@@ -140,21 +149,18 @@ fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
 /// Runs `qport profiles`.
 pub fn run(args: &ProfilesArgs, ui: &Ui) -> Result<ExitStatus> {
     let loaded = args.files.load()?;
-    match args.format {
-        Format::Json => {
-            let reg = &loaded.registry;
-            output::print_json(&ProfilesJson {
-                header: Header::new("qport.profiles/1"),
-                profile_files: loaded.files.iter().map(FileJson::from).collect(),
-                profiles: reg
-                    .profiles()
-                    .iter()
-                    .map(|p| ProfileJson::new(p, reg.origin(&p.name)))
-                    .collect(),
-            })?
-        }
-        Format::Human => output::print(&render_human(&loaded, ui))?,
-    }
+    let reg = &loaded.registry;
+    let doc = ProfilesJson {
+        header: Header::new("qport.profiles/1"),
+        profile_files: loaded.files.iter().map(FileJson::from).collect(),
+        profiles: reg
+            .profiles()
+            .iter()
+            .map(|p| ProfileJson::new(p, reg.origin(&p.name)))
+            .collect(),
+        loaded: &loaded,
+    };
+    emit(&doc, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

@@ -10,7 +10,7 @@
 use crate::model_file::{self, FileFacts};
 use crate::out_dir::OutDirArg;
 use crate::output::{self, Align, Format, Table, Ui};
-use crate::report::{FileJson, Header};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -147,6 +147,15 @@ pub struct Report {
     files: Vec<String>,
     warnings: Vec<String>,
     seconds: f64,
+    /// `--out`, for the human summary's last line.
+    #[serde(skip)]
+    out: PathBuf,
+}
+
+impl Render for Report {
+    fn human(&self, ui: &Ui) -> String {
+        summary(self, ui, &self.out)
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -425,6 +434,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         files: OUT_FILES.iter().map(|f| f.to_string()).collect(),
         warnings,
         seconds: t0.elapsed().as_secs_f64(),
+        out: out_dir.to_path_buf(),
     };
     let sp = ui.spinner(&format!("writing {}", out_dir.display()));
     write_outputs(out_dir, &chosen.exported.model, &qc, &report)?;
@@ -432,10 +442,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     for w in &report.warnings {
         ui.warn(w);
     }
-    match args.format {
-        Format::Json => output::print_json(&report)?,
-        Format::Human => output::print(&summary(&report, ui, out_dir))?,
-    }
+    emit(&report, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

@@ -130,7 +130,6 @@ fn json_report_with_an_int8_profile() {
         .as_str()
         .unwrap()
         .contains("portable"));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
