@@ -31,7 +31,7 @@ use crate::platform_report::{
 use crate::report::{FileJson, Header};
 use crate::ExitStatus;
 use anyhow::Result;
-use qport_platform::{deploy_check, has_errors, Finding, ModelLayout, Platform, Severity};
+use qport_platform::{deploy_check, has_errors};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -97,42 +97,6 @@ struct DeployJson {
     summary: SummaryJson,
 }
 
-/// The `io-memory` finding: what the model's inputs and outputs occupy.
-fn io_memory(p: &Platform, layout: &ModelLayout) -> Finding {
-    let all: Vec<_> = layout.inputs.iter().chain(&layout.outputs).collect();
-    let dynamic = all.iter().filter(|d| d.is_dynamic()).count();
-    let aligned: u64 = all
-        .iter()
-        .filter(|d| !d.is_dynamic())
-        .map(|d| d.aligned_byte_size.max(0) as u64)
-        .sum();
-    let dense: u64 = all.iter().filter_map(|d| d.dense_byte_size().ok()).sum();
-    let pad = if dense > 0 {
-        format!(
-            ", {:+.1}% over dense {dense} B",
-            (aligned as f64 / dense as f64 - 1.0) * 100.0
-        )
-    } else {
-        String::new()
-    };
-    let dynamic = if dynamic > 0 {
-        format!("; {dynamic} dynamic tensor(s) sized at runtime")
-    } else {
-        String::new()
-    };
-    Finding {
-        rule: "io-memory",
-        severity: Severity::Info,
-        message: format!(
-            "{}: {} input and {} output tensor(s) need {aligned} B aligned{pad}{dynamic}; allocate alignedByteSize per tensor",
-            p.name,
-            layout.inputs.len(),
-            layout.outputs.len()
-        ),
-        source: "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
-    }
-}
-
 /// Runs `qport deploy-check`.
 pub fn run(args: &DeployArgs, ui: &Ui) -> Result<ExitStatus> {
     let reg = args.overrides.load()?;
@@ -146,7 +110,7 @@ pub fn run(args: &DeployArgs, ui: &Ui) -> Result<ExitStatus> {
         let layout = args
             .layout
             .compute(&loaded.model, platform, &path.display().to_string())?;
-        findings.push(io_memory(platform, &layout));
+        findings.push(qport_platform::io_memory(platform, &layout));
         notes = layout.assumptions;
         model = Some(FileJson::from(&loaded.facts));
     }

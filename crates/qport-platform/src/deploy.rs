@@ -11,7 +11,7 @@
 //!   fail");
 //! * the sum of the runtime allocation must stay within the platform's L2M cap.
 
-use crate::{Ip, Platform, PlatformError};
+use crate::{Ip, ModelLayout, Platform, PlatformError};
 use serde::Serialize;
 
 /// How bad a finding is.
@@ -213,6 +213,44 @@ pub fn deploy_check(p: &Platform, req: &DeployRequest) -> Result<Vec<Finding>, P
         }
     }
     Ok(out)
+}
+
+/// The `io-memory` finding (info) of `deploy-check --model`: the aligned
+/// bytes the model's inputs and outputs occupy on `p`, the padding over the
+/// dense size, and how many tensors are sized only at run time.
+pub fn io_memory(p: &Platform, layout: &ModelLayout) -> Finding {
+    let all: Vec<_> = layout.inputs.iter().chain(&layout.outputs).collect();
+    let dynamic = all.iter().filter(|d| d.is_dynamic()).count();
+    let aligned: u64 = all
+        .iter()
+        .filter(|d| !d.is_dynamic())
+        .map(|d| d.aligned_byte_size.max(0) as u64)
+        .sum();
+    let dense: u64 = all.iter().filter_map(|d| d.dense_byte_size().ok()).sum();
+    let pad = if dense > 0 {
+        format!(
+            ", {:+.1}% over dense {dense} B",
+            (aligned as f64 / dense as f64 - 1.0) * 100.0
+        )
+    } else {
+        String::new()
+    };
+    let dynamic = if dynamic > 0 {
+        format!("; {dynamic} dynamic tensor(s) sized at runtime")
+    } else {
+        String::new()
+    };
+    Finding {
+        rule: "io-memory",
+        severity: Severity::Info,
+        message: format!(
+            "{}: {} input and {} output tensor(s) need {aligned} B aligned{pad}{dynamic}; allocate alignedByteSize per tensor",
+            p.name,
+            layout.inputs.len(),
+            layout.outputs.len()
+        ),
+        source: "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
+    }
 }
 
 /// Whether any finding is an error (the CLI exits 1).

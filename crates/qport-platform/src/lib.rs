@@ -23,7 +23,9 @@ pub mod quant;
 pub mod registry;
 
 pub use color::{rgb_to_nv12, Bt601Range, ChannelOrder};
-pub use deploy::{deploy_check, has_errors, parse_runtime_l2m, DeployRequest, Finding, Severity};
+pub use deploy::{
+    deploy_check, has_errors, io_memory, parse_runtime_l2m, DeployRequest, Finding, Severity,
+};
 pub use error::PlatformError;
 pub use layout::{ImageFormat, InputSource, TensorDescriptor, TensorKind, TensorType};
 pub use migrate::{migrate_deploy, migrate_layout, migrate_platform, Change};
