@@ -33,11 +33,12 @@
 
 use crate::args::{LayoutFlags, OverridesArg};
 use crate::model_file;
-use crate::output::{self, Format, Style, Ui};
+use crate::output::{Format, Style, Ui};
 use crate::platform_report::{render_assumptions, render_tensors, OptionsJson, TensorJson};
-use crate::report::{FileJson, Header};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::Result;
+use qport_platform::{ModelLayout, Platform};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -73,8 +74,8 @@ pub struct LayoutArgs {
     pub format: Format,
 }
 
-#[derive(Debug, Serialize)]
-struct LayoutJson {
+#[derive(Serialize)]
+struct LayoutJson<'a> {
     /// `schema`, `qport_version`.
     #[serde(flatten)]
     header: Header,
@@ -85,6 +86,33 @@ struct LayoutJson {
     inputs: Vec<TensorJson>,
     outputs: Vec<TensorJson>,
     assumptions: Vec<String>,
+    /// What the human tables are drawn from.
+    #[serde(skip)]
+    view: (&'a Platform, &'a ModelLayout, String),
+}
+
+impl Render for LayoutJson<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        let (platform, layout, path) = &self.view;
+        let mut s = format!(
+            "{}  {}{}\n{}  {path}\n\n",
+            ui.paint("platform", Style::Bold),
+            platform.name,
+            platform
+                .march
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default(),
+            ui.paint("model   ", Style::Bold),
+        );
+        s.push_str(&render_tensors(layout, ui, ""));
+        let notes = render_assumptions(&layout.assumptions, ui);
+        if !notes.is_empty() {
+            s.push('\n');
+            s.push_str(&notes);
+        }
+        s
+    }
 }
 
 /// Runs `qport layout`.
@@ -95,38 +123,18 @@ pub fn run(args: &LayoutArgs, ui: &Ui) -> Result<ExitStatus> {
     let loaded = model_file::load(&args.model)?;
     let path = args.model.display().to_string();
     let layout = args.flags.compute(&loaded.model, platform, &path)?;
-    match args.format {
-        Format::Json => output::print_json(&LayoutJson {
-            header: Header::new("qport.layout/1"),
-            platform: platform.name.clone(),
-            model: (&loaded.facts).into(),
-            overrides: reg.overrides_json(),
-            options,
-            inputs: layout.inputs.iter().map(Into::into).collect(),
-            outputs: layout.outputs.iter().map(Into::into).collect(),
-            assumptions: layout.assumptions.clone(),
-        })?,
-        Format::Human => {
-            let mut s = format!(
-                "{}  {}{}\n{}  {path}\n\n",
-                ui.paint("platform", Style::Bold),
-                platform.name,
-                platform
-                    .march
-                    .as_deref()
-                    .map(|m| format!(" ({m})"))
-                    .unwrap_or_default(),
-                ui.paint("model   ", Style::Bold),
-            );
-            s.push_str(&render_tensors(&layout, ui, ""));
-            let notes = render_assumptions(&layout.assumptions, ui);
-            if !notes.is_empty() {
-                s.push('\n');
-                s.push_str(&notes);
-            }
-            output::print(&s)?;
-        }
-    }
+    let doc = LayoutJson {
+        header: Header::new("qport.layout/1"),
+        platform: platform.name.clone(),
+        model: (&loaded.facts).into(),
+        overrides: reg.overrides_json(),
+        options,
+        inputs: layout.inputs.iter().map(Into::into).collect(),
+        outputs: layout.outputs.iter().map(Into::into).collect(),
+        assumptions: layout.assumptions.clone(),
+        view: (platform, &layout, path),
+    };
+    emit(&doc, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 
