@@ -24,14 +24,15 @@
 
 use crate::args::{ip_name, DeployFlags, LayoutFlags, OverridesArg};
 use crate::model_file;
-use crate::output::{self, Format, Style, Ui};
+use crate::output::{Format, Style, Ui};
 use crate::platform_report::{
-    join_blocks, render_findings, summarize, summary_text, FindingJson, SummaryJson,
+    join_blocks, render_assumptions, render_findings, summarize, summary_text, FindingJson,
+    SummaryJson,
 };
-use crate::report::{FileJson, Header};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::Result;
-use qport_platform::{deploy_check, has_errors};
+use qport_platform::{deploy_check, has_errors, Finding};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -83,8 +84,8 @@ struct RequestJson {
     core_any: bool,
 }
 
-#[derive(Debug, Serialize)]
-struct DeployJson {
+#[derive(Serialize)]
+struct DeployJson<'a> {
     /// `schema`, `qport_version`.
     #[serde(flatten)]
     header: Header,
@@ -95,6 +96,55 @@ struct DeployJson {
     findings: Vec<FindingJson>,
     notes: Vec<String>,
     summary: SummaryJson,
+    /// The findings as checked and the settings in words, for the tables.
+    #[serde(skip)]
+    view: (&'a [Finding], String),
+}
+
+impl Render for DeployJson<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        let (findings, settings) = &self.view;
+        let mut head = format!(
+            "{}  {}\n{}  {settings}\n",
+            ui.paint("platform", Style::Bold),
+            self.platform,
+            ui.paint("settings", Style::Bold),
+        );
+        if let Some(m) = &self.model {
+            head.push_str(&format!(
+                "{}  {}\n",
+                ui.paint("model   ", Style::Bold),
+                m.path
+            ));
+        }
+        let rows: Vec<_> = findings
+            .iter()
+            .map(|f| {
+                (
+                    f.severity,
+                    f.rule.to_string(),
+                    f.message.clone(),
+                    f.source.to_string(),
+                )
+            })
+            .collect();
+        let verdict = if has_errors(findings) {
+            ui.paint("FAILED", Style::Bad)
+        } else {
+            ui.paint("ok", Style::Good)
+        };
+        let blocks = [
+            head,
+            if rows.is_empty() {
+                String::new()
+            } else {
+                render_findings(&rows, "rule", ui)
+            },
+            render_assumptions(&self.notes, ui),
+            format!("{verdict}: {}\n", summary_text(&self.summary)),
+        ];
+        join_blocks(&blocks)
+    }
 }
 
 /// Runs `qport deploy-check`.
@@ -116,69 +166,25 @@ pub fn run(args: &DeployArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     let summary = summarize(findings.iter().map(|f| f.severity));
     let failed = has_errors(&findings);
-    match args.format {
-        Format::Json => output::print_json(&DeployJson {
-            header: Header::new("qport.deploy-check/1"),
-            platform: platform.name.clone(),
-            model,
-            overrides: reg.overrides_json(),
-            request: RequestJson {
-                core_num: req.compiled_cores.unwrap_or(1),
-                cores: req.bind.clone(),
-                max_l2m_size: req.max_l2m_size,
-                runtime_l2m: req.runtime_l2m.clone(),
-                ips: req.ips.iter().map(|&i| ip_name(i)).collect(),
-                core_any: req.core_any,
-            },
-            findings: findings.iter().map(Into::into).collect(),
-            notes,
-            summary,
-        })?,
-        Format::Human => {
-            let mut head = format!(
-                "{}  {}\n{}  {}\n",
-                ui.paint("platform", Style::Bold),
-                platform.name,
-                ui.paint("settings", Style::Bold),
-                args.deploy.describe(&req)
-            );
-            if let Some(m) = &model {
-                head.push_str(&format!(
-                    "{}  {}\n",
-                    ui.paint("model   ", Style::Bold),
-                    m.path
-                ));
-            }
-            let rows: Vec<_> = findings
-                .iter()
-                .map(|f| {
-                    (
-                        f.severity,
-                        f.rule.to_string(),
-                        f.message.clone(),
-                        f.source.to_string(),
-                    )
-                })
-                .collect();
-            let verdict = if failed {
-                ui.paint("FAILED", Style::Bad)
-            } else {
-                ui.paint("ok", Style::Good)
-            };
-            let blocks = [
-                head,
-                if rows.is_empty() {
-                    String::new()
-                } else {
-                    render_findings(&rows, "rule", ui)
-                },
-                crate::platform_report::render_assumptions(&notes, ui),
-                format!("{verdict}: {}\n", summary_text(&summary)),
-            ];
-            let s = join_blocks(&blocks);
-            output::print(&s)?;
-        }
-    }
+    let doc = DeployJson {
+        header: Header::new("qport.deploy-check/1"),
+        platform: platform.name.clone(),
+        model,
+        overrides: reg.overrides_json(),
+        request: RequestJson {
+            core_num: req.compiled_cores.unwrap_or(1),
+            cores: req.bind.clone(),
+            max_l2m_size: req.max_l2m_size,
+            runtime_l2m: req.runtime_l2m.clone(),
+            ips: req.ips.iter().map(|&i| ip_name(i)).collect(),
+            core_any: req.core_any,
+        },
+        findings: findings.iter().map(Into::into).collect(),
+        notes,
+        summary,
+        view: (&findings, args.deploy.describe(&req)),
+    };
+    emit(&doc, args.format, ui)?;
     Ok(if failed {
         ExitStatus::Failure
     } else {
