@@ -42,15 +42,15 @@
 //!          "flips": [ { "index": int, "margin": float | null, "top1_a": int, "top1_b": int } ] }
 //! ```
 
-use crate::data::{self, LastSample, Source};
-use crate::info::FileJson;
+use crate::args::{DataArgs, ProfileFilesArg, ProfileList};
+use crate::data::{self, LastSample};
 use crate::model_file;
+use crate::out_dir::OutDirArg;
 use crate::output::{self, Align, Format, Style, Table, Ui};
-use crate::profiles::{ProfileFilesArg, ProfileJson};
+use crate::report::{FileJson, Header, ProfileJson};
 use crate::ExitStatus;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use qport_core::arith::ArithProfile;
 use qport_quant::pot::{self, PotMode, PotSummary};
 use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement, PairStats};
 use qport_study::StudyError;
@@ -102,18 +102,11 @@ pub enum PotArg {
 pub struct AgreeArgs {
     /// The quantized (QDQ) model.
     pub model: PathBuf,
-    /// Input data: image folder, .npy or .npz.
-    #[arg(long)]
-    pub data: PathBuf,
-    /// Image preprocessing: a preset name or a TOML file.
-    #[arg(long)]
-    pub preprocess: Option<String>,
-    /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).
-    #[arg(long = "pp", value_name = "KEY=VALUE")]
-    pub pp: Vec<String>,
+    #[command(flatten)]
+    pub data: DataArgs,
     /// Comma-separated profile names, or `all` (`qport profiles` lists them).
     #[arg(long, default_value = "all", value_name = "P1,P2,...|all")]
-    pub profiles: String,
+    pub profiles: ProfileList,
     #[command(flatten)]
     pub files: ProfileFilesArg,
     /// Use at most this many samples.
@@ -133,9 +126,8 @@ pub struct AgreeArgs {
     /// Worker threads (default: every core); results do not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Output directory for agree.json (created if missing).
-    #[arg(long, short)]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub out: OutDirArg,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -219,9 +211,9 @@ struct CheckJson {
 
 #[derive(Debug, Serialize)]
 struct Report<'a> {
-    schema: &'static str,
-    qport_version: &'static str,
-    command: Vec<String>,
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    header: Header,
     model: FileJson,
     fp32_model: Option<FileJson>,
     data: DataJson,
@@ -253,32 +245,6 @@ fn pairs_json(p: &[PairStats]) -> Vec<PairJson<'_>> {
         .collect()
 }
 
-/// Resolves `--profiles` (`all`, or names separated by commas) against the
-/// presets and profile files (shared with `qport bench`).
-pub(crate) fn select_profiles(
-    spec: &str,
-    reg: &qport_core::arith::ProfileRegistry,
-) -> Result<Vec<ArithProfile>> {
-    if spec.trim().eq_ignore_ascii_case("all") {
-        return Ok(reg.profiles().to_vec());
-    }
-    let mut out: Vec<ArithProfile> = vec![];
-    for name in spec.split(',').map(str::trim) {
-        if name.is_empty() {
-            bail!(
-                "--profiles '{spec}' has an empty name; valid: all, {}",
-                reg.names().join(", ")
-            );
-        }
-        let p = reg.get(name)?;
-        if out.iter().any(|q| q.name == p.name) {
-            bail!("--profiles lists `{}` twice", p.name);
-        }
-        out.push(p.clone());
-    }
-    Ok(out)
-}
-
 /// Turns a study error into the CLI's message: a failing sample is named
 /// with its input shapes next to the model's declared ones.
 fn study_err(e: StudyError, last: &LastSample, inputs: &[qport_data::InputSpec]) -> anyhow::Error {
@@ -308,8 +274,10 @@ fn study_err(e: StudyError, last: &LastSample, inputs: &[qport_data::InputSpec])
 /// Runs `qport agree`.
 pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
+    let ui = &ui.with_phase_lines();
+    let out_dir = args.out.check(&["agree.json"])?;
     let loaded = args.files.load()?;
-    let profiles = select_profiles(&args.profiles, &loaded.registry)?;
+    let profiles = args.profiles.select(&loaded.registry)?;
     let qdq = model_file::load(&args.model)?;
     if qport_engine::quantized_node_count(&qdq.model) == 0 {
         return Err(anyhow::Error::new(qport_engine::EngineError::NotQuantized {
@@ -372,12 +340,11 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         None => (qdq.model.clone(), None),
     };
     let inputs = data::model_inputs(&qdq.model);
-    let preprocess = data::preprocess(args.preprocess.as_deref(), &args.pp)?;
-    let src = Source::open(&args.data, &inputs, preprocess, args.n)?;
+    let src = args.data.open(&inputs, args.n, ui)?;
     if src.len() == 0 {
         bail!(
             "no samples: '{}' holds none{}",
-            args.data.display(),
+            args.data.path().display(),
             if args.n == Some(0) { " (--n 0)" } else { "" }
         );
     }
@@ -394,7 +361,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     .map_err(|e| study_err(e, &LastSample::default(), &inputs))
     .with_context(|| format!("cannot run '{}'", args.model.display()))?;
     drop(sp);
-    let pb = ui.progress(src.len() as u64, "running");
+    let pb = ui.progress(src.len() as u64, "samples", "running every profile");
     let last = LastSample::default();
     let result = study
         .run(src.samples(&last), &mut |n| pb.set_position(n as u64))
@@ -419,16 +386,14 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     });
     let reg = &loaded.registry;
     let report = Report {
-        schema: "qport.agree/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
-        command: std::env::args().collect(),
+        header: Header::with_command("qport.agree/1"),
         model: FileJson::from(&qdq.facts),
         fp32_model: fp32_facts.as_ref().map(FileJson::from),
         data: DataJson {
-            path: args.data.display().to_string(),
+            path: args.data.path().display().to_string(),
             description: src.describe(),
             sha256: src.fingerprint()?,
-            preprocess: args.preprocess.clone(),
+            preprocess: args.data.preprocess.clone(),
         },
         n: result.n(),
         output: OutputJson {
@@ -466,12 +431,11 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         warnings,
         seconds: t0.elapsed().as_secs_f64(),
     };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create output directory '{}'", args.out.display()))?;
-    let path = args.out.join("agree.json");
     let json = serde_json::to_string_pretty(&report).context("cannot encode agree.json")? + "\n";
-    qport_data::atomic::write_atomic(&path, json.as_bytes())
-        .with_context(|| format!("cannot write '{}'", path.display()))?;
+    let path = crate::out_dir::write(out_dir, "agree.json", json.as_bytes())?;
+    for w in &report.warnings {
+        ui.warn(w);
+    }
     match args.format {
         Format::Json => output::print(&json)?,
         Format::Human => output::print(&render_human(&report, &result, ui, &path))?,
@@ -693,9 +657,6 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
             )
         };
     }
-    for w in &r.warnings {
-        s += &format!("warning: {w}\n");
-    }
     s += &format!("\nwrote {} in {:.1} s\n", path.display(), r.seconds);
     s
 }
@@ -714,18 +675,5 @@ mod tests {
         assert!(parse_fraction("-0.1").is_err());
         assert!(parse_fraction("NaN").is_err());
         assert!(parse_fraction("x").unwrap_err().contains("not a number"));
-    }
-
-    #[test]
-    fn profile_lists_resolve() {
-        let reg = qport_core::arith::ProfileRegistry::builtin();
-        let all = select_profiles("all", &reg).unwrap();
-        assert_eq!(all.len(), reg.profiles().len());
-        let two = select_profiles("exact, gemmlowp", &reg).unwrap();
-        assert_eq!(two[1].name, "gemmlowp");
-        let e = select_profiles("exact,nope", &reg).unwrap_err().to_string();
-        assert!(e.contains("nope") && e.contains("f32-rne"), "{e}");
-        assert!(select_profiles("exact,exact", &reg).is_err());
-        assert!(select_profiles("exact,", &reg).is_err());
     }
 }

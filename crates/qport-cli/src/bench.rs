@@ -3,10 +3,10 @@
 //! each arithmetic profile (`qport_study::bench`), interleaved round by
 //! round on deterministic synthetic inputs; prints the ISA features, the
 //! latency table with each INT8/FP32 ratio, the peak RSS and what the
-//! kernel table predicts for other ISAs. `--out` writes the JSON
+//! kernel table predicts for other ISAs. `--out DIR` writes the JSON
 //! atomically.
 //!
-//! # JSON schema (`--format json`, `--out FILE.json`), `"schema": "qport.bench/1"`
+//! # JSON schema (`--format json`, `--out DIR` writes `DIR/bench.json`), `"schema": "qport.bench/1"`
 //!
 //! ```text
 //! {
@@ -49,12 +49,13 @@
 //! concurrent inferences together. `vs_fp32.ratio` is the
 //! INT8 median over the FP32 median (below 1: faster).
 
-use crate::info::FileJson;
+use crate::args::{ProfileFilesArg, ProfileList};
 use crate::model_file;
-use crate::output::{self, fmt_bytes, Align, Format, Style, Table, Ui};
-use crate::profiles::ProfileFilesArg;
+use crate::out_dir::OptOutDirArg;
+use crate::output::{fmt_bytes, Align, Format, Style, Table, Ui};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use qport_engine::{IntegerPlan, Plan};
 use qport_study::bench::isa::{self, Machine, Prediction};
 use qport_study::bench::{self, BenchOptions, Latency, Variant, VsFp32};
@@ -68,7 +69,7 @@ Examples:
   qport bench model.onnx
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles all --threads 2 --runs 50
-  qport bench model.onnx --int8 q/model.qdq.onnx --format json --out bench.json
+  qport bench model.onnx --int8 q/model.qdq.onnx --format json --out bench/
 
 Times MODEL in FP32 and, with --int8, the quantized artifact under each
 profile (default: all; `qport profiles` lists them). Inputs are synthetic
@@ -99,7 +100,7 @@ pub struct BenchArgs {
     pub int8: Option<PathBuf>,
     /// Comma-separated profile names, or `all` (needs --int8).
     #[arg(long, value_name = "P1,P2,...|all", requires = "int8")]
-    pub profiles: Option<String>,
+    pub profiles: Option<ProfileList>,
     #[command(flatten)]
     pub files: ProfileFilesArg,
     /// Intra-op threads: the threads ONE inference uses (its convolutions'
@@ -128,9 +129,8 @@ pub struct BenchArgs {
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
-    /// Also write the JSON document to this file (atomically).
-    #[arg(long, short, value_name = "FILE.json")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OptOutDirArg,
 }
 
 /// `--order` values.
@@ -201,9 +201,9 @@ struct PredictionJson {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    schema: &'static str,
-    qport_version: &'static str,
-    command: Vec<String>,
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    header: Header,
     model: FileJson,
     int8_model: Option<FileJson>,
     profile_files: Vec<FileJson>,
@@ -213,6 +213,15 @@ struct Report {
     peak_rss_bytes: Option<u64>,
     prediction: PredictionJson,
     seconds: f64,
+    /// `DIR/bench.json` once written, for the human output's last line.
+    #[serde(skip)]
+    written: Option<PathBuf>,
+}
+
+impl Render for Report {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self, ui, self.written.as_deref())
+    }
 }
 
 fn inputs_json(inputs: &[(String, qport_core::Tensor)]) -> Vec<InputJson> {
@@ -238,17 +247,8 @@ fn synthetic(
 /// Runs `qport bench`.
 pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
-    if let Some(out) = &args.out {
-        if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                bail!(
-                    "--out '{}': directory '{}' does not exist",
-                    out.display(),
-                    dir.display()
-                );
-            }
-        }
-    }
+    let ui = &ui.with_phase_lines();
+    let out_dir = args.out.check(&["bench.json"])?;
     let opts = BenchOptions {
         batch: args.batch,
         warmup: args.warmup,
@@ -264,8 +264,8 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     opts.validate()?;
     let loaded = args.files.load()?;
     let profiles = match &args.int8 {
-        Some(_) => crate::agree::select_profiles(
-            args.profiles.as_deref().unwrap_or("all"),
+        Some(_) => crate::args::select_profiles(
+            args.profiles.as_ref().map_or("all", |p| p.0.as_str()),
             &loaded.registry,
         )?,
         None => vec![],
@@ -313,7 +313,7 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         });
     }
     let rounds = (opts.warmup + opts.runs) as u64;
-    let pb = ui.progress(rounds, "timing rounds");
+    let pb = ui.progress(rounds, "rounds", "timing");
     let lat = bench::measure(&variants, &opts, &mut |k| pb.set_position(k as u64))
         .with_context(|| format!("cannot benchmark '{}'", args.model.display()))?;
     drop(pb);
@@ -335,10 +335,8 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         })
         .collect();
     let machine = Machine::detect();
-    let report = Report {
-        schema: "qport.bench/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
-        command: std::env::args().collect(),
+    let mut report = Report {
+        header: Header::with_command("qport.bench/1"),
         model: FileJson::from(&fp32.facts),
         int8_model: int8.as_ref().map(|m| FileJson::from(&m.facts)),
         profile_files: loaded.files.iter().map(FileJson::from).collect(),
@@ -361,17 +359,14 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         },
         machine,
         seconds: t0.elapsed().as_secs_f64(),
+        written: None,
     };
-    let json =
-        serde_json::to_string_pretty(&report).context("cannot encode the JSON report")? + "\n";
-    if let Some(out) = &args.out {
-        qport_data::atomic::write_atomic(out, json.as_bytes())
-            .with_context(|| format!("cannot write '{}'", out.display()))?;
+    if let Some(dir) = out_dir {
+        let json =
+            serde_json::to_string_pretty(&report).context("cannot encode the JSON report")? + "\n";
+        report.written = Some(crate::out_dir::write(dir, "bench.json", json.as_bytes())?);
     }
-    match args.format {
-        Format::Json => output::print(&json)?,
-        Format::Human => output::print(&render_human(&report, ui, args.out.as_deref()))?,
-    }
+    emit(&report, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 
@@ -527,12 +522,12 @@ mod tests {
     fn profile_lists_resolve() {
         let reg = qport_core::arith::ProfileRegistry::builtin();
         assert_eq!(
-            crate::agree::select_profiles("all", &reg).unwrap().len(),
+            crate::args::select_profiles("all", &reg).unwrap().len(),
             reg.profiles().len()
         );
-        let two = crate::agree::select_profiles("f32-rne, avx2-u8s8", &reg).unwrap();
+        let two = crate::args::select_profiles("f32-rne, avx2-u8s8", &reg).unwrap();
         assert_eq!(two[1].name, "avx2-u8s8");
-        assert!(crate::agree::select_profiles("exact,nope", &reg).is_err());
-        assert!(crate::agree::select_profiles("exact,exact", &reg).is_err());
+        assert!(crate::args::select_profiles("exact,nope", &reg).is_err());
+        assert!(crate::args::select_profiles("exact,exact", &reg).is_err());
     }
 }

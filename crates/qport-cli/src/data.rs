@@ -54,6 +54,42 @@ pub fn preprocess(spec: Option<&str>, overrides: &[String]) -> Result<Option<Pre
     Ok(Some(base.with_overrides(overrides.iter())?))
 }
 
+/// True when `path` is a `.npy` or `.npz` tensor file (used as stored:
+/// image preprocessing does not apply to it).
+pub fn is_tensor_file(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy") || e.eq_ignore_ascii_case("npz"))
+}
+
+/// `--preprocess`/`--pp` was given for the data sources `given` (flag,
+/// path): an input error when every one is a tensor file (it would be
+/// ignored), a warning naming each tensor file when some source is an
+/// image folder.
+pub fn check_preprocess(given: &[(&str, &Path)], ui: &crate::output::Ui) -> Result<()> {
+    let tensors: Vec<&(&str, &Path)> = given.iter().filter(|(_, p)| is_tensor_file(p)).collect();
+    if tensors.is_empty() {
+        return Ok(());
+    }
+    let names = |v: &[&(&str, &Path)]| {
+        v.iter()
+            .map(|(f, p)| format!("{f} '{}'", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if tensors.len() == given.len() {
+        anyhow::bail!(
+            "--preprocess applies to image folders only, and {} is a tensor file used as stored;              drop --preprocess/--pp (preprocess the tensors when you make the file)",
+            names(&tensors)
+        );
+    }
+    ui.warn(&format!(
+        "--preprocess does not apply to {}: a tensor file is used as stored",
+        names(&tensors)
+    ));
+    Ok(())
+}
+
 /// Seed of the synthetic samples (`--fast-perf` without `--calib`).
 pub const SYNTHETIC_SEED: u64 = 0x5eed;
 

@@ -31,6 +31,7 @@
 
 use crate::model_file::sha256_hex;
 use crate::output::{self, fmt_ms, Align, Format, Style, Table, Ui};
+use crate::report::Header;
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use qport_core::Tensor;
@@ -71,10 +72,9 @@ pub struct DemoArgs {
 /// `qport.demo/1`: the JSON document of `qport demo --format json`.
 #[derive(Debug, Serialize)]
 pub struct DemoJson {
-    /// Always `"qport.demo/1"`.
-    pub schema: &'static str,
-    /// Version of qport that wrote this.
-    pub qport_version: &'static str,
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    pub header: Header,
     /// The bundled model.
     pub model: DemoModelJson,
     /// Rotation in degrees of each class index.
@@ -209,7 +209,7 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
         .map(|v| v.name.clone())
         .ok_or_else(|| anyhow!("the bundled model has no inputs"))?;
 
-    let pb = ui.progress(assets::CROPS.len() as u64, "classifying");
+    let pb = ui.progress(assets::CROPS.len() as u64, "crops", "classifying");
     let mut crops = vec![];
     let mut latencies = vec![];
     for (name, bytes) in assets::CROPS {
@@ -249,8 +249,7 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
     let mean_latency = (!latencies.is_empty())
         .then(|| latencies.iter().sum::<Duration>() / latencies.len() as u32);
     let report = DemoJson {
-        schema: "qport.demo/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
+        header: Header::new("qport.demo/1"),
         model: DemoModelJson {
             name: MODEL_NAME,
             size_bytes: model_bytes.len() as u64,

@@ -63,14 +63,14 @@
 //! scale (also rounding)"`) or says `"interaction of f1, f2"` when no
 //! single swap does.
 
-use crate::data::{self, Source};
-use crate::info::FileJson;
+use crate::args::{DataArgs, ProfileFilesArg, ProfileList};
+use crate::data::{self};
 use crate::model_file;
+use crate::out_dir::OptOutDirArg;
 use crate::output::{self, fmt_num, Align, Format, Style, Table, Ui};
-use crate::profiles::{ProfileFilesArg, ProfileJson};
+use crate::report::{FileJson, Header, ProfileJson};
 use crate::ExitStatus;
 use anyhow::{bail, Context, Result};
-use qport_core::arith::ArithProfile;
 use qport_study::diverge::{
     summarize, Divergence, FirstCount, LayerSummary, Localizer, OutputDiff, Stage, Summary, Unit,
 };
@@ -104,27 +104,19 @@ Exit code 2 for an unknown profile, not exactly two profiles, a float model
 pub struct DivergeArgs {
     /// The quantized (QDQ) ONNX model.
     pub model: PathBuf,
-    /// Input data: a folder of images, a .npy or a .npz.
-    #[arg(long)]
-    pub data: PathBuf,
-    /// Image preprocessing: a preset name or a TOML file.
-    #[arg(long)]
-    pub preprocess: Option<String>,
-    /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).
-    #[arg(long = "pp", value_name = "KEY=VALUE")]
-    pub pp: Vec<String>,
+    #[command(flatten)]
+    pub data: DataArgs,
     /// The two arithmetic profiles to compare, A,B (`qport profiles` lists
     /// them).
-    #[arg(long, value_name = "A,B", value_delimiter = ',', required = true)]
-    pub profiles: Vec<String>,
+    #[arg(long, value_name = "A,B", required = true)]
+    pub profiles: ProfileList,
     #[command(flatten)]
     pub files: ProfileFilesArg,
     /// Use the first N samples of --data.
     #[arg(long, short = 'n', value_name = "N", default_value_t = 8)]
     pub n: usize,
-    /// Write DIR/diverge.json (created if missing).
-    #[arg(long, short = 'o', value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OptOutDirArg,
     /// List every layer in the table, also those identical under both
     /// profiles.
     #[arg(long)]
@@ -137,9 +129,9 @@ pub struct DivergeArgs {
 /// `qport.diverge/1`.
 #[derive(Debug, Serialize)]
 struct DivergeJson<'a> {
-    schema: &'static str,
-    qport_version: &'static str,
-    command: Vec<String>,
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    header: Header,
     model: FileJson,
     data: DataJson,
     profile_files: Vec<FileJson>,
@@ -198,44 +190,16 @@ struct InputJson<'a> {
     outputs: &'a [OutputDiff],
 }
 
-/// Parses `--profiles`: exactly two names, looked up in the registry
-/// (unknown names list the valid ones).
-fn pick_profiles(
-    names: &[String],
-    registry: &qport_core::arith::ProfileRegistry,
-) -> Result<(ArithProfile, ArithProfile)> {
-    let names: Vec<&str> = names
-        .iter()
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-        .collect();
-    let [a, b] = names.as_slice() else {
-        bail!(
-            "--profiles needs exactly two profiles, A,B (e.g. --profiles avx2-u8s8,f32-rne), got {}: {}; valid: {}",
-            names.len(),
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            },
-            registry.names().join(", ")
-        );
-    };
-    Ok((registry.get(a)?.clone(), registry.get(b)?.clone()))
-}
-
 /// Runs `qport diverge`.
 pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
+    let ui = &ui.with_phase_lines();
     let loaded_profiles = args.files.load()?;
-    let (a, b) = pick_profiles(&args.profiles, &loaded_profiles.registry)?;
+    let (a, b) = args.profiles.pair(&loaded_profiles.registry)?;
     if args.n == 0 {
         bail!("--n must be at least 1");
     }
-    if let Some(out) = &args.out {
-        std::fs::create_dir_all(out)
-            .with_context(|| format!("cannot create output directory '{}'", out.display()))?;
-    }
+    let out_dir = args.out.check(&["diverge.json"])?;
     let spinner = ui.spinner("loading model");
     let loaded = model_file::load(&args.model)?;
     spinner.set_message("lowering to integer operators");
@@ -244,12 +208,15 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
     drop(spinner);
 
     let inputs = data::model_inputs(&loaded.model);
-    let preprocess = data::preprocess(args.preprocess.as_deref(), &args.pp)?;
-    let src = Source::open(&args.data, &inputs, preprocess, Some(args.n))?;
+    let src = args.data.open(&inputs, Some(args.n), ui)?;
     if src.len() == 0 {
-        bail!("no samples in '{}'", args.data.display());
+        bail!("no samples in '{}'", args.data.path().display());
     }
-    let pb = ui.progress(src.len() as u64, &format!("{} vs {}", a.name, b.name));
+    let pb = ui.progress(
+        src.len() as u64,
+        "samples",
+        &format!("localizing {} vs {}", a.name, b.name),
+    );
     let last = data::LastSample::default();
     let mut results: Vec<(String, Divergence)> = Vec::with_capacity(src.len());
     for sample in src.samples(&last) {
@@ -270,12 +237,10 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
 
     let reg = &loaded_profiles.registry;
     let report = DivergeJson {
-        schema: "qport.diverge/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
-        command: std::env::args().collect(),
+        header: Header::with_command("qport.diverge/1"),
         model: (&loaded.facts).into(),
         data: DataJson {
-            path: args.data.display().to_string(),
+            path: args.data.path().display().to_string(),
             description: src.describe(),
             sha256: src.fingerprint()?,
             samples: src.len(),
@@ -330,13 +295,10 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
             .collect(),
         seconds: t0.elapsed().as_secs_f64(),
     };
-    let written = match &args.out {
+    let written = match out_dir {
         Some(dir) => {
-            let path = dir.join("diverge.json");
             let text = serde_json::to_string_pretty(&report)? + "\n";
-            qport_data::atomic::write_atomic(&path, text.as_bytes())
-                .with_context(|| format!("cannot write '{}'", path.display()))?;
-            Some(path)
+            Some(crate::out_dir::write(dir, "diverge.json", text.as_bytes())?)
         }
         None => None,
     };
@@ -507,18 +469,20 @@ mod tests {
     #[test]
     fn profiles_must_be_two_known_names() {
         let reg = qport_core::arith::ProfileRegistry::builtin();
-        let names = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
-        let (a, b) = pick_profiles(&names("gemmlowp, f32-rne"), &reg).unwrap();
+        let (a, b) = ProfileList("gemmlowp, f32-rne".into()).pair(&reg).unwrap();
         assert_eq!((a.name.as_str(), b.name.as_str()), ("gemmlowp", "f32-rne"));
-        let e = pick_profiles(&names("gemmlowp"), &reg)
+        let e = ProfileList("gemmlowp".into())
+            .pair(&reg)
             .unwrap_err()
             .to_string();
         assert!(e.contains("exactly two") && e.contains("got 1"), "{e}");
-        let e = pick_profiles(&names("a,b,c"), &reg)
+        let e = ProfileList("a,b,c".into())
+            .pair(&reg)
             .unwrap_err()
             .to_string();
         assert!(e.contains("got 3"), "{e}");
-        let e = pick_profiles(&names("gemmlowp,nope"), &reg)
+        let e = ProfileList("gemmlowp,nope".into())
+            .pair(&reg)
             .unwrap_err()
             .to_string();
         assert!(e.contains("nope") && e.contains("avx2-u8s8"), "{e}");

@@ -34,7 +34,8 @@
 //! size. Fields are only ever added within a schema version.
 
 use crate::model_file::{self, FileFacts};
-use crate::output::{self, fmt_bytes, fmt_count, Align, Format, Style, Table, Ui};
+use crate::output::{fmt_bytes, fmt_count, Align, Format, Style, Table, Ui};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::Result;
 use qport_onnx::{Dim, Model, ValueInfo};
@@ -66,10 +67,9 @@ pub struct InfoArgs {
 /// `qport.info/1`: the JSON document of `qport info --format json`.
 #[derive(Debug, Serialize)]
 pub struct InfoJson {
-    /// Always `"qport.info/1"`.
-    pub schema: &'static str,
-    /// Version of qport that wrote this.
-    pub qport_version: &'static str,
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    pub header: Header,
     /// The model file.
     pub file: FileJson,
     /// ONNX IR version.
@@ -94,27 +94,6 @@ pub struct InfoJson {
     pub unsupported_ops: Vec<OpCountJson>,
     /// Nodes using those op types.
     pub unsupported_node_count: usize,
-}
-
-/// A file as reports record it.
-#[derive(Debug, Serialize)]
-pub struct FileJson {
-    /// Path as given on the command line.
-    pub path: String,
-    /// Size in bytes.
-    pub size_bytes: u64,
-    /// Lower-case hex sha256.
-    pub sha256: String,
-}
-
-impl From<&FileFacts> for FileJson {
-    fn from(f: &FileFacts) -> FileJson {
-        FileJson {
-            path: f.path.display().to_string(),
-            size_bytes: f.size,
-            sha256: f.sha256.clone(),
-        }
-    }
 }
 
 /// One opset import.
@@ -215,8 +194,7 @@ pub fn describe(model: &Model, facts: &FileFacts) -> InfoJson {
             .sum(),
     };
     InfoJson {
-        schema: "qport.info/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
+        header: Header::new("qport.info/1"),
         file: facts.into(),
         ir_version: model.ir_version,
         opset_imports: model
@@ -273,6 +251,12 @@ fn shape_text(v: &ValueJson) -> String {
                 .collect::<Vec<_>>()
                 .join(",")
         ),
+    }
+}
+
+impl Render for InfoJson {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self, ui)
     }
 }
 
@@ -371,10 +355,7 @@ fn render_human(info: &InfoJson, ui: &Ui) -> String {
 pub fn run(args: &InfoArgs, ui: &Ui) -> Result<ExitStatus> {
     let loaded = model_file::load(&args.model)?;
     let info = describe(&loaded.model, &loaded.facts);
-    match args.format {
-        Format::Json => output::print_json(&info)?,
-        Format::Human => output::print(&render_human(&info, ui))?,
-    }
+    emit(&info, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

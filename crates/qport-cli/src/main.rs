@@ -9,6 +9,7 @@
 //! exits `101`.
 
 mod agree;
+mod args;
 mod bench;
 mod data;
 mod demo;
@@ -18,10 +19,13 @@ mod info;
 mod layout;
 mod migrate;
 mod model_file;
+mod out_dir;
 mod output;
+mod platform_report;
 mod platforms;
 mod profiles;
 mod quantize;
+mod report;
 mod run;
 
 use clap::{Parser, Subcommand};

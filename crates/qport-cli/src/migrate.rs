@@ -29,14 +29,14 @@
 //! ```
 //! `Tensor` is the descriptor of `qport.layout/1`.
 
-use crate::deploy::{
-    join_blocks, render_findings, severity_name, summarize, summary_text, DeployFlags, SummaryJson,
-};
-use crate::info::FileJson;
-use crate::layout::{dims, render_assumptions, tensor_type, LayoutFlags, OptionsJson, TensorJson};
+use crate::args::{DeployFlags, LayoutFlags, OverridesArg};
 use crate::model_file::{self, FileFacts};
 use crate::output::{self, Align, Format, Style, Table, Ui};
-use crate::platforms::OverridesArg;
+use crate::platform_report::{
+    dims, join_blocks, render_assumptions, render_findings, severity_name, summarize, summary_text,
+    tensor_type, OptionsJson, SummaryJson, TensorJson,
+};
+use crate::report::{FileJson, Header};
 use crate::ExitStatus;
 use anyhow::{Context, Result};
 use qport_platform::{
@@ -185,8 +185,9 @@ struct TensorPairJson {
 
 #[derive(Debug, Serialize)]
 struct MigrateJson {
-    schema: &'static str,
-    qport_version: &'static str,
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    header: Header,
     from: String,
     to: String,
     model: Option<FileJson>,
@@ -260,6 +261,93 @@ fn title(p: &Platform) -> String {
     }
 }
 
+/// Config problems that differ only in the node (or op, or tensor) they
+/// name: `node_config.*.qtype: float16 is not available on j6m ...` once,
+/// with the count and the first few names. The JSON lists every entry.
+#[derive(Debug, PartialEq)]
+struct ConfigGroup {
+    /// `node_config.*.qtype`, or the key as written when it names no entry.
+    pattern: String,
+    /// What is wrong, after the key.
+    problem: String,
+    names: Vec<String>,
+    source: String,
+}
+
+/// Names shown per group in the human output.
+const GROUP_NAMES_SHOWN: usize = 3;
+
+impl ConfigGroup {
+    fn text(&self) -> String {
+        let n = self.names.len();
+        if n <= 1 {
+            let key = self
+                .pattern
+                .replacen('*', self.names.first().map_or("*", |s| s), 1);
+            return format!("{key}: {}", self.problem);
+        }
+        let shown: Vec<&str> = self
+            .names
+            .iter()
+            .take(GROUP_NAMES_SHOWN)
+            .map(String::as_str)
+            .collect();
+        format!(
+            "{}: {} ({} entries: {}{}; each listed with --format json)",
+            self.pattern,
+            self.problem,
+            output::fmt_count(n as u64),
+            shown.join(", "),
+            if n > GROUP_NAMES_SHOWN { ", ..." } else { "" }
+        )
+    }
+}
+
+/// Splits `node_config.NAME.field: problem` into (`node_config.*.field`,
+/// NAME, problem); keys without a named entry (`model_config....`) keep
+/// their text and have no name.
+fn split_config_problem(note: &str) -> (String, Option<String>, String) {
+    let (key, problem) = note.split_once(": ").unwrap_or((note, ""));
+    for level in ["node_config.", "op_config.", "tensor_config."] {
+        if let Some(rest) = key.strip_prefix(level) {
+            let (name, field) = match rest.rsplit_once('.') {
+                Some((n, f))
+                    if ["qtype", "InputType0", "InputType1", "OutputType", "ON"].contains(&f) =>
+                {
+                    (n, format!(".{f}"))
+                }
+                _ => (rest, String::new()),
+            };
+            return (
+                format!("{level}*{field}"),
+                Some(name.to_string()),
+                problem.to_string(),
+            );
+        }
+    }
+    (key.to_string(), None, problem.to_string())
+}
+
+fn group_config<'a>(changes: impl Iterator<Item = &'a Change>) -> Vec<ConfigGroup> {
+    let mut groups: Vec<ConfigGroup> = vec![];
+    for c in changes {
+        let (pattern, name, problem) = split_config_problem(&c.note);
+        let found = groups
+            .iter_mut()
+            .find(|g| g.pattern == pattern && g.problem == problem && name.is_some());
+        match (found, name) {
+            (Some(g), Some(n)) => g.names.push(n),
+            (_, name) => groups.push(ConfigGroup {
+                pattern,
+                problem,
+                names: name.into_iter().collect(),
+                source: c.source.to_string(),
+            }),
+        }
+    }
+    groups
+}
+
 /// Runs `qport migrate`.
 pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
     let reg = args.overrides.load()?;
@@ -290,7 +378,7 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
                 from: path.display().to_string(),
                 to: b.name.clone(),
                 note: problem,
-                source: "vt.md §quant_config",
+                source: "OE manual, quant_config (the precisions each platform runs)",
             });
         }
         config = Some(FileJson::from(&facts));
@@ -307,8 +395,7 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
     let summary = summarize(changes.iter().map(|c| c.severity));
     match args.format {
         Format::Json => output::print_json(&MigrateJson {
-            schema: "qport.migrate/1",
-            qport_version: env!("CARGO_PKG_VERSION"),
+            header: Header::new("qport.migrate/1"),
             from: a.name.clone(),
             to: b.name.clone(),
             model,
@@ -347,8 +434,9 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
                     m.path
                 ));
             }
-            let rows: Vec<_> = changes
+            let mut rows: Vec<_> = changes
                 .iter()
+                .filter(|c| c.item != "config")
                 .map(|c| {
                     (
                         c.severity,
@@ -362,6 +450,11 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
                     )
                 })
                 .collect();
+            rows.extend(
+                group_config(changes.iter().filter(|c| c.item == "config"))
+                    .into_iter()
+                    .map(|g| (Severity::Error, "config".to_string(), g.text(), g.source)),
+            );
             let blocks = [
                 head,
                 if rows.is_empty() {
@@ -387,6 +480,43 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_problems_group_by_rule() {
+        let change = |note: &str| Change {
+            item: "config".into(),
+            severity: Severity::Error,
+            from: "c.json".into(),
+            to: "j6m".into(),
+            note: note.into(),
+            source: "src",
+        };
+        let cs = [
+            change("node_config./a/Conv.qtype: float16 is not available on j6m"),
+            change("node_config./b.x/Conv.qtype: float16 is not available on j6m"),
+            change("op_config.Softmax.qtype: float16 is not available on j6m"),
+            change("node_config./c/Conv.qtype: float16 is not available on j6m"),
+            change("node_config./d/Conv.qtype: float16 is not available on j6m"),
+            change("model_config.all_node_type: float16 is not available on j6m"),
+        ];
+        let g = group_config(cs.iter());
+        assert_eq!(g.len(), 3, "{g:?}");
+        assert_eq!(g[0].pattern, "node_config.*.qtype");
+        assert_eq!(g[0].names, ["/a/Conv", "/b.x/Conv", "/c/Conv", "/d/Conv"]);
+        assert_eq!(
+            g[0].text(),
+            "node_config.*.qtype: float16 is not available on j6m (4 entries: /a/Conv, \
+             /b.x/Conv, /c/Conv, ...; each listed with --format json)"
+        );
+        assert_eq!(
+            g[1].text(),
+            "op_config.Softmax.qtype: float16 is not available on j6m"
+        );
+        assert_eq!(
+            g[2].text(),
+            "model_config.all_node_type: float16 is not available on j6m"
+        );
+    }
     use qport_platform::{Registry, TensorType};
 
     fn layout(p: &str) -> ModelLayout {

@@ -13,6 +13,7 @@ use std::io::{IsTerminal, Write};
 pub enum Format {
     /// Aligned tables for people.
     #[default]
+    #[value(alias = "text")]
     Human,
     /// One JSON document on stdout (schemas in docs/cli-json.md).
     Json,
@@ -52,6 +53,9 @@ pub struct Ui {
     pub quiet: bool,
     color_stdout: bool,
     color_stderr: bool,
+    /// Off a terminal, each progress bar or spinner also prints its label
+    /// as one `qport: LABEL` line on stderr (see [`Ui::with_phase_lines`]).
+    phase_lines: bool,
 }
 
 /// Colour decision: `NO_COLOR` (non-empty) always wins, then
@@ -74,6 +78,36 @@ impl Ui {
             quiet,
             color_stdout: color_wanted(std::io::stdout().is_terminal()),
             color_stderr: color_wanted(std::io::stderr().is_terminal()),
+            phase_lines: false,
+        }
+    }
+
+    /// This `Ui` for a long command: when stderr is not a terminal and
+    /// `--quiet` is not given, every phase (each progress bar or spinner)
+    /// prints one `qport: LABEL` line on stderr, so a log shows where the
+    /// time went.
+    pub fn with_phase_lines(&self) -> Ui {
+        Ui {
+            phase_lines: !self.quiet && !std::io::stderr().is_terminal(),
+            ..self.clone()
+        }
+    }
+
+    /// Prints `qport: warning: TEXT` on stderr (also with `--quiet`: a
+    /// warning is part of the result; JSON documents carry it too).
+    pub fn warn(&self, text: &str) {
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "qport: {} {text}", self.warn_style("warning:"));
+    }
+
+    fn warn_style(&self, text: &str) -> String {
+        paint(text, Style::Bad, self.color_stderr)
+    }
+
+    fn phase_line(&self, text: &str) {
+        if self.phase_lines {
+            let mut e = std::io::stderr().lock();
+            let _ = writeln!(e, "qport: {text}");
         }
     }
 
@@ -87,31 +121,40 @@ impl Ui {
         paint(text, Style::Bad, self.color_stderr)
     }
 
-    /// A progress bar on stderr; hidden with `--quiet` or when stderr is
-    /// not a terminal (indicatif checks the terminal itself).
-    pub fn progress(&self, len: u64, msg: &str) -> Progress {
+    /// A progress bar on stderr labelled `msg`, counting `len` `unit`s
+    /// (e.g. "samples"); hidden with `--quiet` or when stderr is not a
+    /// terminal (indicatif checks the terminal itself), where a phase line
+    /// `qport: MSG (LEN UNIT)` stands for it (with phase lines on).
+    pub fn progress(&self, len: u64, unit: &str, msg: &str) -> Progress {
+        self.phase_line(&format!("{msg} ({len} {unit})"));
         let target = if self.quiet {
             ProgressDrawTarget::hidden()
         } else {
             ProgressDrawTarget::stderr()
         };
         let pb = ProgressBar::with_draw_target(Some(len), target);
-        if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}") {
+        if let Ok(style) = ProgressStyle::with_template(&format!(
+            "{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{elapsed}})"
+        )) {
             pb.set_style(style.progress_chars("=> "));
         }
         pb.set_message(msg.to_string());
         Progress(pb)
     }
 
-    /// A spinner on stderr for a step of unknown length (hidden like
-    /// [`Ui::progress`]).
+    /// A labelled spinner on stderr for a step of unknown length (hidden
+    /// like [`Ui::progress`]; its phase line is `qport: MSG`).
     pub fn spinner(&self, msg: &str) -> Progress {
+        self.phase_line(msg);
         let target = if self.quiet {
             ProgressDrawTarget::hidden()
         } else {
             ProgressDrawTarget::stderr()
         };
         let pb = ProgressBar::with_draw_target(None, target);
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            pb.set_style(style);
+        }
         pb.set_message(msg.to_string());
         pb.enable_steady_tick(std::time::Duration::from_millis(120));
         Progress(pb)
@@ -121,6 +164,15 @@ impl Ui {
 /// A progress bar or spinner that is cleared from the terminal when
 /// dropped, so an error message never lands after a stale bar.
 pub struct Progress(ProgressBar);
+
+impl Progress {
+    /// Moves on to the next phase of a spinner: a new label, and (with
+    /// phase lines on) a new `qport: MSG` line.
+    pub fn phase(&self, ui: &Ui, msg: &str) {
+        ui.phase_line(msg);
+        self.0.set_message(msg.to_string());
+    }
+}
 
 impl std::ops::Deref for Progress {
     type Target = ProgressBar;
@@ -311,6 +363,7 @@ mod tests {
             quiet: true,
             color_stdout: false,
             color_stderr: false,
+            phase_lines: false,
         }
     }
 

@@ -20,14 +20,14 @@
 //! }
 //! ```
 
-use crate::info::FileJson;
-use crate::model_file::FileFacts;
-use crate::output::{self, Align, Format, Style, Table, Ui};
+use crate::args::{fmt_mib, ip_name, LoadedRegistry, OverridesArg};
+use crate::output::{Align, Format, Style, Table, Ui};
+use crate::platform_report::wire_name;
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
-use anyhow::{Context, Result};
-use qport_platform::{Ip, Platform, Registry};
+use anyhow::Result;
+use qport_platform::Platform;
 use serde::Serialize;
-use std::path::PathBuf;
 
 /// Examples shown by `qport platforms --help`.
 pub const AFTER_HELP: &str = "\
@@ -44,101 +44,6 @@ compile-time max_l2m_size; ips = IPs runtime tasks may use.
 --overrides FILE.toml patches or adds platforms (one [[platform]] table
 each, e.g. name = \"j6p\" / min_memory_unit = 512, or name = \"j6x\" /
 base = \"j6p\"); unknown keys are errors. Exit code 2 for a malformed file.";
-
-/// `--overrides`, shared by every platform command.
-#[derive(Debug, Clone, clap::Args)]
-pub struct OverridesArg {
-    /// Platform overrides: a TOML file of [[platform]] tables that patch or
-    /// add registry entries (see `qport platforms --help`).
-    #[arg(long, value_name = "FILE.toml")]
-    pub overrides: Option<PathBuf>,
-}
-
-/// The registry with the user's overrides applied, and the override file's
-/// facts for reports.
-pub struct LoadedRegistry {
-    /// Built-in registry plus overrides.
-    pub registry: Registry,
-    /// Size and hash of the override file, when one was given.
-    pub overrides: Option<FileFacts>,
-}
-
-impl OverridesArg {
-    /// Loads the built-in registry and applies `--overrides`.
-    pub fn load(&self) -> Result<LoadedRegistry> {
-        let mut registry = Registry::builtin();
-        let Some(path) = &self.overrides else {
-            return Ok(LoadedRegistry {
-                registry,
-                overrides: None,
-            });
-        };
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read platform overrides '{}'", path.display()))?;
-        let text = String::from_utf8(bytes.clone())
-            .map_err(|_| anyhow::anyhow!("platform overrides '{}': not UTF-8", path.display()))?;
-        registry.apply_overrides_str(&text, &path.display().to_string())?;
-        Ok(LoadedRegistry {
-            registry,
-            overrides: Some(FileFacts {
-                path: path.clone(),
-                size: bytes.len() as u64,
-                sha256: crate::model_file::sha256_hex(&bytes),
-            }),
-        })
-    }
-}
-
-impl LoadedRegistry {
-    /// Looks up `name` (registry name or march alias); the error lists the
-    /// valid names.
-    pub fn get(&self, name: &str) -> Result<&Platform> {
-        Ok(self.registry.get(name)?)
-    }
-
-    /// The override file for JSON reports.
-    pub fn overrides_json(&self) -> Option<FileJson> {
-        self.overrides.as_ref().map(FileJson::from)
-    }
-}
-
-/// Lower-case name of an IP (`bpu`, `dsp`, ...).
-pub fn ip_name(ip: Ip) -> String {
-    format!("{ip:?}").to_ascii_lowercase()
-}
-
-/// The IPs, for parsing and help.
-const IPS: [Ip; 7] = [
-    Ip::Bpu,
-    Ip::Dsp,
-    Ip::Gdc,
-    Ip::Jpu,
-    Ip::Vpu,
-    Ip::Pyramid,
-    Ip::Isp,
-];
-
-/// Parses an IP name (clap value parser).
-pub fn parse_ip(s: &str) -> Result<Ip, String> {
-    let want = s.trim().to_ascii_lowercase();
-    IPS.iter()
-        .copied()
-        .find(|&ip| ip_name(ip) == want)
-        .ok_or_else(|| {
-            let valid: Vec<String> = IPS.iter().map(|&i| ip_name(i)).collect();
-            format!("unknown IP `{s}`; valid: {}", valid.join(", "))
-        })
-}
-
-/// `"24 MiB"`, or the byte count when it is not whole MiB.
-pub fn fmt_mib(bytes: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    if bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else {
-        format!("{bytes} B")
-    }
-}
 
 /// Arguments of `qport platforms`.
 #[derive(Debug, clap::Args)]
@@ -169,11 +74,6 @@ pub struct PlatformJson {
     default_arith_profile: String,
 }
 
-/// A serde enum's wire name (`"int32-dequantize"`, `"float16"`).
-pub fn wire_name<T: Serialize>(v: &T) -> String {
-    qport_core::wire::wire(v)
-}
-
 impl From<&Platform> for PlatformJson {
     fn from(p: &Platform) -> Self {
         PlatformJson {
@@ -195,12 +95,22 @@ impl From<&Platform> for PlatformJson {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct PlatformsJson {
-    schema: &'static str,
-    qport_version: &'static str,
+#[derive(Serialize)]
+struct PlatformsJson<'a> {
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    header: Header,
     overrides: Option<FileJson>,
     platforms: Vec<PlatformJson>,
+    /// The registry the human tables are drawn from.
+    #[serde(skip)]
+    registry: &'a LoadedRegistry,
+}
+
+impl Render for PlatformsJson<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self.registry, ui)
+    }
 }
 
 fn render_human(reg: &LoadedRegistry, ui: &Ui) -> String {
@@ -272,21 +182,21 @@ fn render_human(reg: &LoadedRegistry, ui: &Ui) -> String {
 /// Runs `qport platforms`.
 pub fn run(args: &PlatformsArgs, ui: &Ui) -> Result<ExitStatus> {
     let reg = args.overrides.load()?;
-    match args.format {
-        Format::Json => output::print_json(&PlatformsJson {
-            schema: "qport.platforms/1",
-            qport_version: env!("CARGO_PKG_VERSION"),
-            overrides: reg.overrides_json(),
-            platforms: reg.registry.platforms.iter().map(Into::into).collect(),
-        })?,
-        Format::Human => output::print(&render_human(&reg, ui))?,
-    }
+    let doc = PlatformsJson {
+        header: Header::new("qport.platforms/1"),
+        overrides: reg.overrides_json(),
+        platforms: reg.registry.platforms.iter().map(Into::into).collect(),
+        registry: &reg,
+    };
+    emit(&doc, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::{parse_ip, IPS};
+    use qport_platform::Ip;
 
     #[test]
     fn ip_names_round_trip_and_unknown_lists_valid() {

@@ -24,14 +24,12 @@
 //! }
 //! ```
 
-use crate::info::FileJson;
-use crate::model_file::FileFacts;
-use crate::output::{self, Align, Format, Style, Table, Ui};
+use crate::args::{LoadedProfiles, ProfileFilesArg};
+use crate::output::{Align, Format, Style, Table, Ui};
+use crate::report::{emit, FileJson, Header, ProfileJson, Render};
 use crate::ExitStatus;
-use anyhow::{Context, Result};
-use qport_core::arith::{wire, ArithProfile, ProfileFormat, ProfileRegistry};
+use anyhow::Result;
 use serde::Serialize;
-use std::path::PathBuf;
 
 /// Examples shown by `qport profiles --help`.
 pub const AFTER_HELP: &str = "\
@@ -66,87 +64,22 @@ pub struct ProfilesArgs {
     format: Format,
 }
 
-/// `--profile-file`, for every command that takes an arithmetic profile.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ProfileFilesArg {
-    /// A TOML or JSON file of user arithmetic profiles (repeatable; see
-    /// `qport profiles --help`).
-    #[arg(long = "profile-file", value_name = "FILE")]
-    pub profile_file: Vec<PathBuf>,
-}
-
-/// The presets plus the user's profile files, and those files' facts for
-/// reports.
-pub struct LoadedProfiles {
-    /// Presets and user profiles.
-    pub registry: ProfileRegistry,
-    /// Size and hash of each profile file, in the order given.
-    pub files: Vec<FileFacts>,
-}
-
-impl ProfileFilesArg {
-    /// Loads the presets and adds every `--profile-file`, in order.
-    pub fn load(&self) -> Result<LoadedProfiles> {
-        let mut registry = ProfileRegistry::builtin();
-        let mut files = Vec::with_capacity(self.profile_file.len());
-        for path in &self.profile_file {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("cannot read profile file '{}'", path.display()))?;
-            let text = std::str::from_utf8(&bytes)
-                .map_err(|_| anyhow::anyhow!("profile file '{}': not UTF-8", path.display()))?;
-            let format = ProfileFormat::guess(path, text);
-            registry.add_str(text, format, &path.display().to_string())?;
-            files.push(FileFacts {
-                path: path.clone(),
-                size: bytes.len() as u64,
-                sha256: crate::model_file::sha256_hex(&bytes),
-            });
-        }
-        Ok(LoadedProfiles { registry, files })
-    }
-}
-
-/// One profile in `qport.profiles/1`.
-#[derive(Debug, Serialize)]
-pub struct ProfileJson {
-    name: String,
-    origin: &'static str,
-    file: Option<String>,
-    description: String,
-    accumulator: String,
-    requant: String,
-    rounding: String,
-    bias: String,
-    epilogue: String,
-    non_gemm: String,
-    sources: Vec<String>,
-}
-
-impl ProfileJson {
-    /// The JSON form of `p`, read from `file` (`None` for a preset).
-    pub fn new(p: &ArithProfile, file: Option<&str>) -> ProfileJson {
-        ProfileJson {
-            name: p.name.clone(),
-            origin: if file.is_some() { "file" } else { "preset" },
-            file: file.map(str::to_string),
-            description: p.description.clone(),
-            accumulator: wire(&p.accumulator),
-            requant: wire(&p.requant),
-            rounding: wire(&p.rounding),
-            bias: wire(&p.bias),
-            epilogue: wire(&p.epilogue),
-            non_gemm: wire(&p.non_gemm),
-            sources: p.sources.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct ProfilesJson {
-    schema: &'static str,
-    qport_version: &'static str,
+#[derive(Serialize)]
+struct ProfilesJson<'a> {
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    header: Header,
     profile_files: Vec<FileJson>,
     profiles: Vec<ProfileJson>,
+    /// What the human table is drawn from.
+    #[serde(skip)]
+    loaded: &'a LoadedProfiles,
+}
+
+impl Render for ProfilesJson<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self.loaded, ui)
+    }
 }
 
 fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
@@ -216,28 +149,25 @@ fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
 /// Runs `qport profiles`.
 pub fn run(args: &ProfilesArgs, ui: &Ui) -> Result<ExitStatus> {
     let loaded = args.files.load()?;
-    match args.format {
-        Format::Json => {
-            let reg = &loaded.registry;
-            output::print_json(&ProfilesJson {
-                schema: "qport.profiles/1",
-                qport_version: env!("CARGO_PKG_VERSION"),
-                profile_files: loaded.files.iter().map(FileJson::from).collect(),
-                profiles: reg
-                    .profiles()
-                    .iter()
-                    .map(|p| ProfileJson::new(p, reg.origin(&p.name)))
-                    .collect(),
-            })?
-        }
-        Format::Human => output::print(&render_human(&loaded, ui))?,
-    }
+    let reg = &loaded.registry;
+    let doc = ProfilesJson {
+        header: Header::new("qport.profiles/1"),
+        profile_files: loaded.files.iter().map(FileJson::from).collect(),
+        profiles: reg
+            .profiles()
+            .iter()
+            .map(|p| ProfileJson::new(p, reg.origin(&p.name)))
+            .collect(),
+        loaded: &loaded,
+    };
+    emit(&doc, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qport_core::arith::ArithProfile;
 
     #[test]
     fn json_form_uses_wire_names() {

@@ -8,7 +8,9 @@
 //! as it was.
 
 use crate::model_file::{self, FileFacts};
-use crate::output::{self, Align, Table, Ui};
+use crate::out_dir::OutDirArg;
+use crate::output::{self, Align, Format, Table, Ui};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -35,16 +37,10 @@ names) file whose first axis is the sample axis.
 
 Writes OUT/model.qdq.onnx, OUT/quant_config.json (resolved per node, with
 scales and zero points) and OUT/report.json; prints a summary (--format json
-prints the report). Templates and config keys: docs/quant-config.md.";
-
-/// Output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Human-readable summary.
-    Text,
-    /// The report as JSON (schema `qport.quantize/1`).
-    Json,
-}
+prints the report, schema qport.quantize/1). --out must be new or empty
+(--force replaces the three files); it is checked before any work. Off a
+terminal each phase prints a `qport: PHASE` line on stderr (not with -q).
+Templates and config keys: docs/quant-config.md.";
 
 /// Calibrator choice on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -122,12 +118,11 @@ pub struct QuantizeArgs {
     #[arg(long, value_name = "FP32.onnx")]
     pub fp32: Option<PathBuf>,
     #[command(flatten)]
-    pub overrides: crate::platforms::OverridesArg,
-    /// Output directory (created if missing).
-    #[arg(long, short)]
-    pub out: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "text")]
+    pub overrides: crate::args::OverridesArg,
+    #[command(flatten)]
+    pub out: OutDirArg,
+    /// Output format on stdout: the summary, or the report as JSON.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }
 
@@ -135,9 +130,9 @@ pub struct QuantizeArgs {
 /// docs/cli-json.md).
 #[derive(Debug, Serialize)]
 pub struct Report {
-    schema: &'static str,
-    qport_version: &'static str,
-    command: Vec<String>,
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    header: Header,
     model: FileJson,
     config: Option<FileJson>,
     overrides: Option<FileJson>,
@@ -152,13 +147,15 @@ pub struct Report {
     files: Vec<String>,
     warnings: Vec<String>,
     seconds: f64,
+    /// `--out`, for the human summary's last line.
+    #[serde(skip)]
+    out: PathBuf,
 }
 
-#[derive(Debug, Serialize)]
-struct FileJson {
-    path: String,
-    size_bytes: u64,
-    sha256: String,
+impl Render for Report {
+    fn human(&self, ui: &Ui) -> String {
+        summary(self, ui, &self.out)
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -190,14 +187,6 @@ struct EvalJson {
     seconds: f64,
 }
 
-fn file_json(f: &FileFacts) -> FileJson {
-    FileJson {
-        path: f.path.display().to_string(),
-        size_bytes: f.size,
-        sha256: f.sha256.clone(),
-    }
-}
-
 /// Size and hash of a small input file (`--config`) for the report.
 fn file_facts(path: &Path) -> Result<FileFacts> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
@@ -215,6 +204,8 @@ fn quant_err(e: QuantError) -> anyhow::Error {
 /// Runs `qport quantize`.
 pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
+    let ui = &ui.with_phase_lines();
+    let out_dir = args.out.check(&OUT_FILES)?;
     let registry = args.overrides.load()?;
     let platform = registry.get(&args.platform)?.clone();
     let variant = if args.fast_perf {
@@ -226,6 +217,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         Some(p) => (Some(QuantConfig::from_file(p)?), Some(file_facts(p)?)),
         None => (None, None),
     };
+    let sp = ui.spinner(&format!("loading {}", args.model.display()));
     let loaded = model_file::load(&args.model)?;
     let load_mode = args.calibration == Some(CalibArg::Load);
     let (float_model, imported) = if load_mode {
@@ -251,6 +243,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
             list.join(", ")
         );
     }
+    sp.phase(ui, &format!("resolving the {} template", platform.name));
     let prepared = ptq::prepare(&float_model);
     let base = template::template(&platform, variant);
     // messages about the user's config start with its path, as parse errors do
@@ -268,9 +261,17 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     if let Some(c) = args.calibration {
         resolved.activation.methods = vec![c.into()];
     }
+    sp.phase(ui, "opening the data");
     let inputs = crate::data::model_inputs(&prepared);
     // Open every data source before any long work, so bad paths fail fast.
     let preprocess = crate::data::preprocess(args.preprocess.as_deref(), &args.pp)?;
+    if preprocess.is_some() {
+        let given: Vec<(&str, &Path)> = [("--calib", &args.calib), ("--eval", &args.eval)]
+            .into_iter()
+            .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+            .collect();
+        crate::data::check_preprocess(&given, ui)?;
+    }
     let calib_src = match (&args.calib, args.fast_perf || load_mode) {
         (Some(p), _) => crate::data::Source::open(p, &inputs, preprocess.clone(), args.calib_limit)?,
         (None, true) => crate::data::Source::synthetic(&inputs, if load_mode { 1 } else { 4 })?,
@@ -299,9 +300,11 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         }
     }
 
+    drop(sp);
+
     // calibrate
     let tc = Instant::now();
-    let pb = ui.progress(calib_src.len() as u64, "calibrating");
+    let pb = ui.progress(calib_src.len() as u64, "samples", "calibrating");
     let last = crate::data::LastSample::default();
     let calib = ptq::calibrate(
         &prepared,
@@ -312,10 +315,16 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     )
     .map_err(|e| last.explain(e, &inputs))?;
     drop(pb);
-    let sp = ui.spinner("exporting");
+    let sp = ui.spinner(&if resolved.activation.methods.len() > 1
+        || resolved.activation.candidates.asymmetric.len() > 1
+    {
+        "choosing the calibrator (each candidate exported and compared with FP32)".to_string()
+    } else {
+        "computing scales and exporting the QDQ model".to_string()
+    });
     let chosen =
         ptq::quantize(&prepared, &resolved, &calib, imported.as_ref()).map_err(quant_err)?;
-    drop(sp);
+    sp.phase(ui, "building the FP32 and quantized plans");
     let calib_secs = tc.elapsed().as_secs_f64();
 
     // evaluate
@@ -328,10 +337,11 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         None => qport_engine::Plan::new(&prepared)?,
     };
     let qplan = qport_engine::Plan::new(&chosen.exported.model)?;
+    drop(sp);
     let evaluation = match (&args.eval, &eval_src) {
         (Some(p), Some(src)) => {
             let te = Instant::now();
-            let pb = ui.progress(src.len() as u64, "evaluating");
+            let pb = ui.progress(src.len() as u64, "samples", "evaluating against FP32");
             let last = crate::data::LastSample::default();
             let ev = ptq::evaluate(&fp32, &qplan, src.samples(&last), &mut |n| {
                 pb.set_position(n as u64)
@@ -348,6 +358,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         }
         _ => {
             let te = Instant::now();
+            let _sp = ui.spinner("evaluating against FP32 on the calibration samples");
             let sel: Vec<Result<Sample, QuantError>> =
                 calib.selection.iter().cloned().map(Ok).collect();
             let ev =
@@ -389,12 +400,10 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         warnings.push("no --eval data: agreement was measured on calibration samples".into());
     }
     let report = Report {
-        schema: "qport.quantize/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
-        command: std::env::args().collect(),
-        model: file_json(&loaded.facts),
-        config: config_facts.as_ref().map(file_json),
-        overrides: registry.overrides.as_ref().map(file_json),
+        header: Header::with_command("qport.quantize/1"),
+        model: FileJson::from(&loaded.facts),
+        config: config_facts.as_ref().map(FileJson::from),
+        overrides: registry.overrides.as_ref().map(FileJson::from),
         platform: platform.name.clone(),
         march: platform.march.clone(),
         template: variant.name().to_string(),
@@ -422,21 +431,23 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         precision_mix: mix,
         quantized_tensors: chosen.exported.tensors.len(),
         evaluation,
-        files: vec![
-            "model.qdq.onnx".into(),
-            "quant_config.json".into(),
-            "report.json".into(),
-        ],
+        files: OUT_FILES.iter().map(|f| f.to_string()).collect(),
         warnings,
         seconds: t0.elapsed().as_secs_f64(),
+        out: out_dir.to_path_buf(),
     };
-    write_outputs(&args.out, &chosen.exported.model, &qc, &report)?;
-    match args.format {
-        Format::Json => output::print_json(&report)?,
-        Format::Text => output::print(&summary(&report, ui, &args.out))?,
+    let sp = ui.spinner(&format!("writing {}", out_dir.display()));
+    write_outputs(out_dir, &chosen.exported.model, &qc, &report)?;
+    drop(sp);
+    for w in &report.warnings {
+        ui.warn(w);
     }
+    emit(&report, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
+
+/// The files `quantize` writes into `--out`.
+const OUT_FILES: [&str; 3] = ["model.qdq.onnx", "quant_config.json", "report.json"];
 
 fn describe_data(p: &Path, s: &crate::data::Source) -> String {
     format!("{} ({})", p.display(), s.describe())
@@ -560,9 +571,6 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
             e.eval.samples,
             100.0 * e.top1_rate
         );
-    }
-    for w in &r.warnings {
-        s += &format!("warning: {w}\n");
     }
     s += &format!(
         "\nwrote {}/{{model.qdq.onnx, quant_config.json, report.json}} in {:.1} s\n",

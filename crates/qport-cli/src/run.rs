@@ -37,10 +37,10 @@
 //! lower index, NaN skipped) is given only for a float output of shape
 //! `[1, K]`.
 
-use crate::info::FileJson;
+use crate::args::ProfileFilesArg;
 use crate::model_file;
 use crate::output::{self, fmt_ms, fmt_num, Align, Format, Style, Table, Ui};
-use crate::profiles::ProfileFilesArg;
+use crate::report::{FileJson, Header};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use qport_core::arith::{ArithProfile, ProfileError};
@@ -107,10 +107,9 @@ pub struct RunArgs {
 /// `qport.run/1`: the JSON document of `qport run --format json`.
 #[derive(Debug, Serialize)]
 pub struct RunJson {
-    /// Always `"qport.run/1"`.
-    pub schema: &'static str,
-    /// Version of qport that wrote this.
-    pub qport_version: &'static str,
+    /// `schema`, `qport_version`.
+    #[serde(flatten)]
+    pub header: Header,
     /// The model file.
     pub model: FileJson,
     /// The tensors fed, in the model's input order.
@@ -370,8 +369,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             .with_context(|| format!("cannot write outputs to '{}'", out.display()))?;
     }
     let report = RunJson {
-        schema: "qport.run/1",
-        qport_version: env!("CARGO_PKG_VERSION"),
+        header: Header::new("qport.run/1"),
         model: (&loaded.facts).into(),
         inputs: inputs_json,
         outputs: outputs.iter().map(|(n, t)| summarize(n, t)).collect(),

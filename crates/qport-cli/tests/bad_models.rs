@@ -9,7 +9,7 @@ use qport_onnx::proto::{
     tensor_proto::DataType, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 struct Out {
@@ -39,10 +39,8 @@ fn assert_input_error(o: &Out, words: &[&str]) {
     assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
 }
 
-fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("qport-bad-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(tag: &str) -> qport_tests::cli::TempDir {
+    qport_tests::cli::temp_dir(&format!("bad-{tag}"))
 }
 
 fn vi(name: &str, dims: &[i64]) -> ValueInfoProto {

@@ -37,7 +37,9 @@ fn assert_input_error(o: &Out, words: &[&str]) {
 #[test]
 fn json_report_with_an_int8_profile() {
     let dir = temp_dir("bench-json");
-    let out = dir.join("bench.json");
+    // --out is a directory, as for agree and diverge (issue 12)
+    let out_dir = dir.join("out");
+    let out = out_dir.join("bench.json");
     let (m, q) = (fp32(), qdq());
     let o = qport(&[
         "bench",
@@ -53,7 +55,7 @@ fn json_report_with_an_int8_profile() {
         "--format",
         "json",
         "--out",
-        out.to_str().unwrap(),
+        out_dir.to_str().unwrap(),
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let j: Value = serde_json::from_str(&o.stdout).unwrap();
@@ -128,7 +130,6 @@ fn json_report_with_an_int8_profile() {
         .as_str()
         .unwrap()
         .contains("portable"));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -37,7 +37,7 @@ fn expected() -> Value {
 }
 
 /// A fresh empty directory for one test.
-fn temp_dir(tag: &str) -> PathBuf {
+fn temp_dir(tag: &str) -> qport_tests::cli::TempDir {
     qport_tests::cli::temp_dir(&format!("cli-test-{tag}"))
 }
 
@@ -241,7 +241,6 @@ fn info_names_unsupported_ops_and_run_refuses_them() {
     qport_data::npy::write(&x, &Tensor::zeros(DType::F32, vec![1, 4]).unwrap()).unwrap();
     let o = qport(&["run", &s(&m), "--input", &format!("a={}", s(&x))]);
     assert_input_error(&o, &["cannot run model", "FrobnicateXyz"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 // ---------------------------------------------------------------- demo
@@ -330,7 +329,6 @@ fn demo_runs_from_any_directory() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -402,7 +400,6 @@ fn run_npz_in_npz_out_matches_reference() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -416,7 +413,6 @@ fn run_npy_input_human() {
         assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
     }
     assert!(o.stderr.is_empty(), "{}", o.stderr);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -501,7 +497,6 @@ fn run_input_errors_exit_2() {
     let o = qport(&["run", &m, "--input", &arg(&good), "--inputs", &s(&other)]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("cannot be used with"), "{}", o.stderr);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 // ---------------------------------------------------------------- bad model files
@@ -541,7 +536,6 @@ fn bad_model_files_exit_2_naming_the_problem() {
         let o = qport(&["info", &s(path), "--format", "json"]);
         assert_input_error(&o, words);
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use qport_core::DType;
 use qport_onnx::{Model, ModelBuilder, Node};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use qport_tests::cli::Out;
 
@@ -69,7 +69,7 @@ fn effnet() -> String {
 }
 
 /// A fresh empty directory for one test.
-fn temp_dir(tag: &str) -> PathBuf {
+fn temp_dir(tag: &str) -> qport_tests::cli::TempDir {
     qport_tests::cli::temp_dir(&format!("platform-cli-{tag}"))
 }
 
@@ -238,7 +238,6 @@ fn overrides_patch_and_add_platforms_for_every_command() {
         ft(find(&v["changes"], "item", "memory-unit")),
         pair("256 B", "512 B")
     );
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -270,7 +269,6 @@ fn malformed_or_missing_overrides_exit_2() {
     let missing = s(&d.join("missing.toml"));
     let o = q("platforms --overrides", &[&missing]);
     assert_input_error(&o, &["cannot read platform overrides", "missing.toml"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 // ---------------------------------------------------------------- layout
@@ -314,7 +312,6 @@ fn layout_u16_212_example() {
     // Host archetypes have no padding rule.
     let v = j("layout --platform x86-avx2", &[&m], 0);
     assert_eq!(ints(&v["inputs"][0]["stride"]), [269664, 89888, 424, 2]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -382,7 +379,6 @@ fn layout_nv12_220_example() {
         "j6m (nash-m)",
     ];
     contains_all(&o.stdout, &words);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -436,7 +432,6 @@ fn layout_input_errors_exit_2() {
     let o = q("layout --platform j6p --no-padding sideways", &[&m]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("sideways"), "{}", o.stderr);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 // ---------------------------------------------------------------- deploy-check
@@ -686,7 +681,6 @@ fn migrate_validates_quant_config_for_the_target() {
     let v = j("migrate --from j6x --to j6p", &extra, 0);
     let items = v["changes"].as_array().unwrap();
     assert!(!items.iter().any(|c| c["item"] == "config"), "{v:#}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -712,5 +706,4 @@ fn migrate_bad_input_exits_2() {
     let o = q("migrate --from j6m", &[]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("--to"), "{}", o.stderr);
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -22,9 +22,18 @@ fn json(args: &[&str]) -> Value {
     serde_json::from_str(&o.stdout).expect("valid JSON")
 }
 
-/// Writes `text` to a fresh file called `name` and returns its path.
+/// Writes `text` to a fresh file called `name` and returns its path: a
+/// new subdirectory per call of one temporary directory that lives as long
+/// as the test binary (statics are never dropped).
 fn write(name: &str, text: &str) -> String {
-    let p = qport_tests::cli::temp_dir("profiles-test").join(name);
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static DIR: std::sync::OnceLock<qport_tests::cli::TempDir> = std::sync::OnceLock::new();
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = DIR
+        .get_or_init(|| qport_tests::cli::temp_dir("profiles-test"))
+        .join(N.fetch_add(1, Ordering::Relaxed).to_string());
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join(name);
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
 }

@@ -91,7 +91,6 @@ fn integer_profile_runs_the_lowered_model_bit_identically() {
         "{}",
         o.stdout
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -125,5 +124,4 @@ fn profile_errors_exit_2() {
     std::fs::write(&bad, "name = \"x\"\nbase = \"exact\"\nwat = 1\n").unwrap();
     let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile-file", &s(&bad)]);
     assert_input_error(&o, &["bad.toml", "wat"]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -11,7 +11,7 @@
 //!   fail");
 //! * the sum of the runtime allocation must stay within the platform's L2M cap.
 
-use crate::{Ip, Platform, PlatformError};
+use crate::{Ip, ModelLayout, Platform, PlatformError};
 use serde::Serialize;
 
 /// How bad a finding is.
@@ -35,7 +35,9 @@ pub struct Finding {
     pub severity: Severity,
     /// What was found, naming the platform and values.
     pub message: String,
-    /// Where the rule comes from.
+    /// Where the rule is documented for users: a section of the public
+    /// vendor manual ("OE manual, Platform Differences > L2M"), never an
+    /// internal file.
     pub source: &'static str,
 }
 
@@ -57,13 +59,14 @@ pub struct DeployRequest {
 }
 
 use crate::registry::MIB;
-const SRC_L2M: &str = "seed §L2M; vt.md §hb_compile YAML (max_l2m_size 0..25165824, not on b/e/m)";
+const SRC_L2M: &str = "OE manual, Platform Differences > L2M; OE manual, hb_compile configuration (max_l2m_size 0..25165824, not on nash-b/e/m)";
 const SRC_RT: &str =
-    "vt.md §Multi-core / L2M (HB_DNN_USER_DEFINED_L2M_SIZES must match core_num); seed §L2M";
+    "OE manual, UCP multi-core and L2M (HB_DNN_USER_DEFINED_L2M_SIZES must match core_num); OE manual, Platform Differences > L2M";
 const SRC_CORES: &str =
-    "vt.md §hb_compile YAML (core_num 1 for b/e/m; 1-4 for h/p); vt.md §Multi-core / L2M";
-const SRC_ANY: &str = "seed §Multi-core and Core Binding";
-const SRC_IP: &str = "seed introduction (S6P: UCP supports only the BPU IP)";
+    "OE manual, hb_compile configuration (core_num 1 on nash-b/e/m, 1-4 on nash-h/p); OE manual, UCP multi-core and L2M";
+const SRC_ANY: &str = "OE manual, Platform Differences > Multi-core and Core Binding";
+const SRC_IP: &str =
+    "OE manual, Platform Differences (introduction: on S6P, UCP supports only the BPU IP)";
 
 /// Parses a runtime L2M allocation string ("6:6:6:6", MiB per core).
 pub fn parse_runtime_l2m(s: &str) -> Result<Vec<u64>, PlatformError> {
@@ -210,6 +213,44 @@ pub fn deploy_check(p: &Platform, req: &DeployRequest) -> Result<Vec<Finding>, P
         }
     }
     Ok(out)
+}
+
+/// The `io-memory` finding (info) of `deploy-check --model`: the aligned
+/// bytes the model's inputs and outputs occupy on `p`, the padding over the
+/// dense size, and how many tensors are sized only at run time.
+pub fn io_memory(p: &Platform, layout: &ModelLayout) -> Finding {
+    let all: Vec<_> = layout.inputs.iter().chain(&layout.outputs).collect();
+    let dynamic = all.iter().filter(|d| d.is_dynamic()).count();
+    let aligned: u64 = all
+        .iter()
+        .filter(|d| !d.is_dynamic())
+        .map(|d| d.aligned_byte_size.max(0) as u64)
+        .sum();
+    let dense: u64 = all.iter().filter_map(|d| d.dense_byte_size().ok()).sum();
+    let pad = if dense > 0 {
+        format!(
+            ", {:+.1}% over dense {dense} B",
+            (aligned as f64 / dense as f64 - 1.0) * 100.0
+        )
+    } else {
+        String::new()
+    };
+    let dynamic = if dynamic > 0 {
+        format!("; {dynamic} dynamic tensor(s) sized at runtime")
+    } else {
+        String::new()
+    };
+    Finding {
+        rule: "io-memory",
+        severity: Severity::Info,
+        message: format!(
+            "{}: {} input and {} output tensor(s) need {aligned} B aligned{pad}{dynamic}; allocate alignedByteSize per tensor",
+            p.name,
+            layout.inputs.len(),
+            layout.outputs.len()
+        ),
+        source: "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
+    }
 }
 
 /// Whether any finding is an error (the CLI exits 1).

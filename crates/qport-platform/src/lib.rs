@@ -4,7 +4,11 @@
 //!
 //! Sources: the platform-differences chapter of the vendor manual
 //! (`shared/seeds/000_…`, cited as "seed §Section") and
-//! `shared/reference/vendor-toolchain.md` (cited as "vt.md §Section").
+//! `shared/reference/vendor-toolchain.md` (cited as "vt.md §Section") in
+//! code comments. What a user sees (`Finding::source`, `Change::source`)
+//! cites the public manual instead: "OE manual, Platform Differences >
+//! SECTION" (the same chapter of Horizon's OpenExplorer toolchain manual)
+//! or "OE manual, TOPIC (the documented fact)".
 #![deny(missing_docs)]
 
 pub mod color;
@@ -19,7 +23,9 @@ pub mod quant;
 pub mod registry;
 
 pub use color::{rgb_to_nv12, Bt601Range, ChannelOrder};
-pub use deploy::{deploy_check, has_errors, parse_runtime_l2m, DeployRequest, Finding, Severity};
+pub use deploy::{
+    deploy_check, has_errors, io_memory, parse_runtime_l2m, DeployRequest, Finding, Severity,
+};
 pub use error::PlatformError;
 pub use layout::{ImageFormat, InputSource, TensorDescriptor, TensorKind, TensorType};
 pub use migrate::{migrate_deploy, migrate_layout, migrate_platform, Change};

@@ -64,7 +64,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             a.default_template.clone(),
             b.default_template.clone(),
             note,
-            "seed §ONNX Model Quantization Platform Differences",
+            "OE manual, Platform Differences > ONNX Model Quantization Platform Differences",
         ));
     }
     if a.tail_output != b.tail_output {
@@ -75,7 +75,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             qport_core::wire::wire(&a.tail_output),
             qport_core::wire::wire(&b.tail_output),
             note,
-            "seed §High-Accuracy Output Form Differences",
+            "OE manual, Platform Differences > High-Accuracy Output Form Differences",
         ));
     }
     if a.image_stride_align != b.image_stride_align {
@@ -86,7 +86,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             format!("{} B", a.image_stride_align),
             format!("{} B", b.image_stride_align),
             note,
-            "seed §stride, padding, and aligned byte size Differences",
+            "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
         ));
     }
     if a.min_memory_unit != b.min_memory_unit {
@@ -97,7 +97,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             format!("{} B", a.min_memory_unit),
             format!("{} B", b.min_memory_unit),
             note,
-            "seed §stride, padding, and aligned byte size Differences",
+            "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
         ));
     }
     if a.l2m_cap_bytes != b.l2m_cap_bytes {
@@ -113,7 +113,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             mib(a.l2m_cap_bytes),
             mib(b.l2m_cap_bytes),
             note,
-            "seed §L2M",
+            "OE manual, Platform Differences > L2M",
         ));
     }
     if (a.bpu_cores, a.multi_core) != (b.bpu_cores, b.multi_core) {
@@ -134,7 +134,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             f(a),
             f(b),
             note,
-            "seed §Multi-core and Core Binding; vt.md §Multi-core / L2M",
+            "OE manual, Platform Differences > Multi-core and Core Binding; OE manual, UCP multi-core and L2M",
         ));
     }
     let lost: Vec<_> = a
@@ -149,7 +149,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             qport_core::wire::wire(&a.allowed_ips),
             qport_core::wire::wire(&b.allowed_ips),
             "move tasks on the lost IPs elsewhere",
-            "seed introduction (S6P: UCP supports only the BPU IP)",
+            "OE manual, Platform Differences (introduction: on S6P, UCP supports only the BPU IP)",
         ));
     }
     let lost: Vec<_> = a
@@ -164,7 +164,7 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             qport_core::wire::wire(&a.precisions),
             qport_core::wire::wire(&b.precisions),
             "nodes configured with the lost precisions must change",
-            "vt.md §quant_config",
+            "OE manual, quant_config (the precisions each platform runs)",
         ));
     }
     out
@@ -183,7 +183,8 @@ fn desc(d: &TensorDescriptor) -> String {
 /// Per-tensor changes between the same model's layouts on two platforms.
 pub fn migrate_layout(a: &ModelLayout, b: &ModelLayout) -> Vec<Change> {
     let mut out = Vec::new();
-    let src = "seed §stride, padding, and aligned byte size Differences";
+    let src =
+        "OE manual, Platform Differences > stride, padding, and aligned byte size Differences";
     let pairs = a.inputs.iter().chain(&a.outputs);
     for da in pairs {
         let db = b

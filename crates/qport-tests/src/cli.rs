@@ -3,9 +3,8 @@
 //! so a hang fails the test, and fresh temporary directories.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Exit code and output of one run.
@@ -69,16 +68,31 @@ pub fn run(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
     }
 }
 
-/// A fresh, empty directory under the system temp dir, unique per process
-/// and call (`qport-<tag>-<pid>-<n>`).
-pub fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "qport-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
+/// A fresh, empty directory under the system temp dir (`qport-<tag>-...`),
+/// removed when dropped (a `tempfile::TempDir` that also derefs to its
+/// path, so `dir.join(..)` and `&dir` as a `&Path` work as before).
+pub fn temp_dir(tag: &str) -> TempDir {
+    TempDir(
+        tempfile::Builder::new()
+            .prefix(&format!("qport-{tag}-"))
+            .tempdir()
+            .expect("create temp dir"),
+    )
+}
+
+/// A temporary directory, removed on drop.
+#[derive(Debug)]
+pub struct TempDir(tempfile::TempDir);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
 }

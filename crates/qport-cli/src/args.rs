@@ -1,0 +1,509 @@
+//! The argument groups commands share, each with one type everywhere:
+//! `--overrides` (platforms), `--profile-file` and `--profiles`
+//! (arithmetic profiles), the layout and deployment flags, and the data
+//! group (`--data`, `--preprocess`, `--pp`). `--out`/`--force` live in
+//! [`crate::out_dir`], `--format` is [`crate::output::Format`].
+
+use crate::data::{self, Source};
+use crate::model_file::FileFacts;
+use crate::output::Ui;
+use crate::platform_report::OptionsJson;
+use crate::report::FileJson;
+use anyhow::{bail, Context, Result};
+use qport_core::arith::{ArithProfile, ProfileFormat, ProfileRegistry};
+use qport_data::dataset::InputSpec;
+use qport_onnx::Model;
+use qport_platform::{
+    model_layout, parse_runtime_l2m, DeployRequest, InputSource, InputType, Ip, LayoutOptions,
+    ModelLayout, Platform, Registry,
+};
+use std::path::{Path, PathBuf};
+
+/// `--profiles`: comma-separated profile names, or `all` (`qport profiles`
+/// lists them). The same type on every command; each says how many it
+/// needs ([`ProfileList::select`], [`ProfileList::pair`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileList(pub String);
+
+impl std::str::FromStr for ProfileList {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(ProfileList(s.to_string()))
+    }
+}
+
+impl ProfileList {
+    /// Every profile for `all`, else the named ones in order (no repeats).
+    pub fn select(&self, reg: &ProfileRegistry) -> Result<Vec<ArithProfile>> {
+        select_profiles(&self.0, reg)
+    }
+
+    /// Exactly two named profiles, `A,B`.
+    pub fn pair(&self, reg: &ProfileRegistry) -> Result<(ArithProfile, ArithProfile)> {
+        let names: Vec<&str> = self
+            .0
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let [a, b] = names.as_slice() else {
+            bail!(
+                "--profiles needs exactly two profiles, A,B (e.g. --profiles avx2-u8s8,f32-rne), got {}: {}; valid: {}",
+                names.len(),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                },
+                reg.names().join(", ")
+            );
+        };
+        Ok((reg.get(a)?.clone(), reg.get(b)?.clone()))
+    }
+}
+
+/// Resolves `--profiles` (`all`, or names separated by commas) against the
+/// presets and profile files.
+pub fn select_profiles(spec: &str, reg: &ProfileRegistry) -> Result<Vec<ArithProfile>> {
+    if spec.trim().eq_ignore_ascii_case("all") {
+        return Ok(reg.profiles().to_vec());
+    }
+    let mut out: Vec<ArithProfile> = vec![];
+    for name in spec.split(',').map(str::trim) {
+        if name.is_empty() {
+            bail!(
+                "--profiles '{spec}' has an empty name; valid: all, {}",
+                reg.names().join(", ")
+            );
+        }
+        let p = reg.get(name)?;
+        if out.iter().any(|q| q.name == p.name) {
+            bail!("--profiles lists `{}` twice", p.name);
+        }
+        out.push(p.clone());
+    }
+    Ok(out)
+}
+
+/// The data group: `--data` with `--preprocess`/`--pp` for image folders.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataArgs {
+    /// Input data: a folder of images, a .npy or a .npz.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Image preprocessing: a preset name or a TOML file.
+    #[arg(long)]
+    pub preprocess: Option<String>,
+    /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).
+    #[arg(long = "pp", value_name = "KEY=VALUE")]
+    pub pp: Vec<String>,
+}
+
+impl DataArgs {
+    /// Opens `--data` for `inputs` with at most `limit` samples;
+    /// `--preprocess` with a tensor file is an input error.
+    pub fn open(&self, inputs: &[InputSpec], limit: Option<usize>, ui: &Ui) -> Result<Source> {
+        let preprocess = data::preprocess(self.preprocess.as_deref(), &self.pp)?;
+        if preprocess.is_some() {
+            data::check_preprocess(&[("--data", &self.data)], ui)?;
+        }
+        Source::open(&self.data, inputs, preprocess, limit)
+    }
+
+    /// The data path as given.
+    pub fn path(&self) -> &Path {
+        &self.data
+    }
+}
+
+/// `--overrides`, shared by every platform command.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OverridesArg {
+    /// Platform overrides: a TOML file of [[platform]] tables that patch or
+    /// add registry entries (see `qport platforms --help`).
+    #[arg(long, value_name = "FILE.toml")]
+    pub overrides: Option<PathBuf>,
+}
+
+/// The registry with the user's overrides applied, and the override file's
+/// facts for reports.
+pub struct LoadedRegistry {
+    /// Built-in registry plus overrides.
+    pub registry: Registry,
+    /// Size and hash of the override file, when one was given.
+    pub overrides: Option<FileFacts>,
+}
+
+impl OverridesArg {
+    /// Loads the built-in registry and applies `--overrides`.
+    pub fn load(&self) -> Result<LoadedRegistry> {
+        let mut registry = Registry::builtin();
+        let Some(path) = &self.overrides else {
+            return Ok(LoadedRegistry {
+                registry,
+                overrides: None,
+            });
+        };
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read platform overrides '{}'", path.display()))?;
+        let text = String::from_utf8(bytes.clone())
+            .map_err(|_| anyhow::anyhow!("platform overrides '{}': not UTF-8", path.display()))?;
+        registry.apply_overrides_str(&text, &path.display().to_string())?;
+        Ok(LoadedRegistry {
+            registry,
+            overrides: Some(FileFacts {
+                path: path.clone(),
+                size: bytes.len() as u64,
+                sha256: crate::model_file::sha256_hex(&bytes),
+            }),
+        })
+    }
+}
+
+impl LoadedRegistry {
+    /// Looks up `name` (registry name or march alias); the error lists the
+    /// valid names.
+    pub fn get(&self, name: &str) -> Result<&Platform> {
+        Ok(self.registry.get(name)?)
+    }
+
+    /// The override file for JSON reports.
+    pub fn overrides_json(&self) -> Option<FileJson> {
+        self.overrides.as_ref().map(FileJson::from)
+    }
+}
+
+/// Lower-case name of an IP (`bpu`, `dsp`, ...).
+pub fn ip_name(ip: Ip) -> String {
+    format!("{ip:?}").to_ascii_lowercase()
+}
+
+/// The IPs, for parsing and help.
+pub const IPS: [Ip; 7] = [
+    Ip::Bpu,
+    Ip::Dsp,
+    Ip::Gdc,
+    Ip::Jpu,
+    Ip::Vpu,
+    Ip::Pyramid,
+    Ip::Isp,
+];
+
+/// Parses an IP name (clap value parser).
+pub fn parse_ip(s: &str) -> Result<Ip, String> {
+    let want = s.trim().to_ascii_lowercase();
+    IPS.iter()
+        .copied()
+        .find(|&ip| ip_name(ip) == want)
+        .ok_or_else(|| {
+            let valid: Vec<String> = IPS.iter().map(|&i| ip_name(i)).collect();
+            format!("unknown IP `{s}`; valid: {}", valid.join(", "))
+        })
+}
+
+/// `"24 MiB"`, or the byte count when it is not whole MiB.
+pub fn fmt_mib(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// `--profile-file`, for every command that takes an arithmetic profile.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileFilesArg {
+    /// A TOML or JSON file of user arithmetic profiles (repeatable; see
+    /// `qport profiles --help`).
+    #[arg(long = "profile-file", value_name = "FILE")]
+    pub profile_file: Vec<PathBuf>,
+}
+
+/// The presets plus the user's profile files, and those files' facts for
+/// reports.
+pub struct LoadedProfiles {
+    /// Presets and user profiles.
+    pub registry: ProfileRegistry,
+    /// Size and hash of each profile file, in the order given.
+    pub files: Vec<FileFacts>,
+}
+
+impl ProfileFilesArg {
+    /// Loads the presets and adds every `--profile-file`, in order.
+    pub fn load(&self) -> Result<LoadedProfiles> {
+        let mut registry = ProfileRegistry::builtin();
+        let mut files = Vec::with_capacity(self.profile_file.len());
+        for path in &self.profile_file {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read profile file '{}'", path.display()))?;
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|_| anyhow::anyhow!("profile file '{}': not UTF-8", path.display()))?;
+            let format = ProfileFormat::guess(path, text);
+            registry.add_str(text, format, &path.display().to_string())?;
+            files.push(FileFacts {
+                path: path.clone(),
+                size: bytes.len() as u64,
+                sha256: crate::model_file::sha256_hex(&bytes),
+            });
+        }
+        Ok(LoadedProfiles { registry, files })
+    }
+}
+
+/// `--input-type` values (`input_type_rt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum InputTypeArg {
+    /// Plain tensor of the model's element type.
+    #[default]
+    Featuremap,
+    /// NV12 as separate Y and UV inputs (even height and width).
+    Nv12,
+    /// RGB, NHWC bytes.
+    Rgb,
+    /// BGR, NHWC bytes.
+    Bgr,
+    /// YUV444, NHWC bytes.
+    Yuv444,
+    /// Gray (Y only).
+    Gray,
+}
+
+/// `--input-source` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum InputSourceArg {
+    /// Plain memory: static shape and stride.
+    #[default]
+    Ddr,
+    /// Image pyramid: dynamic stride.
+    Pyramid,
+    /// Resizer: dynamic shape and stride.
+    Resizer,
+}
+
+/// `--no-padding` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NoPaddingArg {
+    /// input_no_padding: dense inputs.
+    In,
+    /// output_no_padding: dense outputs.
+    Out,
+    /// Both.
+    Both,
+}
+
+/// The layout flags, shared by `layout`, `migrate` and `deploy-check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LayoutFlags {
+    /// Runtime type of every model input (input_type_rt).
+    #[arg(long, value_enum, default_value_t = InputTypeArg::Featuremap)]
+    pub input_type: InputTypeArg,
+    /// Where image inputs come from (featuremaps are always ddr).
+    #[arg(long, value_enum, default_value_t = InputSourceArg::Ddr)]
+    pub input_source: InputSourceArg,
+    /// Dense, unpadded inputs, outputs or both (input_no_padding /
+    /// output_no_padding).
+    #[arg(long, value_enum, value_name = "in|out|both")]
+    pub no_padding: Option<NoPaddingArg>,
+}
+
+impl LayoutFlags {
+    /// The library options; rejects a pyramid/resizer source for featuremaps.
+    pub fn options(&self) -> Result<LayoutOptions> {
+        let input_type = match self.input_type {
+            InputTypeArg::Featuremap => InputType::Featuremap,
+            InputTypeArg::Nv12 => InputType::Nv12,
+            InputTypeArg::Rgb => InputType::Rgb,
+            InputTypeArg::Bgr => InputType::Bgr,
+            InputTypeArg::Yuv444 => InputType::Yuv444,
+            InputTypeArg::Gray => InputType::Gray,
+        };
+        let source = match self.input_source {
+            InputSourceArg::Ddr => InputSource::Ddr,
+            InputSourceArg::Pyramid => InputSource::Pyramid,
+            InputSourceArg::Resizer => InputSource::Resizer,
+        };
+        if input_type == InputType::Featuremap && source != InputSource::Ddr {
+            bail!(
+                "--input-source {} needs an image --input-type (nv12, gray, rgb, bgr, yuv444); featuremap inputs always come from ddr",
+                self.source_name()
+            );
+        }
+        let (i, o) = match self.no_padding {
+            None => (false, false),
+            Some(NoPaddingArg::In) => (true, false),
+            Some(NoPaddingArg::Out) => (false, true),
+            Some(NoPaddingArg::Both) => (true, true),
+        };
+        Ok(LayoutOptions {
+            input_type,
+            input_source: Some(source),
+            input_no_padding: i,
+            output_no_padding: o,
+        })
+    }
+
+    fn source_name(&self) -> &'static str {
+        match self.input_source {
+            InputSourceArg::Ddr => "ddr",
+            InputSourceArg::Pyramid => "pyramid",
+            InputSourceArg::Resizer => "resizer",
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self.input_type {
+            InputTypeArg::Featuremap => "featuremap",
+            InputTypeArg::Nv12 => "nv12",
+            InputTypeArg::Rgb => "rgb",
+            InputTypeArg::Bgr => "bgr",
+            InputTypeArg::Yuv444 => "yuv444",
+            InputTypeArg::Gray => "gray",
+        }
+    }
+
+    /// The options as recorded in JSON reports.
+    pub fn json(&self) -> Result<OptionsJson> {
+        let o = self.options()?;
+        Ok(OptionsJson {
+            input_type: self.type_name(),
+            input_source: self.source_name(),
+            input_no_padding: o.input_no_padding,
+            output_no_padding: o.output_no_padding,
+        })
+    }
+
+    /// The layout of `model` on `platform`; errors name the model and platform.
+    pub fn compute(&self, model: &Model, platform: &Platform, path: &str) -> Result<ModelLayout> {
+        let opts = self.options()?;
+        model_layout(&model.graph, platform, &opts).with_context(|| {
+            format!(
+                "cannot lay out model '{path}' on {} with --input-type {}",
+                platform.name,
+                self.type_name()
+            )
+        })
+    }
+}
+
+/// Parses a byte count: digits with an optional `KiB`/`MiB` (or `K`/`M`)
+/// suffix.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, mul) = [
+        ("kib", 1u64 << 10),
+        ("k", 1 << 10),
+        ("mib", 1 << 20),
+        ("m", 1 << 20),
+    ]
+    .iter()
+    .find_map(|(suf, m)| lower.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+    .unwrap_or((lower.clone(), 1));
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("`{s}` is not a byte count (e.g. 25165824, 6MiB or 512KiB)"))
+}
+
+/// Deployment settings, shared by `deploy-check` and `migrate`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DeployFlags {
+    /// Compile-time core_num (default: the number of --cores, else 1).
+    #[arg(long, value_name = "N")]
+    pub core_num: Option<u32>,
+    /// BPU cores the model is bound to at runtime, comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "0,1,...")]
+    pub cores: Vec<u32>,
+    /// Compile-time max_l2m_size in bytes (or with a KiB/MiB suffix).
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    pub max_l2m_size: Option<u64>,
+    /// Runtime L2M per core in MiB (HB_DNN_USER_DEFINED_L2M_SIZES), e.g. "6:6:6:6".
+    #[arg(long, value_name = "MIB:MIB:..")]
+    pub runtime_l2m: Option<String>,
+    /// IPs the application schedules tasks on, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_ip, value_name = "bpu,dsp,...")]
+    pub ips: Vec<Ip>,
+    /// Tasks are scheduled with HB_UCP_BPU_CORE_ANY.
+    #[arg(long)]
+    pub core_any: bool,
+}
+
+impl DeployFlags {
+    /// Whether any deployment setting was given.
+    pub fn given(&self) -> bool {
+        self.core_num.is_some()
+            || !self.cores.is_empty()
+            || self.max_l2m_size.is_some()
+            || self.runtime_l2m.is_some()
+            || !self.ips.is_empty()
+            || self.core_any
+    }
+
+    /// The library request; an unparsable runtime L2M string is an error.
+    pub fn request(&self) -> Result<DeployRequest> {
+        if let Some(s) = &self.runtime_l2m {
+            parse_runtime_l2m(s).context("invalid --runtime-l2m")?;
+        }
+        let compiled = self.core_num.or_else(|| {
+            (!self.cores.is_empty()).then(|| u32::try_from(self.cores.len()).unwrap_or(u32::MAX))
+        });
+        Ok(DeployRequest {
+            compiled_cores: compiled,
+            bind: self.cores.clone(),
+            max_l2m_size: self.max_l2m_size,
+            runtime_l2m: self.runtime_l2m.clone(),
+            ips: self.ips.clone(),
+            core_any: self.core_any,
+        })
+    }
+
+    /// A one-line summary of the settings for people.
+    pub fn describe(&self, req: &DeployRequest) -> String {
+        let n = req.compiled_cores.unwrap_or(1);
+        let mut parts = vec![format!("core_num {n}")];
+        if !req.bind.is_empty() {
+            let c: Vec<String> = req.bind.iter().map(|c| c.to_string()).collect();
+            parts.push(format!("cores {}", c.join(",")));
+        }
+        if let Some(b) = req.max_l2m_size {
+            parts.push(format!("max_l2m_size {b} B ({})", fmt_mib(b)));
+        }
+        if let Some(s) = &req.runtime_l2m {
+            parts.push(format!("runtime L2M {s}"));
+        }
+        if !req.ips.is_empty() {
+            let i: Vec<String> = req.ips.iter().map(|&i| ip_name(i)).collect();
+            parts.push(format!("ips {}", i.join(",")));
+        }
+        if req.core_any {
+            parts.push("CORE_ANY".into());
+        }
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_lists_resolve() {
+        let reg = ProfileRegistry::builtin();
+        let all = select_profiles("all", &reg).unwrap();
+        assert_eq!(all.len(), reg.profiles().len());
+        let two = select_profiles("exact, gemmlowp", &reg).unwrap();
+        assert_eq!(two[1].name, "gemmlowp");
+        let e = select_profiles("exact,nope", &reg).unwrap_err().to_string();
+        assert!(e.contains("nope") && e.contains("f32-rne"), "{e}");
+        assert!(select_profiles("exact,exact", &reg).is_err());
+        assert!(select_profiles("exact,", &reg).is_err());
+        let (a, b) = ProfileList("exact,gemmlowp".into()).pair(&reg).unwrap();
+        assert_eq!((a.name.as_str(), b.name.as_str()), ("exact", "gemmlowp"));
+        let e = ProfileList("exact".into())
+            .pair(&reg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exactly two") && e.contains("got 1"), "{e}");
+    }
+}
