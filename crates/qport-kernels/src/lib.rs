@@ -33,20 +33,19 @@
 // The x86 fast paths leave some helpers and parameters unused elsewhere.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 
-pub mod activation;
-pub mod arm;
-pub mod avx2q;
-pub mod depthwise;
-pub mod gemm;
-pub mod idepthwise;
-pub mod igemm;
+pub mod arch;
+pub mod f32;
 pub mod im2col;
+pub mod int8;
 pub mod par;
-pub mod pgemm;
-pub mod qgemm;
-pub mod satpair;
-mod simd;
-pub mod vnni;
+
+pub use arch::aarch64::arm;
+pub(crate) use arch::x86_64::simd;
+pub use arch::x86_64::{avx2q, vnni};
+pub use f32::{activation, depthwise, gemm, pgemm};
+pub use int8::depthwise as idepthwise;
+pub use int8::reference as igemm;
+pub use int8::{qgemm, satpair};
 
 thread_local! {
     static GENERIC_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

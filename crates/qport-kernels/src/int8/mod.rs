@@ -1,0 +1,9 @@
+//! 8-bit integer kernels: the exact reference GEMM ([`reference`]), the
+//! AVX2 int16-saturating pair accumulation ([`satpair`]), the exact
+//! depthwise convolution ([`depthwise`]) and the exact u8×s8 GEMM on the
+//! fastest backend of the dispatch table ([`qgemm`]).
+
+pub mod depthwise;
+pub mod qgemm;
+pub mod reference;
+pub mod satpair;
