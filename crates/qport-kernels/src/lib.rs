@@ -34,6 +34,7 @@
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 
 pub mod arch;
+pub mod dispatch;
 pub mod f32;
 pub mod im2col;
 pub mod int8;
@@ -42,49 +43,11 @@ pub mod par;
 pub use arch::aarch64::arm;
 pub(crate) use arch::x86_64::simd;
 pub use arch::x86_64::{avx2q, vnni};
+pub use dispatch::{force_generic, isa, with_generic_kernels, with_isa, Isa};
 pub use f32::{activation, depthwise, gemm, pgemm};
 pub use int8::depthwise as idepthwise;
 pub use int8::reference as igemm;
 pub use int8::{qgemm, satpair};
-
-thread_local! {
-    static GENERIC_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// True when the portable scalar kernels are forced: `QPORT_FORCE_GENERIC`
-/// is set to a non-empty value other than `0`, or the calling thread is
-/// inside [`with_generic_kernels`].
-pub fn force_generic() -> bool {
-    static FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    GENERIC_HERE.with(|g| g.get())
-        || *FLAG.get_or_init(|| {
-            std::env::var("QPORT_FORCE_GENERIC")
-                .map(|v| !v.is_empty() && v != "0")
-                .unwrap_or(false)
-        })
-}
-
-/// Runs `f` with every kernel of this crate on its portable scalar path on
-/// the calling thread (as `QPORT_FORCE_GENERIC=1` does for the whole
-/// process), then restores the previous choice. Kernels that pack operands
-/// ahead of time pick their path when packing, so build *and* run a plan
-/// inside `f` to run it generically. Used for FP32 control runs: the same
-/// model through two float paths.
-///
-/// ```
-/// let generic = qport_kernels::with_generic_kernels(qport_kernels::force_generic);
-/// assert!(generic);
-/// ```
-pub fn with_generic_kernels<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            GENERIC_HERE.with(|g| g.set(self.0));
-        }
-    }
-    let _restore = Restore(GENERIC_HERE.with(|g| g.replace(true)));
-    f()
-}
 
 /// Serializes tests that change process-wide settings ([`par::set_threads`]).
 #[cfg(test)]

@@ -15,8 +15,8 @@
 //! multiply-adds.
 
 use crate::activation::Activation;
+use crate::dispatch::{level, Level};
 use crate::im2col::ConvGeometry;
-use crate::simd::{level, Level};
 
 /// The geometry of one depthwise call, checked.
 #[derive(Clone, Copy, Debug)]
@@ -709,7 +709,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::supported;
+    use crate::dispatch::supported;
     use proptest::prelude::*;
 
     fn geometry() -> impl Strategy<Value = ConvGeometry> {

@@ -13,8 +13,8 @@
 //! ([`gemm_bias_act_reference`]).
 
 use crate::activation::Activation;
+use crate::dispatch::{level, Level};
 use crate::gemm::{gemm, gemm_reference, MatRef};
-use crate::simd::{level, Level};
 
 /// Rows per panel of the packed left operand.
 const MR: usize = 8;
@@ -591,7 +591,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::supported;
+    use crate::dispatch::supported;
     use proptest::prelude::*;
 
     #[test]

@@ -1,9 +1,11 @@
 //! 8-bit integer kernels: the exact reference GEMM ([`reference`]), the
 //! AVX2 int16-saturating pair accumulation ([`satpair`]), the exact
 //! depthwise convolution ([`depthwise`]) and the exact u8×s8 GEMM on the
-//! fastest backend of the dispatch table ([`qgemm`]).
+//! fastest backend of the dispatch table ([`qgemm`]), and the 8-bit
+//! elementwise loops of the quantized operators ([`elementwise`]).
 
 pub mod depthwise;
+pub mod elementwise;
 pub mod qgemm;
 pub mod reference;
 pub mod satpair;

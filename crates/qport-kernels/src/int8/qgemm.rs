@@ -4,14 +4,16 @@
 //! `C = (A − za) · (B − zb)` with `A` i8 (`m × k`, packed once as
 //! [`PackedI8`], one zero point per row) and `B` u8 (`k × n` row-major, one
 //! zero point). The kernels, tried in order, all compute the same exact
-//! sums (each is property-tested against [`crate::igemm::igemm`]):
-//! AVX-512 VNNI ([`crate::vnni`]), Arm `sdot` / NEON ([`crate::arm`]), AVX2
-//! on widened operands ([`crate::avx2q`]), then the portable
-//! [`crate::igemm`]. [`crate::force_generic`] leaves only the last.
+//! sums (each is property-tested against [`crate::igemm::igemm`]); the
+//! dispatch table's row ([`crate::isa`]) picks one: AVX-512 VNNI
+//! ([`crate::vnni`]), Arm `sdot` / NEON ([`crate::arm`]), AVX2 on widened
+//! operands ([`crate::avx2q`], also under the cap `QPORT_SIMD=avx2` on a
+//! VNNI host), else (and for `k` beyond [`crate::vnni::MAX_K`]) the
+//! portable [`crate::igemm`].
 
 use crate::igemm::{igemm, MatRef, ZeroPoints};
 use crate::vnni::{self, PackedI8};
-use crate::{arm, avx2q};
+use crate::{arm, avx2q, Isa};
 
 /// `C = (A − za) · (B − zb)` exactly into `c` (row stride `ldc`,
 /// overwritten), `B` being `a.depth() × n` row-major.
@@ -30,9 +32,12 @@ use crate::{arm, avx2q};
 pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut [i32], ldc: usize) {
     let (m, k) = (a.rows(), a.depth());
     let rows = a.as_slice();
-    let ran = vnni::gemm_packed(a, za, b, zb, n, c, ldc)
-        || arm::gemm_u8s8(rows, za, b, zb, (m, k, n), c, ldc)
-        || avx2q::gemm_u8s8(rows, za, b, zb, (m, k, n), c, ldc);
+    let ran = match crate::isa() {
+        Isa::Avx512Vnni => vnni::gemm_packed(a, za, b, zb, n, c, ldc),
+        Isa::Neon | Isa::Dotprod => arm::gemm_u8s8(rows, za, b, zb, (m, k, n), c, ldc),
+        Isa::Avx2 | Isa::Avx512 => avx2q::gemm_u8s8(rows, za, b, zb, (m, k, n), c, ldc),
+        _ => false,
+    };
     if !ran {
         igemm(
             MatRef::row_major(rows, m, k),

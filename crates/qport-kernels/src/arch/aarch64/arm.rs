@@ -121,15 +121,10 @@ mod imp {
     /// forced or NEON is missing. Big-endian aarch64 is left to the portable
     /// path: the packing below assumes little-endian lanes.
     pub(super) fn detect() -> Option<Path> {
-        if crate::force_generic()
-            || cfg!(target_endian = "big")
-            || !std::arch::is_aarch64_feature_detected!("neon")
-        {
-            None
-        } else if std::arch::is_aarch64_feature_detected!("dotprod") {
-            Some(Path::Sdot)
-        } else {
-            Some(Path::Neon)
+        match crate::isa() {
+            crate::Isa::Dotprod => Some(Path::Sdot),
+            crate::Isa::Neon => Some(Path::Neon),
+            _ => None,
         }
     }
 

@@ -25,16 +25,10 @@
 //! AVX2, when the portable path is forced ([`crate::force_generic`]), or
 //! when `k` exceeds [`crate::vnni::MAX_K`]; callers then use `igemm`.
 
-/// True when [`gemm_u8s8`] runs its AVX2 kernel on this thread.
+/// True when [`gemm_u8s8`] can run its AVX2 kernel on this thread: the
+/// dispatch table's row ([`crate::isa`]) is an x86-64 one.
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::isa().avx2()
 }
 
 /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero

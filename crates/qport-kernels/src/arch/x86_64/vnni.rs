@@ -26,19 +26,10 @@
 /// 2^31`.
 pub const MAX_K: usize = 65_536;
 
-/// True when [`gemm_u8s8`] runs its VNNI kernel on this thread.
+/// True when [`gemm_u8s8`] runs its VNNI kernel on this thread: the
+/// dispatch table's row ([`crate::isa`]) is [`crate::Isa::Avx512Vnni`].
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        !crate::force_generic()
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::isa() == crate::Isa::Avx512Vnni
 }
 
 /// The signed operand `A` (`m × k`, i8) of [`gemm_packed`] prepared once:
