@@ -307,6 +307,43 @@ pub fn supported_isas() -> impl Iterator<Item = Isa> {
     Isa::ALL.into_iter().filter(|i| i.supported())
 }
 
+/// Property tests whose body runs on every row of the dispatch table this
+/// CPU supports ([`supported_isas`], each inside [`with_isa`]): the one
+/// way a fast kernel is held to its scalar reference on every path it
+/// dispatches to. Each test reads `fn name(isa; arg in strategy, ..)
+/// { body }`, the body using `prop_assert!` and naming the row `isa`.
+#[cfg(test)]
+macro_rules! proptest_every_isa {
+    (
+        #![cases($cases:expr)]
+        $(
+            $(#[doc = $doc:expr])*
+            fn $name:ident($isa:ident; $($arg:tt)*) $body:block
+        )*
+    ) => {
+        proptest::proptest! {
+            #![proptest_config(proptest::prelude::ProptestConfig::with_cases($cases))]
+            $(
+                $(#[doc = $doc])*
+                #[test]
+                fn $name($($arg)*) {
+                    for $isa in $crate::dispatch::supported_isas() {
+                        $crate::dispatch::with_isa(
+                            $isa,
+                            || -> Result<(), proptest::test_runner::TestCaseError> {
+                                $body
+                                Ok(())
+                            },
+                        )?;
+                    }
+                }
+            )*
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use proptest_every_isa;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +379,7 @@ mod tests {
 
     /// On an AVX-512 VNNI host the `avx2` cap selects the AVX2 u8×s8 GEMM
     /// (the `QPORT_SIMD=avx2` fix: the VNNI GEMM used to ignore the cap).
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_avx2_cap_selects_the_avx2_int8_gemm() {
         if isa() != Isa::Avx512Vnni {

@@ -40,8 +40,11 @@ pub mod im2col;
 pub mod int8;
 pub mod par;
 
+#[cfg(target_arch = "aarch64")]
 pub use arch::aarch64::arm;
+#[cfg(target_arch = "x86_64")]
 pub(crate) use arch::x86_64::simd;
+#[cfg(target_arch = "x86_64")]
 pub use arch::x86_64::{avx2q, vnni};
 pub use dispatch::{force_generic, isa, with_generic_kernels, with_isa, Isa};
 pub use f32::{activation, depthwise, gemm, pgemm};

@@ -1,4 +1,5 @@
-//! 8-bit integer kernels: the exact reference GEMM ([`reference`]), the
+//! 8-bit integer kernels: the operand packing and shape checks every
+//! u8×s8 GEMM backend shares ([`packed`]), the exact reference GEMM ([`reference`]), the
 //! AVX2 int16-saturating pair accumulation ([`satpair`]), the exact
 //! depthwise convolution ([`depthwise`]) and the exact u8×s8 GEMM on the
 //! fastest backend of the dispatch table ([`qgemm`]), and the 8-bit
@@ -6,6 +7,9 @@
 
 pub mod depthwise;
 pub mod elementwise;
+pub mod packed;
 pub mod qgemm;
 pub mod reference;
 pub mod satpair;
+
+pub use packed::{PackedI8, MAX_K};

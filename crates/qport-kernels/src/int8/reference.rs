@@ -41,7 +41,7 @@ pub trait QInt: Copy + Send + Sync + 'static {
         Self::saturate(v)
     }
     /// The slice as `u8`, when this type is `u8` (for kernels specialised
-    /// to one operand type, such as [`crate::vnni`]).
+    /// to one operand type, such as the u8×s8 GEMMs).
     fn as_u8(s: &[Self]) -> Option<&[u8]> {
         let _ = s;
         None

@@ -26,9 +26,9 @@ use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_plane, PlaneGeom};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
 use qport_kernels::satpair::sat_pair_gemm;
-use qport_kernels::vnni::PackedI8;
 use qport_onnx::Node;
 
 /// `auto_pad` modes.

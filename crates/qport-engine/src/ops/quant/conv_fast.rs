@@ -2,7 +2,7 @@
 //! and bias are constants (every convolution of a lowered QDQ artifact),
 //! everything that does not depend on the activations is done once when
 //! the plan is built — the weights packed for the integer GEMM kernels
-//! ([`qport_kernels::vnni::PackedI8`], run by [`qport_kernels::qgemm`]), one prepared
+//! ([`qport_kernels::int8::PackedI8`], run by [`qport_kernels::qgemm`]), one prepared
 //! [`qport_core::arith::Requantizer`] per output channel — and inference
 //! runs im2col (or nothing, for pointwise layers), the GEMM into a reused
 //! per-thread i32 buffer, and requantization straight into the 8-bit
@@ -22,8 +22,8 @@ use qport_core::arith::{Accumulator, ArithProfile, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
 use qport_kernels::int8::elementwise;
+use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
-use qport_kernels::vnni::PackedI8;
 use std::cell::RefCell;
 
 /// A `QLinearConv` with constant i8 weights and constant quantization
