@@ -304,6 +304,8 @@ unsafe fn scalar<T: GemmScalar>(p: &GemmArgs<T>) {
         for kk in 0..p.k as isize {
             // SAFETY: i < m, kk < k: in bounds of A by the caller's contract.
             let aik = unsafe { *p.a.offset(i * p.a_rs + kk * p.a_cs) };
+            // SAFETY: kk < k: row kk of B starts in bounds by the caller's
+            // contract.
             let brow = unsafe { p.b.offset(kk * p.b_rs) };
             for (j, v) in acc.iter_mut().enumerate() {
                 // SAFETY: j < n: in bounds of B.

@@ -1,9 +1,10 @@
 //! 8-bit integer kernels: the operand packing and shape checks every
-//! u8×s8 GEMM backend shares ([`packed`]), the exact reference GEMM ([`reference`]), the
-//! AVX2 int16-saturating pair accumulation ([`satpair`]), the exact
-//! depthwise convolution ([`depthwise`]) and the exact u8×s8 GEMM on the
-//! fastest backend of the dispatch table ([`qgemm`]), and the 8-bit
-//! elementwise loops of the quantized operators ([`elementwise`]).
+//! u8×s8 GEMM backend shares ([`packed`]), the exact reference GEMM
+//! ([`reference`](mod@reference)), the exact u8×s8 GEMM on the backend of
+//! the dispatch table ([`qgemm`]), the AVX2 int16-saturating pair
+//! accumulation ([`satpair`]), the exact depthwise convolution
+//! ([`depthwise`]) and the 8-bit elementwise loops of the quantized
+//! operators ([`elementwise`]).
 
 pub mod depthwise;
 pub mod elementwise;

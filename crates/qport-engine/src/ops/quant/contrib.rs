@@ -23,6 +23,7 @@
 //! [`qport_core::arith::mul`]; `QLinearGlobalAveragePool` rescales the
 //! exact sum with [`qport_core::arith::rescale`]. The other ops keep
 //! onnxruntime's arithmetic.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use super::common::{
     i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, QType,

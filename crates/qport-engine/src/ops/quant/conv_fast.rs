@@ -13,6 +13,7 @@
 //! The arithmetic is exactly that of the general path in [`super::conv`]
 //! (the same sums, the same requantizer): property and model tests hold
 //! the two equal.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use super::common::{f32_values, i32_values, per_channel, scalar_f32, scalar_zero, QType};
 use super::conv::{conv_accumulate_with, depthwise, profile_multipliers, ConvAttrs, ConvGeom};

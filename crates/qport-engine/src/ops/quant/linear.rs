@@ -1,6 +1,7 @@
 //! `QuantizeLinear`, `DequantizeLinear` (every opset form: per-tensor,
 //! per-axis, blocked; 2/4/8/16-bit integers, float8 and float4e2m1; int32
 //! for dequantized biases) and `DynamicQuantizeLinear`.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use super::common::{f32_values, i32_values, pack_float, quantize, Layout, QType};
 use crate::error::{OpError, OpResult};
