@@ -20,6 +20,7 @@
 //!                "isa": { "avx2": bool, "fma": bool, "f16c": bool, "avx512f": bool,
 //!                         "avx512bw": bool, "avx512_vnni": bool, "avx_vnni": bool,
 //!                         "amx_int8": bool, "neon": bool, "dotprod": bool, "i8mm": bool },
+//!                "kernels": { "isa": str, "int8_gemm": str, "f32_simd": str },
 //!                "isa_class": "x86-avx2" | "x86-vnni" | "arm-dotprod" | "arm-neon" | null },
 //!   "settings": { "threads": int, "concurrent": int, "batch": int, "warmup": int, "runs": int, "seed": int,
 //!                 "order": "interleaved" | "blocked",
@@ -416,6 +417,10 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
         }
     };
     s += &format!("ISA: {} (absent: {})\n", names(&has), names(&lacks));
+    s += &format!(
+        "kernels: {} (INT8 GEMM {}, FP32 {})\n",
+        m.kernels.isa, m.kernels.int8_gemm, m.kernels.f32_simd
+    );
     let st = &r.settings;
     s += &format!(
         "\n{}{}: batch {}, {} thread{} per inference, {} at once, {} warm-up + {} measured rounds, {}\n",

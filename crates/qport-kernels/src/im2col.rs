@@ -324,8 +324,9 @@ pub fn conv2d_direct<T>(
     );
     assert!(out.len() >= g.output_size(), "conv2d_direct: out too short");
     #[cfg(target_arch = "x86_64")]
-    if !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above).
+    if crate::isa().avx2() {
+        // SAFETY: the dispatch table has an x86-64 row only where the CPU
+        // has AVX2 + FMA (`dispatch::detect`).
         unsafe { direct_avx2(g, image, kernel, zero, out, scratch) };
         return;
     }

@@ -1,91 +1,57 @@
-//! Math on slices, independent of graphs and tensors' metadata.
+//! Math on slices, independent of graphs and tensors' metadata, laid out
+//! like tract-linalg:
 //!
-//! - [`gemm`]: single-precision matrix multiply (strided, with optional
-//!   accumulation), backed by the `gemm` crate's runtime-dispatched SIMD.
-//! - [`im2col`]: patch extraction for convolution as GEMM.
-//! - [`idepthwise`]: exact integer depthwise convolution of one plane.
-//! - [`igemm`]: integer matrix multiply (u8/i8 operands, exact i32
-//!   accumulation) with zero points, the reference for quantized ops.
-//! - [`depthwise`]: depthwise 2-D convolution of `f32` planes with a fused
-//!   bias and [`activation::Activation`] epilogue.
-//! - [`activation`]: the epilogue activations and their scalar reference.
-//! - [`satpair`]: the AVX2 u8×s8 int16-saturating pair accumulation
-//!   (`avx2-u8s8` profile) and its scalar reference.
-//! - [`vnni`]: exact u8×s8 GEMM on AVX-512 VNNI (`vpdpbusd`), used when
-//!   the CPU has it.
-//! - [`avx2q`]: exact u8×s8 GEMM on AVX2 (`vpmaddwd` on int16-widened
-//!   operands), for AVX2 hosts without VNNI.
-//! - [`arm`]: exact u8×s8 GEMM on aarch64, with the dot-product extension
-//!   (`sdot`) when the CPU has it and plain NEON otherwise.
-//! - [`par`]: intra-op threads ([`par::set_threads`]) and the work split
-//!   the GEMM kernels use.
-//! - [`qgemm`]: the exact u8×s8 GEMM on the host's fastest kernel (the
-//!   integer operators' one entry point).
-//! - [`pgemm`]: `f32` GEMM with a pre-packed constant left operand and a
-//!   fused per-row bias and activation (convolution as GEMM).
+//! - [`f32`](mod@f32): single-precision kernels — [`gemm`] (strided, with optional
+//!   accumulation, backed by the `gemm` crate), [`pgemm`] (a pre-packed
+//!   constant left operand with a fused per-row bias and activation),
+//!   [`depthwise`] (2-D depthwise with a fused epilogue) and the
+//!   [`activation`]s with their scalar reference.
+//! - [`int8`]: 8-bit integer kernels — the exact reference GEMM with zero
+//!   points ([`igemm`]), the operand packing and shape checks every u8×s8
+//!   backend shares ([`int8::packed`]), the exact u8×s8 GEMM on the
+//!   table's backend ([`qgemm`], the integer operators' one entry point),
+//!   the AVX2 int16-saturating pairs ([`satpair`], `avx2-u8s8` profile),
+//!   exact depthwise convolution ([`idepthwise`]) and the quantized
+//!   operators' elementwise loops ([`int8::elementwise`]).
+//! - `arch/x86_64` (AVX-512 VNNI `vnni`, AVX2 `avx2q`, the `f32` SIMD
+//!   vocabulary) and `arch/aarch64` (`sdot` / NEON `arm`): the
+//!   architecture-specific backends, compiled on their architecture only.
+//! - [`dispatch`]: the dispatch table ([`Isa`], [`isa()`]) every kernel
+//!   reads, chosen once from CPU features, `QPORT_FORCE_GENERIC` (the
+//!   generic table: portable scalar code everywhere, so every path is
+//!   testable on any machine) and the cap `QPORT_SIMD` (`avx2` caps every
+//!   kernel, INT8 included, at AVX2 on an AVX-512 VNNI host).
+//! - [`im2col`]: patch extraction for convolution as GEMM, direct 2-D
+//!   convolution; [`par`]: intra-op threads ([`par::set_threads`]) and the
+//!   work split the GEMM kernels use.
 //!
-//! Fast paths are chosen at run time from CPU features; setting the
-//! environment variable `QPORT_FORCE_GENERIC=1` forces the portable scalar
-//! path everywhere so every kernel path can be tested on any machine;
-//! `QPORT_SIMD=avx2` caps the `f32` kernels of this crate at AVX2 + FMA on
-//! an AVX-512 machine.
+//! A new backend is a row of [`Isa`] (its detection and caps in
+//! [`dispatch`]), a file under `arch/`, and an arm in the dispatching
+//! kernel ([`qgemm`] for the u8×s8 GEMM); the property tests that run on
+//! every supported row (`proptest_every_isa`) then cover it.
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 // The x86 fast paths leave some helpers and parameters unused elsewhere.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 
-pub mod activation;
-pub mod arm;
-pub mod avx2q;
-pub mod depthwise;
-pub mod gemm;
-pub mod idepthwise;
-pub mod igemm;
+pub mod arch;
+pub mod dispatch;
+pub mod f32;
 pub mod im2col;
+pub mod int8;
 pub mod par;
-pub mod pgemm;
-pub mod qgemm;
-pub mod satpair;
-mod simd;
-pub mod vnni;
 
-thread_local! {
-    static GENERIC_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// True when the portable scalar kernels are forced: `QPORT_FORCE_GENERIC`
-/// is set to a non-empty value other than `0`, or the calling thread is
-/// inside [`with_generic_kernels`].
-pub fn force_generic() -> bool {
-    static FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    GENERIC_HERE.with(|g| g.get())
-        || *FLAG.get_or_init(|| {
-            std::env::var("QPORT_FORCE_GENERIC")
-                .map(|v| !v.is_empty() && v != "0")
-                .unwrap_or(false)
-        })
-}
-
-/// Runs `f` with every kernel of this crate on its portable scalar path on
-/// the calling thread (as `QPORT_FORCE_GENERIC=1` does for the whole
-/// process), then restores the previous choice. Kernels that pack operands
-/// ahead of time pick their path when packing, so build *and* run a plan
-/// inside `f` to run it generically. Used for FP32 control runs: the same
-/// model through two float paths.
-///
-/// ```
-/// let generic = qport_kernels::with_generic_kernels(qport_kernels::force_generic);
-/// assert!(generic);
-/// ```
-pub fn with_generic_kernels<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            GENERIC_HERE.with(|g| g.set(self.0));
-        }
-    }
-    let _restore = Restore(GENERIC_HERE.with(|g| g.replace(true)));
-    f()
-}
+#[cfg(target_arch = "aarch64")]
+pub use arch::aarch64::arm;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use arch::x86_64::simd;
+#[cfg(target_arch = "x86_64")]
+pub use arch::x86_64::{avx2q, vnni};
+pub use dispatch::{force_generic, isa, with_generic_kernels, with_isa, Isa};
+pub use f32::{activation, depthwise, gemm, pgemm};
+pub use int8::depthwise as idepthwise;
+pub use int8::reference as igemm;
+pub use int8::{qgemm, satpair};
 
 /// Serializes tests that change process-wide settings ([`par::set_threads`]).
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The host machine as a benchmark records it: CPU model, logical cores,
-//! the dot-product-relevant ISA features detected at run time, and the
-//! kernel table's prediction of the INT8-vs-FP32 sign for each ISA class
+//! the dot-product-relevant ISA features detected at run time, the row of
+//! qport's kernel dispatch table that really runs ([`qport_kernels::isa`],
+//! after `QPORT_SIMD` and `QPORT_FORCE_GENERIC`), and the kernel table's
+//! prediction of the INT8-vs-FP32 sign for each ISA class
 //! (claim C1 of the study in `shared/seeds/004_…`).
 
 use serde::Serialize;
@@ -58,8 +60,9 @@ impl IsaFeatures {
         ]
     }
 
-    /// The ISA class of the kernel table these features fall in, `None`
-    /// when no row applies (an x86 CPU without AVX2, another architecture).
+    /// The ISA class of the kernel table these features fall in (the
+    /// CPU's best dot-product instruction, which qport's kernels may not
+    /// use: see [`kernel_class`]), `None` when no row applies (an x86 CPU without AVX2, another architecture).
     pub fn class(&self) -> Option<IsaClass> {
         if self.avx512_vnni || self.avx_vnni {
             Some(IsaClass::X86Vnni)
@@ -155,8 +158,51 @@ pub struct Machine {
     pub logical_cores: usize,
     /// ISA features detected at run time.
     pub isa: IsaFeatures,
-    /// The kernel-table class of this host, if any row applies.
+    /// The kernels qport runs here.
+    pub kernels: Kernels,
+    /// The kernel-table class of the kernels qport runs here (not of the
+    /// CPU's best instruction: an AVX-VNNI host without AVX-512 VNNI, or
+    /// a VNNI host under `QPORT_SIMD=avx2`, runs the AVX2 kernel), if any
+    /// row applies.
     pub isa_class: Option<IsaClass>,
+}
+
+/// The row of qport's kernel dispatch table in use
+/// ([`qport_kernels::dispatch::Isa`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Kernels {
+    /// The row's name (`generic`, `avx2`, `avx512`, `avx512-vnni`, `neon`,
+    /// `dotprod`).
+    pub isa: &'static str,
+    /// The instruction of the exact u8×s8 GEMM's inner loop.
+    pub int8_gemm: &'static str,
+    /// The SIMD level of the `f32` kernels.
+    pub f32_simd: &'static str,
+}
+
+impl Kernels {
+    /// The kernels of the calling thread.
+    pub fn detect() -> Kernels {
+        let isa = qport_kernels::isa();
+        Kernels {
+            isa: isa.name(),
+            int8_gemm: isa.int8_gemm(),
+            f32_simd: isa.f32_simd(),
+        }
+    }
+}
+
+/// The kernel-table class of a dispatch-table row: the class of the
+/// instruction its u8×s8 GEMM runs on.
+pub fn kernel_class(isa: qport_kernels::Isa) -> Option<IsaClass> {
+    use qport_kernels::Isa;
+    match isa {
+        Isa::Avx512Vnni => Some(IsaClass::X86Vnni),
+        Isa::Avx2 | Isa::Avx512 => Some(IsaClass::X86Avx2),
+        Isa::Dotprod => Some(IsaClass::ArmDotprod),
+        Isa::Neon => Some(IsaClass::ArmNeon),
+        _ => None,
+    }
 }
 
 impl Machine {
@@ -170,7 +216,8 @@ impl Machine {
                 .and_then(|t| cpu_model(&t)),
             logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             isa,
-            isa_class: isa.class(),
+            kernels: Kernels::detect(),
+            isa_class: kernel_class(qport_kernels::isa()),
         }
     }
 }
@@ -350,11 +397,27 @@ mod tests {
             assert!(v["isa"][k].is_boolean(), "{k}: {v}");
         }
         assert!(v["logical_cores"].as_u64().unwrap() >= 1);
+        assert_eq!(v["kernels"]["isa"], qport_kernels::isa().name());
         let p = serde_json::to_value(predictions(Some(IsaClass::ArmDotprod))).unwrap();
         assert_eq!(p[2]["class"], "arm-dotprod");
         assert_eq!(p[2]["expect"], "faster");
         assert_eq!(p[2]["this_host"], true);
         assert_eq!(p[0]["this_host"], false);
+    }
+
+    #[test]
+    fn the_class_follows_the_kernel_that_runs() {
+        use qport_kernels::{with_isa, Isa};
+        assert_eq!(kernel_class(Isa::Avx512Vnni), Some(IsaClass::X86Vnni));
+        assert_eq!(kernel_class(Isa::Avx512), Some(IsaClass::X86Avx2));
+        assert_eq!(kernel_class(Isa::Generic), None);
+        // an AVX-512 VNNI host under the avx2 cap runs (and reports) the
+        // AVX2 kernel
+        if Isa::Avx2.supported() {
+            let m = with_isa(Isa::Avx2, Machine::detect);
+            assert_eq!(m.isa_class, Some(IsaClass::X86Avx2));
+            assert_eq!(m.kernels.isa, "avx2");
+        }
     }
 
     #[test]

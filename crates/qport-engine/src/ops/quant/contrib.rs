@@ -25,6 +25,7 @@
 //! exact sum with [`qport_core::arith::rescale`] (onnxruntime's f32
 //! formulations under its profile). The other ops keep onnxruntime's
 //! arithmetic.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use super::common::{
     i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, Grid,
@@ -36,6 +37,7 @@ use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, ArithProfile, NonGemm, Rounding};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, normalize_axis};
 use qport_core::{Tensor, TensorData};
+use qport_kernels::int8::elementwise::{self, AddParams};
 
 /// Quantization parameters of one 8-bit tensor.
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +109,7 @@ fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
             let r_ac = pa.scale / pc.scale;
             let r_bc = pb.scale / pc.scale;
             let fixed = pc.zero as f32 - r_ac.mul_add(pa.zero as f32, r_bc * pb.zero as f32);
-            let k = AddConsts {
+            let k = AddParams {
                 r_ac,
                 r_bc,
                 fixed,
@@ -117,12 +119,12 @@ fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
             let data = match (a.data(), b.data()) {
                 (TensorData::U8(x), TensorData::U8(y)) => {
                     let mut out = crate::buffers::take_u8(x.len()); // all written
-                    add_same_shape(x, y, &k, &mut out);
+                    elementwise::add(x, y, &k, &mut out);
                     TensorData::U8(out)
                 }
                 (TensorData::I8(x), TensorData::I8(y)) => {
                     let mut out = crate::buffers::take_i8(x.len()); // all written
-                    add_same_shape(x, y, &k, &mut out);
+                    elementwise::add(x, y, &k, &mut out);
                     TensorData::I8(out)
                 }
                 _ => return Err(OpError::dtype("A", a.dtype())),
@@ -206,77 +208,6 @@ fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
         };
         Ok(vec![Tensor::new(shape, q.pack(out))?])
     })
-}
-
-/// The constants of onnxruntime's QLinearAdd formulation.
-struct AddConsts {
-    r_ac: f32,
-    r_bc: f32,
-    fixed: f32,
-    lo: f32,
-    hi: f32,
-}
-
-/// An 8-bit element of [`add_same_shape`].
-trait Q8: Copy {
-    fn f(self) -> f32;
-    fn from_i32(v: i32) -> Self;
-}
-
-impl Q8 for u8 {
-    #[inline(always)]
-    fn f(self) -> f32 {
-        f32::from(self)
-    }
-    #[inline(always)]
-    fn from_i32(v: i32) -> Self {
-        v as u8
-    }
-}
-
-impl Q8 for i8 {
-    #[inline(always)]
-    fn f(self) -> f32 {
-        f32::from(self)
-    }
-    #[inline(always)]
-    fn from_i32(v: i32) -> Self {
-        v as i8
-    }
-}
-
-/// `out[i] = sat(round_half_even(a·r_ac + (b·r_bc + fixed)))` over equal
-/// shapes: the same fused multiply-adds as the general loop, clamped before
-/// rounding (equal, the bounds being integers; NaN gives `qmin` either way)
-/// and rounded by adding and subtracting `1.5·2^23`, so the loop
-/// vectorizes. x86 runs a copy compiled for FMA (the general loop's
-/// `mul_add` is a library call without it).
-fn add_same_shape<T: Q8>(a: &[T], b: &[T], k: &AddConsts, out: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: FMA and AVX2 were detected.
-        unsafe { add_same_shape_fma(a, b, k, out) };
-        return;
-    }
-    add_loop(a, b, k, out);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn add_same_shape_fma<T: Q8>(a: &[T], b: &[T], k: &AddConsts, out: &mut [T]) {
-    add_loop(a, b, k, out)
-}
-
-#[inline(always)]
-fn add_loop<T: Q8>(a: &[T], b: &[T], k: &AddConsts, out: &mut [T]) {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        let v = x.f().mul_add(k.r_ac, y.f().mul_add(k.r_bc, k.fixed));
-        let c = v.max(k.lo).min(k.hi);
-        // SAFETY: `c` is not NaN and lies in [qmin, qmax] (8-bit bounds),
-        // so the rounded value converts exactly.
-        *o = T::from_i32(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() });
-    }
 }
 
 /// `ai.qport:QLinearLookup`: a per-channel table of every output for every

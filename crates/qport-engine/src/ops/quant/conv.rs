@@ -31,9 +31,9 @@ use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_plane;
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
 use qport_kernels::im2col::im2col;
+use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
 use qport_kernels::satpair::sat_pair_gemm;
-use qport_kernels::vnni::PackedI8;
 
 /// Exact integer convolution: returns the `i32` accumulators `[N, M, out..]`
 /// of `Σ (x - x_zero) · (w - w_zero[m])`.

@@ -2,7 +2,7 @@
 //! and bias are constants (every convolution of a lowered QDQ artifact),
 //! everything that does not depend on the activations is done once when
 //! the plan is built — the weights packed for the integer GEMM kernels
-//! ([`qport_kernels::vnni::PackedI8`], run by [`qport_kernels::qgemm`]), one prepared
+//! ([`qport_kernels::int8::PackedI8`], run by [`qport_kernels::qgemm`]), one prepared
 //! [`qport_core::arith::Requantizer`] per output channel — and inference
 //! runs im2col (or nothing, for pointwise layers), the GEMM into a reused
 //! per-thread i32 buffer, and requantization straight into the 8-bit
@@ -13,6 +13,7 @@
 //! The arithmetic is exactly that of the general path in [`super::conv`]
 //! (the same sums, the same requantizer): property and model tests hold
 //! the two equal.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, Grid};
 use super::conv::{conv_accumulate_with, depthwise_image};
@@ -24,8 +25,9 @@ use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_exact_f32;
 use qport_kernels::im2col::im2col;
+use qport_kernels::int8::elementwise;
+use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
-use qport_kernels::vnni::PackedI8;
 use std::cell::RefCell;
 
 /// A `QLinearConv` with constant i8 weights and constant quantization
@@ -211,8 +213,12 @@ impl PreparedConv {
                 }
                 let o = n * g.c_out * os;
                 match self.y {
-                    Grid::U8 => requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os]),
-                    _ => requantize(&self.rq, acc, os, &mut out_i8[o..o + g.c_out * os]),
+                    Grid::U8 => {
+                        elementwise::requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os])
+                    }
+                    _ => {
+                        elementwise::requantize(&self.rq, acc, os, &mut out_i8[o..o + g.c_out * os])
+                    }
                 }
             }
             Ok(Some(match self.y {
@@ -262,71 +268,6 @@ impl PreparedConv {
             let out = &mut acc[gi * mg * os..(gi + 1) * mg * os];
             qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, os, out, os);
         }
-    }
-}
-
-/// An 8-bit output element.
-trait Out8: Copy {
-    fn from_i32(v: i32) -> Self;
-}
-
-impl Out8 for u8 {
-    #[inline(always)]
-    fn from_i32(v: i32) -> Self {
-        v as u8
-    }
-}
-
-impl Out8 for i8 {
-    #[inline(always)]
-    fn from_i32(v: i32) -> Self {
-        v as i8
-    }
-}
-
-/// Requantizes `acc` (`[channels, os]`) into `out` with one requantizer
-/// per channel. The loop is compiled again for AVX-512 and AVX2 and chosen
-/// at run time: the same arithmetic (no fused multiply-adds are formed),
-/// more lanes per instruction.
-fn requantize<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    if !qport_kernels::force_generic() {
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-        {
-            // SAFETY: the features were detected.
-            unsafe { requantize_avx512(rq, acc, os, out) };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the feature was detected.
-            unsafe { requantize_avx2(rq, acc, os, out) };
-            return;
-        }
-    }
-    requantize_loop(rq, acc, os, out);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn requantize_avx512<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
-    requantize_loop(rq, acc, os, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn requantize_avx2<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
-    requantize_loop(rq, acc, os, out)
-}
-
-#[inline(always)]
-fn requantize_loop<T: Out8>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
-    for ((r, a), o) in rq
-        .iter()
-        .zip(acc.chunks_exact(os.max(1)))
-        .zip(out.chunks_exact_mut(os.max(1)))
-    {
-        r.apply_slice_into(a, o, T::from_i32);
     }
 }
 

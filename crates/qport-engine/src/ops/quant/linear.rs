@@ -1,11 +1,14 @@
 //! `QuantizeLinear`, `DequantizeLinear` (every opset form: per-tensor,
 //! per-axis, blocked; 2/4/8/16-bit integers, float8 and float4e2m1; int32
 //! for dequantized biases) and `DynamicQuantizeLinear`.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use super::common::{f32_values, i32_values, pack_float, quantize, Grid, Layout};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::{CastOptions, DType, Tensor, TensorData};
+use qport_kernels::igemm::QInt;
+use qport_kernels::int8::elementwise;
 
 /// The element type `QuantizeLinear` produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,8 +96,8 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 None => 0,
             };
             let data = match qt {
-                Grid::U8 => TensorData::U8(quantize_8bit(xv, s[0], z, qt, |v| v as u8)),
-                _ => TensorData::I8(quantize_8bit(xv, s[0], z, qt, |v| v as i8)),
+                Grid::U8 => TensorData::U8(elementwise::quantize(xv, s[0], z)),
+                _ => TensorData::I8(elementwise::quantize(xv, s[0], z)),
             };
             return Ok(vec![Tensor::new(x.shape().to_vec(), data)?]);
         }
@@ -156,103 +159,12 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
-/// `quantize(x, scale, zero, q)` for every element of `xs` (8-bit `q`):
-/// clamped to `[qmin − zero, qmax − zero]` before rounding (equal, the
-/// bounds being integers; NaN gives `qmin` either way), rounded half to
-/// even by adding and subtracting `1.5·2^23`.
-fn quantize_8bit<T, F: Fn(i32) -> T>(
-    xs: &[f32],
-    scale: f32,
-    zero: i32,
-    q: Grid,
-    cast: F,
-) -> Vec<T> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 was detected.
-        return unsafe { quantize_avx2(xs, scale, zero, q, cast) };
-    }
-    quantize_loop(xs, scale, zero, q, cast)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn quantize_avx2<T, F: Fn(i32) -> T>(
-    xs: &[f32],
-    scale: f32,
-    zero: i32,
-    q: Grid,
-    cast: F,
-) -> Vec<T> {
-    quantize_loop(xs, scale, zero, q, cast)
-}
-
-#[inline(always)]
-fn quantize_loop<T, F: Fn(i32) -> T>(
-    xs: &[f32],
-    scale: f32,
-    zero: i32,
-    q: Grid,
-    cast: F,
-) -> Vec<T> {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
-    let (lo, hi) = ((q.min() - zero) as f32, (q.max() - zero) as f32);
-    xs.iter()
-        .map(|&v| {
-            let c = (v / scale).max(lo).min(hi);
-            // SAFETY: `c` is not NaN and lies within ±(255 + |zero|), far
-            // below 2^22 for an 8-bit zero point, so the rounded value
-            // converts exactly.
-            cast(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() } + zero)
-        })
-        .collect()
-}
-
-/// An 8-bit stored value.
-trait Byte: Copy {
-    fn widen(self) -> i32;
-}
-
-impl Byte for u8 {
-    #[inline(always)]
-    fn widen(self) -> i32 {
-        i32::from(self)
-    }
-}
-
-impl Byte for i8 {
-    #[inline(always)]
-    fn widen(self) -> i32 {
-        i32::from(self)
-    }
-}
-
 /// `(x − zero)·scale` in f32 for every element (the difference is exact),
-/// as the general loop computes it, into a pooled buffer. Compiled again
-/// for AVX2 and chosen at run time.
-fn dequantize_8bit<T: Byte>(xs: &[T], scale: f32, zero: i32) -> Vec<f32> {
+/// as the general loop computes it, into a pooled buffer.
+fn dequantize_8bit<T: QInt>(xs: &[T], scale: f32, zero: i32) -> Vec<f32> {
     let mut out = crate::buffers::take_f32(xs.len());
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 was detected.
-        unsafe { dequantize_avx2(xs, scale, zero, &mut out) };
-        return out;
-    }
-    dequantize_loop(xs, scale, zero, &mut out);
+    elementwise::dequantize(xs, scale, zero, &mut out);
     out
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dequantize_avx2<T: Byte>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
-    dequantize_loop(xs, scale, zero, out)
-}
-
-#[inline(always)]
-fn dequantize_loop<T: Byte>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
-    for (o, &v) in out.iter_mut().zip(xs) {
-        *o = (v.widen() - zero) as f32 * scale;
-    }
 }
 
 /// `DequantizeLinear`: `y = (x - x_zero_point) * x_scale`, in f32 (the
@@ -426,7 +338,16 @@ mod fast_tests {
             (0.0625, 0, Grid::I8),
             (3e-5, 255, Grid::U8),
         ] {
-            let got = quantize_8bit(&xs, scale, zero, q, |v| v);
+            let got: Vec<i32> = match q {
+                Grid::U8 => elementwise::quantize::<u8>(&xs, scale, zero)
+                    .into_iter()
+                    .map(i32::from)
+                    .collect(),
+                _ => elementwise::quantize::<i8>(&xs, scale, zero)
+                    .into_iter()
+                    .map(i32::from)
+                    .collect(),
+            };
             let want: Vec<i32> = xs.iter().map(|&v| quantize(v, scale, zero, q)).collect();
             assert_eq!(got, want, "scale {scale} zero {zero} {q:?}");
         }

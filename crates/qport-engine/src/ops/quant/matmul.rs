@@ -16,9 +16,9 @@ use qport_core::arith::{self, Accumulator, ArithProfile, BiasPlacement, Requanti
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
 use qport_kernels::satpair::sat_pair_gemm;
-use qport_kernels::vnni::PackedI8;
 
 /// Shapes of a numpy-style (batched, broadcasting) matrix product.
 pub(crate) struct MatMulGeom {

@@ -23,18 +23,12 @@
 //!
 //! [`gemm_u8s8`] returns `false` (and leaves `c` alone) when the CPU lacks
 //! AVX2, when the portable path is forced ([`crate::force_generic`]), or
-//! when `k` exceeds [`crate::vnni::MAX_K`]; callers then use `igemm`.
+//! when `k` exceeds [`crate::int8::MAX_K`]; callers then use `igemm`.
 
-/// True when [`gemm_u8s8`] runs its AVX2 kernel on this thread.
+/// True when [`gemm_u8s8`] can run its AVX2 kernel on this thread: the
+/// dispatch table's row ([`crate::isa`]) is an x86-64 one.
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::isa().avx2()
 }
 
 /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
@@ -64,9 +58,8 @@ pub fn gemm_u8s8(
     c: &mut [i32],
     ldc: usize,
 ) -> bool {
-    assert!(a.len() >= m * k && b.len() >= k * n && za.len() >= m);
-    assert!(ldc >= n && (m == 0 || c.len() >= (m - 1) * ldc + n));
-    if !available() || k > crate::vnni::MAX_K {
+    crate::int8::packed::check_u8s8(a.len(), za.len(), b.len(), c.len(), (m, k, n), ldc);
+    if !available() || k > crate::int8::MAX_K {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
@@ -342,7 +335,7 @@ mod tests {
 
     #[test]
     fn large_k_is_exact_or_declined() {
-        let (m, k, n) = (2, crate::vnni::MAX_K, 17);
+        let (m, k, n) = (2, crate::int8::MAX_K, 17);
         let a = vec![-128i8; m * k];
         let b = vec![255u8; k * n];
         // at the bound: |Σ| = k · 255 · 128 < 2^31, exact

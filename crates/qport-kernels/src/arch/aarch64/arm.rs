@@ -1,5 +1,5 @@
 //! Exact u8×s8 integer GEMM on Arm (aarch64): the Arm counterpart of
-//! [`crate::vnni`], with the same contract, checked bit for bit against
+//! the x86-64 VNNI kernel, with the contract of [`crate::qgemm`], checked bit for bit against
 //! [`crate::igemm::igemm`] by property tests.
 //!
 //! Two kernels, chosen at run time:
@@ -29,7 +29,7 @@
 //!
 //! [`gemm_u8s8`] returns `false` (and leaves `c` alone) on other
 //! architectures, when the portable path is forced
-//! ([`crate::force_generic`]), or when `k` exceeds [`crate::vnni::MAX_K`];
+//! ([`crate::force_generic`]), or when `k` exceeds [`crate::int8::MAX_K`];
 //! callers then use `igemm`. [`kernel_name`] says which kernel runs.
 
 /// The kernel [`gemm_u8s8`] runs on this thread: `"sdot"` (aarch64 with
@@ -61,7 +61,7 @@ pub fn available() -> bool {
 /// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
 /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
 /// without touching `c` when no Arm kernel can run (see the module docs).
-/// The same contract as [`crate::vnni::gemm_u8s8`].
+/// The contract of [`crate::qgemm::gemm_u8s8`] on unpacked `A`.
 ///
 /// # Panics
 /// When a slice is shorter than its shape says.
@@ -74,12 +74,11 @@ pub fn gemm_u8s8(
     c: &mut [i32],
     ldc: usize,
 ) -> bool {
-    assert!(a.len() >= m * k && b.len() >= k * n && za.len() >= m);
-    assert!(ldc >= n && (m == 0 || c.len() >= (m - 1) * ldc + n));
+    crate::int8::packed::check_u8s8(a.len(), za.len(), b.len(), c.len(), (m, k, n), ldc);
     #[cfg(target_arch = "aarch64")]
     {
         match imp::detect() {
-            Some(path) if k <= crate::vnni::MAX_K => {
+            Some(path) if k <= crate::int8::MAX_K => {
                 // SAFETY: `detect` checked NEON (and, for `Sdot`, the
                 // dot-product extension).
                 unsafe { imp::gemm(path, a, za, b, zb, (m, k, n), c, ldc) };
@@ -121,15 +120,10 @@ mod imp {
     /// forced or NEON is missing. Big-endian aarch64 is left to the portable
     /// path: the packing below assumes little-endian lanes.
     pub(super) fn detect() -> Option<Path> {
-        if crate::force_generic()
-            || cfg!(target_endian = "big")
-            || !std::arch::is_aarch64_feature_detected!("neon")
-        {
-            None
-        } else if std::arch::is_aarch64_feature_detected!("dotprod") {
-            Some(Path::Sdot)
-        } else {
-            Some(Path::Neon)
+        match crate::isa() {
+            crate::Isa::Dotprod => Some(Path::Sdot),
+            crate::Isa::Neon => Some(Path::Neon),
+            _ => None,
         }
     }
 
@@ -540,7 +534,7 @@ mod tests {
         assert!(!ran);
         assert_eq!(name, "none");
         // too long a `k` for an exact i32 sum
-        let k = crate::vnni::MAX_K + 1;
+        let k = crate::int8::MAX_K + 1;
         let mut c = [7i32; 1];
         assert!(!gemm_u8s8(
             &vec![1; k],

@@ -15,8 +15,8 @@
 //! multiply-adds.
 
 use crate::activation::Activation;
+use crate::dispatch::{level, Level};
 use crate::im2col::ConvGeometry;
-use crate::simd::{level, Level};
 
 /// The geometry of one depthwise call, checked.
 #[derive(Clone, Copy, Debug)]
@@ -568,7 +568,7 @@ mod x86 {
             Activation::Clip { lo, hi } => Some((lo, hi)),
             _ => None,
         };
-        // SAFETY (whole body): stores at rows < OH, columns < OW.
+        // SAFETY: (whole body) stores at rows < OH, columns < OW.
         unsafe {
             let bias = S::splat(p.bias);
             let (lo, hi) = clamp.unwrap_or((0.0, 0.0));
@@ -614,7 +614,7 @@ mod x86 {
         while r0 < g.oh {
             let mut x0 = 0;
             while x0 < g.ow {
-                // SAFETY (whole block): rows (r0 + rr) * sh + ki * dh <
+                // SAFETY: (whole block) rows (r0 + rr) * sh + ki * dh <
                 // plane rows, columns x0 + off + C * lanes <= wq (see
                 // `layout`); the caller runs with S's target features.
                 unsafe {
@@ -655,7 +655,7 @@ mod x86 {
         let plane = p.plane.as_ptr();
         let yp = y.as_mut_ptr();
         let row_pitch = SW * p.wq;
-        // SAFETY (whole body): as in `channel`; loads of C + 1 vectors at
+        // SAFETY: (whole body) as in `channel`; loads of C + 1 vectors at
         // x0 stay below x0 + (C + 1) * 16 <= wq (see `layout`).
         unsafe {
             // shift[off] selects lanes off..off + 16 of [lo, hi]
@@ -709,7 +709,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::supported;
+    use crate::dispatch::supported;
     use proptest::prelude::*;
 
     fn geometry() -> impl Strategy<Value = ConvGeometry> {

@@ -86,16 +86,18 @@ pub fn sat_pair_gemm<A: QInt, B: QInt>(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2") {
+    if crate::isa().avx2() {
         let a_signed = A::as_i8(a.data).is_some() && B::as_u8(b.data).is_some();
         let a_unsigned = A::as_u8(a.data).is_some() && B::as_i8(b.data).is_some();
         if a_signed {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the dispatch table has an x86-64 row only where the CPU
+            // has AVX2 + FMA (`dispatch::detect`).
             unsafe { x86::gemm::<true, A, B>(&a, &za, &b, &zb, c, ldc) };
             return;
         }
         if a_unsigned {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the dispatch table has an x86-64 row only where the CPU
+            // has AVX2 + FMA (`dispatch::detect`).
             unsafe { x86::gemm::<false, A, B>(&a, &za, &b, &zb, c, ldc) };
             return;
         }

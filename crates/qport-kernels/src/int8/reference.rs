@@ -33,8 +33,15 @@ pub trait QInt: Copy + Send + Sync + 'static {
     fn widen(self) -> i32;
     /// `v` saturated to this type's range.
     fn saturate(v: i32) -> Self;
+    /// `v` converted by keeping its low bits (`as`); equal to
+    /// [`Self::saturate`] for values in range, which is how the kernels
+    /// call it, and free of the clamp.
+    #[inline(always)]
+    fn truncate(v: i32) -> Self {
+        Self::saturate(v)
+    }
     /// The slice as `u8`, when this type is `u8` (for kernels specialised
-    /// to one operand type, such as [`crate::vnni`]).
+    /// to one operand type, such as the u8×s8 GEMMs).
     fn as_u8(s: &[Self]) -> Option<&[u8]> {
         let _ = s;
         None
@@ -57,6 +64,10 @@ impl QInt for u8 {
     fn saturate(v: i32) -> Self {
         v.clamp(0, 255) as u8
     }
+    #[inline(always)]
+    fn truncate(v: i32) -> Self {
+        v as u8
+    }
     fn as_u8(s: &[u8]) -> Option<&[u8]> {
         Some(s)
     }
@@ -72,6 +83,10 @@ impl QInt for i8 {
     #[inline(always)]
     fn saturate(v: i32) -> Self {
         v.clamp(-128, 127) as i8
+    }
+    #[inline(always)]
+    fn truncate(v: i32) -> Self {
+        v as i8
     }
     fn as_i8(s: &[i8]) -> Option<&[i8]> {
         Some(s)

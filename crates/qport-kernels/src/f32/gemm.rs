@@ -248,66 +248,6 @@ pub fn gemm_reference<T: GemmScalar>(
     }
 }
 
-/// Single-precision [`gemm()`] with BLAS-like flat arguments.
-#[allow(clippy::too_many_arguments)]
-pub fn sgemm(
-    trans_a: bool,
-    trans_b: bool,
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: f32,
-    a: &[f32],
-    lda: usize,
-    b: &[f32],
-    ldb: usize,
-    beta: f32,
-    c: &mut [f32],
-    ldc: usize,
-) {
-    let a = MatRef {
-        data: a,
-        ld: lda,
-        trans: trans_a,
-    };
-    let b = MatRef {
-        data: b,
-        ld: ldb,
-        trans: trans_b,
-    };
-    gemm(m, n, k, alpha, a, b, beta, c, ldc);
-}
-
-/// Double-precision [`gemm()`] with BLAS-like flat arguments.
-#[allow(clippy::too_many_arguments)]
-pub fn dgemm(
-    trans_a: bool,
-    trans_b: bool,
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: f64,
-    a: &[f64],
-    lda: usize,
-    b: &[f64],
-    ldb: usize,
-    beta: f64,
-    c: &mut [f64],
-    ldc: usize,
-) {
-    let a = MatRef {
-        data: a,
-        ld: lda,
-        trans: trans_a,
-    };
-    let b = MatRef {
-        data: b,
-        ld: ldb,
-        trans: trans_b,
-    };
-    gemm(m, n, k, alpha, a, b, beta, c, ldc);
-}
-
 /// Validates the views; `None` when there is nothing to compute.
 #[allow(clippy::too_many_arguments)]
 fn checked_args<T: GemmScalar>(
@@ -364,6 +304,8 @@ unsafe fn scalar<T: GemmScalar>(p: &GemmArgs<T>) {
         for kk in 0..p.k as isize {
             // SAFETY: i < m, kk < k: in bounds of A by the caller's contract.
             let aik = unsafe { *p.a.offset(i * p.a_rs + kk * p.a_cs) };
+            // SAFETY: kk < k: row kk of B starts in bounds by the caller's
+            // contract.
             let brow = unsafe { p.b.offset(kk * p.b_rs) };
             for (j, v) in acc.iter_mut().enumerate() {
                 // SAFETY: j < n: in bounds of B.
@@ -533,7 +475,11 @@ mod tests {
             let b: Vec<f64> = (0..k * n).map(|i| ((i * 5 % 11) as f64) - 5.0).collect();
             let (lda, ldb) = (if ta { m } else { k }, if tb { k } else { n });
             let mut fast = vec![0.0; m * n];
-            dgemm(ta, tb, m, n, k, 1.0, &a, lda, &b, ldb, 0.0, &mut fast, n);
+            let (av, bv) = (
+                MatRef { data: &a[..], ld: lda, trans: ta },
+                MatRef { data: &b[..], ld: ldb, trans: tb },
+            );
+            gemm(m, n, k, 1.0, av, bv, 0.0, &mut fast, n);
             let (exact, _) = naive(m, n, k, &a, ta, &b, tb);
             // small integers: exact in f64 whatever the order
             prop_assert_eq!(fast, exact);

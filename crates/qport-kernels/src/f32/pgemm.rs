@@ -13,8 +13,8 @@
 //! ([`gemm_bias_act_reference`]).
 
 use crate::activation::Activation;
+use crate::dispatch::{level, Level};
 use crate::gemm::{gemm, gemm_reference, MatRef};
-use crate::simd::{level, Level};
 
 /// Rows per panel of the packed left operand.
 const MR: usize = 8;
@@ -349,7 +349,7 @@ mod x86 {
         }
         bpad[m..].fill(0.0);
         let cp = c;
-        // SAFETY (both orders): rows p < k of B hold columns j0..j0 + nc
+        // SAFETY: (both orders) rows p < k of B hold columns j0..j0 + nc
         // (checked); panel q of A holds k * MR elements; C rows q * MR + r <
         // m, columns j0..j0 + nc are in the checked view.
         let tile = |q: usize, j: usize, bpanel: &[f32]| unsafe {
@@ -370,6 +370,8 @@ mod x86 {
             for j in 0..nj {
                 let j0 = j * NR;
                 let panel = &mut bp[j * k * NR..][..k * NR];
+                // SAFETY: columns j0..j0 + nc of rows p < k of B are in the
+                // caller's checked view (nc = NR.min(n − j0)).
                 unsafe { pack_b(b.as_ptr().add(j0), ldb, k, NR.min(n - j0), panel) };
             }
             for q in 0..np {
@@ -380,6 +382,8 @@ mod x86 {
         } else {
             for j in 0..nj {
                 let j0 = j * NR;
+                // SAFETY: columns j0..j0 + nc of rows p < k of B are in the
+                // caller's checked view (nc = NR.min(n − j0)).
                 unsafe { pack_b(b.as_ptr().add(j0), ldb, k, NR.min(n - j0), bp) };
                 // fetch the next column panel of B while this one computes
                 if j + 1 < nj {
@@ -473,7 +477,7 @@ mod x86 {
         rows: usize,
     ) {
         use std::arch::x86_64::*;
-        // SAFETY (whole body): pointers in bounds per the caller.
+        // SAFETY: (whole body) pointers in bounds per the caller.
         unsafe {
             let mut acc = [[Avx512::zero(); 2]; W];
             for p in 0..k {
@@ -554,7 +558,7 @@ mod x86 {
         rows: usize,
         cols: usize,
     ) {
-        // SAFETY (whole body): pointers in bounds per the caller.
+        // SAFETY: (whole body) pointers in bounds per the caller.
         unsafe {
             let mut acc = [[Avx512::zero(); 2]; MR];
             for p in 0..k {
@@ -591,7 +595,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::supported;
+    use crate::dispatch::supported;
     use proptest::prelude::*;
 
     #[test]

@@ -22,86 +22,14 @@
 //! ([`crate::force_generic`]), or when `k` is too large for an exact i32
 //! sum; callers then use `igemm`.
 
-/// Largest `k` for which every i32 lane sum is exact: `k · 255 · 128 <
-/// 2^31`.
-pub const MAX_K: usize = 65_536;
-
-/// True when [`gemm_u8s8`] runs its VNNI kernel on this thread.
+/// True when [`gemm_u8s8`] runs its VNNI kernel on this thread: the
+/// dispatch table's row ([`crate::isa`]) is [`crate::Isa::Avx512Vnni`].
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        !crate::force_generic()
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::isa() == crate::Isa::Avx512Vnni
 }
 
-/// The signed operand `A` (`m × k`, i8) of [`gemm_packed`] prepared once:
-/// rows as groups of four bytes (zero padded to a multiple of four) and the
-/// row sums the zero-point correction needs. Convolution weights are packed
-/// when a plan is built, so inference never repacks them.
-#[derive(Debug, Clone)]
-pub struct PackedI8 {
-    m: usize,
-    k: usize,
-    kq: usize,
-    /// The matrix as given (row-major `m × k`), for the other kernels.
-    given: Vec<i8>,
-    quads: Vec<i32>,
-    row_sum: Vec<i32>,
-}
-
-impl PackedI8 {
-    /// Packs `a` (`m × k` row-major).
-    ///
-    /// # Panics
-    /// When `a` is shorter than `m · k`.
-    pub fn new(a: &[i8], m: usize, k: usize) -> PackedI8 {
-        assert!(a.len() >= m * k);
-        let kq = k.div_ceil(4);
-        let mut quads = vec![0i32; m * kq];
-        let mut row_sum = vec![0i32; m];
-        for i in 0..m {
-            let row = &a[i * k..(i + 1) * k];
-            for (t, g) in row.chunks(4).enumerate() {
-                let mut bytes = [0u8; 4];
-                for (d, &v) in bytes.iter_mut().zip(g) {
-                    *d = v as u8;
-                }
-                quads[i * kq + t] = i32::from_le_bytes(bytes);
-            }
-            row_sum[i] = row.iter().map(|&v| i32::from(v)).sum();
-        }
-        PackedI8 {
-            m,
-            k,
-            kq,
-            quads,
-            row_sum,
-            given: a[..m * k].to_vec(),
-        }
-    }
-
-    /// The matrix as given (row-major `m × k`).
-    pub fn as_slice(&self) -> &[i8] {
-        &self.given
-    }
-
-    /// Rows (`m`).
-    pub fn rows(&self) -> usize {
-        self.m
-    }
-
-    /// Reduction length (`k`).
-    pub fn depth(&self) -> usize {
-        self.k
-    }
-}
+use crate::int8::packed::check_u8s8;
+pub use crate::int8::packed::{PackedI8, MAX_K};
 
 /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
 /// point per row (`za.len() == m`), `B` u8 `k × n` row-major with zero point
@@ -120,8 +48,7 @@ pub fn gemm_u8s8(
     c: &mut [i32],
     ldc: usize,
 ) -> bool {
-    assert!(a.len() >= m * k && b.len() >= k * n && za.len() >= m);
-    assert!(ldc >= n && (m == 0 || c.len() >= (m - 1) * ldc + n));
+    check_u8s8(a.len(), za.len(), b.len(), c.len(), (m, k, n), ldc);
     if !available() || k > MAX_K {
         return false;
     }
@@ -144,8 +71,7 @@ pub fn gemm_packed(
     ldc: usize,
 ) -> bool {
     let (m, k) = (a.m, a.k);
-    assert!(b.len() >= k * n && za.len() >= m);
-    assert!(ldc >= n && (m == 0 || c.len() >= (m - 1) * ldc + n));
+    check_u8s8(m * k, za.len(), b.len(), c.len(), (m, k, n), ldc);
     if !available() || k > MAX_K {
         return false;
     }

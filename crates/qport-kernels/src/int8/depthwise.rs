@@ -71,8 +71,9 @@ pub fn depthwise_plane<X: QInt, W: QInt>(
         plane.extend(x[..ih * iw].iter().map(|&v| v.widen() - x_zero));
         let wv: Vec<i32> = w[..kh * kw].iter().map(|&v| v.widen() - w_zero).collect();
         #[cfg(target_arch = "x86_64")]
-        if !crate::force_generic() && std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was detected.
+        if crate::isa().avx2() {
+            // SAFETY: the dispatch table has an x86-64 row only where the CPU
+            // has AVX2 + FMA (`dispatch::detect`).
             unsafe { plane_avx2(&plane, &wv, g, out) };
             return;
         }

@@ -4,7 +4,7 @@
 //!
 //! Every method is `#[inline(always)]` and must only be reached from a
 //! function compiled with the matching target features (the kernels'
-//! `#[target_feature]` entry points, chosen after `is_x86_feature_detected!`);
+//! `#[target_feature]` entry points, chosen from the dispatch table, `crate::dispatch`);
 //! that is the safety contract of every method here.
 
 #![allow(unsafe_op_in_unsafe_fn)]
@@ -246,66 +246,5 @@ mod x86 {
                 _mm512_permutex2var_ps(a, io, b),
             )
         }
-    }
-}
-
-/// Which SIMD level the fast `f32` kernels run at on this CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Level {
-    /// The portable scalar reference.
-    Generic,
-    /// AVX2 + FMA.
-    Avx2,
-    /// AVX-512F (with AVX2 + FMA).
-    Avx512,
-}
-
-/// The level chosen once from CPU features, [`crate::force_generic`] and
-/// the optional cap `QPORT_SIMD` (`generic`, `avx2`; anything else means no
-/// cap), which lets the AVX2 kernels be measured and tested on an AVX-512
-/// machine.
-pub(crate) fn level() -> Level {
-    static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
-    if crate::force_generic() {
-        return Level::Generic;
-    }
-    *LEVEL.get_or_init(|| {
-        let cap = std::env::var("QPORT_SIMD").unwrap_or_default();
-        if crate::force_generic() || cap == "generic" {
-            return Level::Generic;
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            let avx2 = std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma");
-            if avx2 && cap != "avx2" && std::arch::is_x86_feature_detected!("avx512f") {
-                return Level::Avx512;
-            }
-            if avx2 {
-                return Level::Avx2;
-            }
-        }
-        Level::Generic
-    })
-}
-
-/// True when the CPU can run the kernels at `l`.
-#[cfg(test)]
-pub(crate) fn supported(l: Level) -> bool {
-    match l {
-        Level::Generic => true,
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx2 => {
-            std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-        }
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx512 => {
-            std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("avx512f")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => false,
     }
 }

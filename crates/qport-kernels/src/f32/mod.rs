@@ -1,0 +1,11 @@
+//! Single-precision kernels: GEMM ([`gemm`], and [`pgemm`] with a packed
+//! constant operand and a fused epilogue), depthwise convolution
+//! ([`depthwise`]) and the epilogue activations ([`activation`]). Their
+//! AVX2 and AVX-512 bodies are instantiated over the SIMD vocabulary in
+//! `arch::x86_64::simd`; the level they run at comes from the dispatch
+//! table ([`crate::dispatch`]).
+
+pub mod activation;
+pub mod depthwise;
+pub mod gemm;
+pub mod pgemm;

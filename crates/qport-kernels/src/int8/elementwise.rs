@@ -1,0 +1,228 @@
+//! The 8-bit elementwise loops of the quantized operators, over
+//! [`QInt`]: quantization of `f32` ([`quantize`]), dequantization
+//! ([`dequantize`]), onnxruntime's same-shape `QLinearAdd` ([`add`]) and
+//! per-channel requantization of i32 accumulators ([`requantize`]).
+//!
+//! Each is one plain loop written so that the compiler vectorizes it
+//! (rounding half to even by adding and subtracting `1.5·2^23`, clamping
+//! before rounding), compiled again with AVX2 (and AVX-512 for
+//! requantization) enabled and chosen from the dispatch table
+//! ([`crate::isa`]). The copies perform the same operations in the same
+//! order (no fused multiply-adds are formed that the plain loop does not
+//! spell out), so every table row gives the same bits; the tests hold
+//! each row equal to the definitions.
+
+use crate::igemm::QInt;
+use qport_core::arith::Requantizer;
+
+/// `1.5 · 2^23`: adding and subtracting it rounds an f32 of magnitude below
+/// `2^22` to an integer, half to even.
+const MAGIC: f32 = 12_582_912.0;
+
+/// `clamp(round_half_even(x / scale) + zero)` to `T`'s range for every
+/// element of `xs`: clamped to `[T::MIN − zero, T::MAX − zero]` before
+/// rounding (equal, the bounds being integers; NaN gives `T::MIN`). `zero`
+/// must lie in `T`'s range.
+///
+/// ```
+/// use qport_kernels::int8::elementwise::quantize;
+/// let q: Vec<u8> = quantize(&[0.25, 0.35, -9.0, f32::NAN], 0.1, 10);
+/// assert_eq!(q, [12, 14, 0, 0]);
+/// ```
+pub fn quantize<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx2() {
+        // SAFETY: the dispatch table has an x86-64 row only where the CPU
+        // has AVX2 + FMA (`dispatch::detect`).
+        return unsafe { x86::quantize_avx2(xs, scale, zero) };
+    }
+    quantize_loop(xs, scale, zero)
+}
+
+#[inline(always)]
+fn quantize_loop<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
+    let zero = zero.clamp(T::MIN, T::MAX);
+    let (lo, hi) = ((T::MIN - zero) as f32, (T::MAX - zero) as f32);
+    xs.iter()
+        .map(|&v| {
+            let c = (v / scale).max(lo).min(hi);
+            // SAFETY: `max`/`min` leave no NaN, and `c` lies within
+            // ±(255 + |zero|) ≤ 510, far below 2^22, so the rounded value
+            // converts exactly.
+            T::truncate(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() } + zero)
+        })
+        .collect()
+}
+
+/// `(x − zero)·scale` in f32 for every element (the difference is exact)
+/// into `out` (`min(xs.len(), out.len())` elements written).
+///
+/// ```
+/// use qport_kernels::int8::elementwise::dequantize;
+/// let mut out = [0f32; 2];
+/// dequantize(&[3u8, 5], 0.5, 4, &mut out);
+/// assert_eq!(out, [-0.5, 0.5]);
+/// ```
+pub fn dequantize<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx2() {
+        // SAFETY: the dispatch table has an x86-64 row only where the CPU
+        // has AVX2 + FMA (`dispatch::detect`).
+        return unsafe { x86::dequantize_avx2(xs, scale, zero, out) };
+    }
+    dequantize_loop(xs, scale, zero, out)
+}
+
+#[inline(always)]
+fn dequantize_loop<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(xs) {
+        *o = (v.widen() - zero) as f32 * scale;
+    }
+}
+
+/// The constants of onnxruntime's `QLinearAdd` formulation (MLAS on x86):
+/// the input scales as ratios to the output scale, the zero points folded
+/// into one constant, and the output range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AddParams {
+    /// `a_scale / c_scale`.
+    pub r_ac: f32,
+    /// `b_scale / c_scale`.
+    pub r_bc: f32,
+    /// `c_zero − (r_ac·a_zero + r_bc·b_zero)` (the first product fused).
+    pub fixed: f32,
+    /// The smallest output value.
+    pub lo: f32,
+    /// The largest output value.
+    pub hi: f32,
+}
+
+/// `out[i] = sat(round_half_even(a[i]·r_ac + (b[i]·r_bc + fixed)))` over
+/// equal shapes (`min` of the three lengths): the fused multiply-adds
+/// of onnxruntime's loop, clamped before rounding (equal, the bounds being
+/// integers; NaN gives `lo`). `lo` and `hi` must be `T`'s range or
+/// inside it.
+///
+/// ```
+/// use qport_kernels::int8::elementwise::{add, AddParams};
+/// let k = AddParams { r_ac: 0.5, r_bc: 0.5, fixed: 1.0, lo: 0.0, hi: 255.0 };
+/// let mut out = [0u8; 2];
+/// add(&[2u8, 255], &[4, 255], &k, &mut out);
+/// assert_eq!(out, [4, 255]);
+/// ```
+pub fn add<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx2() {
+        // SAFETY: the dispatch table has an x86-64 row only where the CPU
+        // has AVX2 + FMA (`dispatch::detect`).
+        return unsafe { x86::add_fma(a, b, k, out) };
+    }
+    add_loop(a, b, k, out)
+}
+
+#[inline(always)]
+fn add_loop<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
+    let (lo, hi) = (k.lo.max(T::MIN as f32), k.hi.min(T::MAX as f32));
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        let v = (x.widen() as f32).mul_add(k.r_ac, (y.widen() as f32).mul_add(k.r_bc, k.fixed));
+        let c = v.max(lo).min(hi);
+        // SAFETY: `max`/`min` leave no NaN and bound `c` to `T`'s range
+        // (8-bit), so the rounded value converts exactly.
+        *o = T::truncate(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() });
+    }
+}
+
+/// Requantizes `acc` (`[channels, os]`, row-major) into `out` with one
+/// requantizer per channel (`rq[c]` for row `c`), as
+/// [`Requantizer::apply_slice_into`] does row by row.
+pub fn requantize<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let isa = crate::isa();
+        if isa.avx512() {
+            // SAFETY: the dispatch table has an AVX-512 row only where the
+            // CPU has AVX-512F + BW (`dispatch::detect`).
+            return unsafe { x86::requantize_avx512(rq, acc, os, out) };
+        }
+        if isa.avx2() {
+            // SAFETY: the dispatch table has an x86-64 row only where the
+            // CPU has AVX2 + FMA (`dispatch::detect`).
+            return unsafe { x86::requantize_avx2(rq, acc, os, out) };
+        }
+    }
+    requantize_loop(rq, acc, os, out)
+}
+
+#[inline(always)]
+fn requantize_loop<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
+    for ((r, a), o) in rq
+        .iter()
+        .zip(acc.chunks_exact(os.max(1)))
+        .zip(out.chunks_exact_mut(os.max(1)))
+    {
+        r.apply_slice_into(a, o, T::truncate);
+    }
+}
+
+/// The loops compiled with x86 SIMD enabled.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{AddParams, QInt, Requantizer};
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
+        super::quantize_loop(xs, scale, zero)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn dequantize_avx2<T: QInt>(
+        xs: &[T],
+        scale: f32,
+        zero: i32,
+        out: &mut [f32],
+    ) {
+        super::dequantize_loop(xs, scale, zero, out)
+    }
+
+    /// With FMA enabled the loop's `mul_add` is one instruction instead of
+    /// a library call (the same fused result).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
+        super::add_loop(a, b, k, out)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512BW.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn requantize_avx512<T: QInt>(
+        rq: &[Requantizer],
+        acc: &[i32],
+        os: usize,
+        out: &mut [T],
+    ) {
+        super::requantize_loop(rq, acc, os, out)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn requantize_avx2<T: QInt>(
+        rq: &[Requantizer],
+        acc: &[i32],
+        os: usize,
+        out: &mut [T],
+    ) {
+        super::requantize_loop(rq, acc, os, out)
+    }
+}
+
+#[cfg(test)]
+#[path = "elementwise_tests.rs"]
+mod tests;

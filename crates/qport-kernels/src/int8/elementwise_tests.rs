@@ -1,0 +1,174 @@
+//! Every row of the dispatch table against the definitions.
+
+use super::*;
+use crate::dispatch::{supported_isas, with_isa};
+use qport_core::arith::presets;
+
+/// `x` rounded half to even, as the definitions round.
+fn rne(x: f64) -> f64 {
+    let r = x.round();
+    if (x - x.trunc()).abs() == 0.5 {
+        2.0 * (x / 2.0).round()
+    } else {
+        r
+    }
+}
+
+fn inputs() -> Vec<f32> {
+    let mut xs: Vec<f32> = (-600..600).map(|i| i as f32 * 0.37).collect();
+    xs.extend([
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.5,
+        1.5,
+        -0.5,
+        -2.5,
+        1e30,
+    ]);
+    xs
+}
+
+fn quantize_def<T: QInt>(x: f32, scale: f32, zero: i32) -> i32 {
+    let v = x / scale;
+    if v.is_nan() {
+        return T::MIN;
+    }
+    (rne(f64::from(v)) + f64::from(zero)).clamp(f64::from(T::MIN), f64::from(T::MAX)) as i32
+}
+
+#[test]
+fn quantization_equals_the_definition_on_every_row() {
+    let xs = inputs();
+    for isa in supported_isas() {
+        with_isa(isa, || {
+            for (scale, zero) in [(0.1f32, 128), (0.5, 0), (3e-5, 255), (1.0, 7)] {
+                let got: Vec<u8> = quantize(&xs, scale, zero);
+                for (&x, &g) in xs.iter().zip(&got) {
+                    assert_eq!(
+                        i32::from(g),
+                        quantize_def::<u8>(x, scale, zero),
+                        "{isa} {x}"
+                    );
+                }
+            }
+            for (scale, zero) in [(1.0f32, -3), (0.0625, 0), (0.2, 127)] {
+                let got: Vec<i8> = quantize(&xs, scale, zero);
+                for (&x, &g) in xs.iter().zip(&got) {
+                    assert_eq!(
+                        i32::from(g),
+                        quantize_def::<i8>(x, scale, zero),
+                        "{isa} {x}"
+                    );
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn dequantization_equals_the_definition_on_every_row() {
+    let xu: Vec<u8> = (0..=255).collect();
+    let xi: Vec<i8> = (-128..=127).collect();
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    for isa in supported_isas() {
+        with_isa(isa, || {
+            for (scale, zero) in [(0.1f32, 128), (0.003, 0), (7.5, -3), (1e-30, 255)] {
+                let want_u: Vec<f32> = xu
+                    .iter()
+                    .map(|&v| (v as i64 - zero as i64) as f32 * scale)
+                    .collect();
+                let want_i: Vec<f32> = xi
+                    .iter()
+                    .map(|&v| (v as i64 - zero as i64) as f32 * scale)
+                    .collect();
+                let (mut gu, mut gi) = (vec![0f32; 256], vec![0f32; 256]);
+                dequantize(&xu, scale, zero, &mut gu);
+                dequantize(&xi, scale, zero, &mut gi);
+                assert_eq!(bits(&gu), bits(&want_u), "{isa}");
+                assert_eq!(bits(&gi), bits(&want_i), "{isa}");
+            }
+        });
+    }
+}
+
+#[test]
+fn addition_equals_onnxruntimes_loop_on_every_row() {
+    let a: Vec<u8> = (0..1000).map(|i| (i * 37 % 256) as u8).collect();
+    let b: Vec<u8> = (0..1000).map(|i| (i * 101 % 256) as u8).collect();
+    let (ai, bi): (Vec<i8>, Vec<i8>) = (
+        a.iter().map(|&v| v as i8).collect(),
+        b.iter().map(|&v| v as i8).collect(),
+    );
+    for isa in supported_isas() {
+        with_isa(isa, || {
+            for (r_ac, r_bc, fixed) in [(0.7f32, 0.45, 3.25), (1.9, 0.01, -100.5), (0.5, 0.5, 0.0)]
+            {
+                let def = |x: i32, y: i32, lo: f32, hi: f32| {
+                    let v = (x as f32).mul_add(r_ac, (y as f32).mul_add(r_bc, fixed));
+                    rne(f64::from(v)).clamp(f64::from(lo), f64::from(hi)) as i32
+                };
+                let k = AddParams {
+                    r_ac,
+                    r_bc,
+                    fixed,
+                    lo: 0.0,
+                    hi: 255.0,
+                };
+                let mut out = vec![0u8; a.len()];
+                add(&a, &b, &k, &mut out);
+                for i in 0..a.len() {
+                    let want = def(i32::from(a[i]), i32::from(b[i]), 0.0, 255.0);
+                    assert_eq!(i32::from(out[i]), want, "{isa} u8 {i}");
+                }
+                let k = AddParams {
+                    lo: -128.0,
+                    hi: 127.0,
+                    ..k
+                };
+                let mut out = vec![0i8; a.len()];
+                add(&ai, &bi, &k, &mut out);
+                for i in 0..a.len() {
+                    let want = def(i32::from(ai[i]), i32::from(bi[i]), -128.0, 127.0);
+                    assert_eq!(i32::from(out[i]), want, "{isa} i8 {i}");
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn requantization_equals_the_requantizer_on_every_row() {
+    let (c, os) = (3, 77);
+    let acc: Vec<i32> = (0..c * os)
+        .map(|i| (i as i32 * 7919) % 40_000 - 20_000)
+        .collect();
+    for p in presets() {
+        let rq: Vec<Requantizer> = (0..c)
+            .map(|ch| {
+                Requantizer::new(
+                    ch as f64 * 31.0 - 40.0,
+                    0.001 + ch as f64 * 0.0037,
+                    5,
+                    -128,
+                    127,
+                    &p,
+                )
+            })
+            .collect();
+        let want: Vec<i8> = acc
+            .chunks(os)
+            .zip(&rq)
+            .flat_map(|(a, r)| {
+                a.iter()
+                    .map(|&v| r.apply(i64::from(v)) as i8)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for isa in supported_isas() {
+            let mut got = vec![0i8; c * os];
+            with_isa(isa, || requantize(&rq, &acc, os, &mut got));
+            assert_eq!(got, want, "{isa} {}", p.name);
+        }
+    }
+}

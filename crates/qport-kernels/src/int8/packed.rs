@@ -1,0 +1,95 @@
+//! What every exact u8×s8 GEMM backend shares: the signed operand packed
+//! once ([`PackedI8`]), the largest reduction length whose i32 sums are
+//! exact ([`MAX_K`]) and the shape checks of the backends' common
+//! contract (`A` i8 `m × k` row-major with one zero point per row, `B` u8
+//! `k × n` row-major with one zero point, `C` i32 row-major with row
+//! stride `ldc`).
+
+/// Largest `k` for which every i32 lane sum is exact: `k · 255 · 128 <
+/// 2^31`.
+pub const MAX_K: usize = 65_536;
+
+/// The signed operand `A` (`m × k`, i8) of the exact u8×s8 GEMM
+/// ([`crate::qgemm::gemm_u8s8`]) prepared once:
+/// rows as groups of four bytes (zero padded to a multiple of four) and the
+/// row sums the zero-point correction needs. Convolution weights are packed
+/// when a plan is built, so inference never repacks them.
+#[derive(Debug, Clone)]
+pub struct PackedI8 {
+    pub(crate) m: usize,
+    pub(crate) k: usize,
+    /// `k / 4`, rounded up.
+    pub(crate) kq: usize,
+    /// The matrix as given (row-major `m × k`), for the other kernels.
+    given: Vec<i8>,
+    /// Each row as `kq` groups of four bytes (little-endian i32), zero
+    /// padded: the VNNI kernel's broadcast operand.
+    pub(crate) quads: Vec<i32>,
+    /// `Σ_p A[i][p]` per row.
+    pub(crate) row_sum: Vec<i32>,
+}
+
+impl PackedI8 {
+    /// Packs `a` (`m × k` row-major).
+    ///
+    /// # Panics
+    /// When `a` is shorter than `m · k`.
+    pub fn new(a: &[i8], m: usize, k: usize) -> PackedI8 {
+        assert!(a.len() >= m * k);
+        let kq = k.div_ceil(4);
+        let mut quads = vec![0i32; m * kq];
+        let mut row_sum = vec![0i32; m];
+        for i in 0..m {
+            let row = &a[i * k..(i + 1) * k];
+            for (t, g) in row.chunks(4).enumerate() {
+                let mut bytes = [0u8; 4];
+                for (d, &v) in bytes.iter_mut().zip(g) {
+                    *d = v as u8;
+                }
+                quads[i * kq + t] = i32::from_le_bytes(bytes);
+            }
+            row_sum[i] = row.iter().map(|&v| i32::from(v)).sum();
+        }
+        PackedI8 {
+            m,
+            k,
+            kq,
+            quads,
+            row_sum,
+            given: a[..m * k].to_vec(),
+        }
+    }
+
+    /// The matrix as given (row-major `m × k`).
+    pub fn as_slice(&self) -> &[i8] {
+        &self.given
+    }
+
+    /// Rows (`m`).
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+
+    /// Reduction length (`k`).
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+}
+
+/// Panics unless the slices of one u8×s8 GEMM call are as long as its
+/// shape says: `A` (`a_len`) `m × k`, `za` `m`, `B` `k × n`, `C` `m` rows
+/// of stride `ldc ≥ n`.
+///
+/// # Panics
+/// When a slice is shorter than its shape says, or `ldc < n`.
+pub(crate) fn check_u8s8(
+    a_len: usize,
+    za_len: usize,
+    b_len: usize,
+    c_len: usize,
+    (m, k, n): (usize, usize, usize),
+    ldc: usize,
+) {
+    assert!(a_len >= m * k && b_len >= k * n && za_len >= m);
+    assert!(ldc >= n && (m == 0 || c_len >= (m - 1) * ldc + n));
+}
