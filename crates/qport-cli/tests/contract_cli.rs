@@ -31,6 +31,28 @@ fn lines0() -> String {
     s(&fixture("datasets/ppocr-lines/0"))
 }
 
+/// `qport quantize` of the PP-OCR classifier for j6m, calibrated on two
+/// text lines, into `out`, with `extra` arguments after the common ones.
+fn quantize_ppocr(out: &str, extra: &[&str]) -> Out {
+    let (m, c) = (ppocr(), lines0());
+    let mut a = vec![
+        "quantize",
+        &m,
+        "--platform",
+        "j6m",
+        "--calib",
+        &c,
+        "--preprocess",
+        "ppocr",
+        "--calib-limit",
+        "2",
+        "--out",
+        out,
+    ];
+    a.extend_from_slice(extra);
+    qport(&a)
+}
+
 /// Exit 2 with `qport: error:` (after any phase lines) naming every word,
 /// nothing on stdout.
 fn assert_input_error(o: &Out, words: &[&str]) {
@@ -198,24 +220,8 @@ fn issue12_unwritable_out_fails_before_any_work() {
 #[test]
 fn issue12_warnings_go_to_stderr() {
     let t = tempfile::tempdir().unwrap();
-    let (m, c) = (ppocr(), lines0());
-    let out = t.path().join("q");
-    let o = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--calib-limit",
-        "2",
-        "--out",
-        &s(&out),
-        "--format",
-        "json",
-    ]);
+    let out = s(&t.path().join("q"));
+    let o = quantize_ppocr(&out, &["--format", "json"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let doc: Value = serde_json::from_str(&o.stdout).expect("stdout is one JSON document");
     let w = doc["warnings"][0].as_str().unwrap();
@@ -226,21 +232,7 @@ fn issue12_warnings_go_to_stderr() {
         o.stderr
     );
     // human output: the summary on stdout, the warning on stderr only
-    let o = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--calib-limit",
-        "2",
-        "--out",
-        &s(&out),
-        "--force",
-    ]);
+    let o = quantize_ppocr(&out, &["--force"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(!o.stdout.contains("warning"), "{}", o.stdout);
     assert!(
@@ -253,30 +245,13 @@ fn issue12_warnings_go_to_stderr() {
 #[test]
 fn issue12_quantize_labels_every_phase() {
     let t = tempfile::tempdir().unwrap();
-    let (m, c) = (ppocr(), lines0());
+    let c = lines0();
     let run = |out: &str, quiet: bool| {
-        let mut a = vec![
-            "quantize",
-            &m,
-            "--platform",
-            "j6m",
-            "--calib",
-            &c,
-            "--eval",
-            &c,
-            "--preprocess",
-            "ppocr",
-            "--calib-limit",
-            "2",
-            "--eval-limit",
-            "2",
-            "--out",
-            out,
-        ];
+        let mut extra = vec!["--eval", &c, "--eval-limit", "2"];
         if quiet {
-            a.push("-q");
+            extra.push("-q");
         }
-        qport(&a)
+        quantize_ppocr(out, &extra)
     };
     let o = run(&s(&t.path().join("a")), false);
     assert_eq!(o.code, 0, "{}", o.stderr);
