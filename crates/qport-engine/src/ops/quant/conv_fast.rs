@@ -40,8 +40,9 @@ pub(crate) struct PreparedConv {
     /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
     rq: Vec<Requantizer>,
-    /// The int32 bias added to the accumulators, when the profile places
-    /// it there.
+    /// The int32 bias added to the accumulators with wrapping, when the
+    /// profile places it there and the sum may overflow i32 (otherwise the
+    /// requantizers add it).
     bias_acc: Option<Vec<i32>>,
     /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel).
     w_centered: Vec<f32>,
@@ -122,13 +123,28 @@ impl PreparedConv {
         let kdim: usize = w_shape[1..].iter().product();
         let profile = ctx.arith;
         // an int32 bias joins the i32 accumulator (wrapping, as in the
-        // general path) before requantization; a float one the requantizer
+        // general path) before requantization; a float one the requantizer.
+        // When no channel's accumulator plus bias can leave i32, wrapping
+        // never happens and the requantizer adds the int32 bias itself, in
+        // the same pass (no separate bias loop). |x - zx| <= 255, so channel
+        // c's accumulator is at most 255 * sum_k |w[c,k] - zw[c]| in
+        // magnitude (the saturating pairs' sums are smaller still).
         let int_bias = int_bias(profile);
+        let wraps = bias.as_ref().is_some_and(|b| {
+            b.iter().enumerate().any(|(c, &bc)| {
+                let w_abs: i64 = wv[c * kdim..(c + 1) * kdim]
+                    .iter()
+                    .map(|&v| (i64::from(v) - i64::from(w_zero[c])).abs())
+                    .sum();
+                255 * w_abs + i64::from(bc).abs() > i64::from(i32::MAX)
+            })
+        });
+        let separate_bias = int_bias && wraps;
         let rq = (0..c_out)
             .map(|c| {
                 let b = bias
                     .as_ref()
-                    .filter(|_| !int_bias)
+                    .filter(|_| !separate_bias)
                     .map_or(0.0, |b| f64::from(b[c]));
                 let m = profile.gemm_multiplier(&[x_scale, w_scale[c]], &[y_scale]);
                 Requantizer::new(b, m, y_zero, y.min(), y.max(), profile)
@@ -158,7 +174,7 @@ impl PreparedConv {
             w_zero,
             packed,
             rq,
-            bias_acc: bias.filter(|_| int_bias),
+            bias_acc: bias.filter(|_| separate_bias),
             x_zero,
             y,
             sat_pairs: profile.accumulator == Accumulator::I16SatPairs,
@@ -312,8 +328,9 @@ mod tests {
     /// one (the same inputs given at run time) bit for bit, over layer
     /// shapes (pointwise, 3x3 strided and padded, grouped, depthwise, 5x5
     /// depthwise), u8 and i8 activations and outputs, symmetric and
-    /// asymmetric weights, with and without bias, under every preset
-    /// (onnxruntime's arithmetic included).
+    /// asymmetric weights, with and without bias (and with a bias so close
+    /// to the i32 limits that accumulator plus bias wraps), under every
+    /// preset (onnxruntime's arithmetic included).
     #[test]
     fn prepared_equals_general() {
         // (x shape, w shape, group, strides, pads)
@@ -329,7 +346,11 @@ mod tests {
         let profiles = presets();
         for (n, (xs, ws, group, strides, pads)) in cases.into_iter().enumerate() {
             for variant in 0..4 {
-                let (signed_x, asym_w, bias_on) = (variant & 1 == 1, variant & 2 == 2, n % 2 == 0);
+                // the last case's bias is near the i32 limits, so its sums
+                // may wrap and the prepared path adds it apart (wrapping)
+                let huge_bias = n == 5;
+                let (signed_x, asym_w) = (variant & 1 == 1, variant & 2 == 2);
+                let bias_on = n % 2 == 0 || huge_bias;
                 let xn: usize = xs.iter().product();
                 let wn: usize = ws.iter().product();
                 let xb = bytes(n as u64 * 7 + variant as u64, xn);
@@ -364,7 +385,13 @@ mod tests {
                 let (tws, twz) = (t(&[m], ws_scale), t(&[m], wz));
                 let b = t(
                     &[m],
-                    (0..m as i32).map(|c| c * 97 - 300).collect::<Vec<i32>>(),
+                    (0..m as i32)
+                        .map(|c| match (huge_bias, c % 2) {
+                            (false, _) => c * 97 - 300,
+                            (true, 0) => i32::MAX - 40 * c,
+                            (true, _) => i32::MIN + 40 * c,
+                        })
+                        .collect::<Vec<i32>>(),
                 );
                 let ins = [
                     Some(&x),
