@@ -26,7 +26,7 @@ pub enum StudyError {
     Input(String),
     /// Reading a sample from a data source failed (names the sample).
     #[error(transparent)]
-    Data(#[from] qport_quant::QuantError),
+    Data(#[from] qport_data::DataError),
     /// Running a plan on one sample failed.
     #[error("running the model on {sample} failed")]
     Sample {
