@@ -296,7 +296,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
             path: args.data.path().display().to_string(),
             description: src.describe(),
             sha256: src.fingerprint()?,
-            preprocess: args.data.preprocess.clone(),
+            preprocess: args.data.pre.preprocess.clone(),
         },
         pot: pot_json,
         profile_files: loaded.files.iter().map(FileJson::from).collect(),

@@ -383,28 +383,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn profiles_must_be_two_known_names() {
-        let reg = qport_core::arith::ProfileRegistry::builtin();
-        let (a, b) = ProfileList("gemmlowp, f32-rne".into()).pair(&reg).unwrap();
-        assert_eq!((a.name.as_str(), b.name.as_str()), ("gemmlowp", "f32-rne"));
-        let e = ProfileList("gemmlowp".into())
-            .pair(&reg)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("exactly two") && e.contains("got 1"), "{e}");
-        let e = ProfileList("a,b,c".into())
-            .pair(&reg)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("got 3"), "{e}");
-        let e = ProfileList("gemmlowp,nope".into())
-            .pair(&reg)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("nope") && e.contains("avx2-u8s8"), "{e}");
-    }
-
-    #[test]
     fn shares_print_as_percentages() {
         assert_eq!(pct(0.0), "0");
         assert_eq!(pct(0.00472), "0.472%");

@@ -30,7 +30,7 @@
 //! `Tensor` is the descriptor of `qport.layout/1`.
 
 use crate::args::{DeployFlags, LayoutFlags, OverridesArg};
-use crate::model_file::{self, FileFacts};
+use crate::model_file;
 use crate::output::{self, Align, Format, Style, Table, Ui};
 use crate::platform_report::{
     dims, join_blocks, render_assumptions, render_findings, severity_name, summarize, summary_text,
@@ -94,15 +94,6 @@ fn validate_config(path: &Path, platform: &Platform) -> Result<Vec<String>> {
     let cfg = qport_quant::config::QuantConfig::from_file(path)
         .with_context(|| format!("cannot load quant config '{}'", path.display()))?;
     Ok(qport_quant::resolve::validate_for_platform(&cfg, platform))
-}
-
-fn file_facts(path: &Path) -> Result<FileFacts> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
-    Ok(FileFacts {
-        path: path.to_path_buf(),
-        size: bytes.len() as u64,
-        sha256: model_file::sha256_hex(&bytes),
-    })
 }
 
 #[derive(Debug, Serialize)]
@@ -435,7 +426,7 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     let mut config = None;
     if let Some(path) = &args.config {
-        let facts = file_facts(path)?;
+        let facts = model_file::file_facts(path)?;
         for problem in validate_config(path, b)? {
             changes.push(Change {
                 item: "config".into(),
