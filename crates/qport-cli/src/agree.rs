@@ -47,12 +47,13 @@ use crate::data::{self, LastSample};
 use crate::model_file;
 use crate::out_dir::OutDirArg;
 use crate::output::{self, Align, Format, Style, Table, Ui};
-use crate::report::{FileJson, Header, ProfileJson};
+use crate::report::{emit, FileJson, Header, ProfileJson, Render};
 use crate::ExitStatus;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use qport_quant::pot::{self, PotMode, PotSummary};
-use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement, PairStats};
+use qport_quant::pot::{self, PotMode};
+use qport_study::agree::report::{DataJson, PotJson, Provenance, Report};
+use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement};
 use qport_study::StudyError;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -146,110 +147,28 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     Ok(x)
 }
 
+/// `qport.agree/1` with what the human form needs besides: the study's
+/// result and where `agree.json` was written.
 #[derive(Debug, Serialize)]
-struct DataJson {
-    path: String,
-    description: String,
-    sha256: String,
-    preprocess: Option<String>,
+#[serde(transparent)]
+struct AgreeDoc<'a> {
+    report: Report<'a>,
+    #[serde(skip)]
+    result: &'a Agreement,
+    #[serde(skip)]
+    path: PathBuf,
 }
 
-#[derive(Debug, Serialize)]
-struct OutputJson {
-    name: String,
-    elements: usize,
+impl Render for AgreeDoc<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(&self.report, self.result, ui, &self.path)
+    }
 }
 
-#[derive(Debug, Serialize)]
-struct PotJson {
-    mode: &'static str,
-    #[serde(flatten)]
-    summary: PotSummary,
-}
-
-#[derive(Debug, Serialize)]
-struct MatrixJson {
-    profiles: Vec<String>,
-    top1_agree: Vec<Vec<usize>>,
-    bit_identical: Vec<Vec<usize>>,
-}
-
-#[derive(Debug, Serialize)]
-struct PairJson<'a> {
-    #[serde(flatten)]
-    stats: &'a PairStats,
-    top1_rate: f64,
-}
-
-#[derive(Debug, Serialize)]
-struct AnyFlipJson<'a> {
-    count: usize,
-    samples: &'a [usize],
-    margin_auc: Option<f64>,
-}
-
-#[derive(Debug, Serialize)]
-struct SampleJson<'a> {
-    index: usize,
-    #[serde(flatten)]
-    record: &'a qport_study::agree::SampleRecord,
-}
-
-#[derive(Debug, Serialize)]
-struct FailingJson {
-    a: String,
-    b: String,
-    top1_rate: f64,
-}
-
-#[derive(Debug, Serialize)]
-struct CheckJson {
-    threshold: f64,
-    passed: bool,
-    failing: Vec<FailingJson>,
-}
-
-#[derive(Debug, Serialize)]
-struct Report<'a> {
-    /// `schema`, `qport_version`, `command`.
-    #[serde(flatten)]
-    header: Header,
-    model: FileJson,
-    fp32_model: Option<FileJson>,
-    data: DataJson,
-    n: usize,
-    output: OutputJson,
-    pot: Option<PotJson>,
-    threads: usize,
-    profile_files: Vec<FileJson>,
-    profiles: Vec<ProfileJson>,
-    matrix: MatrixJson,
-    pairs: Vec<PairJson<'a>>,
-    #[serde(rename = "self")]
-    selves: Vec<PairJson<'a>>,
-    vs_fp32: Vec<PairJson<'a>>,
-    fp32_controls: Vec<PairJson<'a>>,
-    any_flip: AnyFlipJson<'a>,
-    samples: Vec<SampleJson<'a>>,
-    min_agreement: Option<CheckJson>,
-    warnings: Vec<String>,
-    seconds: f64,
-}
-
-fn pairs_json(p: &[PairStats]) -> Vec<PairJson<'_>> {
-    p.iter()
-        .map(|stats| PairJson {
-            stats,
-            top1_rate: stats.top1_rate(),
-        })
-        .collect()
-}
-
-/// Turns a study error into the CLI's message: a failing sample is named
-/// with its input shapes next to the model's declared ones.
-fn study_err(e: StudyError, last: &LastSample, inputs: &[qport_data::InputSpec]) -> anyhow::Error {
+/// Turns a study error into the CLI's message: a failing sample is named,
+/// and a sample that does not fit the model's inputs says so.
+fn study_err(e: StudyError) -> anyhow::Error {
     match e {
-        StudyError::Data(q) => last.explain(q, inputs),
         StudyError::Sample { sample, source } => {
             let mismatch = matches!(
                 source,
@@ -358,34 +277,18 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
             ..AgreeOptions::default()
         },
     )
-    .map_err(|e| study_err(e, &LastSample::default(), &inputs))
+    .map_err(study_err)
     .with_context(|| format!("cannot run '{}'", args.model.display()))?;
     drop(sp);
     let pb = ui.progress(src.len() as u64, "samples", "running every profile");
     let last = LastSample::default();
     let result = study
         .run(src.samples(&last), &mut |n| pb.set_position(n as u64))
-        .map_err(|e| study_err(e, &last, &inputs))?;
+        .map_err(study_err)?;
     drop(pb);
 
-    let check = args.min_agreement.map(|threshold| {
-        let failing: Vec<FailingJson> = result
-            .pairs_below(threshold)
-            .into_iter()
-            .map(|p| FailingJson {
-                a: p.a.clone(),
-                b: p.b.clone(),
-                top1_rate: p.top1_rate(),
-            })
-            .collect();
-        CheckJson {
-            threshold,
-            passed: failing.is_empty(),
-            failing,
-        }
-    });
     let reg = &loaded.registry;
-    let report = Report {
+    let provenance = Provenance {
         header: Header::with_command("qport.agree/1"),
         model: FileJson::from(&qdq.facts),
         fp32_model: fp32_facts.as_ref().map(FileJson::from),
@@ -393,54 +296,34 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
             path: args.data.path().display().to_string(),
             description: src.describe(),
             sha256: src.fingerprint()?,
-            preprocess: args.data.preprocess.clone(),
-        },
-        n: result.n(),
-        output: OutputJson {
-            name: result.output.clone(),
-            elements: result.classes,
+            preprocess: args.data.pre.preprocess.clone(),
         },
         pot: pot_json,
-        threads: result.threads,
         profile_files: loaded.files.iter().map(FileJson::from).collect(),
         profiles: profiles
             .iter()
             .map(|p| ProfileJson::new(p, reg.origin(&p.name)))
             .collect(),
-        matrix: MatrixJson {
-            profiles: result.profiles.clone(),
-            top1_agree: result.top1_matrix(),
-            bit_identical: result.bit_identical_matrix(),
-        },
-        pairs: pairs_json(&result.pairs),
-        selves: pairs_json(&result.selves),
-        vs_fp32: pairs_json(&result.vs_fp32),
-        fp32_controls: pairs_json(&result.fp32_controls),
-        any_flip: AnyFlipJson {
-            count: result.any_flip.samples.len(),
-            samples: &result.any_flip.samples,
-            margin_auc: result.any_flip.margin_auc,
-        },
-        samples: result
-            .samples
-            .iter()
-            .enumerate()
-            .map(|(index, record)| SampleJson { index, record })
-            .collect(),
-        min_agreement: check,
         warnings,
-        seconds: t0.elapsed().as_secs_f64(),
     };
+    let report = Report::new(
+        &result,
+        provenance,
+        args.min_agreement,
+        t0.elapsed().as_secs_f64(),
+    );
     let json = serde_json::to_string_pretty(&report).context("cannot encode agree.json")? + "\n";
     let path = crate::out_dir::write(out_dir, "agree.json", json.as_bytes())?;
     for w in &report.warnings {
         ui.warn(w);
     }
-    match args.format {
-        Format::Json => output::print(&json)?,
-        Format::Human => output::print(&render_human(&report, &result, ui, &path))?,
-    }
-    Ok(match &report.min_agreement {
+    let doc = AgreeDoc {
+        report,
+        result: &result,
+        path,
+    };
+    emit(&doc, args.format, ui)?;
+    Ok(match &doc.report.min_agreement {
         Some(c) if !c.passed => {
             for f in &c.failing {
                 eprintln!(

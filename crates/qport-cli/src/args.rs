@@ -85,12 +85,10 @@ pub fn select_profiles(spec: &str, reg: &ProfileRegistry) -> Result<Vec<ArithPro
     Ok(out)
 }
 
-/// The data group: `--data` with `--preprocess`/`--pp` for image folders.
+/// `--preprocess` with its `--pp` overrides, for image folders (`--data`,
+/// and `quantize`'s `--calib`/`--eval`).
 #[derive(Debug, Clone, clap::Args)]
-pub struct DataArgs {
-    /// Input data: a folder of images, a .npy or a .npz.
-    #[arg(long)]
-    pub data: PathBuf,
+pub struct PreprocessArgs {
     /// Image preprocessing: a preset name or a TOML file.
     #[arg(long)]
     pub preprocess: Option<String>,
@@ -99,11 +97,28 @@ pub struct DataArgs {
     pub pp: Vec<String>,
 }
 
+impl PreprocessArgs {
+    /// The preprocessing asked for; `None` when neither flag is given.
+    pub fn load(&self) -> Result<Option<qport_data::preprocess::Preprocess>> {
+        data::preprocess(self.preprocess.as_deref(), &self.pp)
+    }
+}
+
+/// The data group: `--data` with `--preprocess`/`--pp` for image folders.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataArgs {
+    /// Input data: a folder of images, a .npy or a .npz.
+    #[arg(long)]
+    pub data: PathBuf,
+    #[command(flatten)]
+    pub pre: PreprocessArgs,
+}
+
 impl DataArgs {
     /// Opens `--data` for `inputs` with at most `limit` samples;
     /// `--preprocess` with a tensor file is an input error.
     pub fn open(&self, inputs: &[InputSpec], limit: Option<usize>, ui: &Ui) -> Result<Source> {
-        let preprocess = data::preprocess(self.preprocess.as_deref(), &self.pp)?;
+        let preprocess = self.pre.load()?;
         if preprocess.is_some() {
             data::check_preprocess(&[("--data", &self.data)], ui)?;
         }
@@ -144,18 +159,13 @@ impl OverridesArg {
                 overrides: None,
             });
         };
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read platform overrides '{}'", path.display()))?;
-        let text = String::from_utf8(bytes.clone())
+        let (bytes, facts) = crate::model_file::read(path, "platform overrides")?;
+        let text = String::from_utf8(bytes)
             .map_err(|_| anyhow::anyhow!("platform overrides '{}': not UTF-8", path.display()))?;
         registry.apply_overrides_str(&text, &path.display().to_string())?;
         Ok(LoadedRegistry {
             registry,
-            overrides: Some(FileFacts {
-                path: path.clone(),
-                size: bytes.len() as u64,
-                sha256: crate::model_file::sha256_hex(&bytes),
-            }),
+            overrides: Some(facts),
         })
     }
 }
@@ -235,17 +245,12 @@ impl ProfileFilesArg {
         let mut registry = ProfileRegistry::builtin();
         let mut files = Vec::with_capacity(self.profile_file.len());
         for path in &self.profile_file {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("cannot read profile file '{}'", path.display()))?;
+            let (bytes, facts) = crate::model_file::read(path, "profile file")?;
             let text = std::str::from_utf8(&bytes)
                 .map_err(|_| anyhow::anyhow!("profile file '{}': not UTF-8", path.display()))?;
             let format = ProfileFormat::guess(path, text);
             registry.add_str(text, format, &path.display().to_string())?;
-            files.push(FileFacts {
-                path: path.clone(),
-                size: bytes.len() as u64,
-                sha256: crate::model_file::sha256_hex(&bytes),
-            });
+            files.push(facts);
         }
         Ok(LoadedProfiles { registry, files })
     }
@@ -498,12 +503,26 @@ mod tests {
         assert!(e.contains("nope") && e.contains("f32-rne"), "{e}");
         assert!(select_profiles("exact,exact", &reg).is_err());
         assert!(select_profiles("exact,", &reg).is_err());
-        let (a, b) = ProfileList("exact,gemmlowp".into()).pair(&reg).unwrap();
-        assert_eq!((a.name.as_str(), b.name.as_str()), ("exact", "gemmlowp"));
-        let e = ProfileList("exact".into())
-            .pair(&reg)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("exactly two") && e.contains("got 1"), "{e}");
+    }
+
+    #[test]
+    fn profile_pairs_are_two_known_names() {
+        let reg = ProfileRegistry::builtin();
+        for (list, want) in [
+            ("exact,gemmlowp", ("exact", "gemmlowp")),
+            ("gemmlowp, f32-rne", ("gemmlowp", "f32-rne")),
+        ] {
+            let (a, b) = ProfileList(list.into()).pair(&reg).unwrap();
+            assert_eq!((a.name.as_str(), b.name.as_str()), want);
+        }
+        for (list, want) in [
+            ("exact", &["exactly two", "got 1"][..]),
+            ("gemmlowp", &["exactly two", "got 1"]),
+            ("a,b,c", &["got 3"]),
+            ("gemmlowp,nope", &["nope", "avx2-u8s8"]),
+        ] {
+            let e = ProfileList(list.into()).pair(&reg).unwrap_err().to_string();
+            assert!(want.iter().all(|w| e.contains(w)), "{list}: {e}");
+        }
     }
 }

@@ -1,15 +1,14 @@
 //! Calibration and evaluation data for the commands: a `qport_data`
 //! dataset (image folder, `.npy`, `.npz`, or synthetic samples) opened for a
 //! model's inputs, with an optional sample limit, streamed as
-//! `qport_quant::ptq::Sample`s. [`LastSample`] remembers which sample was
+//! `qport_data::Sample`s. [`LastSample`] remembers which sample was
 //! handed out last, so an error from running the model on it can name the
 //! sample and its input shapes.
 
 use anyhow::{Context, Result};
-use qport_data::dataset::{Dataset, InputSpec};
+use qport_data::dataset::{Dataset, InputSpec, Sample};
 use qport_data::preprocess::Preprocess;
 use qport_onnx::{Dim, Model};
-use qport_quant::ptq::Sample;
 use qport_quant::QuantError;
 use std::cell::RefCell;
 use std::path::Path;
@@ -175,17 +174,14 @@ impl Source {
     }
 
     /// The samples, streamed; each one is recorded in `last` as it is
-    /// handed out.
-    pub fn samples<'a>(
+    /// handed out. A read error comes as `E` (`DataError` for a study,
+    /// `QuantError` for calibration).
+    pub fn samples<'a, E: From<qport_data::DataError>>(
         &'a self,
         last: &'a LastSample,
-    ) -> impl Iterator<Item = Result<Sample, QuantError>> + 'a {
+    ) -> impl Iterator<Item = Result<Sample, E>> + 'a {
         self.dataset.samples().take(self.limit).map(move |s| {
-            let s = s.map_err(QuantError::from)?;
-            let s = Sample {
-                id: s.origin,
-                inputs: s.inputs,
-            };
+            let s = s?;
             last.record(&s);
             Ok(s)
         })
@@ -208,7 +204,7 @@ impl LastSample {
             .iter()
             .map(|(n, t)| (n.clone(), t.shape().to_vec()))
             .collect();
-        *self.0.borrow_mut() = Some((s.id.clone(), shapes));
+        *self.0.borrow_mut() = Some((s.origin.clone(), shapes));
     }
 
     /// Adds the last sample (its id, and each input's shape next to the

@@ -31,7 +31,7 @@
 
 use crate::model_file::sha256_hex;
 use crate::output::{self, fmt_ms, Align, Format, Style, Table, Ui};
-use crate::report::Header;
+use crate::report::{emit, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use qport_core::Tensor;
@@ -83,6 +83,28 @@ pub struct DemoJson {
     pub crops: Vec<CropJson>,
     /// Totals.
     pub summary: SummaryJson,
+    /// Each crop's latency, their mean and the load time, for the human
+    /// form.
+    #[serde(skip)]
+    pub times: DemoTimes,
+}
+
+/// The exact times behind `qport demo`'s millisecond fields.
+#[derive(Debug)]
+pub struct DemoTimes {
+    /// Each crop's latency, in crop order.
+    pub latencies: Vec<Duration>,
+    /// Their mean (`None` without crops).
+    pub mean: Option<Duration>,
+    /// Loading and planning the model.
+    pub load: Duration,
+}
+
+impl Render for DemoJson {
+    fn human(&self, ui: &Ui) -> String {
+        let t = &self.times;
+        render_human(self, &t.latencies, t.mean, t.load, ui)
+    }
 }
 
 /// The bundled model.
@@ -265,17 +287,13 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
             mean_latency_ms: mean_latency.map(output::ms),
         },
         crops,
+        times: DemoTimes {
+            latencies,
+            mean: mean_latency,
+            load: load_time,
+        },
     };
-    match args.format {
-        Format::Json => output::print_json(&report)?,
-        Format::Human => output::print(&render_human(
-            &report,
-            &latencies,
-            mean_latency,
-            load_time,
-            ui,
-        ))?,
-    }
+    emit(&report, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

@@ -67,13 +67,12 @@ use crate::args::{DataArgs, ProfileFilesArg, ProfileList};
 use crate::data::{self};
 use crate::model_file;
 use crate::out_dir::OptOutDirArg;
-use crate::output::{self, fmt_num, Align, Format, Style, Table, Ui};
-use crate::report::{FileJson, Header, ProfileJson};
+use crate::output::{fmt_num, Align, Format, Style, Table, Ui};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{bail, Context, Result};
-use qport_study::diverge::{
-    summarize, Divergence, FirstCount, LayerSummary, Localizer, OutputDiff, Stage, Summary, Unit,
-};
+use qport_study::diverge::report::{DataJson, Provenance, Report};
+use qport_study::diverge::{summarize, Divergence, Localizer, Summary, Unit};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -126,68 +125,28 @@ pub struct DivergeArgs {
     pub format: Format,
 }
 
-/// `qport.diverge/1`.
+/// `qport.diverge/1` with what the human form needs besides: the summary,
+/// `--all-layers` and where `diverge.json` was written.
 #[derive(Debug, Serialize)]
-struct DivergeJson<'a> {
-    /// `schema`, `qport_version`, `command`.
-    #[serde(flatten)]
-    header: Header,
-    model: FileJson,
-    data: DataJson,
-    profile_files: Vec<FileJson>,
-    profiles: PairJson,
-    differing_policies: Vec<PolicyJson>,
-    lowered_groups: usize,
-    summary: SummaryJson<'a>,
-    layers: &'a [LayerSummary],
-    per_input: Vec<InputJson<'a>>,
-    seconds: f64,
+#[serde(transparent)]
+struct DivergeDoc<'a> {
+    report: Report<'a>,
+    #[serde(skip)]
+    summary: &'a Summary,
+    #[serde(skip)]
+    all_layers: bool,
+    #[serde(skip)]
+    written: Option<PathBuf>,
 }
 
-#[derive(Debug, Serialize)]
-struct DataJson {
-    path: String,
-    description: String,
-    sha256: String,
-    samples: usize,
-}
-
-#[derive(Debug, Serialize)]
-struct PairJson {
-    a: ProfileJson,
-    b: ProfileJson,
-}
-
-#[derive(Debug, Serialize)]
-struct PolicyJson {
-    stage: Stage,
-    field: &'static str,
-    a: String,
-    b: String,
-}
-
-#[derive(Debug, Serialize)]
-struct SummaryJson<'a> {
-    inputs: usize,
-    inputs_diverging: usize,
-    outputs_identical: usize,
-    top1_compared: usize,
-    top1_agree: usize,
-    first_layer: Option<&'a str>,
-    first_op: Option<&'a str>,
-    stage: Option<&'a str>,
-    primary: Option<Stage>,
-    first: &'a [FirstCount],
-}
-
-#[derive(Debug, Serialize)]
-struct InputJson<'a> {
-    id: String,
-    first_layer: Option<&'a str>,
-    first_op: Option<&'a str>,
-    stage: Option<&'a str>,
-    layers_diverging: usize,
-    outputs: &'a [OutputDiff],
+impl Render for DivergeDoc<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        let mut s = render_human(self.summary, &self.report, self.all_layers, ui);
+        if let Some(p) = &self.written {
+            s.push_str(&format!("\nwrote {}\n", p.display()));
+        }
+        s
+    }
 }
 
 /// Runs `qport diverge`.
@@ -224,11 +183,11 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
         let d = loc.localize(sample.inputs).with_context(|| {
             format!(
                 "cannot localize divergence on {} (the model's inputs: {})",
-                sample.id,
+                sample.origin,
                 declared_inputs(&inputs)
             )
         })?;
-        results.push((sample.id, d));
+        results.push((sample.origin, d));
         pb.inc(1);
     }
     drop(pb);
@@ -236,7 +195,7 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
     let summary = summarize(&divergences);
 
     let reg = &loaded_profiles.registry;
-    let report = DivergeJson {
+    let provenance = Provenance {
         header: Header::with_command("qport.diverge/1"),
         model: (&loaded.facts).into(),
         data: DataJson {
@@ -246,55 +205,15 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
             samples: src.len(),
         },
         profile_files: loaded_profiles.files.iter().map(FileJson::from).collect(),
-        profiles: PairJson {
-            a: ProfileJson::new(&a, reg.origin(&a.name)),
-            b: ProfileJson::new(&b, reg.origin(&b.name)),
-        },
-        differing_policies: Stage::differing(&a, &b)
-            .into_iter()
-            .map(|s| PolicyJson {
-                stage: s,
-                field: s.field(),
-                a: s.policy(&a),
-                b: s.policy(&b),
-            })
-            .collect(),
-        lowered_groups: loc.lowered().len(),
-        summary: SummaryJson {
-            inputs: summary.inputs,
-            inputs_diverging: summary.inputs_diverging,
-            outputs_identical: summary.outputs_identical,
-            top1_compared: summary.top1_compared,
-            top1_agree: summary.top1_agree,
-            first_layer: summary.first_layer.as_deref(),
-            first_op: summary.first_op.as_deref(),
-            stage: summary.stage.as_deref(),
-            primary: summary.primary,
-            first: &summary.first,
-        },
-        layers: &summary.layers,
-        per_input: results
-            .iter()
-            .map(|(id, d)| {
-                let first = d.first_layer();
-                InputJson {
-                    id: id.clone(),
-                    first_layer: first.map(|l| l.node.as_str()),
-                    first_op: first.map(|l| l.op.as_str()),
-                    stage: first
-                        .and_then(|l| l.attribution.as_ref())
-                        .map(|x| x.verdict.as_str()),
-                    layers_diverging: d
-                        .layers
-                        .iter()
-                        .filter(|l| !l.isolated.is_identical())
-                        .count(),
-                    outputs: &d.outputs,
-                }
-            })
-            .collect(),
-        seconds: t0.elapsed().as_secs_f64(),
     };
+    let report = Report::new(
+        provenance,
+        &loc,
+        [reg.origin(&a.name), reg.origin(&b.name)],
+        &summary,
+        &results,
+        t0.elapsed().as_secs_f64(),
+    );
     let written = match out_dir {
         Some(dir) => {
             let text = serde_json::to_string_pretty(&report)? + "\n";
@@ -302,16 +221,13 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
         }
         None => None,
     };
-    match args.format {
-        Format::Json => output::print_json(&report)?,
-        Format::Human => {
-            let mut s = render_human(&summary, &report, args.all_layers, ui);
-            if let Some(p) = written {
-                s.push_str(&format!("\nwrote {}\n", p.display()));
-            }
-            output::print(&s)?
-        }
-    }
+    let doc = DivergeDoc {
+        report,
+        summary: &summary,
+        all_layers: args.all_layers,
+        written,
+    };
+    emit(&doc, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 
@@ -359,7 +275,7 @@ fn headline(s: &Summary, ui: &Ui) -> String {
     }
 }
 
-fn render_human(s: &Summary, r: &DivergeJson, all: bool, ui: &Ui) -> String {
+fn render_human(s: &Summary, r: &Report, all: bool, ui: &Ui) -> String {
     let mut out = format!(
         "{} vs {} on {} ({}; {} groups lowered to integer operators)\n",
         ui.paint(&s.a, Style::Bold),
@@ -465,28 +381,6 @@ fn render_human(s: &Summary, r: &DivergeJson, all: bool, ui: &Ui) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn profiles_must_be_two_known_names() {
-        let reg = qport_core::arith::ProfileRegistry::builtin();
-        let (a, b) = ProfileList("gemmlowp, f32-rne".into()).pair(&reg).unwrap();
-        assert_eq!((a.name.as_str(), b.name.as_str()), ("gemmlowp", "f32-rne"));
-        let e = ProfileList("gemmlowp".into())
-            .pair(&reg)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("exactly two") && e.contains("got 1"), "{e}");
-        let e = ProfileList("a,b,c".into())
-            .pair(&reg)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("got 3"), "{e}");
-        let e = ProfileList("gemmlowp,nope".into())
-            .pair(&reg)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("nope") && e.contains("avx2-u8s8"), "{e}");
-    }
 
     #[test]
     fn shares_print_as_percentages() {

@@ -30,13 +30,13 @@
 //! `Tensor` is the descriptor of `qport.layout/1`.
 
 use crate::args::{DeployFlags, LayoutFlags, OverridesArg};
-use crate::model_file::{self, FileFacts};
+use crate::model_file;
 use crate::output::{self, Align, Format, Style, Table, Ui};
 use crate::platform_report::{
     dims, join_blocks, render_assumptions, render_findings, severity_name, summarize, summary_text,
     tensor_type, OptionsJson, SummaryJson, TensorJson,
 };
-use crate::report::{FileJson, Header};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{Context, Result};
 use qport_platform::{
@@ -94,15 +94,6 @@ fn validate_config(path: &Path, platform: &Platform) -> Result<Vec<String>> {
     let cfg = qport_quant::config::QuantConfig::from_file(path)
         .with_context(|| format!("cannot load quant config '{}'", path.display()))?;
     Ok(qport_quant::resolve::validate_for_platform(&cfg, platform))
-}
-
-fn file_facts(path: &Path) -> Result<FileFacts> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
-    Ok(FileFacts {
-        path: path.to_path_buf(),
-        size: bytes.len() as u64,
-        sha256: model_file::sha256_hex(&bytes),
-    })
 }
 
 #[derive(Debug, Serialize)]
@@ -183,8 +174,8 @@ struct TensorPairJson {
     to: Option<TensorJson>,
 }
 
-#[derive(Debug, Serialize)]
-struct MigrateJson {
+#[derive(Serialize)]
+struct MigrateJson<'a> {
     /// `schema`, `qport_version`.
     #[serde(flatten)]
     header: Header,
@@ -198,6 +189,71 @@ struct MigrateJson {
     tensors: Vec<TensorPairJson>,
     assumptions: Vec<String>,
     summary: SummaryJson,
+    /// Both platforms' titles, for the human form.
+    #[serde(skip)]
+    titles: [String; 2],
+    /// The changes as found, for the human form.
+    #[serde(skip)]
+    change_list: &'a [Change],
+    /// The tensors before and after, for the human form.
+    #[serde(skip)]
+    tensor_pairs: &'a [TensorPair<'a>],
+}
+
+impl Render for MigrateJson<'_> {
+    fn human(&self, ui: &Ui) -> String {
+        let mut head = format!(
+            "{}  {} -> {}\n",
+            ui.paint("migrate", Style::Bold),
+            self.titles[0],
+            self.titles[1]
+        );
+        if let Some(m) = &self.model {
+            head.push_str(&format!(
+                "{}  {}\n",
+                ui.paint("model  ", Style::Bold),
+                m.path
+            ));
+        }
+        let mut rows: Vec<_> = self
+            .change_list
+            .iter()
+            .filter(|c| c.item != "config")
+            .map(|c| {
+                (
+                    c.severity,
+                    c.item.clone(),
+                    if c.item.starts_with("deploy:") || c.item == "config" {
+                        c.note.clone()
+                    } else {
+                        format!("{}: {}", arrow(c.from.clone(), c.to.clone()), c.note)
+                    },
+                    c.source.to_string(),
+                )
+            })
+            .collect();
+        rows.extend(
+            group_config(self.change_list.iter().filter(|c| c.item == "config"))
+                .into_iter()
+                .map(|g| (Severity::Error, "config".to_string(), g.text(), g.source)),
+        );
+        let blocks = [
+            head,
+            if rows.is_empty() {
+                "no differences\n".to_string()
+            } else {
+                render_findings(&rows, "item", ui)
+            },
+            if self.tensor_pairs.is_empty() {
+                String::new()
+            } else {
+                render_tensors(self.tensor_pairs, ui)
+            },
+            render_assumptions(&self.assumptions, ui),
+            format!("checklist: {}\n", summary_text(&self.summary)),
+        ];
+        join_blocks(&blocks)
+    }
 }
 
 fn arrow(a: String, b: String) -> String {
@@ -370,7 +426,7 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     let mut config = None;
     if let Some(path) = &args.config {
-        let facts = file_facts(path)?;
+        let facts = model_file::file_facts(path)?;
         for problem in validate_config(path, b)? {
             changes.push(Change {
                 item: "config".into(),
@@ -393,87 +449,36 @@ pub fn run(args: &MigrateArgs, ui: &Ui) -> Result<ExitStatus> {
         }
     }
     let summary = summarize(changes.iter().map(|c| c.severity));
-    match args.format {
-        Format::Json => output::print_json(&MigrateJson {
-            header: Header::new("qport.migrate/1"),
-            from: a.name.clone(),
-            to: b.name.clone(),
-            model,
-            config,
-            overrides: reg.overrides_json(),
-            options: if layouts.is_some() {
-                Some(args.layout.json()?)
-            } else {
-                None
-            },
-            changes: changes.iter().map(Into::into).collect(),
-            tensors: tensor_pairs
-                .iter()
-                .map(|p| TensorPairJson {
-                    name: p.name.clone(),
-                    io: p.io,
-                    changed: p.changed(),
-                    from: p.from.map(Into::into),
-                    to: p.to.map(Into::into),
-                })
-                .collect(),
-            assumptions,
-            summary,
-        })?,
-        Format::Human => {
-            let mut head = format!(
-                "{}  {} -> {}\n",
-                ui.paint("migrate", Style::Bold),
-                title(a),
-                title(b)
-            );
-            if let Some(m) = &model {
-                head.push_str(&format!(
-                    "{}  {}\n",
-                    ui.paint("model  ", Style::Bold),
-                    m.path
-                ));
-            }
-            let mut rows: Vec<_> = changes
-                .iter()
-                .filter(|c| c.item != "config")
-                .map(|c| {
-                    (
-                        c.severity,
-                        c.item.clone(),
-                        if c.item.starts_with("deploy:") || c.item == "config" {
-                            c.note.clone()
-                        } else {
-                            format!("{}: {}", arrow(c.from.clone(), c.to.clone()), c.note)
-                        },
-                        c.source.to_string(),
-                    )
-                })
-                .collect();
-            rows.extend(
-                group_config(changes.iter().filter(|c| c.item == "config"))
-                    .into_iter()
-                    .map(|g| (Severity::Error, "config".to_string(), g.text(), g.source)),
-            );
-            let blocks = [
-                head,
-                if rows.is_empty() {
-                    "no differences\n".to_string()
-                } else {
-                    render_findings(&rows, "item", ui)
-                },
-                if tensor_pairs.is_empty() {
-                    String::new()
-                } else {
-                    render_tensors(&tensor_pairs, ui)
-                },
-                render_assumptions(&assumptions, ui),
-                format!("checklist: {}\n", summary_text(&summary)),
-            ];
-            let s = join_blocks(&blocks);
-            output::print(&s)?;
-        }
-    }
+    let doc = MigrateJson {
+        header: Header::new("qport.migrate/1"),
+        from: a.name.clone(),
+        to: b.name.clone(),
+        model,
+        config,
+        overrides: reg.overrides_json(),
+        options: if layouts.is_some() {
+            Some(args.layout.json()?)
+        } else {
+            None
+        },
+        changes: changes.iter().map(Into::into).collect(),
+        tensors: tensor_pairs
+            .iter()
+            .map(|p| TensorPairJson {
+                name: p.name.clone(),
+                io: p.io,
+                changed: p.changed(),
+                from: p.from.map(Into::into),
+                to: p.to.map(Into::into),
+            })
+            .collect(),
+        assumptions,
+        summary,
+        titles: [title(a), title(b)],
+        change_list: &changes,
+        tensor_pairs: &tensor_pairs,
+    };
+    emit(&doc, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

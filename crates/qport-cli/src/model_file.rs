@@ -18,6 +18,33 @@ pub struct FileFacts {
     pub sha256: String,
 }
 
+impl FileFacts {
+    /// The facts of `bytes`, the content of the file at `path`.
+    pub fn new(path: &Path, bytes: &[u8]) -> FileFacts {
+        FileFacts {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+            sha256: sha256_hex(bytes),
+        }
+    }
+}
+
+/// Reads the whole file at `path` with its facts; the error says
+/// `cannot read WHAT 'PATH'` (`cannot read 'PATH'` for an empty `what`).
+pub fn read(path: &Path, what: &str) -> Result<(Vec<u8>, FileFacts)> {
+    let bytes = std::fs::read(path).with_context(|| match what {
+        "" => format!("cannot read '{}'", path.display()),
+        _ => format!("cannot read {what} '{}'", path.display()),
+    })?;
+    let facts = FileFacts::new(path, &bytes);
+    Ok((bytes, facts))
+}
+
+/// Size and hash of a small input file (`--config`) for a report.
+pub fn file_facts(path: &Path) -> Result<FileFacts> {
+    Ok(read(path, "")?.1)
+}
+
 /// Lower-case hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
@@ -41,13 +68,7 @@ pub struct LoadedModel {
 /// Reads and converts the ONNX model at `path`; errors name the file.
 pub fn load(path: &Path) -> Result<LoadedModel> {
     let t0 = Instant::now();
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read model '{}'", path.display()))?;
-    let facts = FileFacts {
-        path: path.to_path_buf(),
-        size: bytes.len() as u64,
-        sha256: sha256_hex(&bytes),
-    };
+    let (bytes, facts) = read(path, "model")?;
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -7,7 +7,7 @@
 //! failure (bad config, NaN in the data, an unreadable image) leaves `--out`
 //! as it was.
 
-use crate::model_file::{self, FileFacts};
+use crate::model_file;
 use crate::out_dir::OutDirArg;
 use crate::output::{self, Align, Format, Table, Ui};
 use crate::report::{emit, FileJson, Header, Render};
@@ -99,12 +99,8 @@ pub struct QuantizeArgs {
     /// quick performance baseline (like `hb_compile --fast-perf`).
     #[arg(long)]
     pub fast_perf: bool,
-    /// Image preprocessing: a preset name or a TOML file.
-    #[arg(long)]
-    pub preprocess: Option<String>,
-    /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).
-    #[arg(long = "pp", value_name = "KEY=VALUE")]
-    pub pp: Vec<String>,
+    #[command(flatten)]
+    pub pre: crate::args::PreprocessArgs,
     /// Use at most this many calibration samples.
     #[arg(long)]
     pub calib_limit: Option<usize>,
@@ -187,16 +183,6 @@ struct EvalJson {
     seconds: f64,
 }
 
-/// Size and hash of a small input file (`--config`) for the report.
-fn file_facts(path: &Path) -> Result<FileFacts> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
-    Ok(FileFacts {
-        path: path.to_path_buf(),
-        size: bytes.len() as u64,
-        sha256: model_file::sha256_hex(&bytes),
-    })
-}
-
 fn quant_err(e: QuantError) -> anyhow::Error {
     anyhow!(e)
 }
@@ -214,7 +200,10 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         Template::from_name(&args.template)?
     };
     let (user, config_facts) = match &args.config {
-        Some(p) => (Some(QuantConfig::from_file(p)?), Some(file_facts(p)?)),
+        Some(p) => (
+            Some(QuantConfig::from_file(p)?),
+            Some(model_file::file_facts(p)?),
+        ),
         None => (None, None),
     };
     let sp = ui.spinner(&format!("loading {}", args.model.display()));
@@ -264,7 +253,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     sp.phase(ui, "opening the data");
     let inputs = crate::data::model_inputs(&prepared);
     // Open every data source before any long work, so bad paths fail fast.
-    let preprocess = crate::data::preprocess(args.preprocess.as_deref(), &args.pp)?;
+    let preprocess = args.pre.load()?;
     if preprocess.is_some() {
         let given: Vec<(&str, &Path)> = [("--calib", &args.calib), ("--eval", &args.eval)]
             .into_iter()

@@ -40,7 +40,7 @@
 use crate::args::ProfileFilesArg;
 use crate::model_file;
 use crate::output::{self, fmt_ms, fmt_num, Align, Format, Style, Table, Ui};
-use crate::report::{FileJson, Header};
+use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use qport_core::arith::{ArithProfile, ProfileError};
@@ -124,6 +124,15 @@ pub struct RunJson {
     pub profile: String,
     /// QDQ groups run as integer operators (`None` for `fp32`).
     pub lowered_groups: Option<usize>,
+    /// Load, plan and run times, for the human form.
+    #[serde(skip)]
+    pub times: [std::time::Duration; 3],
+}
+
+impl Render for RunJson {
+    fn human(&self, ui: &Ui) -> String {
+        render_human(self, &self.times, ui)
+    }
 }
 
 /// A tensor fed to the model.
@@ -383,14 +392,9 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             .as_ref()
             .map_or_else(|| FP32.to_string(), |p| p.name.clone()),
         lowered_groups: integer.as_ref().map(|ip| ip.lowered().len()),
+        times: [loaded.load_time, plan_time, run_time],
     };
-    match args.format {
-        Format::Json => output::print_json(&report)?,
-        Format::Human => {
-            let times = [loaded.load_time, plan_time, run_time];
-            output::print(&render_human(&report, &times, ui))?
-        }
-    }
+    emit(&report, args.format, ui)?;
     Ok(ExitStatus::Success)
 }
 

@@ -4,7 +4,8 @@
 //! arithmetic profiles ([`arith`]) that say how a target computes quantized
 //! operators. ONNX's low-precision storage types (float8, float4, int4,
 //! int2) live in [`minifloat`] and [`subbyte`]; conversions between all
-//! types in [`cast`].
+//! types in [`cast`]. The records every JSON report shares (header, file,
+//! profile) are in [`report`].
 //!
 //! This crate depends on nothing else in the workspace; everything above it
 //! (ONNX I/O, kernels, engine, quantization, studies) speaks in these types.
@@ -16,6 +17,7 @@ pub mod dtype;
 pub mod error;
 pub mod metrics;
 pub mod minifloat;
+pub mod report;
 pub mod shape;
 pub mod subbyte;
 pub mod tensor;

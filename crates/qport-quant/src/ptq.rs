@@ -35,14 +35,10 @@ use qport_onnx::Model;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-/// One calibration or evaluation sample: named model inputs.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    /// Where it came from (file, or file and index), for messages.
-    pub id: String,
-    /// The model inputs.
-    pub inputs: Vec<(String, Tensor)>,
-}
+/// One calibration or evaluation sample: named model inputs, with where it
+/// came from (`origin`, for messages) and its position in its dataset; the
+/// sample type of `qport_data`, so a dataset's samples calibrate as read.
+pub use qport_data::Sample;
 
 /// Options of [`calibrate`].
 #[derive(Debug, Clone)]
@@ -126,7 +122,7 @@ pub fn calibrate(
                 .or_insert_with(|| Observer::new(oopts));
             if let Err(e) = o.observe(v) {
                 failure = Some(QuantError::NonFinite {
-                    sample: s.id.clone(),
+                    sample: s.origin.clone(),
                     tensor: name.to_string(),
                     count: e.count,
                 });

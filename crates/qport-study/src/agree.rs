@@ -42,7 +42,7 @@
 //!     .map(|n| ArithProfile::preset(n).unwrap())
 //!     .collect();
 //! let study = AgreeStudy::new(&qdq, &fp32, &profiles, AgreeOptions::default()).unwrap();
-//! # let samples: Vec<qport_quant::ptq::Sample> = vec![];
+//! # let samples: Vec<qport_data::Sample> = vec![];
 //! let result = study
 //!     .run(samples.into_iter().map(Ok), &mut |done| eprintln!("{done} samples"))
 //!     .unwrap();
@@ -51,6 +51,7 @@
 //! }
 //! ```
 
+pub mod report;
 mod stats;
 
 pub use stats::{
@@ -60,10 +61,9 @@ pub use stats::{
 use crate::StudyError;
 use qport_core::arith::ArithProfile;
 use qport_core::metrics;
+use qport_data::{DataError, Sample};
 use qport_engine::{EngineError, IntegerPlan, Plan};
 use qport_onnx::Model;
-use qport_quant::ptq::Sample;
-use qport_quant::QuantError;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -290,7 +290,7 @@ impl AgreeStudy {
         progress: &mut dyn FnMut(usize),
     ) -> Result<Agreement, StudyError>
     where
-        I: IntoIterator<Item = Result<Sample, QuantError>>,
+        I: IntoIterator<Item = Result<Sample, DataError>>,
     {
         let np = self.profiles.len();
         let names: Vec<&str> = self.profiles.iter().map(|p| p.name.as_str()).collect();
@@ -359,7 +359,7 @@ impl AgreeStudy {
                     any_flips.push(index);
                 }
                 records.push(SampleRecord {
-                    id: sample.id.clone(),
+                    id: sample.origin.clone(),
                     fp32_top1: metrics::argmax(fp).unwrap_or(0),
                     fp32_margin: margin,
                     top1,
@@ -423,7 +423,7 @@ impl AgreeStudy {
             Some((who, n)) => Err(StudyError::Input(format!(
                 "{}: the first output has {n} elements under {who} but {want} under {} \
                  (the float model must have the quantized model's outputs)",
-                sample.id, self.profiles[0].name
+                sample.origin, self.profiles[0].name
             ))),
         }
     }
@@ -509,12 +509,12 @@ impl AgreeStudy {
             match o {
                 Some(Ok(v)) => Ok(v),
                 Some(Err(e)) => Err(StudyError::Sample {
-                    sample: chunk[s].id.clone(),
+                    sample: chunk[s].origin.clone(),
                     source: e,
                 }),
                 None => Err(StudyError::Inconsistent(format!(
                     "agreement study: a run of {} was never scheduled",
-                    chunk[s].id
+                    chunk[s].origin
                 ))),
             }
         };

@@ -41,6 +41,7 @@
 
 mod compare;
 mod node;
+pub mod report;
 mod stage;
 mod summary;
 

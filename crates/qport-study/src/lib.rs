@@ -1,7 +1,10 @@
 //! Measurement studies on a quantized artifact, with the artifact and its
 //! scales held fixed and the integer arithmetic as the only free variable
 //! (the study in `shared/seeds/004_…`), and the latency benchmark that
-//! asks whether INT8 is faster at all on the host ([`bench`]).
+//! asks whether INT8 is faster at all on the host ([`bench`]). The
+//! documents `qport agree` and `qport diverge` write are built from a
+//! study's result in [`agree::report`] and [`diverge::report`]; the samples
+//! are `qport_data`'s ([`qport_data::Sample`]).
 #![deny(missing_docs)]
 
 pub mod agree;
@@ -26,7 +29,7 @@ pub enum StudyError {
     Input(String),
     /// Reading a sample from a data source failed (names the sample).
     #[error(transparent)]
-    Data(#[from] qport_quant::QuantError),
+    Data(#[from] qport_data::DataError),
     /// Running a plan on one sample failed.
     #[error("running the model on {sample} failed")]
     Sample {

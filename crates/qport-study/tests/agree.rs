@@ -6,9 +6,9 @@
 
 use qport_core::arith::ArithProfile;
 use qport_core::{DType, Tensor};
+use qport_data::Sample;
 use qport_engine::EngineError;
 use qport_onnx::Model;
-use qport_quant::ptq::Sample;
 use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement};
 use qport_study::StudyError;
 use qport_tests::fixture;
@@ -134,7 +134,8 @@ fn bad_requests_and_bad_samples_are_named() {
     assert!(e.to_string().contains("no samples"), "{e}");
     // a sample of the wrong shape is named
     let small = Sample {
-        id: "tiny.npy".into(),
+        index: 0,
+        origin: "tiny.npy".into(),
         inputs: vec![(
             "input".into(),
             Tensor::zeros(DType::F32, vec![1, 3, 8, 8]).unwrap(),

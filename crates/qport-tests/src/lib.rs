@@ -80,13 +80,7 @@ pub fn image_samples(
     let ds = Dataset::open(&fixture(rel), &inputs, Some(pp)).expect("open dataset");
     ds.samples()
         .take(n)
-        .map(|s| {
-            let s = s.expect("read sample");
-            qport_quant::ptq::Sample {
-                id: s.origin,
-                inputs: s.inputs,
-            }
-        })
+        .map(|s| s.expect("read sample"))
         .collect()
 }
 

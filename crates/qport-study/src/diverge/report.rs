@@ -1,0 +1,251 @@
+//! The `qport.diverge/1` document: the localization of several inputs
+//! ([`Divergence`]s and their [`Summary`]) with what it ran on, as
+//! `qport diverge` prints it and writes it to `DIR/diverge.json` (schema in
+//! `docs/cli-json.md`). A library user builds it with [`Report::new`] and
+//! serialises it with `serde_json` to the same JSON the CLI writes.
+//!
+//! ```no_run
+//! use qport_core::arith::ArithProfile;
+//! use qport_core::report::{FileJson, Header};
+//! use qport_study::diverge::report::{DataJson, Provenance, Report};
+//! use qport_study::diverge::{summarize, Divergence, Localizer};
+//! let model = qport_onnx::load("model.qdq.onnx").unwrap();
+//! let a = ArithProfile::preset("gemmlowp").unwrap();
+//! let b = ArithProfile::preset("f32-rne").unwrap();
+//! let mut loc = Localizer::new(&model, &a, &b).unwrap();
+//! # let samples: Vec<(String, Vec<(String, qport_core::Tensor)>)> = vec![];
+//! let results: Vec<(String, Divergence)> = samples
+//!     .into_iter()
+//!     .map(|(id, inputs)| (id, loc.localize(inputs).unwrap()))
+//!     .collect();
+//! let divergences: Vec<Divergence> = results.iter().map(|(_, d)| d.clone()).collect();
+//! let summary = summarize(&divergences);
+//! let provenance = Provenance {
+//!     header: Header::new("qport.diverge/1"),
+//!     model: FileJson { path: "model.qdq.onnx".into(), size_bytes: 0, sha256: String::new() },
+//!     data: DataJson {
+//!         path: "x.npy".into(),
+//!         description: "8 tensors of 8".into(),
+//!         sha256: String::new(),
+//!         samples: results.len(),
+//!     },
+//!     profile_files: vec![],
+//! };
+//! let report = Report::new(provenance, &loc, [None, None], &summary, &results, 0.5);
+//! println!("{}", serde_json::to_string_pretty(&report).unwrap());
+//! ```
+
+use super::{Divergence, FirstCount, LayerSummary, Localizer, OutputDiff, Stage, Summary};
+use qport_core::arith::ArithProfile;
+use qport_core::report::{FileJson, Header, ProfileJson};
+use serde::Serialize;
+
+/// The data a localization ran on.
+#[derive(Debug, Serialize)]
+pub struct DataJson {
+    /// Path as given (an image folder, a `.npy` or `.npz` file).
+    pub path: String,
+    /// What it is (`"8 images of 10"`).
+    pub description: String,
+    /// sha256 over the samples used.
+    pub sha256: String,
+    /// Number of samples used.
+    pub samples: usize,
+}
+
+/// The two profiles compared.
+#[derive(Debug, Serialize)]
+pub struct PairJson {
+    /// Profile A (its values are every layer's operands).
+    pub a: ProfileJson,
+    /// Profile B.
+    pub b: ProfileJson,
+}
+
+/// One policy in which the two profiles differ.
+#[derive(Debug, Serialize)]
+pub struct PolicyJson {
+    /// Its stage.
+    pub stage: Stage,
+    /// The profile field ([`Stage::field`]).
+    pub field: &'static str,
+    /// A's policy ([`Stage::policy`]).
+    pub a: String,
+    /// B's policy.
+    pub b: String,
+}
+
+impl PolicyJson {
+    /// Every policy in which `a` and `b` differ, in stage order
+    /// ([`Stage::differing`]).
+    pub fn differing(a: &ArithProfile, b: &ArithProfile) -> Vec<PolicyJson> {
+        Stage::differing(a, b)
+            .into_iter()
+            .map(|s| PolicyJson {
+                stage: s,
+                field: s.field(),
+                a: s.policy(a),
+                b: s.policy(b),
+            })
+            .collect()
+    }
+}
+
+/// The headline numbers of a [`Summary`].
+#[derive(Debug, Serialize)]
+pub struct SummaryJson<'a> {
+    /// [`Summary::inputs`].
+    pub inputs: usize,
+    /// [`Summary::inputs_diverging`].
+    pub inputs_diverging: usize,
+    /// [`Summary::outputs_identical`].
+    pub outputs_identical: usize,
+    /// [`Summary::top1_compared`].
+    pub top1_compared: usize,
+    /// [`Summary::top1_agree`].
+    pub top1_agree: usize,
+    /// [`Summary::first_layer`].
+    pub first_layer: Option<&'a str>,
+    /// [`Summary::first_op`].
+    pub first_op: Option<&'a str>,
+    /// [`Summary::stage`].
+    pub stage: Option<&'a str>,
+    /// [`Summary::primary`].
+    pub primary: Option<Stage>,
+    /// [`Summary::first`].
+    pub first: &'a [FirstCount],
+}
+
+impl<'a> SummaryJson<'a> {
+    /// The headline numbers of `s`.
+    pub fn new(s: &'a Summary) -> SummaryJson<'a> {
+        SummaryJson {
+            inputs: s.inputs,
+            inputs_diverging: s.inputs_diverging,
+            outputs_identical: s.outputs_identical,
+            top1_compared: s.top1_compared,
+            top1_agree: s.top1_agree,
+            first_layer: s.first_layer.as_deref(),
+            first_op: s.first_op.as_deref(),
+            stage: s.stage.as_deref(),
+            primary: s.primary,
+            first: &s.first,
+        }
+    }
+}
+
+/// One input's result.
+#[derive(Debug, Serialize)]
+pub struct InputJson<'a> {
+    /// Where the input came from.
+    pub id: String,
+    /// Its first diverging layer.
+    pub first_layer: Option<&'a str>,
+    /// That layer's op type.
+    pub first_op: Option<&'a str>,
+    /// That layer's verdict (the stage).
+    pub stage: Option<&'a str>,
+    /// Layers that diverge in isolation.
+    pub layers_diverging: usize,
+    /// The model outputs under both profiles.
+    pub outputs: &'a [OutputDiff],
+}
+
+impl<'a> InputJson<'a> {
+    /// The result `d` of the input `id`.
+    pub fn new(id: &str, d: &'a Divergence) -> InputJson<'a> {
+        let first = d.first_layer();
+        InputJson {
+            id: id.to_string(),
+            first_layer: first.map(|l| l.node.as_str()),
+            first_op: first.map(|l| l.op.as_str()),
+            stage: first
+                .and_then(|l| l.attribution.as_ref())
+                .map(|x| x.verdict.as_str()),
+            layers_diverging: d
+                .layers
+                .iter()
+                .filter(|l| !l.isolated.is_identical())
+                .count(),
+            outputs: &d.outputs,
+        }
+    }
+}
+
+/// What a divergence report records besides the localization: the
+/// document header and the files and data it ran on.
+#[derive(Debug)]
+pub struct Provenance {
+    /// `schema` (`qport.diverge/1`), `qport_version`, `command`.
+    pub header: Header,
+    /// The quantized model.
+    pub model: FileJson,
+    /// The data.
+    pub data: DataJson,
+    /// Profile files read.
+    pub profile_files: Vec<FileJson>,
+}
+
+/// `qport.diverge/1` (see the [module docs](self)).
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    pub header: Header,
+    /// The quantized model.
+    pub model: FileJson,
+    /// The data.
+    pub data: DataJson,
+    /// Profile files read.
+    pub profile_files: Vec<FileJson>,
+    /// The two profiles.
+    pub profiles: PairJson,
+    /// The policies in which they differ.
+    pub differing_policies: Vec<PolicyJson>,
+    /// Quantized groups lowered to integer operators.
+    pub lowered_groups: usize,
+    /// The headline numbers.
+    pub summary: SummaryJson<'a>,
+    /// Every layer over all inputs.
+    pub layers: &'a [LayerSummary],
+    /// Every input's result, in order.
+    pub per_input: Vec<InputJson<'a>>,
+    /// Wall time of the whole run, in seconds.
+    pub seconds: f64,
+}
+
+impl<'a> Report<'a> {
+    /// The report of `results` (each input's id and localization) and
+    /// their `summary`, made by `loc`; `files` names the file each of its
+    /// profiles A and B was read from (`None` for a preset); `seconds` is
+    /// the wall time to record.
+    pub fn new(
+        p: Provenance,
+        loc: &Localizer,
+        files: [Option<&str>; 2],
+        summary: &'a Summary,
+        results: &'a [(String, Divergence)],
+        seconds: f64,
+    ) -> Report<'a> {
+        let (a, b) = (loc.profile_a(), loc.profile_b());
+        Report {
+            header: p.header,
+            model: p.model,
+            data: p.data,
+            profile_files: p.profile_files,
+            profiles: PairJson {
+                a: ProfileJson::new(a, files[0]),
+                b: ProfileJson::new(b, files[1]),
+            },
+            differing_policies: PolicyJson::differing(a, b),
+            lowered_groups: loc.lowered().len(),
+            summary: SummaryJson::new(summary),
+            layers: &summary.layers,
+            per_input: results
+                .iter()
+                .map(|(id, d)| InputJson::new(id, d))
+                .collect(),
+            seconds,
+        }
+    }
+}
