@@ -8,7 +8,9 @@ lives in ``$QPORT_FIXTURES`` (default ``~/.cache/qport/fixtures``)::
     images/     scikit-image photos and page.png
     models/     ppocr-cls.onnx, efficientnet-lite0.onnx (+ ORT INT8 variants),
                 bench/{mobilenetv2,resnet50}.random.onnx (seeded random
-                weights, for latency benchmarks only)
+                weights, for latency benchmarks only), families/ (seeded
+                random-weight NHWC classifier, YOLO-style detector, text
+                encoder, their ORT QDQ artifacts and ORT's optimized graphs)
     node/       ONNX backend node conformance cases
     datasets/   ppocr-lines/{0,180}/*.png, effnet-calib64/ (ORT's calibration set),
                 photo-crops/{calib,eval,study}/*.png (200 + 500 + 1000 crops,
@@ -42,7 +44,7 @@ import numpy as np
 import onnx
 from PIL import Image
 
-from qport_fixtures import bench_models, effnet, wheels
+from qport_fixtures import bench_models, effnet, families, wheels
 from qport_fixtures.common import (
     FixtureError,
     commit_dir,
@@ -55,7 +57,7 @@ from qport_fixtures.common import (
 )
 from qport_fixtures.manifest import layout_lines, outputs_digest, verify_manifest, write_manifest
 from qport_fixtures.node_cases import write_node_cases
-from qport_fixtures.parity import make_session, write_parity
+from qport_fixtures.parity import host_record, make_session, write_parity
 from qport_fixtures.preprocess import effnet_preprocess, ppocr_cls_preprocess, random_crop_specs
 from qport_fixtures.quantize import CALIBRATION_COUNT, CALIBRATION_SEED, VARIANTS, quantize_variants
 from qport_fixtures.textlines import crop_image, find_line_crops
@@ -294,7 +296,9 @@ def step_parity(ctx: Context):
     correct = sum(p == s["label"] for p, s in zip(pred, ppocr_samples))
     record["ppocr-cls"] = {"predicted": pred, "correct": correct}
     log(f"  ppocr-cls: {correct}/{PARITY_COUNT} orientations right")
-    return record, ["parity"]
+    outs = ["parity/efficientnet-lite0", *(f"parity/efficientnet-lite0.{n}" for n in VARIANTS),
+            "parity/ppocr-cls"]
+    return record, outs
 
 
 def step_photo_crops(ctx: Context):
@@ -373,6 +377,99 @@ def step_bench_models(ctx: Context):
     return record, outs
 
 
+FAMILY_VARIANTS = ("qdq-u8s8", "qdq-s8s8")
+FAMILY_CALIBRATION_COUNT = 8
+
+
+def op_counts(model: onnx.ModelProto) -> dict[str, int]:
+    """Node count per op type (``domain:Op`` outside the default domain), sorted."""
+    counts: dict[str, int] = {}
+    for n in model.graph.node:
+        key = f"{n.domain}:{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def step_families(ctx: Context):
+    """Build the NHWC classifier, YOLO-style detector and text encoder families
+    with seeded random weights, their ORT QDQ artifacts, ORT's optimized graphs
+    and parity data.
+
+    For each family of ``qport_fixtures/families.py`` (``models/families/``):
+    ``<name>.onnx`` (built twice: the bytes must match), ``quantize_static``
+    QDQ u8s8 / s8s8 artifacts calibrated on 8 seeded inputs (MinMax, per-channel
+    weights, ``<name>.quant.json`` records the settings and any op types left
+    in float), and for each artifact the graph onnxruntime's default session
+    (``ORT_ENABLE_ALL``) optimizes it into, ``<name>.<variant>.ort-optimized.onnx``,
+    with ``.ort-optimized.json`` holding its op counts, the session options and
+    the CPU flags (the optimized graph depends on the CPU, so it is a record
+    of this host, not a machine-independent fixture). Parity data
+    (``parity/<name>/``, ``parity/<name>.<variant>/``): 4 seeded inputs and
+    onnxruntime's outputs with graph optimizations disabled, for the FP32
+    model and for each QDQ artifact executed as written.
+    """
+    record, outs = {}, ["models/families"]
+    out_dir = ctx.path("models/families")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fam in families.FAMILIES:
+        rel = f"models/families/{fam.name}.onnx"
+        model = fam.build(fam.seed)
+        data = model.SerializeToString()
+        if fam.build(fam.seed).SerializeToString() != data:
+            raise FixtureError(f"{rel}: two builds from seed {fam.seed} differ")
+        write_bytes_atomic(ctx.path(rel), data)
+        calib = fam.calibration_inputs(FAMILY_CALIBRATION_COUNT)
+        quant = quantize_variants(ctx.path(rel), out_dir, calib, stem=fam.name,
+                                  variants=FAMILY_VARIANTS, exclude_op_types=fam.exclude_op_types)
+        quant.update({
+            "calibration_seed": fam.calibration_seed,
+            "calibration_shapes": [{k: list(v.shape) for k, v in c.items()} for c in calib],
+            "excluded_op_types": list(fam.exclude_op_types),
+            "why_excluded": "nothing excluded: quantize_static accepted every op" if not
+                            fam.exclude_op_types else "see families.py"})
+        write_json_atomic(out_dir / f"{fam.name}.quant.json", quant)
+        inputs = fam.parity_inputs()
+        samples = [{"seed": fam.parity_seed, "index": i,
+                    "shapes": {k: list(v.shape) for k, v in x.items()}} for i, x in enumerate(inputs)]
+        base = ctx.path(f"parity/{fam.name}")
+        meta = write_parity(base, ctx.path(rel), rel, inputs, "disable", samples,
+                            {"family": fam.name, "input_seed": fam.parity_seed})
+        outs.append(f"parity/{fam.name}")
+        rec = {"seed": fam.seed, "opset": fam.opset, "nodes": len(model.graph.node),
+               "op_types": op_counts(model), "bytes": len(data), "sha256": sha256_bytes(data),
+               "parity_output_shapes": meta.get("sample_shapes", meta["outputs"]), "variants": {}}
+        for variant in FAMILY_VARIANTS:
+            qrel = f"models/families/{fam.name}.{variant}.onnx"
+            qmodel = onnx.load(str(ctx.path(qrel)))
+            opt_rel = f"models/families/{fam.name}.{variant}.ort-optimized.onnx"
+            staging = ctx.path(f"models/families/.{fam.name}.{variant}.ort-optimized.onnx.tmp")
+            sess, options = make_session(ctx.path(qrel), opt="all", optimized_model_path=staging)
+            for x in inputs:
+                ys = sess.run(None, x)
+                if not all(np.isfinite(y).all() for y in ys):
+                    raise FixtureError(f"{qrel}: onnxruntime's default session gives non-finite outputs")
+            optimized = onnx.load(str(staging))
+            os.replace(staging, ctx.path(opt_rel))
+            opt_info = {"source": qrel, "source_sha256": sha256_bytes(ctx.path(qrel).read_bytes()),
+                        "session_options": options, "host": host_record(),
+                        "op_types": op_counts(optimized),
+                        "note": "onnxruntime's optimized graph depends on the CPU (and its "
+                                "version): a record of this host, not a portable fixture"}
+            write_json_atomic(ctx.path(opt_rel.replace(".onnx", ".json")), opt_info)
+            write_parity(ctx.path(f"parity/{fam.name}.{variant}"), ctx.path(qrel), qrel, inputs,
+                         "disable", samples, {"family": fam.name, "input_seed": fam.parity_seed},
+                         link_inputs_from=base)
+            outs.append(f"parity/{fam.name}.{variant}")
+            rec["variants"][variant] = {"op_types": op_counts(qmodel),
+                                        "ort_optimized_op_types": opt_info["op_types"]}
+            log(f"  {qrel}: {len(qmodel.graph.node)} nodes; ORT optimized: "
+                f"{len(optimized.graph.node)} nodes")
+        record[fam.name] = rec
+        log(f"  {rel}: {len(model.graph.node)} nodes, {len(data) / 1e3:.0f} kB, "
+            f"sha256 {sha256_bytes(data)[:16]}")
+    return record, outs
+
+
 @dataclass(frozen=True)
 class Step:
     """A pipeline step: bump ``recipe`` whenever its outputs would change."""
@@ -396,6 +493,7 @@ STEPS = (
     Step("photo-crops", "2", ("extract",), step_photo_crops),
     Step("parity", "1", ("effnet", "quantize", "extract"), step_parity),
     Step("bench-models", "1", (), step_bench_models),
+    Step("families", "1", (), step_families),
 )
 
 
@@ -476,6 +574,9 @@ def print_summary(ctx: Context, rows: list[dict], manifest: dict | None) -> None
     for key, info in ctx.records.get("bench-models", {}).items():
         log(f"  bench model {key} (random weights): {info['nodes']} nodes, "
             f"{info['parameters']:,} parameters")
+    for key, info in ctx.records.get("families", {}).items():
+        log(f"  family {key} (random weights): {info['nodes']} nodes, opset {info['opset']}, "
+            f"{info['bytes'] / 1e3:.0f} kB")
     if manifest:
         log(f"  MANIFEST.json: {manifest['file_count']} files, {manifest['total_bytes'] / 1e6:.1f} MB")
     log("layout:")

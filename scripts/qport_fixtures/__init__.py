@@ -13,7 +13,9 @@ and data that qport's tests and benchmarks read (see
 - ``quantize``     onnxruntime ``quantize_static`` reference models
 - ``node_cases``   ONNX backend node conformance cases written to disk
 - ``parity``       onnxruntime oracle outputs for real inputs
+- ``onnx_builder`` the seeded ``onnx.helper`` graph builder the random-weight models share
 - ``bench_models`` seeded random-weight MobileNetV2 / ResNet-50 (latency only)
+- ``families``     seeded random-weight NHWC classifier, YOLO-style detector, text encoder
 
 Only numpy, onnx, onnxruntime, pillow and the standard library are used.
 """

@@ -37,7 +37,9 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+from .onnx_builder import Builder
 
 OPSET = 13
 IR_VERSION = 8
@@ -54,44 +56,9 @@ MOBILENETV2_STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2)
 RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 
 
-class Builder:
-    """Accumulates nodes and initializers; every Conv has a bias (BN folded).
-
-    Names are ``<prefix>_<counter>``; random weights come from one seeded
-    generator in the order the graph is built.
-    """
-
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self.n = 0
-
-    def name(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}_{self.n}"
-
-    def const(self, prefix: str, arr) -> str:
-        """Add an initializer; returns its name."""
-        n = self.name(prefix)
-        self.inits.append(numpy_helper.from_array(np.asarray(arr), n))
-        return n
-
-    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1) -> str:
-        """kxk Conv with He-scaled weights, a small random bias and pads k // 2."""
-        fan_in = (cin // group) * k * k
-        w = self.rng.normal(0, math.sqrt(2.0 / fan_in), (cout, cin // group, k, k)).astype(np.float32)
-        b = self.rng.normal(0, 0.01, cout).astype(np.float32)
-        y = self.name("conv")
-        self.nodes.append(helper.make_node(
-            "Conv", [x, self.const("w", w), self.const("b", b)], [y], kernel_shape=[k, k],
-            strides=[stride, stride], pads=[k // 2] * 4, group=group))
-        return y
-
-    def op(self, kind: str, inputs: list[str], **attrs) -> str:
-        y = self.name(kind.lower())
-        self.nodes.append(helper.make_node(kind, inputs, [y], **attrs))
-        return y
+class BenchBuilder(Builder):
+    """:class:`~qport_fixtures.onnx_builder.Builder` plus the ReLU6, the
+    classifier head and the model wrapper the two benchmark networks share."""
 
     def relu6(self, x: str) -> str:
         """``Clip(x, 0, 6)``; the two bounds are shared initializers made on first use."""
@@ -123,7 +90,7 @@ class Builder:
 
 def build_mobilenetv2(seed: int = MOBILENETV2_SEED) -> onnx.ModelProto:
     """MobileNetV2 1.0 with random weights (graph ``mobilenetv2_random``)."""
-    b = Builder(seed)
+    b = BenchBuilder(seed)
     x = b.relu6(b.conv("input", 3, 32, 3, 2))
     cin = 32
     for t, c, n, s in MOBILENETV2_STAGES:
@@ -144,7 +111,7 @@ def build_mobilenetv2(seed: int = MOBILENETV2_SEED) -> onnx.ModelProto:
 
 def build_resnet50(seed: int = RESNET50_SEED) -> onnx.ModelProto:
     """ResNet-50 v1.5 with random weights (graph ``resnet50_random``)."""
-    b = Builder(seed)
+    b = BenchBuilder(seed)
     x = b.op("Relu", [b.conv("input", 3, 64, 7, 2)])
     x = b.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     cin = 64

@@ -46,9 +46,10 @@ VARIANTS = {
 
 
 class ArrayReader(CalibrationDataReader):
-    """Feeds a fixed list of [1,3,224,224] arrays to the calibrator, once."""
+    """Feeds a fixed list of batches to the calibrator, once: arrays for the
+    one input ``input_name``, or dicts from input name to array."""
 
-    def __init__(self, input_name: str, batches: list[np.ndarray]):
+    def __init__(self, input_name: str, batches: list[np.ndarray] | list[dict[str, np.ndarray]]):
         self._input_name = input_name
         self._batches = batches
         self._next = 0
@@ -58,7 +59,7 @@ class ArrayReader(CalibrationDataReader):
             return None
         batch = self._batches[self._next]
         self._next += 1
-        return {self._input_name: batch}
+        return batch if isinstance(batch, dict) else {self._input_name: batch}
 
     def rewind(self):
         self._next = 0
@@ -78,10 +79,16 @@ def pre_process(model_path: Path, out_path: Path) -> dict:
 
 
 def quantize_variants(fp32_path: Path, out_dir: Path, calibration: list[np.ndarray],
-                      input_name: str = "input") -> dict:
-    """Write ``efficientnet-lite0.<variant>.onnx`` for every variant.
+                      input_name: str = "input", stem: str = "efficientnet-lite0",
+                      variants: tuple[str, ...] = tuple(VARIANTS),
+                      exclude_op_types: tuple[str, ...] = ()) -> dict:
+    """Write ``<stem>.<variant>.onnx`` for every variant.
 
-    Returns a JSON-ready record of the settings used, per variant.
+    ``calibration`` holds arrays for the one input ``input_name`` or dicts
+    from input name to array (multi-input models). ``exclude_op_types``
+    leaves those op types in float (``op_types_to_quantize`` is then every
+    type the chosen format quantizes except those; recorded). Returns a
+    JSON-ready record of the settings used, per variant.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     record = {"calibration_count": len(calibration), "calibrate_method": "MinMax",
@@ -90,7 +97,11 @@ def quantize_variants(fp32_path: Path, out_dir: Path, calibration: list[np.ndarr
         pre = Path(tmp) / "pre.onnx"
         record["pre_process"] = pre_process(fp32_path, pre)
         source = pre if pre.exists() else fp32_path
-        for name, opts in VARIANTS.items():
+        for name in variants:
+            opts = dict(VARIANTS[name])
+            if exclude_op_types:
+                opts["op_types_to_quantize"] = quantizable_op_types(exclude_op_types)
+                record["excluded_op_types"] = list(exclude_op_types)
             tmp_out = Path(tmp) / f"{name}.onnx"
             quantize_static(
                 str(source),
@@ -102,7 +113,7 @@ def quantize_variants(fp32_path: Path, out_dir: Path, calibration: list[np.ndarr
             )
             model = onnx.load(str(tmp_out))
             onnx.checker.check_model(model)
-            write_bytes_atomic(out_dir / f"efficientnet-lite0.{name}.onnx", tmp_out.read_bytes())
+            write_bytes_atomic(out_dir / f"{stem}.{name}.onnx", tmp_out.read_bytes())
             record["variants"][name] = {
                 "quant_format": opts["quant_format"].name,
                 "activation_type": opts["activation_type"].name,
@@ -111,3 +122,11 @@ def quantize_variants(fp32_path: Path, out_dir: Path, calibration: list[np.ndarr
                 "op_types": sorted({n.op_type for n in model.graph.node}),
             }
     return record
+
+
+def quantizable_op_types(exclude: tuple[str, ...]) -> list[str]:
+    """The op types ``quantize_static`` quantizes by default (the union of its
+    QLinear and QDQ registries, as it computes them), minus ``exclude``."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted((set(QLinearOpsRegistry) | set(QDQRegistry)) - set(exclude))
