@@ -4,27 +4,18 @@
 //! `--min-agreement` check (exit 1 naming the pair), `--pot`, and input
 //! errors (exit 2, nothing written).
 
-use qport_tests::cli::{temp_dir, Out};
-use qport_tests::fixture;
+mod common;
+
+use common::{effnet, effnet_qdq, help_has, photo_crops_eval, qport, s};
+use qport_tests::cli::{assert_contains_all, assert_exit_2, entry_names, temp_dir, Out};
 use serde_json::Value;
-
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
-
-fn path(rel: &str) -> String {
-    fixture(rel).display().to_string()
-}
+use std::path::Path;
 
 /// `qport agree` on the u8s8 artifact with the original FP32 model and the
 /// first `n` eval crops, plus `extra` arguments.
-fn agree(n: usize, out: &str, extra: &[&str]) -> Out {
-    let (model, fp32, data) = (
-        path("models/efficientnet-lite0.qdq-u8s8.onnx"),
-        path("models/efficientnet-lite0.onnx"),
-        path("datasets/photo-crops/eval"),
-    );
-    let n = n.to_string();
+fn agree(n: usize, out: &Path, extra: &[&str]) -> Out {
+    let (model, fp32, data) = (effnet_qdq(), effnet(), photo_crops_eval());
+    let (n, out) = (n.to_string(), s(out));
     let mut a = vec![
         "agree",
         &model,
@@ -37,31 +28,19 @@ fn agree(n: usize, out: &str, extra: &[&str]) -> Out {
         "--n",
         &n,
         "--out",
-        out,
+        &out,
     ];
     a.extend(extra);
     qport(&a)
-}
-
-/// An input error: exit 2, a `qport: error:` headline, every word of
-/// `words` in the message, nothing on stdout.
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
 }
 
 #[test]
 fn json_report_on_stdout_and_in_the_output_folder() {
     let dir = temp_dir("agree-json");
     let out = dir.join("out");
-    let out_s = out.display().to_string();
     let o = agree(
         3,
-        &out_s,
+        &out,
         &[
             "--profiles",
             "f32-rne,gemmlowp",
@@ -146,19 +125,18 @@ fn json_report_on_stdout_and_in_the_output_folder() {
         j["any_flip"]["samples"].as_array().unwrap().len()
     );
     // no temporary files are left behind
-    let files: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
-    assert_eq!(files.len(), 1);
+    let files = entry_names(&out);
+    assert_eq!(files.len(), 1, "{files:?}");
 }
 
 #[test]
 fn human_tables_and_a_failed_check() {
     let dir = temp_dir("agree-human");
-    let out = dir.display().to_string();
     // pot-shift rounds every requantization multiplier to a power of two,
     // which moves EfficientNet-Lite0's predictions on most inputs
     let o = agree(
         2,
-        &out,
+        &dir,
         &["--profiles", "f32-rne,pot-shift", "--min-agreement", "0.99"],
     );
     assert_eq!(o.code, 1, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
@@ -173,19 +151,20 @@ fn human_tables_and_a_failed_check() {
         "{}",
         o.stderr
     );
-    for w in [
-        "top-1 agreement of 2 samples",
-        "pairs of profiles",
-        "bit-identical",
-        "margin AUC",
-        "determinism: every profile 2/2 top-1 and 2/2 bit-identical",
-        "FP32 controls: fp32 vs fp32-generic 2/2 top-1",
-        "fp32 vs fp32-2threads 2/2 top-1 (2 bit-identical)",
-        "check FAILED: below --min-agreement 0.99: f32-rne vs pot-shift",
-        "agree.json",
-    ] {
-        assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
-    }
+    assert_contains_all(
+        &o.stdout,
+        &[
+            "top-1 agreement of 2 samples",
+            "pairs of profiles",
+            "bit-identical",
+            "margin AUC",
+            "determinism: every profile 2/2 top-1 and 2/2 bit-identical",
+            "FP32 controls: fp32 vs fp32-generic 2/2 top-1",
+            "fp32 vs fp32-2threads 2/2 top-1 (2 bit-identical)",
+            "check FAILED: below --min-agreement 0.99: f32-rne vs pot-shift",
+            "agree.json",
+        ],
+    );
     // the report is written even when the check fails
     let j: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("agree.json")).unwrap()).unwrap();
@@ -197,10 +176,9 @@ fn human_tables_and_a_failed_check() {
 #[test]
 fn pot_rewrite_is_recorded() {
     let dir = temp_dir("agree-pot");
-    let out = dir.display().to_string();
     let o = agree(
         1,
-        &out,
+        &dir,
         &["--profiles", "f32-rne", "--pot", "ceil", "--format", "json"],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -218,10 +196,10 @@ fn input_errors_exit_2_and_write_nothing() {
     let dir = temp_dir("agree-errors");
     let out = dir.join("out");
     let out_s = out.display().to_string();
-    let data = path("datasets/photo-crops/eval");
+    let data = photo_crops_eval();
 
-    let o = agree(1, &out_s, &["--profiles", "f32-rne,nope"]);
-    assert_input_error(
+    let o = agree(1, &out, &["--profiles", "f32-rne,nope"]);
+    assert_exit_2(
         &o,
         &[
             "unknown arithmetic profile `nope`",
@@ -232,7 +210,7 @@ fn input_errors_exit_2_and_write_nothing() {
     );
 
     // a float model: say so, suggest qport quantize
-    let fp32 = path("models/efficientnet-lite0.onnx");
+    let fp32 = effnet();
     let o = qport(&[
         "agree",
         &fp32,
@@ -243,39 +221,38 @@ fn input_errors_exit_2_and_write_nothing() {
         "--out",
         &out_s,
     ]);
-    assert_input_error(&o, &["not quantized", "QuantizeLinear", "qport quantize"]);
+    assert_exit_2(&o, &["not quantized", "QuantizeLinear", "qport quantize"]);
 
     // data that does not fit the model's input
     let bad = dir.join("bad.npy");
     let t = qport_core::Tensor::zeros(qport_core::DType::F32, vec![2, 3, 8, 8]).unwrap();
     qport_data::npy::write(&bad, &t).unwrap();
-    let model = path("models/efficientnet-lite0.qdq-u8s8.onnx");
+    let model = effnet_qdq();
     let bad_s = bad.display().to_string();
     let o = qport(&["agree", &model, "--data", &bad_s, "--out", &out_s]);
-    assert_input_error(&o, &["input 'input'", "[1, 3, 8, 8]", "224"]);
+    assert_exit_2(&o, &["input 'input'", "[1, 3, 8, 8]", "224"]);
 
     // images without preprocessing
     let o = qport(&["agree", &model, "--data", &data, "--out", &out_s]);
-    assert_input_error(&o, &["preprocess"]);
+    assert_exit_2(&o, &["preprocess"]);
 
     // thresholds are fractions
-    let o = agree(1, &out_s, &["--min-agreement", "1.01"]);
-    assert_input_error(&o, &["--min-agreement", "between 0 and 1"]);
+    let o = agree(1, &out, &["--min-agreement", "1.01"]);
+    assert_exit_2(&o, &["--min-agreement", "between 0 and 1"]);
 
     assert!(!out.exists(), "an input error wrote {}", out.display());
 }
 
 #[test]
 fn help_has_examples() {
-    let o = qport(&["agree", "--help"]);
-    assert_eq!(o.code, 0);
-    for w in [
-        "Examples:",
-        "--profiles",
-        "--min-agreement",
-        "--pot",
-        "qport.agree/1",
-    ] {
-        assert!(o.stdout.contains(w), "missing {w:?}");
-    }
+    help_has(
+        &["agree"],
+        &[
+            "Examples:",
+            "--profiles",
+            "--min-agreement",
+            "--pot",
+            "qport.agree/1",
+        ],
+    );
 }

@@ -4,40 +4,16 @@
 //! Models are built as raw protobuf so that structurally broken graphs
 //! (dangling inputs, cycles, absurd tensor sizes) can be written at all.
 
+mod common;
+
+use common::qport;
 use prost::Message;
 use qport_onnx::proto::{
     tensor_proto::DataType, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
+use qport_tests::cli::{assert_input_error_first, Out, TempDir};
 use std::path::Path;
-use std::process::Command;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn qport(args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_qport"))
-        .args(args)
-        .output()
-        .unwrap();
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-}
 
 fn dir(tag: &str) -> qport_tests::cli::TempDir {
     qport_tests::cli::temp_dir(&format!("bad-{tag}"))
@@ -75,7 +51,9 @@ fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
     }
 }
 
-fn write(dir: &Path, file: &str, nodes: Vec<NodeProto>, inits: Vec<TensorProto>) -> String {
+/// A fresh directory (`bad-{tag}`) holding `m.onnx`: the graph `x -> nodes
+/// -> y` with initializers `inits`; returns the directory and the model path.
+fn model(tag: &str, nodes: Vec<NodeProto>, inits: Vec<TensorProto>) -> (TempDir, String) {
     let m = ModelProto {
         ir_version: Some(8),
         opset_import: vec![OperatorSetIdProto {
@@ -92,29 +70,37 @@ fn write(dir: &Path, file: &str, nodes: Vec<NodeProto>, inits: Vec<TensorProto>)
         }),
         ..Default::default()
     };
-    let p = dir.join(file);
+    let d = dir(tag);
+    let p = d.join("m.onnx");
     std::fs::write(&p, m.encode_to_vec()).unwrap();
-    p.to_string_lossy().into_owned()
+    (d, p.to_string_lossy().into_owned())
+}
+
+/// `qport run MODEL --input x=DIR/x.npy`, `x` being FP32 zeros of `shape`.
+fn run_on_zeros(dir: &Path, model: &str, shape: Vec<usize>) -> Out {
+    let x = dir.join("x.npy");
+    qport_data::npy::write(
+        &x,
+        &qport_core::Tensor::zeros(qport_core::DType::F32, shape).unwrap(),
+    )
+    .unwrap();
+    qport(&["run", model, "--input", &format!("x={}", x.display())])
 }
 
 #[test]
 fn dangling_input_is_named() {
-    let d = dir("dangling");
-    let m = write(
-        &d,
-        "m.onnx",
+    let (_d, m) = model(
+        "dangling",
         vec![node("add0", "Add", &["x", "ghost"], &["y"])],
         vec![],
     );
-    assert_input_error(&qport(&["info", &m]), &["add0", "ghost"]);
+    assert_input_error_first(&qport(&["info", &m]), &["add0", "ghost"]);
 }
 
 #[test]
 fn cycle_is_named() {
-    let d = dir("cycle");
-    let m = write(
-        &d,
-        "m.onnx",
+    let (_d, m) = model(
+        "cycle",
         vec![
             node("a", "Add", &["x", "c"], &["b"]),
             node("b", "Relu", &["b"], &["c"]),
@@ -122,66 +108,44 @@ fn cycle_is_named() {
         ],
         vec![],
     );
-    assert_input_error(&qport(&["info", &m]), &["cycle"]);
+    assert_input_error_first(&qport(&["info", &m]), &["cycle"]);
 }
 
 #[test]
 fn absurd_tensor_size_is_refused_without_allocating() {
-    let d = dir("huge");
     let huge = TensorProto {
         name: Some("w".into()),
         dims: vec![1 << 40],
         data_type: Some(DataType::Float as i32),
         ..Default::default()
     };
-    let m = write(
-        &d,
-        "m.onnx",
+    let (_d, m) = model(
+        "huge",
         vec![node("add0", "Add", &["x", "w"], &["y"])],
         vec![huge],
     );
     let t = std::time::Instant::now();
     let o = qport(&["info", &m]);
-    assert_input_error(&o, &["w", "too large"]);
+    assert_input_error_first(&o, &["w", "too large"]);
     assert!(t.elapsed().as_secs() < 10, "took {:?}", t.elapsed());
 }
 
 #[test]
 fn unknown_op_fails_at_run_time_with_its_name() {
-    let d = dir("unknown");
-    let m = write(
-        &d,
-        "m.onnx",
+    let (d, m) = model(
+        "unknown",
         vec![node("f0", "NoSuchOp", &["x"], &["y"])],
         vec![],
     );
-    let x = d.join("x.npy");
-    qport_data::npy::write(
-        &x,
-        &qport_core::Tensor::zeros(qport_core::DType::F32, vec![1, 4]).unwrap(),
-    )
-    .unwrap();
-    let o = qport(&["run", &m, "--input", &format!("x={}", x.display())]);
-    assert_input_error(&o, &["NoSuchOp"]);
+    let o = run_on_zeros(&d, &m, vec![1, 4]);
+    assert_input_error_first(&o, &["NoSuchOp"]);
 }
 
 #[test]
 fn wrong_input_shape_is_named() {
-    let d = dir("shape");
-    let m = write(
-        &d,
-        "m.onnx",
-        vec![node("r", "Relu", &["x"], &["y"])],
-        vec![],
-    );
-    let x = d.join("x.npy");
-    qport_data::npy::write(
-        &x,
-        &qport_core::Tensor::zeros(qport_core::DType::F32, vec![2, 3]).unwrap(),
-    )
-    .unwrap();
-    let o = qport(&["run", &m, "--input", &format!("x={}", x.display())]);
-    assert_input_error(&o, &["'x'", "[1,4]", "[2, 3]"]);
+    let (d, m) = model("shape", vec![node("r", "Relu", &["x"], &["y"])], vec![]);
+    let o = run_on_zeros(&d, &m, vec![2, 3]);
+    assert_input_error_first(&o, &["'x'", "[1,4]", "[2, 3]"]);
 }
 
 #[test]

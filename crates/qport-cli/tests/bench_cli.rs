@@ -3,36 +3,11 @@
 //! (stdout and `--out`), the human tables, and input errors (exit 2).
 //! Timings are never asserted, only that they exist and are ordered.
 
-use qport_tests::cli::{temp_dir, Out};
-use qport_tests::fixture;
+mod common;
+
+use common::{effnet, effnet_qdq, qport};
+use qport_tests::cli::{assert_contains_all, assert_exit_2, temp_dir};
 use serde_json::Value;
-
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
-
-fn path(rel: &str) -> String {
-    fixture(rel).display().to_string()
-}
-
-fn fp32() -> String {
-    path("models/efficientnet-lite0.onnx")
-}
-
-fn qdq() -> String {
-    path("models/efficientnet-lite0.qdq-u8s8.onnx")
-}
-
-/// An input error: exit 2, every word of `words` on stderr, nothing on
-/// stdout.
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-}
 
 #[test]
 fn json_report_with_an_int8_profile() {
@@ -40,7 +15,7 @@ fn json_report_with_an_int8_profile() {
     // --out is a directory, as for agree and diverge (issue 12)
     let out_dir = dir.join("out");
     let out = out_dir.join("bench.json");
-    let (m, q) = (fp32(), qdq());
+    let (m, q) = (effnet(), effnet_qdq());
     let o = qport(&[
         "bench",
         &m,
@@ -134,7 +109,7 @@ fn json_report_with_an_int8_profile() {
 
 #[test]
 fn intra_op_threads_and_concurrency_are_separate_settings() {
-    let m = fp32();
+    let m = effnet();
     let run = |extra: &[&str]| {
         let mut args = vec![
             "bench", &m, "--runs", "2", "--warmup", "0", "--format", "json",
@@ -157,35 +132,36 @@ fn intra_op_threads_and_concurrency_are_separate_settings() {
     );
     assert_eq!(j["results"][0]["samples"], 4); // two at once per round
     let o = qport(&["bench", &m, "--concurrent", "0"]);
-    assert_input_error(&o, &["--concurrent"]);
+    assert_exit_2(&o, &["--concurrent"]);
 }
 
 #[test]
 fn human_output_without_int8() {
-    let m = fp32();
+    let m = effnet();
     let o = qport(&["bench", &m, "--runs", "1", "--warmup", "0"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    for w in [
-        "ISA:",
-        "median ms",
-        "fp32",
-        "(baseline)",
-        "peak RSS",
-        "vpdpbusd",
-        "sdot",
-        "note:",
-    ] {
-        assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
-    }
+    assert_contains_all(
+        &o.stdout,
+        &[
+            "ISA:",
+            "median ms",
+            "fp32",
+            "(baseline)",
+            "peak RSS",
+            "vpdpbusd",
+            "sdot",
+            "note:",
+        ],
+    );
     assert!(!o.stdout.contains("int8 "), "{}", o.stdout);
 }
 
 #[test]
 fn input_errors_exit_2() {
-    let (m, q) = (fp32(), qdq());
-    assert_input_error(&qport(&["bench", "/nonexistent/m.onnx"]), &["m.onnx"]);
+    let (m, q) = (effnet(), effnet_qdq());
+    assert_exit_2(&qport(&["bench", "/nonexistent/m.onnx"]), &["m.onnx"]);
     // a float model given as the INT8 artifact
-    assert_input_error(
+    assert_exit_2(
         &qport(&[
             "bench",
             &m,
@@ -198,31 +174,31 @@ fn input_errors_exit_2() {
         ]),
         &["--int8", "float model"],
     );
-    assert_input_error(
+    assert_exit_2(
         &qport(&["bench", &m, "--int8", &q, "--profiles", "f32-rne,nope"]),
         &["nope", "avx2-u8s8"],
     );
-    assert_input_error(
+    assert_exit_2(
         &qport(&["bench", &m, "--runs", "0"]),
         &["--runs", "at least 1"],
     );
-    assert_input_error(
+    assert_exit_2(
         &qport(&["bench", &m, "--batch", "0"]),
         &["--batch", "at least 1"],
     );
-    assert_input_error(&qport(&["bench", &m, "--profiles", "exact"]), &["--int8"]);
+    assert_exit_2(&qport(&["bench", &m, "--profiles", "exact"]), &["--int8"]);
 }
 
 #[test]
 fn a_batch_the_model_cannot_take_is_refused() {
-    let m = fp32();
+    let m = effnet();
     let info = qport(&["info", &m, "--format", "json"]);
     let j: Value = serde_json::from_str(&info.stdout).unwrap();
     let first_dim = &j["inputs"][0]["shape"][0];
     let o = qport(&["bench", &m, "--batch", "3", "--runs", "1", "--warmup", "0"]);
     if first_dim.is_u64() {
         // a fixed batch dimension
-        assert_input_error(&o, &["--batch 3", "fixed batch"]);
+        assert_exit_2(&o, &["--batch 3", "fixed batch"]);
     } else {
         assert_eq!(o.code, 0, "{}", o.stderr);
     }

@@ -5,20 +5,14 @@
 //! `assets/demo/expected.json` (onnxruntime 1.32, recorded by
 //! scripts/make-demo-assets.py).
 
+mod common;
+
+use common::{help_has, qport, qport_with_env, s};
 use qport_core::{DType, Tensor};
+use qport_tests::cli::{assert_contains_all, assert_input_error_first, entry_names};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-use qport_tests::cli::Out;
-
-fn qport_with_env(args: &[&str], env: &[(&str, &str)]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, env)
-}
-
-fn qport(args: &[&str]) -> Out {
-    qport_with_env(args, &[])
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -41,23 +35,6 @@ fn temp_dir(tag: &str) -> qport_tests::cli::TempDir {
     qport_tests::cli::temp_dir(&format!("cli-test-{tag}"))
 }
 
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-/// An input error: exit 2, a `qport: error:` headline, the expected words,
-/// nothing on stdout and no panic.
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    assert!(!o.stderr.contains("bug in qport"), "{}", o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
-}
-
 /// The preprocessed classifier input for a bundled crop.
 fn crop_input(name: &str) -> Tensor {
     use qport_data::image::{load_png, pad_right, resize_bilinear, to_chw};
@@ -74,20 +51,19 @@ fn crop_input(name: &str) -> Tensor {
 
 #[test]
 fn help_lists_commands_examples_and_exit_codes() {
-    let o = qport(&["--help"]);
-    assert_eq!(o.code, 0);
+    let o = help_has(
+        &[],
+        &[
+            "info",
+            "run",
+            "demo",
+            "--quiet",
+            "Examples:",
+            "Exit codes: 0 success, 1",
+            "NO_COLOR",
+        ],
+    );
     assert!(o.stderr.is_empty());
-    for w in [
-        "info",
-        "run",
-        "demo",
-        "--quiet",
-        "Examples:",
-        "Exit codes: 0 success, 1",
-        "NO_COLOR",
-    ] {
-        assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
-    }
 }
 
 #[test]
@@ -142,21 +118,22 @@ fn info_human_on_demo_model() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.is_empty(), "{}", o.stderr);
     let sha = expected()["model_sha256"].as_str().unwrap().to_string();
-    for w in [
-        sha.as_str(),
-        "585532 bytes",
-        "version 7",
-        "ai.onnx 11",
-        "PaddlePaddle",
-        "float32",
-        "[?,3,?,?]",
-        "save_infer_model/scale_0.tmp_1",
-        "Conv",
-        "parameters",
-        "all ops are supported",
-    ] {
-        assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
-    }
+    assert_contains_all(
+        &o.stdout,
+        &[
+            sha.as_str(),
+            "585532 bytes",
+            "version 7",
+            "ai.onnx 11",
+            "PaddlePaddle",
+            "float32",
+            "[?,3,?,?]",
+            "save_infer_model/scale_0.tmp_1",
+            "Conv",
+            "parameters",
+            "all ops are supported",
+        ],
+    );
     assert!(!o.stdout.contains('\x1b'), "colour on a pipe");
 }
 
@@ -240,7 +217,7 @@ fn info_names_unsupported_ops_and_run_refuses_them() {
     let x = d.join("a.npy");
     qport_data::npy::write(&x, &Tensor::zeros(DType::F32, vec![1, 4]).unwrap()).unwrap();
     let o = qport(&["run", &s(&m), "--input", &format!("a={}", s(&x))]);
-    assert_input_error(&o, &["cannot run model", "FrobnicateXyz"]);
+    assert_input_error_first(&o, &["cannot run model", "FrobnicateXyz"]);
 }
 
 // ---------------------------------------------------------------- demo
@@ -395,10 +372,7 @@ fn run_npz_in_npz_out_matches_reference() {
     }
     assert!((o0["max"].as_f64().unwrap() - probs[1] as f64).abs() < 1e-7);
     // no temporary files left next to the output
-    let names: Vec<_> = std::fs::read_dir(&d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let names = entry_names(&d);
     assert_eq!(names.len(), 2, "{names:?}");
 }
 
@@ -409,9 +383,10 @@ fn run_npy_input_human() {
     qport_data::npy::write(&x, &crop_input("line_00_0deg.png")).unwrap();
     let o = qport(&["run", &model(), "--input", &format!("x={}", s(&x))]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    for w in ["x.npy", "[1,3,48,192]", "[1,2]", "top-5: 0 (", "time: load"] {
-        assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
-    }
+    assert_contains_all(
+        &o.stdout,
+        &["x.npy", "[1,3,48,192]", "[1,2]", "top-5: 0 (", "time: load"],
+    );
     assert!(o.stderr.is_empty(), "{}", o.stderr);
 }
 
@@ -442,58 +417,48 @@ fn run_input_errors_exit_2() {
     .unwrap();
     let m = model();
     let arg = |p: &Path| format!("x={}", s(p));
-
-    assert_input_error(
-        &qport(&["run", &m]),
-        &["missing input 'x'", "--input x=FILE.npy"],
-    );
-    assert_input_error(
-        &qport(&[
-            "run",
-            &m,
-            "--input",
-            &arg(&good),
-            "--input",
-            &format!("y={}", s(&good)),
-        ]),
-        &["unknown input 'y'", "the model's inputs are: x"],
-    );
-    assert_input_error(
-        &qport(&["run", &m, "--inputs", &s(&other)]),
-        &["unknown input 'y'", "other.npz:y"],
-    );
-    assert_input_error(
-        &qport(&["run", &m, "--input", &arg(&short)]),
-        &["input 'x': expected shape [?,3,?,?], got [1, 3, 48]"],
-    );
-    assert_input_error(
-        &qport(&["run", &m, "--input", &arg(&f64x)]),
-        &["input 'x': expected dtype float32, got float64"],
-    );
-    assert_input_error(
-        &qport(&["run", &m, "--input", &arg(&text)]),
-        &["cannot read input 'x'", "notes.txt", "not a .npy file"],
-    );
-    assert_input_error(
-        &qport(&["run", &m, "--input", &arg(&d.join("missing.npy"))]),
-        &["missing.npy", "No such file"],
-    );
-    assert_input_error(&qport(&["run", &m, "--input", "x"]), &["NAME=FILE"]);
-    assert_input_error(
-        &qport(&["run", &m, "--input", &arg(&good), "--input", &arg(&good)]),
-        &["more than once"],
-    );
-    assert_input_error(
-        &qport(&[
-            "run",
-            &m,
-            "--input",
-            &arg(&good),
-            "--output",
-            &s(&d.join("no/such/dir/o.npz")),
-        ]),
-        &["does not exist"],
-    );
+    let (x_good, y_good) = (arg(&good), format!("y={}", s(&good)));
+    let (x_short, x_f64, x_text) = (arg(&short), arg(&f64x), arg(&text));
+    let x_missing = arg(&d.join("missing.npy"));
+    let (other_npz, no_dir) = (s(&other), s(&d.join("no/such/dir/o.npz")));
+    let cases: [(&[&str], &[&str]); 10] = [
+        (&[], &["missing input 'x'", "--input x=FILE.npy"]),
+        (
+            &["--input", &x_good, "--input", &y_good],
+            &["unknown input 'y'", "the model's inputs are: x"],
+        ),
+        (
+            &["--inputs", &other_npz],
+            &["unknown input 'y'", "other.npz:y"],
+        ),
+        (
+            &["--input", &x_short],
+            &["input 'x': expected shape [?,3,?,?], got [1, 3, 48]"],
+        ),
+        (
+            &["--input", &x_f64],
+            &["input 'x': expected dtype float32, got float64"],
+        ),
+        (
+            &["--input", &x_text],
+            &["cannot read input 'x'", "notes.txt", "not a .npy file"],
+        ),
+        (&["--input", &x_missing], &["missing.npy", "No such file"]),
+        (&["--input", "x"], &["NAME=FILE"]),
+        (
+            &["--input", &x_good, "--input", &x_good],
+            &["more than once"],
+        ),
+        (
+            &["--input", &x_good, "--output", &no_dir],
+            &["does not exist"],
+        ),
+    ];
+    for (args, words) in cases {
+        let mut a = vec!["run", m.as_str()];
+        a.extend_from_slice(args);
+        assert_input_error_first(&qport(&a), words);
+    }
     let o = qport(&["run", &m, "--input", &arg(&good), "--inputs", &s(&other)]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("cannot be used with"), "{}", o.stderr);
@@ -531,10 +496,10 @@ fn bad_model_files_exit_2_naming_the_problem() {
     for (path, words) in cases {
         for cmd in ["info", "run"] {
             let o = qport(&[cmd, &s(path)]);
-            assert_input_error(&o, words);
+            assert_input_error_first(&o, words);
         }
         let o = qport(&["info", &s(path), "--format", "json"]);
-        assert_input_error(&o, words);
+        assert_input_error_first(&o, words);
     }
 }
 

@@ -6,66 +6,19 @@
 //! tensor files is refused; `migrate --config` groups its problems; findings
 //! cite the public manual.
 
-use qport_tests::cli::Out;
-use qport_tests::fixture;
+mod common;
+
+use common::{effnet, ppocr, ppocr_lines, qport, s};
+use qport_tests::cli::{assert_input_error, Out};
 use serde_json::Value;
 use std::path::Path;
-
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn ppocr() -> String {
-    s(&fixture("models/ppocr-cls.onnx"))
-}
-
-fn effnet() -> String {
-    s(&fixture("models/efficientnet-lite0.onnx"))
-}
-
-fn lines0() -> String {
-    s(&fixture("datasets/ppocr-lines/0"))
-}
 
 /// `qport quantize` of the PP-OCR classifier for j6m, calibrated on two
 /// text lines, into `out`, with `extra` arguments after the common ones.
 fn quantize_ppocr(out: &str, extra: &[&str]) -> Out {
-    let (m, c) = (ppocr(), lines0());
-    let mut a = vec![
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--calib-limit",
-        "2",
-        "--out",
-        out,
-    ];
+    let mut a = vec!["--platform", "j6m"];
     a.extend_from_slice(extra);
-    qport(&a)
-}
-
-/// Exit 2 with `qport: error:` (after any phase lines) naming every word,
-/// nothing on stdout.
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(
-        o.stderr.lines().any(|l| l.starts_with("qport: error: ")),
-        "{}",
-        o.stderr
-    );
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
+    common::quantize_ppocr(out, &a)
 }
 
 /// The commands that write into `--out`, each with the arguments that make
@@ -86,6 +39,16 @@ fn writers(model: &str, data: &str) -> Vec<Vec<String>> {
         ]),
         v(&["bench", model]),
     ]
+}
+
+/// `qport bench` of EfficientNet-Lite0, one run and no warm-up, quiet,
+/// into `out`, plus `extra` arguments.
+fn bench_once(out: &Path, extra: &[&str]) -> Out {
+    let (m, o) = (effnet(), s(out));
+    let mut a = vec!["bench", &m, "--runs", "1", "--warmup", "0", "--out", &o];
+    a.extend_from_slice(extra);
+    a.push("-q");
+    qport(&a)
 }
 
 #[test]
@@ -145,18 +108,7 @@ fn issue12_out_is_a_directory_on_every_command() {
     }
     // bench writes DIR/bench.json like agree and diverge write theirs
     let dir = t.path().join("bench");
-    let m = effnet();
-    let o = qport(&[
-        "bench",
-        &m,
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-        "--out",
-        &s(&dir),
-        "-q",
-    ]);
+    let o = bench_once(&dir, &[]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("bench.json")).unwrap()).unwrap();
@@ -176,20 +128,8 @@ fn issue12_non_empty_out_needs_force() {
         assert_input_error(&qport(&a), &["not empty", "--force", &s(&out)]);
     }
     // with --force the command's own file is replaced, others are kept
-    let m = effnet();
     for _ in 0..2 {
-        let o = qport(&[
-            "bench",
-            &m,
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-            &s(&out),
-            "--force",
-            "-q",
-        ]);
+        let o = bench_once(&out, &["--force"]);
         assert_eq!(o.code, 0, "{}", o.stderr);
     }
     assert!(out.join("bench.json").is_file());
@@ -245,7 +185,7 @@ fn issue12_warnings_go_to_stderr() {
 #[test]
 fn issue12_quantize_labels_every_phase() {
     let t = tempfile::tempdir().unwrap();
-    let c = lines0();
+    let c = ppocr_lines("0");
     let run = |out: &str, quiet: bool| {
         let mut extra = vec!["--eval", &c, "--eval-limit", "2"];
         if quiet {
@@ -297,18 +237,19 @@ fn issue12_preprocess_with_tensor_files_is_refused() {
         &out,
     ]);
     assert_input_error(&o, &["--preprocess", "image folders", &n]);
-    let qdq = s(&fixture("models/efficientnet-lite0.qdq-u8s8.onnx"));
+    let qdq = common::effnet_qdq();
+    let agree = vec![
+        "agree",
+        &qdq,
+        "--data",
+        &n,
+        "--preprocess",
+        "effnet-lite",
+        "--out",
+        &out,
+    ];
     for cmd in [
-        vec![
-            "agree",
-            &qdq,
-            "--data",
-            &n,
-            "--preprocess",
-            "effnet-lite",
-            "--out",
-            &out,
-        ],
+        agree.clone(),
         vec![
             "diverge",
             &qdq,
@@ -325,36 +266,10 @@ fn issue12_preprocess_with_tensor_files_is_refused() {
         assert_eq!(o.code, 2, "{}", o.stderr);
         assert!(o.stderr.contains("--p"), "{}", o.stderr);
     }
-    let o = qport(&[
-        "agree",
-        &qdq,
-        "--data",
-        &n,
-        "--preprocess",
-        "effnet-lite",
-        "--out",
-        &out,
-    ]);
+    let o = qport(&agree);
     assert_input_error(&o, &["--preprocess applies to image folders", &n]);
     // images for calibration, tensors for evaluation: a warning, not an error
-    let c = lines0();
-    let o = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--calib-limit",
-        "2",
-        "--eval",
-        &n,
-        "--preprocess",
-        "ppocr",
-        "--out",
-        &out,
-        "-q",
-    ]);
+    let o = quantize_ppocr(&out, &["--eval", &n, "-q"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stderr.contains(&format!(

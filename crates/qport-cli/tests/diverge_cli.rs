@@ -3,65 +3,26 @@
 //! the input errors that exit with code 2 (unknown profile, not two
 //! profiles, a float model, data that does not fit the model).
 
+mod common;
+
+use common::{effnet_qdq, photo_crops_eval, qport, s};
 use qport_core::Tensor;
-use qport_tests::cli::Out;
-use qport_tests::fixture;
+use qport_tests::cli::{assert_input_error, entry_names, Out};
 use serde_json::Value;
-use std::path::Path;
 
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-/// onnxruntime's u8s8 QDQ EfficientNet-Lite0 (u8 activations, s8 weights:
-/// the AVX2 saturating path applies).
-fn qdq_model() -> String {
-    s(&fixture("models/efficientnet-lite0.qdq-u8s8.onnx"))
-}
-
-fn crops() -> String {
-    s(&fixture("datasets/photo-crops/eval"))
-}
-
-/// An input error: exit 2, a `qport: error:` headline naming `words`,
-/// nothing on stdout and no panic.
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    // phase lines (`qport: loading ...`) may precede the error off a terminal
-    assert!(
-        o.stderr.lines().any(|l| l.starts_with("qport: error: ")),
-        "{}",
-        o.stderr
-    );
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    assert!(!o.stderr.contains("bug in qport"), "{}", o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
+/// `qport diverge MODEL --data DATA --profiles PROFILES`, plus `extra`.
+fn diverge_on(model: &str, data: &str, profiles: &str, extra: &[&str]) -> Out {
+    let mut args = vec!["diverge", model, "--data", data, "--profiles", profiles];
+    args.extend(extra);
+    qport(&args)
 }
 
 /// `qport diverge` on the QDQ model and the first `n` eval crops.
 fn diverge(profiles: &str, n: &str, extra: &[&str]) -> Out {
-    let (m, d) = (qdq_model(), crops());
-    let mut args = vec![
-        "diverge",
-        m.as_str(),
-        "--data",
-        d.as_str(),
-        "--preprocess",
-        "effnet-lite",
-        "--profiles",
-        profiles,
-        "-n",
-        n,
-    ];
+    let (m, d) = (effnet_qdq(), photo_crops_eval());
+    let mut args = vec!["--preprocess", "effnet-lite", "-n", n];
     args.extend(extra);
-    qport(&args)
+    diverge_on(&m, &d, profiles, &args)
 }
 
 #[test]
@@ -120,10 +81,7 @@ fn json_names_the_layer_and_stage_and_out_writes_the_same_document() {
 
     let written = std::fs::read_to_string(out.join("diverge.json")).unwrap();
     assert_eq!(written, o.stdout);
-    let names: Vec<_> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let names = entry_names(&out);
     assert_eq!(names.len(), 1, "{names:?}");
 }
 
@@ -180,7 +138,7 @@ fn profile_errors_exit_2_and_list_the_valid_names() {
         assert_input_error(&o, words);
     }
     // --profiles is required
-    let o = qport(&["diverge", &qdq_model(), "--data", &crops()]);
+    let o = qport(&["diverge", &effnet_qdq(), "--data", &photo_crops_eval()]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("--profiles"), "{}", o.stderr);
     // a user profile file's names are valid
@@ -204,17 +162,13 @@ fn profile_errors_exit_2_and_list_the_valid_names() {
 
 #[test]
 fn float_model_exits_2_suggesting_quantize() {
-    let float = s(&fixture("models/efficientnet-lite0.onnx"));
-    let o = qport(&[
-        "diverge",
+    let float = common::effnet();
+    let o = diverge_on(
         &float,
-        "--data",
-        &crops(),
-        "--preprocess",
-        "effnet-lite",
-        "--profiles",
+        &photo_crops_eval(),
         "gemmlowp,f32-rne",
-    ]);
+        &["--preprocess", "effnet-lite"],
+    );
     assert_input_error(&o, &["no QuantizeLinear", "qport quantize"]);
 }
 
@@ -228,15 +182,8 @@ fn data_that_does_not_fit_the_model_exits_2() {
         &Tensor::from_vec(vec![2, 3, 32, 32], vec![0f32; 2 * 3 * 32 * 32]).unwrap(),
     )
     .unwrap();
-    let m = qdq_model();
-    let o = qport(&[
-        "diverge",
-        &m,
-        "--data",
-        &s(&x),
-        "--profiles",
-        "gemmlowp,f32-rne",
-    ]);
+    let m = effnet_qdq();
+    let o = diverge_on(&m, &s(&x), "gemmlowp,f32-rne", &[]);
     assert_input_error(&o, &["shape", "224"]);
     // an .npz whose key is not the model's input name
     let z = dir.join("x.npz");
@@ -248,25 +195,9 @@ fn data_that_does_not_fit_the_model_exits_2() {
         )],
     )
     .unwrap();
-    let o = qport(&[
-        "diverge",
-        &m,
-        "--data",
-        &s(&z),
-        "--profiles",
-        "gemmlowp,f32-rne",
-    ]);
+    let o = diverge_on(&m, &s(&z), "gemmlowp,f32-rne", &[]);
     assert_input_error(&o, &["input"]);
     // no samples at all
-    let o = qport(&[
-        "diverge",
-        &m,
-        "--data",
-        &crops(),
-        "--profiles",
-        "gemmlowp,f32-rne",
-        "-n",
-        "0",
-    ]);
+    let o = diverge_on(&m, &photo_crops_eval(), "gemmlowp,f32-rne", &["-n", "0"]);
     assert_input_error(&o, &["--n"]);
 }

@@ -11,17 +11,10 @@
 //! --test json_snapshots`, review the diff of `tests/snapshots/`, and update
 //! docs/cli-json.md in the same commit.
 
-use qport_tests::cli::Out;
-use qport_tests::fixture;
+mod common;
+
+use common::{effnet, effnet_qdq, photo_crops_eval, ppocr, ppocr_lines, qport, s};
 use serde_json::{Map, Value};
-
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
-
-fn s(p: &std::path::Path) -> String {
-    p.display().to_string()
-}
 
 /// Runs `args` with `--format json` and parses stdout.
 fn json(args: &[&str]) -> Value {
@@ -80,14 +73,6 @@ fn snapshot_shape(name: &str, args: &[&str]) {
     insta::assert_json_snapshot!(name, shape(&json(args)));
 }
 
-fn effnet() -> String {
-    s(&fixture("models/efficientnet-lite0.onnx"))
-}
-
-fn qdq() -> String {
-    s(&fixture("models/efficientnet-lite0.qdq-u8s8.onnx"))
-}
-
 #[test]
 fn info_platforms_profiles() {
     snapshot_values("info", &["info", &effnet()]);
@@ -126,10 +111,10 @@ fn layout_deploy_migrate() {
 #[test]
 fn measured_documents_keep_their_shape() {
     let t = tempfile::tempdir().unwrap();
-    let (m, q) = (effnet(), qdq());
-    let crops = s(&fixture("datasets/photo-crops/eval"));
-    let ppocr = s(&fixture("models/ppocr-cls.onnx"));
-    let lines = s(&fixture("datasets/ppocr-lines/0"));
+    let (m, q) = (effnet(), effnet_qdq());
+    let crops = photo_crops_eval();
+    let ppocr = ppocr();
+    let lines = ppocr_lines("0");
     snapshot_shape("demo_shape", &["demo"]);
     let q_out = s(&t.path().join("q"));
     snapshot_shape(
@@ -150,41 +135,30 @@ fn measured_documents_keep_their_shape() {
             "-q",
         ],
     );
-    snapshot_shape(
-        "diverge_shape",
-        &[
-            "diverge",
+    // the two studies on the QDQ model and the first `n` eval crops
+    let study = |cmd: &'static str, profiles: &'static str, n: &'static str| -> Vec<&str> {
+        vec![
+            cmd,
             &q,
             "--data",
             &crops,
             "--preprocess",
             "effnet-lite",
             "--profiles",
-            "avx2-u8s8,f32-rne",
+            profiles,
             "--n",
-            "1",
+            n,
             "-q",
-        ],
-    );
+        ]
+    };
+    snapshot_shape("diverge_shape", &study("diverge", "avx2-u8s8,f32-rne", "1"));
     let a_out = s(&t.path().join("agree"));
-    snapshot_shape(
-        "agree_shape",
-        &[
-            "agree",
-            &q,
-            "--data",
-            &crops,
-            "--preprocess",
-            "effnet-lite",
-            "--profiles",
-            "exact,avx2-u8s8",
-            "--n",
-            "2",
-            "--out",
-            &a_out,
-            "-q",
-        ],
-    );
+    let agree = [
+        study("agree", "exact,avx2-u8s8", "2"),
+        vec!["--out", &a_out],
+    ]
+    .concat();
+    snapshot_shape("agree_shape", &agree);
     snapshot_shape(
         "bench_shape",
         &[

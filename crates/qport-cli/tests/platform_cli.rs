@@ -8,26 +8,29 @@
 //! a missing fixture fails the test. Small models are written with
 //! `qport_onnx::save`.
 
+mod common;
+
+use common::{effnet, qport, qport_with_env, s};
 use qport_core::DType;
 use qport_onnx::{Model, ModelBuilder, Node};
+use qport_tests::cli::{assert_contains_all, assert_input_error_first, Out};
 use serde_json::Value;
 use std::path::Path;
-
-use qport_tests::cli::Out;
-
-fn qport_with_env(args: &[&str], env: &[(&str, &str)]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, env)
-}
-
-fn qport(args: &[&str]) -> Out {
-    qport_with_env(args, &[])
-}
 
 /// Runs `cmd` split on whitespace, then `extra` (paths) unsplit.
 fn q(cmd: &str, extra: &[&str]) -> Out {
     let mut a: Vec<&str> = cmd.split_whitespace().collect();
     a.extend(extra);
     qport(&a)
+}
+
+/// [`q`] expecting exit 0 and every word of `words` on stdout; returns
+/// stdout.
+fn ok(cmd: &str, extra: &[&str], words: &[&str]) -> String {
+    let o = q(cmd, extra);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_contains_all(&o.stdout, words);
+    o.stdout
 }
 
 /// [`q`] with `--format json` last, expecting exit `code`; returns the document.
@@ -44,37 +47,9 @@ fn j(cmd: &str, extra: &[&str], code: i32) -> Value {
     serde_json::from_str(&o.stdout).expect("valid JSON")
 }
 
-/// An input error: exit 2, a `qport: error:` headline, the expected words,
-/// nothing on stdout and no panic.
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
-}
-
-fn contains_all(text: &str, words: &[&str]) {
-    for w in words {
-        assert!(text.contains(w), "missing {w:?} in:\n{text}");
-    }
-}
-
-fn effnet() -> String {
-    qport_tests::fixture("models/efficientnet-lite0.onnx")
-        .display()
-        .to_string()
-}
-
 /// A fresh empty directory for one test.
 fn temp_dir(tag: &str) -> qport_tests::cli::TempDir {
     qport_tests::cli::temp_dir(&format!("platform-cli-{tag}"))
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 /// A one-node model `x -> op -> y` with the given input type and shape.
@@ -131,11 +106,11 @@ fn every_platform_command_help_teaches() {
         let o = q(&format!("{sub} --help"), &[]);
         assert_eq!(o.code, 0, "{sub}");
         let words = ["Examples:", "--format <FORMAT>", "--overrides <FILE.toml>"];
-        contains_all(&o.stdout, &words);
-        contains_all(&o.stdout, &[&format!("qport {sub}")]);
+        assert_contains_all(&o.stdout, &words);
+        assert_contains_all(&o.stdout, &[&format!("qport {sub}")]);
     }
     let o = q("--help", &[]);
-    contains_all(
+    assert_contains_all(
         &o.stdout,
         &["platforms", "layout", "deploy-check", "migrate"],
     );
@@ -145,26 +120,27 @@ fn every_platform_command_help_teaches() {
 
 #[test]
 fn platforms_table_and_json() {
-    let o = q("platforms", &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let words = [
-        "platform",
-        "nv12-align",
-        "j6m",
-        "nash-p",
-        "s6p",
-        "float16-gemm-int8",
-        "int32-dequantize",
-        "24 MiB",
-        "12 MiB",
-        "x86-avx2",
-    ];
-    contains_all(&o.stdout, &words);
-    assert!(!o.stdout.contains('\x1b'), "colour on a pipe");
-    let header = o.stdout.lines().next().unwrap();
-    let row = o.stdout.lines().find(|l| l.starts_with("j6p ")).unwrap();
+    let out = ok(
+        "platforms",
+        &[],
+        &[
+            "platform",
+            "nv12-align",
+            "j6m",
+            "nash-p",
+            "s6p",
+            "float16-gemm-int8",
+            "int32-dequantize",
+            "24 MiB",
+            "12 MiB",
+            "x86-avx2",
+        ],
+    );
+    assert!(!out.contains('\x1b'), "colour on a pipe");
+    let header = out.lines().next().unwrap();
+    let row = out.lines().find(|l| l.starts_with("j6p ")).unwrap();
     let (h, r) = (header.find("template"), row.find("float16-gemm-int8"));
-    assert_eq!(h, r, "aligned columns:\n{}", o.stdout);
+    assert_eq!(h, r, "aligned columns:\n{}", out);
 
     let v = j("platforms", &[], 0);
     assert_eq!(v["schema"], "qport.platforms/1");
@@ -252,7 +228,7 @@ fn malformed_or_missing_overrides_exit_2() {
         "migrate --from j6m --to j6p",
     ] {
         let o = q(cmd, &["--overrides", &b]);
-        assert_input_error(&o, &["platform overrides", "bad.toml", "min_memroy_unit"]);
+        assert_input_error_first(&o, &["platform overrides", "bad.toml", "min_memroy_unit"]);
     }
     let write = |name: &str, text: &str| {
         let p = d.join(name);
@@ -260,15 +236,15 @@ fn malformed_or_missing_overrides_exit_2() {
         s(&p)
     };
     let syntax = write("syntax.toml", "[[platform]\nname =");
-    assert_input_error(
+    assert_input_error_first(
         &q("platforms --overrides", &[&syntax]),
         &["syntax.toml", "line 1"],
     );
     let new = write("new.toml", "[[platform]]\nname = \"j7\"\n");
-    assert_input_error(&q("platforms --overrides", &[&new]), &["j7", "base"]);
+    assert_input_error_first(&q("platforms --overrides", &[&new]), &["j7", "base"]);
     let missing = s(&d.join("missing.toml"));
     let o = q("platforms --overrides", &[&missing]);
-    assert_input_error(&o, &["cannot read platform overrides", "missing.toml"]);
+    assert_input_error_first(&o, &["cannot read platform overrides", "missing.toml"]);
 }
 
 // ---------------------------------------------------------------- layout
@@ -364,38 +340,40 @@ fn layout_nv12_220_example() {
     );
     assert_eq!(ints(&v["inputs"][0]["valid_shape"]), [1, -1, -1, 1]);
 
-    let o = q("layout --platform j6m --input-type nv12", &[&m]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let words = [
-        "validShape",
-        "alignedShape",
-        "stride (bytes)",
-        "alignedByteSize",
-        "quant",
-        "x_y",
-        "NV12_UV",
-        "[49280,224,1,1]",
-        "[24640,224,2,1]",
-        "j6m (nash-m)",
-    ];
-    contains_all(&o.stdout, &words);
+    ok(
+        "layout --platform j6m --input-type nv12",
+        &[&m],
+        &[
+            "validShape",
+            "alignedShape",
+            "stride (bytes)",
+            "alignedByteSize",
+            "quant",
+            "x_y",
+            "NV12_UV",
+            "[49280,224,1,1]",
+            "[24640,224,2,1]",
+            "j6m (nash-m)",
+        ],
+    );
 }
 
 #[test]
 fn layout_of_efficientnet_names_tail_type_and_assumptions() {
     let m = effnet();
-    let o = q("layout --platform j6m", &[&m]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let words = [
-        "input",
-        "logits",
-        "S32",
-        "[1,3,224,224]",
-        "assumptions",
-        "symbolic batch",
-        "GEMM-class tail",
-    ];
-    contains_all(&o.stdout, &words);
+    ok(
+        "layout --platform j6m",
+        &[&m],
+        &[
+            "input",
+            "logits",
+            "S32",
+            "[1,3,224,224]",
+            "assumptions",
+            "symbolic batch",
+            "GEMM-class tail",
+        ],
+    );
     let v = j("layout --platform j6p", &[&m], 0);
     assert_eq!(v["outputs"][0]["tensor_type"], "F32");
     assert_eq!(
@@ -413,8 +391,8 @@ fn layout_input_errors_exit_2() {
     let odd_w = write_model(&d, "odd_w.onnx", "Relu", DType::F32, &[1, 3, 220, 219]);
     let nv12 = "layout --platform j6p --input-type nv12";
     let words = ["NV12 needs even height and width", "221x220", "odd_h.onnx"];
-    assert_input_error(&q(nv12, &[&odd_h]), &words);
-    assert_input_error(&q(nv12, &[&odd_w]), &["even", "220x219"]);
+    assert_input_error_first(&q(nv12, &[&odd_h]), &words);
+    assert_input_error_first(&q(nv12, &[&odd_w]), &["even", "220x219"]);
     let m = write_model(&d, "ok.onnx", "Relu", DType::F32, &[1, 3, 220, 220]);
     let words = [
         "unknown platform `j7`",
@@ -422,13 +400,13 @@ fn layout_input_errors_exit_2() {
         "s6p",
         "x86-avx2",
     ];
-    assert_input_error(&q("layout --platform j7", &[&m]), &words);
+    assert_input_error_first(&q("layout --platform j7", &[&m]), &words);
     let o = q("layout --platform j6p --input-type gray", &[&m]);
-    assert_input_error(&o, &["1 channel"]);
+    assert_input_error_first(&o, &["1 channel"]);
     let o = q("layout --platform j6p --input-source pyramid", &[&m]);
-    assert_input_error(&o, &["--input-source pyramid", "image --input-type"]);
+    assert_input_error_first(&o, &["--input-source pyramid", "image --input-type"]);
     let o = q("layout --platform j6p", &[&s(&d.join("nope.onnx"))]);
-    assert_input_error(&o, &["nope.onnx"]);
+    assert_input_error_first(&o, &["nope.onnx"]);
     let o = q("layout --platform j6p --no-padding sideways", &[&m]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("sideways"), "{}", o.stderr);
@@ -451,9 +429,7 @@ fn deploy_check_passes_valid_settings() {
     assert_eq!(v["request"]["core_num"], 4);
     assert_eq!(v["request"]["max_l2m_size"], 6 << 20);
     assert_eq!(v["request"]["ips"], serde_json::json!(["bpu", "dsp"]));
-    let o = q("deploy-check --platform j6e", &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("ok: 0 errors"), "{}", o.stdout);
+    ok("deploy-check --platform j6e", &[], &["ok: 0 errors"]);
 }
 
 #[test]
@@ -467,7 +443,7 @@ fn deploy_check_rejects_over_cap_l2m() {
     assert_eq!(v["summary"]["passed"], false);
     let o = q(cmd, &[]);
     assert_eq!(o.code, 1);
-    contains_all(
+    assert_contains_all(
         &o.stdout,
         &["error", "l2m-cap", "exceeds", "source:", "FAILED"],
     );
@@ -497,7 +473,7 @@ fn deploy_check_rejects_runtime_l2m_core_count_and_short_cores() {
     assert!(text(&v["findings"][0]["message"]).contains("core 1 gets 4 MiB"));
     let o = q(cmd, &[]);
     assert_eq!(o.code, 1);
-    contains_all(&o.stdout, &["runtime-l2m-covers", "core 1"]);
+    assert_contains_all(&o.stdout, &["runtime-l2m-covers", "core 1"]);
 }
 
 #[test]
@@ -509,7 +485,7 @@ fn deploy_check_rejects_dsp_on_s6p_only() {
     assert!(text(&f["source"]).contains("BPU"), "{f}");
     let o = q("deploy-check --platform s6p --ips dsp", &[]);
     assert_eq!(o.code, 1);
-    contains_all(&o.stdout, &["ip", "dsp not supported", "allowed: bpu"]);
+    assert_contains_all(&o.stdout, &["ip", "dsp not supported", "allowed: bpu"]);
     j("deploy-check --platform j6p --ips dsp", &[], 0);
 }
 
@@ -533,10 +509,10 @@ fn deploy_check_with_model_and_core_any() {
 fn deploy_check_bad_input_exits_2() {
     for bad in ["6:x", "", "6::6", "6.5"] {
         let o = q("deploy-check --platform j6p --runtime-l2m", &[bad]);
-        assert_input_error(&o, &["invalid --runtime-l2m", "runtime L2M"]);
+        assert_input_error_first(&o, &["invalid --runtime-l2m", "runtime L2M"]);
     }
     let words = ["unknown platform `j7`", "j6p", "pcie-npu"];
-    assert_input_error(&q("deploy-check --platform j7", &[]), &words);
+    assert_input_error_first(&q("deploy-check --platform j7", &[]), &words);
     for (flag, value) in [
         ("--max-l2m-size", "lots"),
         ("--ips", "npu"),
@@ -603,21 +579,22 @@ fn migrate_j6m_to_j6p_with_efficientnet() {
         "error"
     );
 
-    let o = q("migrate --from j6m --to j6p --model", &[&m]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let words = [
-        "j6m (nash-m) -> j6p (nash-p)",
-        "int8-int16 -> float16-gemm-int8",
-        "tail-output",
-        "32 B -> 64 B",
-        "64 B -> 256 B",
-        "not available -> 24 MiB",
-        "S32 -> F32",
-        "alignedByteSize",
-        "changed",
-        "checklist:",
-    ];
-    contains_all(&o.stdout, &words);
+    ok(
+        "migrate --from j6m --to j6p --model",
+        &[&m],
+        &[
+            "j6m (nash-m) -> j6p (nash-p)",
+            "int8-int16 -> float16-gemm-int8",
+            "tail-output",
+            "32 B -> 64 B",
+            "64 B -> 256 B",
+            "not available -> 24 MiB",
+            "S32 -> F32",
+            "alignedByteSize",
+            "changed",
+            "checklist:",
+        ],
+    );
 }
 
 #[test]
@@ -643,7 +620,7 @@ fn migrate_j6p_to_s6p_flags_cap_and_ips() {
         );
     }
     let o = q("migrate --from j6p --to s6p", &[]);
-    contains_all(&o.stdout, &["24 MiB -> 12 MiB", "ips", "-> bpu"]);
+    assert_contains_all(&o.stdout, &["24 MiB -> 12 MiB", "ips", "-> bpu"]);
     // Same platform twice: nothing to do.
     let o = q("migrate --from j6h --to nash-h", &[]);
     assert_eq!(o.code, 0);
@@ -676,7 +653,7 @@ fn migrate_validates_quant_config_for_the_target() {
     assert_eq!(text(&v["config"]["sha256"]).len(), 64);
     let out = q("migrate --from j6p --to j6x", &extra);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    contains_all(&out.stdout, &["config", "op_config.Softmax", "float16"]);
+    assert_contains_all(&out.stdout, &["config", "op_config.Softmax", "float16"]);
     // The same config fits the source platform.
     let v = j("migrate --from j6x --to j6p", &extra, 0);
     let items = v["changes"].as_array().unwrap();
@@ -686,23 +663,23 @@ fn migrate_validates_quant_config_for_the_target() {
 #[test]
 fn migrate_bad_input_exits_2() {
     let words = ["unknown platform `j9`", "valid platforms"];
-    assert_input_error(&q("migrate --from j6m --to j9", &[]), &words);
+    assert_input_error_first(&q("migrate --from j6m --to j9", &[]), &words);
     let d = temp_dir("migrate-bad");
     let odd = write_model(&d, "odd.onnx", "Relu", DType::F32, &[1, 3, 220, 221]);
     let o = q(
         "migrate --from j6m --to j6p --input-type nv12 --model",
         &[&odd],
     );
-    assert_input_error(&o, &["even", "220x221"]);
+    assert_input_error_first(&o, &["even", "220x221"]);
     let o = q("migrate --from j6m --to j6p --runtime-l2m x", &[]);
-    assert_input_error(&o, &["--runtime-l2m"]);
+    assert_input_error_first(&o, &["--runtime-l2m"]);
     let missing = s(&d.join("quant_config.json"));
     let o = q("migrate --from j6m --to j6p --config", &[&missing]);
-    assert_input_error(&o, &["quant_config.json"]);
+    assert_input_error_first(&o, &["quant_config.json"]);
     let broken = d.join("broken.json");
     std::fs::write(&broken, "{\"model_config\":").unwrap();
     let o = q("migrate --from j6m --to j6p --config", &[&s(&broken)]);
-    assert_input_error(&o, &["cannot load quant config", "broken.json"]);
+    assert_input_error_first(&o, &["cannot load quant config", "broken.json"]);
     let o = q("migrate --from j6m", &[]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("--to"), "{}", o.stderr);

@@ -3,13 +3,12 @@
 //! files (TOML and JSON, `base` inheritance, unknown keys and other input
 //! errors with exit code 2).
 
+mod common;
+
+use common::{help_has, qport};
+use qport_tests::cli::{assert_input_error_first, temp_dir, Out};
 use serde_json::Value;
-
-use qport_tests::cli::Out;
-
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
+use std::path::Path;
 
 /// `qport profiles ARGS --format json`, expecting success.
 fn json(args: &[&str]) -> Value {
@@ -22,32 +21,20 @@ fn json(args: &[&str]) -> Value {
     serde_json::from_str(&o.stdout).expect("valid JSON")
 }
 
-/// Writes `text` to a fresh file called `name` and returns its path: a
-/// new subdirectory per call of one temporary directory that lives as long
-/// as the test binary (statics are never dropped).
-fn write(name: &str, text: &str) -> String {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static DIR: std::sync::OnceLock<qport_tests::cli::TempDir> = std::sync::OnceLock::new();
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = DIR
-        .get_or_init(|| qport_tests::cli::temp_dir("profiles-test"))
-        .join(N.fetch_add(1, Ordering::Relaxed).to_string());
-    std::fs::create_dir_all(&d).unwrap();
+/// `qport profiles --profile-file FILE`.
+fn with_file(file: &str) -> Out {
+    qport(&["profiles", "--profile-file", file])
+}
+
+/// Writes `text` to a fresh file called `name` in a new numbered
+/// subdirectory of `dir` (a test's temporary directory, removed when the
+/// test ends) and returns its path.
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let d = dir.join(std::fs::read_dir(dir).unwrap().count().to_string());
+    std::fs::create_dir(&d).unwrap();
     let p = d.join(name);
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
-}
-
-/// An input error: exit 2, a `qport: error:` headline naming `words`,
-/// nothing on stdout and no panic.
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
 }
 
 const PRESETS: [&str; 7] = [
@@ -162,12 +149,14 @@ fn json_document_has_every_field() {
 
 #[test]
 fn profile_file_adds_profiles() {
+    let dir = temp_dir("profiles-test");
     let toml = write(
+        &dir,
         "npu.toml",
         "name = \"my-npu\"\nbase = \"f32-rne\"\nrounding = \"half-away\"\n\
          description = \"an NPU that rounds away\"\n",
     );
-    let o = qport(&["profiles", "--profile-file", &toml]);
+    let o = with_file(&toml);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let row = o.stdout.lines().find(|l| l.starts_with("my-npu ")).unwrap();
     assert!(
@@ -181,6 +170,7 @@ fn profile_file_adds_profiles() {
     );
 
     let json_file = write(
+        &dir,
         "more.json",
         r#"{"profile": [
             {"name": "q", "base": "gemmlowp", "rounding": "half-even"},
@@ -219,27 +209,28 @@ fn profile_file_adds_profiles() {
 
 #[test]
 fn unknown_key_is_an_input_error_naming_it() {
+    let dir = temp_dir("profiles-test");
     let toml = write(
+        &dir,
         "bad.toml",
         "name = \"x\"\nbase = \"exact\"\nrounding_mode = \"floor\"\n",
     );
-    let o = qport(&["profiles", "--profile-file", &toml]);
-    assert_input_error(&o, &["rounding_mode", &toml, "line 3"]);
+    let o = with_file(&toml);
+    assert_input_error_first(&o, &["rounding_mode", &toml, "line 3"]);
     let json_file = write(
+        &dir,
         "bad.json",
         r#"{"name": "x", "base": "exact", "acc": "exact-i32"}"#,
     );
     let o = qport(&["profiles", "--profile-file", &json_file, "--format", "json"]);
-    assert_input_error(&o, &["`acc`", &json_file]);
+    assert_input_error_first(&o, &["`acc`", &json_file]);
 }
 
 #[test]
 fn other_file_errors_exit_2() {
+    let dir = temp_dir("profiles-test");
     let missing = "/nonexistent/profiles.toml";
-    assert_input_error(
-        &qport(&["profiles", "--profile-file", missing]),
-        &["cannot read profile file", missing],
-    );
+    assert_input_error_first(&with_file(missing), &["cannot read profile file", missing]);
     for (text, words) in [
         (
             "name = \"exact\"\nbase = \"f32-rne\"\n",
@@ -260,30 +251,24 @@ fn other_file_errors_exit_2() {
         ),
         ("name = [", &["line 1"]),
     ] {
-        let f = write("e.toml", text);
-        assert_input_error(&qport(&["profiles", "--profile-file", &f]), words);
+        let f = write(&dir, "e.toml", text);
+        assert_input_error_first(&with_file(&f), words);
     }
-    let bin = write("bin.toml", "");
+    let bin = write(&dir, "bin.toml", "");
     std::fs::write(&bin, [0xff, 0xfe, 0x00]).unwrap();
-    assert_input_error(
-        &qport(&["profiles", "--profile-file", &bin]),
-        &["not UTF-8"],
-    );
+    assert_input_error_first(&with_file(&bin), &["not UTF-8"]);
 }
 
 #[test]
 fn help_documents_the_command() {
-    let o = qport(&["--help"]);
-    assert_eq!(o.code, 0);
-    assert!(o.stdout.contains("qport profiles"), "{}", o.stdout);
-    let o = qport(&["profiles", "--help"]);
-    assert_eq!(o.code, 0);
-    for w in [
-        "--profile-file",
-        "base = \"f32-rne\"",
-        "i16-sat-pairs",
-        "archetypes",
-    ] {
-        assert!(o.stdout.contains(w), "{w}: {}", o.stdout);
-    }
+    help_has(&[], &["qport profiles"]);
+    help_has(
+        &["profiles"],
+        &[
+            "--profile-file",
+            "base = \"f32-rne\"",
+            "i16-sat-pairs",
+            "archetypes",
+        ],
+    );
 }

@@ -8,32 +8,18 @@
 //! Fixtures come from `scripts/fetch-fixtures`; a missing one fails the
 //! test (qport_tests::fixture panics).
 
+mod common;
+
+use common::{help_has, json_stdout, ppocr, ppocr_lines, qport, s};
 use qport_core::Tensor;
+use qport_tests::cli::{assert_contains_all, Out};
 use qport_tests::fixture;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-use qport_tests::cli::Out;
-
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
-
 /// A fresh empty directory for one test.
 fn temp_dir(tag: &str) -> qport_tests::cli::TempDir {
     qport_tests::cli::temp_dir(&format!("quantize-test-{tag}"))
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn ppocr() -> String {
-    s(&fixture("models/ppocr-cls.onnx"))
-}
-
-fn lines(dir: &str) -> String {
-    s(&fixture(&format!("datasets/ppocr-lines/{dir}")))
 }
 
 /// Every file under `dir`, recursively.
@@ -56,19 +42,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// nothing on stdout, no panic; `out` was not created and `work` holds no
 /// temporary file.
 fn assert_input_error(o: &Out, words: &[&str], out: &Path, work: &Path) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    // phase lines (`qport: loading ...`) may precede the error off a terminal
-    assert!(
-        o.stderr.lines().any(|l| l.starts_with("qport: error: ")),
-        "{}",
-        o.stderr
-    );
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    assert!(!o.stderr.contains("bug in qport"), "{}", o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
+    qport_tests::cli::assert_input_error(o, words);
     assert!(!out.exists(), "{} was created", out.display());
     let tmp: Vec<PathBuf> = files_under(work)
         .into_iter()
@@ -81,21 +55,19 @@ fn assert_input_error(o: &Out, words: &[&str], out: &Path, work: &Path) {
 /// sets `--calib-limit`), writing to `work/out`, plus `extra` arguments.
 fn quantize_ppocr(work: &Path, extra: &[&str]) -> (Out, PathBuf) {
     let out = work.join("out");
-    let (m, c, o) = (ppocr(), lines("0"), s(&out));
-    let mut args = vec![
-        "quantize",
-        &m,
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--out",
-        &o,
-    ];
-    if !extra.contains(&"--calib-limit") {
-        args.extend_from_slice(&["--calib-limit", "2"]);
+    (common::quantize_ppocr(&s(&out), extra), out)
+}
+
+/// `qport quantize` of PP-OCR for j6m calibrated on `calib` (with
+/// `--preprocess ppocr` when `preprocess`), writing to `work/out`.
+fn quantize_j6m(work: &Path, calib: &str, preprocess: bool) -> (Out, PathBuf) {
+    let out = work.join("out");
+    let (m, o) = (ppocr(), s(&out));
+    let mut args = vec!["quantize", &m, "--platform", "j6m", "--calib", calib];
+    if preprocess {
+        args.extend_from_slice(&["--preprocess", "ppocr"]);
     }
-    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--out", &o]);
     (qport(&args), out)
 }
 
@@ -110,39 +82,29 @@ fn write_npy(path: &Path, shape: Vec<usize>, data: Vec<f32>) -> String {
     s(path)
 }
 
-fn report(o: &Out) -> Value {
-    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    serde_json::from_str(&o.stdout).expect("stdout is one JSON document")
-}
-
 // ---------------------------------------------------------------- happy path
 
 #[test]
 fn ppocr_on_j6m_writes_qdq_config_and_report_and_config_round_trips() {
     let work = temp_dir("happy");
     let out = work.join("q");
-    let (m, c, e, o) = (ppocr(), lines("0"), lines("180"), s(&out));
-    let run = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--eval",
-        &e,
-        "--calib-limit",
-        "8",
-        "--eval-limit",
-        "8",
-        "--out",
-        &o,
-        "--format",
-        "json",
-    ]);
-    let r = report(&run);
+    let (m, c, e) = (ppocr(), ppocr_lines("0"), ppocr_lines("180"));
+    let run = common::quantize_ppocr(
+        &s(&out),
+        &[
+            "--platform",
+            "j6m",
+            "--eval",
+            &e,
+            "--calib-limit",
+            "8",
+            "--eval-limit",
+            "8",
+            "--format",
+            "json",
+        ],
+    );
+    let r = json_stdout(&run);
     for f in ["model.qdq.onnx", "quant_config.json", "report.json"] {
         assert!(out.join(f).is_file(), "missing {f}");
     }
@@ -249,26 +211,12 @@ fn ppocr_on_j6m_writes_qdq_config_and_report_and_config_round_trips() {
 
     // the resolved config is a valid --config
     let out2 = work.join("q2");
-    let (o2, qcs) = (s(&out2), s(&qc_path));
-    let again = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--calib-limit",
-        "2",
-        "--config",
-        &qcs,
-        "--out",
-        &o2,
-        "--format",
-        "json",
-    ]);
-    let r2 = report(&again);
+    let qcs = s(&qc_path);
+    let again = common::quantize_ppocr(
+        &s(&out2),
+        &["--platform", "j6m", "--config", &qcs, "--format", "json"],
+    );
+    let r2 = json_stdout(&again);
     assert_eq!(r2["config"]["path"], qcs.as_str());
     assert_eq!(r2["config"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(r2["precision_mix"]["nodes"], r["precision_mix"]["nodes"]);
@@ -280,14 +228,15 @@ fn human_summary_names_platform_and_files() {
     let work = temp_dir("text");
     let (o, out) = quantize_ppocr(&work, &["--platform", "j6p"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    for w in [
-        "for j6p (nash-p)",
-        "precision mix",
-        "top-1 agreement",
-        "model.qdq.onnx",
-    ] {
-        assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
-    }
+    assert_contains_all(
+        &o.stdout,
+        &[
+            "for j6p (nash-p)",
+            "precision mix",
+            "top-1 agreement",
+            "model.qdq.onnx",
+        ],
+    );
     // warnings go to stderr (issue 12)
     assert!(
         o.stderr.contains("qport: warning: no --eval data"),
@@ -299,50 +248,53 @@ fn human_summary_names_platform_and_files() {
 
 // ---------------------------------------------------------------- config errors
 
+/// Quantizing PP-OCR for `platform` with `config` as `--config` (written
+/// to a fresh `qc.json`) is an input error naming `words`, then the config
+/// file when `names_file`.
+fn assert_config_error(tag: &str, platform: &str, config: Value, words: &[&str], names_file: bool) {
+    let work = temp_dir(tag);
+    let cfg = write_json(&work.join("qc.json"), &config);
+    let (o, out) = quantize_ppocr(&work, &["--platform", platform, "--config", &cfg]);
+    let mut words = words.to_vec();
+    if names_file {
+        words.push(&cfg);
+    }
+    assert_input_error(&o, &words, &out, &work);
+}
+
 #[test]
 fn unknown_config_key_is_named() {
-    let work = temp_dir("key");
-    let cfg = write_json(
-        &work.join("qc.json"),
-        &serde_json::json!({"model_config": {"activaton": {}}}),
+    assert_config_error(
+        "key",
+        "j6m",
+        serde_json::json!({"model_config": {"activaton": {}}}),
+        &["model_config.activaton"],
+        true,
     );
-    let (o, out) = quantize_ppocr(&work, &["--platform", "j6m", "--config", &cfg]);
-    assert_input_error(&o, &["model_config.activaton", &cfg], &out, &work);
 }
 
 #[test]
 fn qtype_not_on_platform_is_named_with_allowed_list() {
-    let work = temp_dir("qtype");
-    let cfg = write_json(
-        &work.join("qc.json"),
-        &serde_json::json!({"node_config": {"Conv@0": {"qtype": "float16"}}}),
-    );
-    let (o, out) = quantize_ppocr(&work, &["--platform", "j6e", "--config", &cfg]);
-    assert_input_error(
-        &o,
+    assert_config_error(
+        "qtype",
+        "j6e",
+        serde_json::json!({"node_config": {"Conv@0": {"qtype": "float16"}}}),
         &[
             "node_config.Conv@0.qtype",
             "float16 is not available on j6e (nash-e); allowed: int8, int16, float32",
-            &cfg,
         ],
-        &out,
-        &work,
+        true,
     );
 }
 
 #[test]
 fn node_not_in_model_is_named() {
-    let work = temp_dir("node");
-    let cfg = write_json(
-        &work.join("qc.json"),
-        &serde_json::json!({"node_config": {"NoSuchConv_42": {"qtype": "int16"}}}),
-    );
-    let (o, out) = quantize_ppocr(&work, &["--platform", "j6m", "--config", &cfg]);
-    assert_input_error(
-        &o,
+    assert_config_error(
+        "node",
+        "j6m",
+        serde_json::json!({"node_config": {"NoSuchConv_42": {"qtype": "int16"}}}),
         &["node_config.NoSuchConv_42", "no node named 'NoSuchConv_42'"],
-        &out,
-        &work,
+        false,
     );
 }
 
@@ -387,20 +339,8 @@ fn empty_calibration_folder_says_no_images() {
     let empty = work.join("calib");
     std::fs::create_dir_all(&empty).unwrap();
     std::fs::write(empty.join("notes.txt"), "not an image").unwrap();
-    let out = work.join("out");
-    let (m, c, o) = (ppocr(), s(&empty), s(&out));
-    let r = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--out",
-        &o,
-    ]);
+    let c = s(&empty);
+    let (r, out) = quantize_j6m(&work, &c, true);
     assert_input_error(&r, &[&c, "no images"], &out, &work);
 }
 
@@ -409,7 +349,7 @@ fn zero_limits_are_errors() {
     let work = temp_dir("limits");
     let (o, out) = quantize_ppocr(&work, &["--platform", "j6m", "--calib-limit", "0"]);
     assert_input_error(&o, &["calibration set is empty"], &out, &work);
-    let e = lines("180");
+    let e = ppocr_lines("180");
     let (o, out) = quantize_ppocr(
         &work,
         &["--platform", "j6m", "--eval", &e, "--eval-limit", "0"],
@@ -420,18 +360,7 @@ fn zero_limits_are_errors() {
 #[test]
 fn images_without_preprocess_ask_for_one() {
     let work = temp_dir("nopp");
-    let out = work.join("out");
-    let (m, c, o) = (ppocr(), lines("0"), s(&out));
-    let r = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--out",
-        &o,
-    ]);
+    let (r, out) = quantize_j6m(&work, &ppocr_lines("0"), false);
     assert_input_error(&r, &["preprocessing", "ppocr"], &out, &work);
 }
 
@@ -441,18 +370,7 @@ fn nan_in_calibration_and_eval_data_names_file_and_sample() {
     let mut v = vec![0.25f32; 2 * 3 * 48 * 192];
     v[3 * 48 * 192 + 100] = f32::NAN;
     let npy = write_npy(&work.join("nan.npy"), vec![2, 3, 48, 192], v);
-    let out = work.join("out");
-    let (m, o) = (ppocr(), s(&out));
-    let r = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &npy,
-        "--out",
-        &o,
-    ]);
+    let (r, out) = quantize_j6m(&work, &npy, false);
     assert_input_error(&r, &["NaN", &npy, "sample 1", "'x'"], &out, &work);
     // the same file as --eval data
     let (r, out) = quantize_ppocr(&work, &["--platform", "j6m", "--eval", &npy]);
@@ -470,20 +388,7 @@ fn unreadable_image_is_named() {
     std::fs::copy(&good[0], dir.join("a.png")).unwrap();
     let bad = dir.join("b_broken.png");
     std::fs::write(&bad, b"this is not a PNG file at all, just text").unwrap();
-    let out = work.join("out");
-    let (m, c, o) = (ppocr(), s(&dir), s(&out));
-    let r = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &c,
-        "--preprocess",
-        "ppocr",
-        "--out",
-        &o,
-    ]);
+    let (r, out) = quantize_j6m(&work, &s(&dir), true);
     assert_input_error(&r, &[&s(&bad)], &out, &work);
 }
 
@@ -510,18 +415,7 @@ fn wrongly_shaped_data_names_expected_and_actual_shape() {
         vec![2, 3, 10, 10],
         vec![0.0; 2 * 3 * 10 * 10],
     );
-    let out = work.join("out");
-    let (m, o) = (ppocr(), s(&out));
-    let r = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "j6m",
-        "--calib",
-        &npy,
-        "--out",
-        &o,
-    ]);
+    let (r, out) = quantize_j6m(&work, &npy, false);
     assert_input_error(
         &r,
         &[&npy, "'x'", "[1, 3, 10, 10]", "[?, 3, ?, ?]", "MaxPool"],
@@ -562,22 +456,29 @@ fn out_path_that_is_a_file_is_an_error() {
 
 // ---------------------------------------------------------------- fast-perf
 
-#[test]
-fn fast_perf_without_calib_uses_four_synthetic_samples() {
-    let work = temp_dir("fastperf");
+/// `qport quantize MODEL --platform x86-vnni --fast-perf` (no calibration
+/// data) writing to `work/out`, plus `extra` arguments.
+fn fast_perf(work: &Path, model: &str, extra: &[&str]) -> (Out, PathBuf) {
     let out = work.join("out");
-    let (m, o) = (s(&fixture("models/efficientnet-lite0.onnx")), s(&out));
-    let r = report(&qport(&[
+    let o = s(&out);
+    let mut args = vec![
         "quantize",
-        &m,
+        model,
         "--platform",
         "x86-vnni",
         "--fast-perf",
         "--out",
         &o,
-        "--format",
-        "json",
-    ]));
+    ];
+    args.extend_from_slice(extra);
+    (qport(&args), out)
+}
+
+#[test]
+fn fast_perf_without_calib_uses_four_synthetic_samples() {
+    let work = temp_dir("fastperf");
+    let (o, out) = fast_perf(&work, &common::effnet(), &["--format", "json"]);
+    let r = json_stdout(&o);
     assert_eq!(r["template"], "fast-perf");
     assert_eq!(r["platform"], "x86-vnni");
     assert_eq!(r["calibration"]["samples"], 4);
@@ -590,24 +491,14 @@ fn fast_perf_without_calib_uses_four_synthetic_samples() {
 fn fast_perf_on_dynamic_input_sizes_asks_for_calib_data() {
     // PP-OCR declares x as [?, 3, ?, ?]: synthetic samples need static sizes
     let work = temp_dir("fastperf-dyn");
-    let out = work.join("out");
-    let (m, o) = (ppocr(), s(&out));
-    let r = qport(&[
-        "quantize",
-        &m,
-        "--platform",
-        "x86-vnni",
-        "--fast-perf",
-        "--out",
-        &o,
-    ]);
+    let (r, out) = fast_perf(&work, &ppocr(), &[]);
     assert_input_error(&r, &["synthetic", "--calib", "dynamic", "'x'"], &out, &work);
     // with a few real samples it works
     let (o, out) = quantize_ppocr(
         &work,
         &["--platform", "x86-vnni", "--fast-perf", "--format", "json"],
     );
-    let r = report(&o);
+    let r = json_stdout(&o);
     assert_eq!(r["template"], "fast-perf");
     assert_eq!(r["calibration"]["samples"], 2);
     assert!(out.join("model.qdq.onnx").is_file());
@@ -620,11 +511,11 @@ fn calibration_load_takes_scales_from_an_ort_quantized_model() {
     let work = temp_dir("load");
     let out = work.join("out");
     let (m, c, o) = (
-        s(&fixture("models/efficientnet-lite0.qdq-u8s8.onnx")),
-        s(&fixture("datasets/photo-crops/calib")),
+        common::effnet_qdq(),
+        common::fixture_arg("datasets/photo-crops/calib"),
         s(&out),
     );
-    let r = report(&qport(&[
+    let r = json_stdout(&qport(&[
         "quantize",
         &m,
         "--platform",
@@ -667,22 +558,21 @@ fn calibration_load_on_a_float_model_is_an_error() {
 
 #[test]
 fn help_names_the_data_flags_and_has_an_example() {
-    let o = qport(&["quantize", "--help"]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    for w in [
-        "--calib",
-        "--platform",
-        "--preprocess",
-        "--eval",
-        "--config",
-        "--calibration",
-        "--fast-perf",
-        "--out",
-        "--format <FORMAT>",
-        "Examples:",
-        "qport quantize model.onnx --platform",
-        "qport.quantize/1",
-    ] {
-        assert!(o.stdout.contains(w), "missing {w:?} in:\n{}", o.stdout);
-    }
+    help_has(
+        &["quantize"],
+        &[
+            "--calib",
+            "--platform",
+            "--preprocess",
+            "--eval",
+            "--config",
+            "--calibration",
+            "--fast-perf",
+            "--out",
+            "--format <FORMAT>",
+            "Examples:",
+            "qport quantize model.onnx --platform",
+            "qport.quantize/1",
+        ],
+    );
 }

@@ -3,22 +3,12 @@
 //! profile running the float graph, and the input errors (unknown profile,
 //! float model under an integer profile) that exit with code 2.
 
-use qport_tests::cli::Out;
-use qport_tests::fixture;
+mod common;
+
+use common::{effnet_qdq, qport, s};
+use qport_tests::cli::assert_input_error_first;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn qport(args: &[&str]) -> Out {
-    qport_tests::cli::run(env!("CARGO_BIN_EXE_qport"), args, &[])
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn qdq_model() -> String {
-    s(&fixture("models/efficientnet-lite0.qdq-u8s8.onnx"))
-}
 
 /// One preprocessed photo crop as `DIR/in.npz` (key `input`).
 fn crop_npz(dir: &Path) -> PathBuf {
@@ -38,21 +28,11 @@ fn run_json(model: &str, inputs: &Path, extra: &[&str]) -> Value {
     serde_json::from_str(&o.stdout).expect("valid JSON")
 }
 
-fn assert_input_error(o: &Out, words: &[&str]) {
-    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
-    for w in words {
-        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
-    }
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    assert!(o.stdout.is_empty(), "{}", o.stdout);
-}
-
 #[test]
 fn integer_profile_runs_the_lowered_model_bit_identically() {
     let dir = qport_tests::cli::temp_dir("run-profile");
     let inp = crop_npz(&dir);
-    let m = qdq_model();
+    let m = effnet_qdq();
     let (o1, o2) = (dir.join("a.npz"), dir.join("b.npz"));
     let j = run_json(&m, &inp, &["--profile", "gemmlowp", "--output", &s(&o1)]);
     assert_eq!(j["schema"], "qport.run/1");
@@ -97,16 +77,16 @@ fn integer_profile_runs_the_lowered_model_bit_identically() {
 fn profile_errors_exit_2() {
     let dir = qport_tests::cli::temp_dir("run-profile-errors");
     let inp = crop_npz(&dir);
-    let m = qdq_model();
+    let m = effnet_qdq();
     let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile", "nope"]);
-    assert_input_error(&o, &["nope", "valid: fp32", "gemmlowp", "avx2-u8s8"]);
+    assert_input_error_first(&o, &["nope", "valid: fp32", "gemmlowp", "avx2-u8s8"]);
 
     // a float model runs as fp32 but not under an integer profile
-    let float = s(&fixture("models/efficientnet-lite0.onnx"));
+    let float = common::effnet();
     let f = run_json(&float, &inp, &["--profile", "fp32"]);
     assert_eq!(f["profile"], "fp32");
     let o = qport(&["run", &float, "--inputs", &s(&inp), "--profile", "exact"]);
-    assert_input_error(
+    assert_input_error_first(
         &o,
         &["under profile `exact`", "float model", "qport quantize"],
     );
@@ -123,5 +103,5 @@ fn profile_errors_exit_2() {
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\nbase = \"exact\"\nwat = 1\n").unwrap();
     let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile-file", &s(&bad)]);
-    assert_input_error(&o, &["bad.toml", "wat"]);
+    assert_input_error_first(&o, &["bad.toml", "wat"]);
 }

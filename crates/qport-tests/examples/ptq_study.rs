@@ -19,6 +19,24 @@ fn crops(split: &str, n: usize) -> Vec<Sample> {
     qport_tests::photo_crops(split, n)
 }
 
+/// Stacks the max-calibrated artifact's `outputs` into `path` and passes
+/// that file to the comparison as `--{flag}=qport-max=PATH`.
+fn pass_outputs(
+    py: &mut std::process::Command,
+    path: &std::path::Path,
+    flag: &str,
+    outputs: &[Tensor],
+) {
+    stack(path, outputs);
+    py.arg(format!("--{flag}=qport-max={}", path.display()));
+}
+
+/// Stacks the first input of every sample into `path`.
+fn stack_inputs(path: &std::path::Path, samples: &[Sample]) {
+    let inputs: Vec<Tensor> = samples.iter().map(|s| s.inputs[0].1.clone()).collect();
+    stack(path, &inputs);
+}
+
 fn stack(path: &std::path::Path, t: &[Tensor]) {
     let mut shape = vec![t.len()];
     shape.extend_from_slice(&t[0].shape()[1..]);
@@ -87,11 +105,7 @@ fn main() {
                 .iter()
                 .map(|s| plan.run(s.inputs.clone()).unwrap().remove(0).1)
                 .collect();
-            stack(&out.join("sim-max.npy"), &sims);
-            py.arg(format!(
-                "--sim=qport-max={}",
-                out.join("sim-max.npy").display()
-            ));
+            pass_outputs(&mut py, &out.join("sim-max.npy"), "sim", &sims);
             // the same artifact run by qport in integers (QDQ groups lowered)
             let f32_rne = qport_core::arith::ArithProfile::preset("f32-rne").unwrap();
             let int = qport_engine::IntegerPlan::new(&q.exported.model, &f32_rne).unwrap();
@@ -99,27 +113,11 @@ fn main() {
                 .iter()
                 .map(|s| int.run(s.inputs.clone()).unwrap().remove(0).1)
                 .collect();
-            stack(&out.join("int-max.npy"), &ints);
-            py.arg(format!(
-                "--integer=qport-max={}",
-                out.join("int-max.npy").display()
-            ));
+            pass_outputs(&mut py, &out.join("int-max.npy"), "integer", &ints);
         }
     }
-    stack(
-        &out.join("calib.npy"),
-        &calib_set
-            .iter()
-            .map(|s| s.inputs[0].1.clone())
-            .collect::<Vec<_>>(),
-    );
-    stack(
-        &out.join("eval.npy"),
-        &eval
-            .iter()
-            .map(|s| s.inputs[0].1.clone())
-            .collect::<Vec<_>>(),
-    );
+    stack_inputs(&out.join("calib.npy"), &calib_set);
+    stack_inputs(&out.join("eval.npy"), &eval);
     let st = py
         .args([
             "--calib",

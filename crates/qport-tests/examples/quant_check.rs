@@ -71,7 +71,7 @@ fn check(root: &Path, name: &str) -> Result<(), String> {
         .next()
         .ok_or("model has no outputs")?
         .to_string();
-    let step = output_step(&model, &out_name);
+    let step = qport_tests::output_step(&model, &out_name);
     let dir = root.join("parity").join(name);
     let (mut within, mut total, mut top1, mut cases) = (0usize, 0usize, 0usize, 0usize);
     let mut max_diff = 0f32;
@@ -170,20 +170,6 @@ fn layers(root: &Path, name: &str, dump: &Path) -> Result<(), String> {
         println!("{r}");
     }
     Ok(())
-}
-
-/// The scale of the `DequantizeLinear` producing `output`, if any.
-fn output_step(model: &qport_onnx::Model, output: &str) -> Option<f32> {
-    let node = model
-        .graph
-        .nodes
-        .iter()
-        .find(|n| n.outputs.iter().any(|o| o == output))?;
-    if node.op_type != "DequantizeLinear" {
-        return None;
-    }
-    let scale = model.graph.initializers.get(node.input(1)?)?;
-    scale.to_f32_vec().ok()?.first().copied()
 }
 
 fn argmax(v: &[f32]) -> usize {

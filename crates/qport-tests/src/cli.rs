@@ -96,3 +96,65 @@ impl AsRef<Path> for TempDir {
         self.0.path()
     }
 }
+
+/// A usage or input error: exit 2, every word of `words` on stderr,
+/// nothing on stdout, and no panic (`panicked`, `bug in qport`). Says
+/// nothing of the headline: clap's own usage errors print `error: ...`.
+///
+/// # Panics
+/// Panics (failing the test) when any of these does not hold.
+pub fn assert_exit_2(o: &Out, words: &[&str]) {
+    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    for w in words {
+        assert!(o.stderr.contains(w), "missing {w:?} in:\n{}", o.stderr);
+    }
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    assert!(!o.stderr.contains("bug in qport"), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+}
+
+/// An input error found by qport: [`assert_exit_2`] and a
+/// `qport: error: ` headline on some line of stderr (phase lines such as
+/// `qport: loading ...` may precede it off a terminal).
+///
+/// # Panics
+/// Panics (failing the test) when any of these does not hold.
+pub fn assert_input_error(o: &Out, words: &[&str]) {
+    assert_exit_2(o, words);
+    assert!(
+        o.stderr.lines().any(|l| l.starts_with("qport: error: ")),
+        "{}",
+        o.stderr
+    );
+}
+
+/// [`assert_input_error`] for a command that prints nothing before the
+/// error: stderr starts with the `qport: error: ` headline.
+///
+/// # Panics
+/// Panics (failing the test) when any of these does not hold.
+pub fn assert_input_error_first(o: &Out, words: &[&str]) {
+    assert_exit_2(o, words);
+    assert!(o.stderr.starts_with("qport: error: "), "{}", o.stderr);
+}
+
+/// Every word of `words` occurs in `text` (a run's stdout or stderr).
+///
+/// # Panics
+/// Panics (failing the test) naming the first missing word and `text`.
+pub fn assert_contains_all(text: &str, words: &[&str]) {
+    for w in words {
+        assert!(text.contains(w), "missing {w:?} in:\n{text}");
+    }
+}
+
+/// The names of the entries of `dir` (not recursive, in no set order).
+///
+/// # Panics
+/// Panics (failing the test) when `dir` cannot be read.
+pub fn entry_names(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("read dir entry").file_name())
+        .collect()
+}

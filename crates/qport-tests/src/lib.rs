@@ -9,7 +9,9 @@
 pub mod cli;
 pub mod conformance;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The fixture cache: `$QPORT_FIXTURES`, else `~/.cache/qport/fixtures`.
 pub fn fixtures_dir() -> PathBuf {
@@ -59,6 +61,61 @@ pub fn python() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// Runs the oracle venv's Python ([`python`]) with `args`, capturing its
+/// output.
+///
+/// # Panics
+/// Panics (failing the test) when it cannot start or does not succeed,
+/// showing its stderr.
+pub fn python_ok<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    output_ok(Command::new(python()).args(args))
+}
+
+/// Runs `cmd`, capturing its output.
+///
+/// # Panics
+/// Panics (failing the test) when it cannot start or does not succeed,
+/// showing its stderr.
+pub fn output_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// [`python_ok`] of the oracle script `scripts/oracle/{script}` with `args`.
+///
+/// # Panics
+/// As [`python_ok`].
+pub fn oracle<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Output {
+    let path = repo_root().join("scripts/oracle").join(script);
+    python_ok(std::iter::once(path.as_os_str()).chain(args.iter().map(AsRef::as_ref)))
+}
+
+/// The quantization step of graph output `output`: the scale of the
+/// `DequantizeLinear` that produces it, if one does.
+pub fn output_step(model: &qport_onnx::Model, output: &str) -> Option<f32> {
+    let node = model
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.outputs.iter().any(|o| o == output))?;
+    if node.op_type != "DequantizeLinear" {
+        return None;
+    }
+    let scale = model.graph.initializers.get(node.input(1)?)?;
+    scale.to_f32_vec().ok()?.first().copied()
 }
 
 /// The first `n` samples of a fixture image folder (`datasets/...`),

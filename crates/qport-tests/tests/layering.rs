@@ -39,21 +39,16 @@ fn readme_table() -> BTreeMap<String, BTreeSet<String>> {
 /// `crate -> (manifest dir, declared qport dependencies of kind normal)`.
 fn workspace_deps() -> BTreeMap<String, (PathBuf, BTreeSet<String>)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(repo_root())
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = qport_tests::output_ok(
+        Command::new(cargo)
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--no-deps",
+                "--offline",
+            ])
+            .current_dir(repo_root()),
     );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut map = BTreeMap::new();

@@ -7,7 +7,6 @@
 
 use qport_core::{metrics, Tensor};
 use qport_engine::Plan;
-use qport_onnx::Model;
 use std::path::Path;
 
 const SAMPLES: usize = 16;
@@ -93,21 +92,6 @@ fn ppocr_cls_fp32_matches_onnxruntime() {
     check_fp32("models/ppocr-cls.onnx", "parity/ppocr-cls");
 }
 
-/// The quantization step of a graph output: the scale of the
-/// DequantizeLinear that produces it.
-fn output_step(model: &Model, output: &str) -> Option<f32> {
-    let node = model
-        .graph
-        .nodes
-        .iter()
-        .find(|n| n.outputs.iter().any(|o| o == output))?;
-    if node.op_type != "DequantizeLinear" {
-        return None;
-    }
-    let scale = model.graph.initializers.get(node.input(1)?)?;
-    scale.to_f32_vec().ok()?.first().copied()
-}
-
 /// ORT-quantized models run in qport. Small integer differences against
 /// onnxruntime's own kernels are expected (they are the subject of the
 /// integer-profile issue); this reports them and bounds them loosely.
@@ -116,7 +100,7 @@ fn check_quantized(variant: &str) -> (f64, usize) {
     let model = qport_onnx::load(qport_tests::fixture(&model_rel)).unwrap();
     let plan = Plan::new(&model).unwrap();
     let out_name = plan.output_names().next().unwrap().to_string();
-    let step = output_step(&model, &out_name)
+    let step = qport_tests::output_step(&model, &out_name)
         .unwrap_or_else(|| panic!("{model_rel}: output is not dequantized"));
     let (mut within, mut total, mut top1) = (0usize, 0usize, 0usize);
     for c in cases(&qport_tests::fixture(&format!(

@@ -10,6 +10,7 @@ use qport_quant::resolve::{self, Resolved};
 use qport_quant::template::{self, Template};
 use qport_quant::{import, CalibMethod, Precision, QuantError};
 use qport_tests::{fixture, python, repo_root};
+use std::ffi::OsStr;
 use std::path::Path;
 
 fn effnet() -> Model {
@@ -38,12 +39,17 @@ fn calibrate(model: &Model, r: &Resolved, samples: &[Sample]) -> Calibration {
     ptq::calibrate(model, r, ok(samples), &Default::default(), &mut |_| {}).unwrap()
 }
 
+/// `model` quantized for j6m with max calibration on `samples`.
+fn quantize_j6m_max(model: &Model, samples: &[Sample]) -> ptq::Quantized {
+    let r = resolved(model, "j6m", CalibMethod::Max);
+    let calib = calibrate(model, &r, samples);
+    ptq::quantize(model, &r, &calib, None).unwrap()
+}
+
 #[test]
 fn qdq_artifact_loads_back_to_the_same_config_and_scales() {
     let model = effnet();
-    let r = resolved(&model, "j6m", CalibMethod::Max);
-    let calib = calibrate(&model, &r, &crops("calib", 8));
-    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+    let q = quantize_j6m_max(&model, &crops("calib", 8));
     let bytes = qport_onnx::to_bytes(&q.exported.model);
     let back = qport_onnx::from_bytes(&bytes, None).unwrap();
     let imp = import::import(&back).unwrap();
@@ -184,9 +190,7 @@ fn stat(rec: &serde_json::Value, key: &str) -> f64 {
 #[test]
 fn onnxruntime_runs_the_artifact_like_the_simulation() {
     let model = effnet();
-    let r = resolved(&model, "j6m", CalibMethod::Max);
-    let calib = calibrate(&model, &r, &crops("calib", 16));
-    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+    let q = quantize_j6m_max(&model, &crops("calib", 16));
     let rec = ort_vs_simulation(
         "models/efficientnet-lite0.onnx",
         &q.exported.model,
@@ -236,9 +240,7 @@ fn onnxruntime_runs_the_ppocr_artifact_like_the_simulation() {
         &shape,
         usize::MAX,
     ));
-    let r = resolved(&model, "j6m", CalibMethod::Max);
-    let calib = calibrate(&model, &r, &lines);
-    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+    let q = quantize_j6m_max(&model, &lines);
     let rec = ort_vs_simulation("models/ppocr-cls.onnx", &q.exported.model, &lines, "ppocr");
     let (cmin, top1) = (stat(&rec, "cosine_min"), stat(&rec, "top1_rate"));
     assert!(cmin >= 0.9999, "cosine min {cmin}");
@@ -304,9 +306,7 @@ fn ppocr_int8_accuracy_is_within_one_point_of_fp32() {
     }
     assert!(labelled.len() >= 40, "{} text lines", labelled.len());
     let samples: Vec<Sample> = labelled.iter().map(|(_, s)| s.clone()).collect();
-    let r = resolved(&model, "j6m", CalibMethod::Max);
-    let calib = calibrate(&model, &r, &samples);
-    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+    let q = quantize_j6m_max(&model, &samples);
     let fp32 = Plan::new(&model).unwrap();
     let int8 = Plan::new(&q.exported.model).unwrap();
     let acc = |p: &Plan| {
@@ -386,28 +386,8 @@ fn int16_and_per_channel_activation_artifacts_are_valid_onnx() {
         }
         let path = dir.join(format!("{name}.onnx"));
         qport_onnx::save(&q.exported.model, &path).unwrap();
-        let out = std::process::Command::new(python())
-            .arg(repo_root().join("scripts/oracle/check_model.py"))
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let ort = std::process::Command::new(python())
-            .args([
-                "-c",
-                "import sys, onnxruntime as o; o.InferenceSession(sys.argv[1])",
-            ])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            ort.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&ort.stderr)
-        );
+        qport_tests::oracle("check_model.py", &[&path]);
+        let session = "import sys, onnxruntime as o; o.InferenceSession(sys.argv[1])";
+        qport_tests::python_ok([OsStr::new("-c"), OsStr::new(session), path.as_os_str()]);
     }
 }

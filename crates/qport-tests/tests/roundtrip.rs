@@ -2,30 +2,15 @@
 //! saved file passes `onnx.checker.check_model(full_check=True)` and
 //! onnxruntime runs it with outputs identical to the original file's.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("qport-roundtrip-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
-fn oracle(script: &str, args: &[&Path]) -> std::process::Output {
-    let out = Command::new(qport_tests::python())
-        .arg(qport_tests::repo_root().join("scripts/oracle").join(script))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use qport_tests::oracle;
+use std::path::Path;
 
 fn round_trip(rel: &str, parity_input: &str) {
+    let dir = tempfile::Builder::new()
+        .prefix("qport-roundtrip-")
+        .tempdir()
+        .unwrap();
+    let tmp = |name: &str| dir.path().join(name);
     let src = qport_tests::fixture(rel);
     let m1 = qport_onnx::load(&src).unwrap();
     let saved = tmp(&rel.replace('/', "_"));

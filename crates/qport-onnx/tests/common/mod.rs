@@ -16,6 +16,15 @@ pub fn node(
     Node::new(name, op, ins, outs).with_attrs(attrs)
 }
 
+/// An FP32 value `name` with the declared shape `dims`.
+pub fn f32_value(name: &str, dims: Vec<Dim>) -> ValueInfo {
+    ValueInfo {
+        name: name.into(),
+        dtype: Some(DType::F32),
+        shape: Some(dims),
+    }
+}
+
 /// `x[N,1,4,4] -> Conv(W, B) -> Relu -> Add(Constant c) -> y`, with the
 /// Constant node in the middle of the node list.
 pub fn conv_model() -> Model {
@@ -53,26 +62,24 @@ pub fn conv_model() -> Model {
             ),
             node("add1", "Add", &["r1", "k"], &["y"], vec![]),
         ],
-        inputs: vec![ValueInfo {
-            name: "x".into(),
-            dtype: Some(DType::F32),
-            shape: Some(vec![
+        inputs: vec![f32_value(
+            "x",
+            vec![
                 Dim::Param("N".into()),
                 Dim::Known(1),
                 Dim::Known(4),
                 Dim::Known(4),
-            ]),
-        }],
-        outputs: vec![ValueInfo {
-            name: "y".into(),
-            dtype: Some(DType::F32),
-            shape: Some(vec![
+            ],
+        )],
+        outputs: vec![f32_value(
+            "y",
+            vec![
                 Dim::Param("N".into()),
                 Dim::Known(2),
                 Dim::Unknown,
                 Dim::Known(4),
-            ]),
-        }],
+            ],
+        )],
         initializers: inits,
         value_info: vec![ValueInfo::known("c1", DType::F32, &[1, 2, 4, 4])],
         doc_string: String::new(),
