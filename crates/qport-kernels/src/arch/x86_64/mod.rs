@@ -2,5 +2,7 @@
 //! the exact u8×s8 GEMMs on AVX-512 VNNI ([`vnni`]) and AVX2 ([`avx2q`]).
 
 pub mod avx2q;
+pub(crate) mod depthwise;
+pub(crate) mod pgemm;
 pub(crate) mod simd;
 pub mod vnni;
