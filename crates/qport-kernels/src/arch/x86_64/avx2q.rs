@@ -80,6 +80,7 @@ pub fn gemm_u8s8(
 /// The AVX2 kernel (see the module docs).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::super::u8s8::{store_corrected, Corr};
     use std::arch::x86_64::*;
 
     /// Rows of `A` per register block.
@@ -111,53 +112,22 @@ mod x86 {
         let (ap, row_sum) = pack_a(a, (m, k), k2, mp);
         let bp = pack_b(b, (k, n), k2, np);
         let col_sum = col_sums(&bp, k2, np);
-        let kk = k as i32;
-        let zbv = _mm256_set1_epi32(zb);
-        let mut tmp = [0i32; 8];
-        for jp in 0..np {
-            let panel = &bp[jp * k2 * PR..(jp + 1) * k2 * PR];
-            let cols = &col_sum[jp * NR..(jp + 1) * NR];
-            let mut cs = [_mm256_setzero_si256(); V];
-            for (v, s) in cs.iter_mut().enumerate() {
-                // SAFETY: `cols` holds NR = 8·V i32, so the 8 at 8v are
-                // inside it.
-                *s = unsafe { _mm256_loadu_si256(cols.as_ptr().add(8 * v).cast()) };
-            }
-            for ip in 0..mp {
-                let acc = micro(&ap[ip * k2 * MR..(ip + 1) * k2 * MR], panel);
-                for (r, sums) in acc.iter().enumerate() {
-                    let i = ip * MR + r;
-                    if i >= m {
-                        break;
-                    }
-                    // C = S − za·Σ_p B − zb·(Σ_p A − k·za), all wrapping
-                    let zai = za[i];
-                    let zav = _mm256_set1_epi32(zai);
-                    let rv = _mm256_set1_epi32(row_sum[i].wrapping_sub(kk.wrapping_mul(zai)));
-                    let corr_row = _mm256_mullo_epi32(zbv, rv);
-                    for (v, (&s, &csv)) in sums.iter().zip(&cs).enumerate() {
-                        let j = jp * NR + 8 * v;
-                        if j >= n {
-                            break;
-                        }
-                        let x = _mm256_sub_epi32(
-                            _mm256_sub_epi32(s, _mm256_mullo_epi32(zav, csv)),
-                            corr_row,
-                        );
-                        let w = (n - j).min(8);
-                        let out = &mut c[i * ldc + j..i * ldc + j + w];
-                        if w == 8 {
-                            // SAFETY: `out` holds 8 i32 (32 bytes).
-                            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), x) };
-                        } else {
-                            // SAFETY: `tmp` holds 8 i32 (32 bytes).
-                            unsafe { _mm256_storeu_si256(tmp.as_mut_ptr().cast(), x) };
-                            out.copy_from_slice(&tmp[..w]);
-                        }
-                    }
-                }
-            }
-        }
+        let zbs = vec![zb; np * NR];
+        let corr = Corr {
+            za: |i| za[i],
+            row_sum: &row_sum,
+            col_sum: &col_sum,
+            zb: &zbs,
+        };
+        let micro = |ip: usize, jp: usize| {
+            micro(
+                &ap[ip * k2 * MR..(ip + 1) * k2 * MR],
+                &bp[jp * k2 * PR..(jp + 1) * k2 * PR],
+            )
+        };
+        // SAFETY: this function runs with AVX2; `col_sum` and `zbs` hold
+        // np · NR values, `row_sum` m.
+        unsafe { store_corrected::<MR, V, _>((m, k, n), &corr, micro, c, ldc) };
     }
 
     /// `MR` rows of packed `A` (`ap`: `[k2][MR]` int16 pairs) times one
