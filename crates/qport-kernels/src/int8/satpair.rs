@@ -223,6 +223,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The `rows × cols` matrix in `v`: row-major, or (`t`) the transpose
+    /// of the row-major `cols × rows` one.
+    fn view<T>(v: &[T], rows: usize, cols: usize, t: bool) -> MatRef<'_, T> {
+        if t {
+            MatRef::row_major(v, cols, rows).t()
+        } else {
+            MatRef::row_major(v, rows, cols)
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn run<A: QInt, B: QInt>(
         a: &[A],
@@ -234,12 +244,7 @@ mod tests {
         zb: i32,
         tb: bool,
     ) {
-        let am = MatRef::row_major(a, m, k);
-        let bm = if tb {
-            MatRef::row_major(b, n, k).t()
-        } else {
-            MatRef::row_major(b, k, n)
-        };
+        let (am, bm) = (MatRef::row_major(a, m, k), view(b, k, n, tb));
         let mut fast = vec![7i32; m * n];
         let mut slow = vec![9i32; m * n];
         sat_pair_gemm(
@@ -336,31 +341,13 @@ mod tests {
         ) {
             let ldc = n + pad;
             // weights × activations (i8 · u8): per-row weight zero points
-            let a = if ta {
-                MatRef::row_major(&s[..m * k], k, m).t()
-            } else {
-                MatRef::row_major(&s[..m * k], m, k)
-            };
-            let b = if tb {
-                MatRef::row_major(&u[..k * n], n, k).t()
-            } else {
-                MatRef::row_major(&u[..k * n], k, n)
-            };
             let zb = if per_col { ZeroPoints::PerSlice(&zu[..n]) } else { ZeroPoints::Scalar(zu[0]) };
-            all_paths(a, ZeroPoints::PerSlice(&zs[..m]), b, zb, ldc);
+            all_paths(view(&s[..m * k], m, k, ta), ZeroPoints::PerSlice(&zs[..m]),
+                view(&u[..k * n], k, n, tb), zb, ldc);
             // activations × weights (u8 · i8), as QGemm / MatMulInteger
-            let a = if ta {
-                MatRef::row_major(&u[..m * k], k, m).t()
-            } else {
-                MatRef::row_major(&u[..m * k], m, k)
-            };
-            let b = if tb {
-                MatRef::row_major(&s[..k * n], n, k).t()
-            } else {
-                MatRef::row_major(&s[..k * n], k, n)
-            };
             let zb = if per_col { ZeroPoints::PerSlice(&zs[..n]) } else { ZeroPoints::Scalar(zs[0]) };
-            all_paths(a, ZeroPoints::PerSlice(&zu[..m]), b, zb, ldc);
+            all_paths(view(&u[..m * k], m, k, ta), ZeroPoints::PerSlice(&zu[..m]),
+                view(&s[..k * n], k, n, tb), zb, ldc);
         }
     }
 

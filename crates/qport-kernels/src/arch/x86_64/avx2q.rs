@@ -80,18 +80,11 @@ pub fn gemm_u8s8(
 /// The AVX2 kernel (see the module docs).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::u8s8::{store_corrected, Corr};
+    use super::super::u8s8::{store_corrected, Corr, MR, NR, V};
     use std::arch::x86_64::*;
 
-    /// Rows of `A` per register block.
-    const MR: usize = 4;
-    /// 8-lane i32 vectors per register block.
-    const V: usize = 2;
-    /// Columns of `B` per packed panel (a multiple of 16, for the packer).
-    const NR: usize = 8 * V;
     /// Bytes of one packed panel row: one `k` pair of `NR` columns.
     const PR: usize = NR * 2;
-    const _: () = assert!(NR.is_multiple_of(16));
 
     /// [`super::gemm_u8s8`] on checked shapes, `m` and `n` non-zero.
     ///
@@ -127,7 +120,7 @@ mod x86 {
         };
         // SAFETY: this function runs with AVX2; `col_sum` and `zbs` hold
         // np · NR values, `row_sum` m.
-        unsafe { store_corrected::<MR, V, _>((m, k, n), &corr, micro, c, ldc) };
+        unsafe { store_corrected((m, k, n), &corr, micro, c, ldc) };
     }
 
     /// `MR` rows of packed `A` (`ap`: `[k2][MR]` int16 pairs) times one
@@ -243,38 +236,8 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::igemm::{igemm, MatRef, ZeroPoints};
+    use crate::int8::packed::backend_tests::{self, check};
     use proptest::prelude::*;
-
-    /// Checks `gemm_u8s8` against `igemm` with row stride `ldc`: equal
-    /// where it ran (padding untouched), `c` untouched where it did not.
-    fn check(
-        a: &[i8],
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        (m, k, n): (usize, usize, usize),
-        ldc: usize,
-    ) -> bool {
-        let mut want = vec![7i32; m * ldc];
-        igemm(
-            MatRef::row_major(a, m, k),
-            ZeroPoints::PerSlice(&za[..m]),
-            MatRef::row_major(b, k, n),
-            ZeroPoints::Scalar(zb),
-            &mut want,
-            ldc,
-            false,
-        );
-        let mut got = vec![7i32; m * ldc];
-        let ran = gemm_u8s8(a, za, b, zb, (m, k, n), &mut got, ldc);
-        if ran {
-            assert_eq!(got, want);
-        } else {
-            assert!(got.iter().all(|&v| v == 7));
-        }
-        ran
-    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
@@ -285,7 +248,7 @@ mod tests {
             b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 69 * 59),
             za in proptest::collection::vec(-128i32..128, 10), zb in 0i32..256,
         ) {
-            let ran = check(&a[..m * k], &za[..m], &b[..k * n], zb, (m, k, n), n + pad);
+            let ran = check(gemm_u8s8, (&a[..m * k], &za[..m]), (&b[..k * n], zb), (m, k, n), n + pad);
             prop_assert_eq!(ran, available());
         }
     }
@@ -299,7 +262,7 @@ mod tests {
             let a = vec![av; m * k];
             let b = vec![bv; k * n];
             let za = [0, 127, -128, 1, -1, 5];
-            check(&a, &za, &b, zb, (m, k, n), n);
+            check(gemm_u8s8, (&a, &za), (&b, zb), (m, k, n), n);
         }
     }
 
@@ -309,7 +272,7 @@ mod tests {
         let a = vec![-128i8; m * k];
         let b = vec![255u8; k * n];
         // at the bound: |Σ| = k · 255 · 128 < 2^31, exact
-        check(&a, &[0, 3], &b, 0, (m, k, n), n);
+        check(gemm_u8s8, (&a, &[0, 3]), (&b, 0), (m, k, n), n);
         let (a, b) = (vec![1i8; k + 1], vec![1u8; k + 1]);
         let mut c = [5i32; 1];
         assert!(!gemm_u8s8(&a, &[0], &b, 0, (1, k + 1, 1), &mut c, 1));
@@ -318,15 +281,6 @@ mod tests {
 
     #[test]
     fn reports_whether_it_ran() {
-        let mut c = [0i32; 1];
-        let ran = gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1);
-        assert_eq!(ran, available());
-        if ran {
-            assert_eq!(c[0], 31);
-        }
-        let ran = crate::with_generic_kernels(|| {
-            gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1)
-        });
-        assert!(!ran);
+        backend_tests::reports_whether_it_ran(gemm_u8s8, available);
     }
 }

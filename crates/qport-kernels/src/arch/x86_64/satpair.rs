@@ -2,20 +2,13 @@
 //! (`vpmaddubsw`, see that module for the packing and the model it
 //! computes); reached only through the dispatch table.
 
-use super::u8s8::{store_corrected, Corr};
+use super::u8s8::{store_corrected, Corr, MR, NR, V};
 use crate::igemm::{MatRef, QInt, ZeroPoints};
 use crate::int8::satpair::zp;
 use std::arch::x86_64::*;
 
-/// Rows of `A` per register block.
-const MR: usize = 4;
-/// 8-lane i32 vectors per register block.
-const V: usize = 2;
-/// Columns of `B` per packed panel (a multiple of 16, for the packer).
-const NR: usize = 8 * V;
 /// Bytes of one packed panel row: one `k` quad of `NR` columns.
 const QB: usize = NR * 4;
-const _: () = assert!(NR.is_multiple_of(16));
 
 /// [`crate::satpair::sat_pair_gemm`] with `vpmaddubsw`: `A_SIGNED` when `A` is
 /// `i8` and `B` is `u8`, otherwise `A` is `u8` and `B` is `i8`. Shapes
@@ -56,7 +49,7 @@ pub(crate) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
     };
     // SAFETY: this function runs with AVX2; `col_sum` and `zbs` hold
     // np · NR values, `row_sum` m.
-    unsafe { store_corrected::<MR, V, _>((m, k, n), &corr, micro, c, ldc) };
+    unsafe { store_corrected((m, k, n), &corr, micro, c, ldc) };
 }
 
 /// `MR` rows of packed `A` (`ap`: `[kq][MR]` groups of four bytes)

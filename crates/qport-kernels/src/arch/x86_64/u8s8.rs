@@ -1,10 +1,18 @@
 //! The outer loops the two AVX2 u8×s8 GEMMs share (the exact
 //! [`crate::avx2q`] and the saturating [`crate::satpair`]): register blocks
-//! of `MR` rows by `V` vectors of 8 columns from the kernel's own micro
+//! of [`MR`] rows by [`V`] vectors of 8 columns (their tile shape) from the kernel's own micro
 //! kernel, then the exact zero-point correction with row and column sums
 //! and the store of the `n` columns of `C`.
 
 use std::arch::x86_64::*;
+
+/// Rows of `A` per register block.
+pub(crate) const MR: usize = 4;
+/// 8-lane i32 vectors per register block.
+pub(crate) const V: usize = 2;
+/// Columns of `B` per packed panel (a multiple of 16, for the packers).
+pub(crate) const NR: usize = 8 * V;
+const _: () = assert!(NR.is_multiple_of(16));
 
 /// The sums and zero points the correction
 /// `C = S − za·Σ_p B − zb·(Σ_p A − k·za)` (all wrapping) reads.
@@ -20,22 +28,21 @@ pub(crate) struct Corr<'a, Z: Fn(usize) -> i32> {
 }
 
 /// `C` (`m × n`, row stride `ldc`) from the register blocks `micro(ip, jp)`
-/// (rows `ip·MR..`, columns `jp·8V..`) of the raw operands' sums, corrected
+/// (rows `ip·MR..`, columns `jp·NR..`) of the raw operands' sums, corrected
 /// with `corr`; `k` is the reduction length.
 ///
 /// # Safety
 /// The CPU must support AVX2 (the callers are AVX2 functions); `corr`'s
-/// column slices hold `⌈n / 8V⌉ · 8V` values, `row_sum` `m`.
+/// column slices hold `⌈n / NR⌉ · NR` values, `row_sum` `m`.
 #[inline(always)]
-pub(crate) unsafe fn store_corrected<const MR: usize, const V: usize, Z: Fn(usize) -> i32>(
+pub(crate) unsafe fn store_corrected<Z: Fn(usize) -> i32>(
     (m, k, n): (usize, usize, usize),
     corr: &Corr<'_, Z>,
     mut micro: impl FnMut(usize, usize) -> [[__m256i; V]; MR],
     c: &mut [i32],
     ldc: usize,
 ) {
-    let nr = 8 * V;
-    let (mp, np) = (m.div_ceil(MR), n.div_ceil(nr));
+    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
     let kk = k as i32;
     let mut tmp = [0i32; 8];
     // SAFETY: (whole body) the caller runs with AVX2; every load and store
@@ -43,8 +50,8 @@ pub(crate) unsafe fn store_corrected<const MR: usize, const V: usize, Z: Fn(usiz
     unsafe {
         for jp in 0..np {
             let (cols, zcols) = (
-                &corr.col_sum[jp * nr..(jp + 1) * nr],
-                &corr.zb[jp * nr..(jp + 1) * nr],
+                &corr.col_sum[jp * NR..(jp + 1) * NR],
+                &corr.zb[jp * NR..(jp + 1) * NR],
             );
             let mut cs = [_mm256_setzero_si256(); V];
             let mut zv = [_mm256_setzero_si256(); V];
@@ -66,7 +73,7 @@ pub(crate) unsafe fn store_corrected<const MR: usize, const V: usize, Z: Fn(usiz
                     let zav = _mm256_set1_epi32(zai);
                     let rv = _mm256_set1_epi32(corr.row_sum[i].wrapping_sub(kk.wrapping_mul(zai)));
                     for (v, ((&s, &csv), &zbv)) in sums.iter().zip(&cs).zip(&zv).enumerate() {
-                        let j = jp * nr + 8 * v;
+                        let j = jp * NR + 8 * v;
                         if j >= n {
                             break;
                         }
