@@ -6,6 +6,7 @@
 
 pub mod avx2q;
 pub(crate) mod depthwise;
+pub(crate) mod int8;
 pub(crate) mod pgemm;
 pub(crate) mod satpair;
 pub(crate) mod simd;
