@@ -14,6 +14,19 @@
 //!   within its architecture, so the AVX2 kernels can be measured and
 //!   tested on an AVX-512 VNNI host.
 //!
+//! The strided `f32`/`f64` GEMM ([`crate::gemm::gemm`], also the non-AVX-512
+//! path of [`crate::pgemm`]) runs on the external `gemm` crate, which picks
+//! its own SIMD level once per process from the CPU features and offers no
+//! runtime override (no setting or variable caps it; its only ISA control
+//! is the cargo feature `nightly`, which adds AVX-512 on a nightly
+//! toolchain and which this workspace does not enable). So the table
+//! reaches it only as on/off: on the generic table (`QPORT_FORCE_GENERIC`,
+//! `QPORT_SIMD=generic`, [`with_generic_kernels`]) the GEMM runs its scalar
+//! reference instead; on every other row the crate runs at its own level,
+//! AVX2 + FMA on x86-64 (never above it without `nightly`, so
+//! `QPORT_SIMD=avx2` holds for it too, and `avx512` does not raise it) and
+//! NEON on aarch64.
+//!
 //! On one thread, [`with_generic_kernels`] and [`with_isa`] run a closure
 //! under the generic table or a lower one (the programmatic forms of the
 //! two variables); tests use them to run each backend the CPU supports.

@@ -172,6 +172,19 @@ fn for_each_run(
     }
 }
 
+/// Panics unless `g` is consistent, the image holds `channels` images and
+/// the column matrix `[channels * kernel_size, output_size]` fits in
+/// `col_len` (the messages name `op`).
+fn check_col(g: &ConvGeometry, channels: usize, image_len: usize, col_len: usize, op: &str) {
+    g.validate();
+    let rows = channels * g.kernel_size();
+    assert!(
+        image_len >= channels * g.image_size(),
+        "{op}: image too short"
+    );
+    assert!(col_len >= rows * g.output_size(), "{op}: col too short");
+}
+
 /// Fills `col` (`[channels * kernel_size, output_size]`, row-major) from
 /// `image` (`[channels, image...]`), writing `zero` for padding.
 ///
@@ -179,13 +192,7 @@ fn for_each_run(
 /// Panics if the geometry vectors disagree in length or a slice is shorter
 /// than the geometry requires.
 pub fn im2col<T: Copy>(g: &ConvGeometry, channels: usize, image: &[T], zero: T, col: &mut [T]) {
-    g.validate();
-    let rows = channels * g.kernel_size();
-    assert!(
-        image.len() >= channels * g.image_size(),
-        "im2col: image too short"
-    );
-    assert!(col.len() >= rows * g.output_size(), "im2col: col too short");
+    check_col(g, channels, image.len(), col.len(), "im2col");
     let ow = g.output[g.rank() - 1];
     let s = g.strides[g.rank() - 1];
     for_each_run(g, channels, |col_off, img, lo, hi, base| {
@@ -242,13 +249,7 @@ pub fn col2im<T: Copy + std::ops::AddAssign>(
     col: &[T],
     image: &mut [T],
 ) {
-    g.validate();
-    let rows = channels * g.kernel_size();
-    assert!(
-        image.len() >= channels * g.image_size(),
-        "col2im: image too short"
-    );
-    assert!(col.len() >= rows * g.output_size(), "col2im: col too short");
+    check_col(g, channels, image.len(), col.len(), "col2im");
     let s = g.strides[g.rank() - 1];
     for_each_run(g, channels, |col_off, img, lo, hi, base| {
         if let Some(img_off) = img {

@@ -74,7 +74,7 @@ pub fn depthwise_plane<X: QInt, W: QInt>(
         if crate::isa().avx2() {
             // SAFETY: the dispatch table has an x86-64 row only where the CPU
             // has AVX2 + FMA (`dispatch::detect`).
-            unsafe { plane_avx2(&plane, &wv, g, out) };
+            unsafe { crate::arch::x86_64::int8::plane_taps_avx2(&plane, &wv, g, out) };
             return;
         }
         plane_taps(&plane, &wv, g, out);
@@ -165,15 +165,9 @@ thread_local! {
     static PLANE: std::cell::RefCell<Vec<i32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn plane_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32]) {
-    plane_taps(plane, w, g, out)
-}
-
 /// The tap loop over a widened, zero-point-free plane.
 #[inline(always)]
-fn plane_taps(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32]) {
+pub(crate) fn plane_taps(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32]) {
     let [ih, iw] = g.input;
     let [kh, kw] = g.kernel;
     let [oh, ow] = g.output;

@@ -15,6 +15,9 @@
 use crate::igemm::QInt;
 use qport_core::arith::Requantizer;
 
+#[cfg(target_arch = "x86_64")]
+use crate::arch::x86_64::int8 as x86;
+
 /// `1.5 · 2^23`: adding and subtracting it rounds an f32 of magnitude below
 /// `2^22` to an integer, half to even.
 const MAGIC: f32 = 12_582_912.0;
@@ -40,7 +43,7 @@ pub fn quantize<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
 }
 
 #[inline(always)]
-fn quantize_loop<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
+pub(crate) fn quantize_loop<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
     let zero = zero.clamp(T::MIN, T::MAX);
     let (lo, hi) = ((T::MIN - zero) as f32, (T::MAX - zero) as f32);
     xs.iter()
@@ -74,7 +77,7 @@ pub fn dequantize<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
 }
 
 #[inline(always)]
-fn dequantize_loop<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
+pub(crate) fn dequantize_loop<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32]) {
     for (o, &v) in out.iter_mut().zip(xs) {
         *o = (v.widen() - zero) as f32 * scale;
     }
@@ -121,7 +124,7 @@ pub fn add<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
 }
 
 #[inline(always)]
-fn add_loop<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
+pub(crate) fn add_loop<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
     let (lo, hi) = (k.lo.max(T::MIN as f32), k.hi.min(T::MAX as f32));
     for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
         let v = (x.widen() as f32).mul_add(k.r_ac, (y.widen() as f32).mul_add(k.r_bc, k.fixed));
@@ -154,72 +157,13 @@ pub fn requantize<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut
 }
 
 #[inline(always)]
-fn requantize_loop<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
+pub(crate) fn requantize_loop<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T]) {
     for ((r, a), o) in rq
         .iter()
         .zip(acc.chunks_exact(os.max(1)))
         .zip(out.chunks_exact_mut(os.max(1)))
     {
         r.apply_slice_into(a, o, T::truncate);
-    }
-}
-
-/// The loops compiled with x86 SIMD enabled.
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{AddParams, QInt, Requantizer};
-
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
-        super::quantize_loop(xs, scale, zero)
-    }
-
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn dequantize_avx2<T: QInt>(
-        xs: &[T],
-        scale: f32,
-        zero: i32,
-        out: &mut [f32],
-    ) {
-        super::dequantize_loop(xs, scale, zero, out)
-    }
-
-    /// With FMA enabled the loop's `mul_add` is one instruction instead of
-    /// a library call (the same fused result).
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
-        super::add_loop(a, b, k, out)
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F and AVX-512BW.
-    #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn requantize_avx512<T: QInt>(
-        rq: &[Requantizer],
-        acc: &[i32],
-        os: usize,
-        out: &mut [T],
-    ) {
-        super::requantize_loop(rq, acc, os, out)
-    }
-
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn requantize_avx2<T: QInt>(
-        rq: &[Requantizer],
-        acc: &[i32],
-        os: usize,
-        out: &mut [T],
-    ) {
-        super::requantize_loop(rq, acc, os, out)
     }
 }
 

@@ -93,3 +93,51 @@ pub(crate) fn check_u8s8(
     assert!(a_len >= m * k && b_len >= k * n && za_len >= m);
     assert!(ldc >= n && (m == 0 || c_len >= (m - 1) * ldc + n));
 }
+
+/// The checks every backend's `gemm_u8s8` (the same signature in
+/// `avx2q`, `vnni` and `arm`) passes.
+#[cfg(test)]
+pub(crate) mod backend_tests {
+    /// A backend's `gemm_u8s8`: `true` when it ran.
+    pub(crate) type GemmU8s8 =
+        fn(&[i8], &[i32], &[u8], i32, (usize, usize, usize), &mut [i32], usize) -> bool;
+
+    /// Checks `gemm` against [`crate::igemm::igemm_u8s8`] with row stride
+    /// `ldc`: equal where it ran (padding untouched), `c` untouched where
+    /// it did not. Returns whether it ran.
+    pub(crate) fn check(
+        gemm: GemmU8s8,
+        (a, za): (&[i8], &[i32]),
+        (b, zb): (&[u8], i32),
+        dims: (usize, usize, usize),
+        ldc: usize,
+    ) -> bool {
+        let mut want = vec![7i32; dims.0 * ldc];
+        crate::igemm::igemm_u8s8(a, za, b, zb, dims, &mut want, ldc);
+        let mut got = vec![7i32; dims.0 * ldc];
+        let ran = gemm(a, za, b, zb, dims, &mut got, ldc);
+        if ran {
+            assert_eq!(got, want);
+        } else {
+            assert!(got.iter().all(|&v| v == 7));
+        }
+        ran
+    }
+
+    /// `gemm` runs exactly where `available` says (and sums right), never
+    /// under the generic table, and leaves `c` alone where it does not run.
+    pub(crate) fn reports_whether_it_ran(gemm: GemmU8s8, available: fn() -> bool) {
+        let mut c = [0i32; 1];
+        let ran = gemm(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1);
+        assert_eq!(ran, available());
+        if ran {
+            assert_eq!(c[0], 31);
+        } else {
+            assert_eq!(c[0], 0);
+        }
+        // the portable path is forced inside with_generic_kernels
+        let ran =
+            crate::with_generic_kernels(|| gemm(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1));
+        assert!(!ran);
+    }
+}

@@ -289,6 +289,35 @@ pub fn igemm<A: QInt, B: QInt>(
     }
 }
 
+/// [`igemm`] under the contract of the u8×s8 GEMM backends
+/// ([`crate::qgemm::gemm_u8s8`] and the `gemm_u8s8` of each backend): `A`
+/// i8 `m × k` row-major with one zero point per row (`za.len() == m`), `B` u8
+/// `k × n` row-major with zero point `zb`, `C` row-major with row stride
+/// `ldc` (overwritten): the exact sums every backend is held to.
+///
+/// # Panics
+/// As [`igemm`].
+pub fn igemm_u8s8(
+    a: &[i8],
+    za: &[i32],
+    b: &[u8],
+    zb: i32,
+    dims: (usize, usize, usize),
+    c: &mut [i32],
+    ldc: usize,
+) {
+    let (m, k, n) = dims;
+    igemm(
+        MatRef::row_major(a, m, k),
+        ZeroPoints::PerSlice(za),
+        MatRef::row_major(b, k, n),
+        ZeroPoints::Scalar(zb),
+        c,
+        ldc,
+        false,
+    );
+}
+
 /// Exact integer matrix multiply into `i64` (never overflows for any `k`
 /// that fits in memory). Same contract as [`igemm`] otherwise.
 pub fn igemm_i64<A: QInt, B: QInt>(

@@ -32,9 +32,11 @@
 //! portable path (a row of `A` against a widened copy of `B`, vectorized by
 //! the compiler).
 
+#[cfg(target_arch = "x86_64")]
+use crate::arch::x86_64::satpair as x86;
 use crate::igemm::{MatRef, QInt, ZeroPoints};
 
-fn zp(z: &ZeroPoints<'_>, i: usize) -> i32 {
+pub(crate) fn zp(z: &ZeroPoints<'_>, i: usize) -> i32 {
     match z {
         ZeroPoints::Scalar(v) => *v,
         ZeroPoints::PerSlice(v) => v[i],
@@ -216,243 +218,20 @@ fn pair_dot(a: &[i32], b: &[i32]) -> i32 {
         .fold(0, i32::wrapping_add)
 }
 
-/// The native AVX2 kernel (see the module docs).
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::zp;
-    use crate::igemm::{MatRef, QInt, ZeroPoints};
-    use std::arch::x86_64::*;
-
-    /// Rows of `A` per register block.
-    const MR: usize = 4;
-    /// 8-lane i32 vectors per register block.
-    const V: usize = 2;
-    /// Columns of `B` per packed panel (a multiple of 16, for the packer).
-    const NR: usize = 8 * V;
-    /// Bytes of one packed panel row: one `k` quad of `NR` columns.
-    const QB: usize = NR * 4;
-    const _: () = assert!(NR.is_multiple_of(16));
-
-    /// [`super::sat_pair_gemm`] with `vpmaddubsw`: `A_SIGNED` when `A` is
-    /// `i8` and `B` is `u8`, otherwise `A` is `u8` and `B` is `i8`. Shapes
-    /// are checked, `m` and `n` are non-zero.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
-        a: &MatRef<'_, A>,
-        za: &ZeroPoints<'_>,
-        b: &MatRef<'_, B>,
-        zb: &ZeroPoints<'_>,
-        c: &mut [i32],
-        ldc: usize,
-    ) {
-        let (m, k, n) = (a.rows, a.cols, b.cols);
-        let kq = k.div_ceil(4);
-        let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
-        let (ap, row_sum) = pack_a(a, kq, mp);
-        let bp = pack_b(b, kq, np);
-        let col_sum = col_sums::<A_SIGNED>(&bp, kq, np);
-        let mut zbs = vec![0i32; np * NR];
-        for (j, z) in zbs[..n].iter_mut().enumerate() {
-            *z = zp(zb, j);
-        }
-        let kk = k as i32;
-        let mut tmp = [0i32; 8];
-        for jp in 0..np {
-            let panel = &bp[jp * kq * QB..(jp + 1) * kq * QB];
-            let (cols, zcols) = (
-                &col_sum[jp * NR..(jp + 1) * NR],
-                &zbs[jp * NR..(jp + 1) * NR],
-            );
-            let mut cs = [_mm256_setzero_si256(); V];
-            let mut zv = [_mm256_setzero_si256(); V];
-            for (v, (s, z)) in cs.iter_mut().zip(&mut zv).enumerate() {
-                // SAFETY: `cols` and `zcols` hold NR = 8·V i32, so the eight
-                // at 8v are inside them.
-                unsafe {
-                    *s = _mm256_loadu_si256(cols.as_ptr().add(8 * v).cast());
-                    *z = _mm256_loadu_si256(zcols.as_ptr().add(8 * v).cast());
-                }
-            }
-            for ip in 0..mp {
-                let acc = micro::<A_SIGNED>(&ap[ip * kq * MR..(ip + 1) * kq * MR], panel);
-                for (r, sums) in acc.iter().enumerate() {
-                    let i = ip * MR + r;
-                    if i >= m {
-                        break;
-                    }
-                    // C = S − za·Σ_p B − zb·(Σ_p A − k·za), all wrapping
-                    let zai = zp(za, i);
-                    let zav = _mm256_set1_epi32(zai);
-                    let rv = _mm256_set1_epi32(row_sum[i].wrapping_sub(kk.wrapping_mul(zai)));
-                    for (v, ((&s, &csv), &zbv)) in sums.iter().zip(&cs).zip(&zv).enumerate() {
-                        let j = jp * NR + 8 * v;
-                        if j >= n {
-                            break;
-                        }
-                        let x = _mm256_sub_epi32(
-                            _mm256_sub_epi32(s, _mm256_mullo_epi32(zav, csv)),
-                            _mm256_mullo_epi32(zbv, rv),
-                        );
-                        let w = (n - j).min(8);
-                        let out = &mut c[i * ldc + j..i * ldc + j + w];
-                        if w == 8 {
-                            // SAFETY: `out` holds 8 i32 (32 bytes).
-                            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), x) };
-                        } else {
-                            // SAFETY: `tmp` holds 8 i32 (32 bytes).
-                            unsafe { _mm256_storeu_si256(tmp.as_mut_ptr().cast(), x) };
-                            out.copy_from_slice(&tmp[..w]);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// `MR` rows of packed `A` (`ap`: `[kq][MR]` groups of four bytes)
-    /// times one packed panel of `B` (`bp`: `[kq][NR][4]` bytes): the
-    /// saturating pair sums, `MR × NR` i32 as `V` vectors per row.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn micro<const A_SIGNED: bool>(ap: &[i32], bp: &[u8]) -> [[__m256i; V]; MR] {
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = [[_mm256_setzero_si256(); V]; MR];
-        for (aq, bq) in ap.chunks_exact(MR).zip(bp.chunks_exact(QB)) {
-            let mut bv = [_mm256_setzero_si256(); V];
-            for (v, x) in bv.iter_mut().enumerate() {
-                // SAFETY: `bq` holds QB = 32·V bytes, so the 32 at 32v are
-                // inside it.
-                *x = unsafe { _mm256_loadu_si256(bq.as_ptr().add(32 * v).cast()) };
-            }
-            for (row, &w4) in acc.iter_mut().zip(aq) {
-                let w = _mm256_set1_epi32(w4);
-                for (s, &x) in row.iter_mut().zip(&bv) {
-                    // vpmaddubsw takes the unsigned bytes first
-                    let pairs = if A_SIGNED {
-                        _mm256_maddubs_epi16(x, w)
-                    } else {
-                        _mm256_maddubs_epi16(w, x)
-                    };
-                    *s = _mm256_add_epi32(*s, _mm256_madd_epi16(pairs, ones));
-                }
-            }
-        }
-        acc
-    }
-
-    /// `A` (`m × k`) as `[mp][kq][MR]` little-endian groups of four bytes
-    /// (two's complement for `i8`; rows and `k` zero padded), and its row
-    /// sums (wrapping).
-    fn pack_a<A: QInt>(a: &MatRef<'_, A>, kq: usize, mp: usize) -> (Vec<i32>, Vec<i32>) {
-        let (m, k) = (a.rows, a.cols);
-        let mut ap = vec![0i32; mp * kq * MR];
-        let mut sums = vec![0i32; m];
-        for (i, sum) in sums.iter_mut().enumerate() {
-            let (ip, r) = (i / MR, i % MR);
-            let dst = &mut ap[ip * kq * MR..(ip + 1) * kq * MR];
-            for t in 0..kq {
-                let mut bytes = [0u8; 4];
-                for (q, byte) in bytes.iter_mut().enumerate().take(k - 4 * t) {
-                    let v = a.data[i * a.row_stride + (4 * t + q) * a.col_stride].widen();
-                    *byte = v as u8;
-                    *sum = sum.wrapping_add(v);
-                }
-                dst[t * MR + r] = i32::from_le_bytes(bytes);
-            }
-        }
-        (ap, sums)
-    }
-
-    /// `B` (`k × n`) as `[np][kq][NR][4]` bytes (columns and `k` zero
-    /// padded): each column's four consecutive `k` values adjacent.
-    #[target_feature(enable = "avx2")]
-    fn pack_b<B: QInt>(b: &MatRef<'_, B>, kq: usize, np: usize) -> Vec<u8> {
-        let (k, n) = (b.rows, b.cols);
-        let mut out = vec![0u8; np * kq * QB];
-        // column groups outside: the stores run through `out` in order
-        for j0 in (0..n).step_by(16) {
-            let (jp, jj) = (j0 / NR, j0 % NR);
-            for t in 0..kq {
-                let rows = 4.min(k - 4 * t);
-                let dst = &mut out[(jp * kq + t) * QB + jj * 4..][..64.min((n - j0) * 4)];
-                if b.col_stride == 1 && j0 + 16 <= n {
-                    // 16 columns of four rows, interleaved by unpacking
-                    let mut x = [_mm_setzero_si128(); 4];
-                    for (q, xq) in x.iter_mut().enumerate().take(rows) {
-                        let off = (4 * t + q) * b.row_stride + j0;
-                        let src = &b.data[off..off + 16];
-                        // SAFETY: `src` holds 16 one-byte elements.
-                        *xq = unsafe { _mm_loadu_si128(src.as_ptr().cast()) };
-                    }
-                    let (lo01, hi01) =
-                        (_mm_unpacklo_epi8(x[0], x[1]), _mm_unpackhi_epi8(x[0], x[1]));
-                    let (lo23, hi23) =
-                        (_mm_unpacklo_epi8(x[2], x[3]), _mm_unpackhi_epi8(x[2], x[3]));
-                    let quads = [
-                        _mm_unpacklo_epi16(lo01, lo23),
-                        _mm_unpackhi_epi16(lo01, lo23),
-                        _mm_unpacklo_epi16(hi01, hi23),
-                        _mm_unpackhi_epi16(hi01, hi23),
-                    ];
-                    for (h, v) in quads.into_iter().enumerate() {
-                        // SAFETY: `dst` holds 64 bytes here (16 columns), so
-                        // the 16 at 16h are inside it.
-                        unsafe { _mm_storeu_si128(dst.as_mut_ptr().add(16 * h).cast(), v) };
-                    }
-                } else {
-                    for (jc, quad) in dst.chunks_exact_mut(4).enumerate() {
-                        for (q, byte) in quad.iter_mut().enumerate().take(rows) {
-                            let v = b.data[(4 * t + q) * b.row_stride + (j0 + jc) * b.col_stride];
-                            *byte = v.widen() as u8;
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// Column sums (wrapping) of packed `B`, `np · NR` of them (zero in
-    /// the padding): `vpmaddubsw` against ones (pairs, exact in i16), then
-    /// `vpmaddwd` against ones.
-    #[target_feature(enable = "avx2")]
-    fn col_sums<const A_SIGNED: bool>(bp: &[u8], kq: usize, np: usize) -> Vec<i32> {
-        let (ones8, ones16) = (_mm256_set1_epi8(1), _mm256_set1_epi16(1));
-        let mut out = vec![0i32; np * NR];
-        for jp in 0..np {
-            let mut s = [_mm256_setzero_si256(); V];
-            for bq in bp[jp * kq * QB..(jp + 1) * kq * QB].chunks_exact(QB) {
-                for (v, sv) in s.iter_mut().enumerate() {
-                    // SAFETY: `bq` holds QB = 32·V bytes, so the 32 at 32v
-                    // are inside it.
-                    let x = unsafe { _mm256_loadu_si256(bq.as_ptr().add(32 * v).cast()) };
-                    // B is unsigned when A is signed
-                    let pairs = if A_SIGNED {
-                        _mm256_maddubs_epi16(x, ones8)
-                    } else {
-                        _mm256_maddubs_epi16(ones8, x)
-                    };
-                    *sv = _mm256_add_epi32(*sv, _mm256_madd_epi16(pairs, ones16));
-                }
-            }
-            let dst = &mut out[jp * NR..(jp + 1) * NR];
-            for (v, sv) in s.into_iter().enumerate() {
-                // SAFETY: `dst` holds NR = 8·V i32, so the 8 at 8v are
-                // inside it.
-                unsafe { _mm256_storeu_si256(dst.as_mut_ptr().add(8 * v).cast(), sv) };
-            }
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The `rows × cols` matrix in `v`: row-major, or (`t`) the transpose
+    /// of the row-major `cols × rows` one.
+    fn view<T>(v: &[T], rows: usize, cols: usize, t: bool) -> MatRef<'_, T> {
+        if t {
+            MatRef::row_major(v, cols, rows).t()
+        } else {
+            MatRef::row_major(v, rows, cols)
+        }
+    }
 
     #[allow(clippy::too_many_arguments)]
     fn run<A: QInt, B: QInt>(
@@ -465,12 +244,7 @@ mod tests {
         zb: i32,
         tb: bool,
     ) {
-        let am = MatRef::row_major(a, m, k);
-        let bm = if tb {
-            MatRef::row_major(b, n, k).t()
-        } else {
-            MatRef::row_major(b, k, n)
-        };
+        let (am, bm) = (MatRef::row_major(a, m, k), view(b, k, n, tb));
         let mut fast = vec![7i32; m * n];
         let mut slow = vec![9i32; m * n];
         sat_pair_gemm(
@@ -567,31 +341,13 @@ mod tests {
         ) {
             let ldc = n + pad;
             // weights × activations (i8 · u8): per-row weight zero points
-            let a = if ta {
-                MatRef::row_major(&s[..m * k], k, m).t()
-            } else {
-                MatRef::row_major(&s[..m * k], m, k)
-            };
-            let b = if tb {
-                MatRef::row_major(&u[..k * n], n, k).t()
-            } else {
-                MatRef::row_major(&u[..k * n], k, n)
-            };
             let zb = if per_col { ZeroPoints::PerSlice(&zu[..n]) } else { ZeroPoints::Scalar(zu[0]) };
-            all_paths(a, ZeroPoints::PerSlice(&zs[..m]), b, zb, ldc);
+            all_paths(view(&s[..m * k], m, k, ta), ZeroPoints::PerSlice(&zs[..m]),
+                view(&u[..k * n], k, n, tb), zb, ldc);
             // activations × weights (u8 · i8), as QGemm / MatMulInteger
-            let a = if ta {
-                MatRef::row_major(&u[..m * k], k, m).t()
-            } else {
-                MatRef::row_major(&u[..m * k], m, k)
-            };
-            let b = if tb {
-                MatRef::row_major(&s[..k * n], n, k).t()
-            } else {
-                MatRef::row_major(&s[..k * n], k, n)
-            };
             let zb = if per_col { ZeroPoints::PerSlice(&zs[..n]) } else { ZeroPoints::Scalar(zs[0]) };
-            all_paths(a, ZeroPoints::PerSlice(&zu[..m]), b, zb, ldc);
+            all_paths(view(&u[..m * k], m, k, ta), ZeroPoints::PerSlice(&zu[..m]),
+                view(&s[..k * n], k, n, tb), zb, ldc);
         }
     }
 

@@ -371,28 +371,21 @@ mod imp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::igemm::{igemm, MatRef, ZeroPoints};
+    use crate::igemm::igemm_u8s8;
+    use crate::int8::packed::backend_tests::{self, check};
     use proptest::prelude::*;
 
-    /// The exact reference, `m × n` with row stride `ldc`.
+    /// The exact reference, `m × n` with row stride `ldc` (padding 7).
     fn reference(
         a: &[i8],
         za: &[i32],
         b: &[u8],
         zb: i32,
-        (m, k, n): (usize, usize, usize),
+        dims: (usize, usize, usize),
         ldc: usize,
     ) -> Vec<i32> {
-        let mut want = vec![7i32; m * ldc];
-        igemm(
-            MatRef::row_major(a, m, k),
-            ZeroPoints::PerSlice(za),
-            MatRef::row_major(b, k, n),
-            ZeroPoints::Scalar(zb),
-            &mut want,
-            ldc,
-            false,
-        );
+        let mut want = vec![7i32; dims.0 * ldc];
+        igemm_u8s8(a, za, b, zb, dims, &mut want, ldc);
         want
     }
 
@@ -436,51 +429,25 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(96))]
 
-        /// The public entry point: bit-exact where it runs, `c` untouched
-        /// where it does not.
+        /// Every path equals `igemm`: the public entry point bit-exact
+        /// where it runs and `c` untouched where it does not, the NEON
+        /// fallback on every aarch64 CPU (with or without `sdot`), the
+        /// `sdot` kernel where the CPU has it.
         #[test]
-        fn matches_the_exact_reference(
+        fn every_path_matches_the_exact_reference(
             m in 1usize..12, k in 1usize..70, n in 1usize..50,
             (a, b, za, zb, pad) in operands(),
         ) {
             let (a, b, za, ldc) = (&a[..m * k], &b[..k * n], &za[..m], n + pad);
-            let want = reference(a, za, b, zb, (m, k, n), ldc);
-            let mut got = vec![7i32; m * ldc];
-            if gemm_u8s8(a, za, b, zb, (m, k, n), &mut got, ldc) {
-                prop_assert_eq!(got, want);
-            } else {
+            if !check(gemm_u8s8, (a, za), (b, zb), (m, k, n), ldc) {
                 prop_assert!(!available());
-                prop_assert!(got.iter().all(|&v| v == 7));
             }
-        }
-    }
-
-    #[cfg(target_arch = "aarch64")]
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(96))]
-
-        /// The `sdot` kernel (where the CPU has it) equals `igemm`.
-        #[test]
-        fn sdot_matches_the_exact_reference(
-            m in 1usize..12, k in 1usize..70, n in 1usize..50,
-            (a, b, za, zb, pad) in operands(),
-        ) {
-            let (a, b, za, ldc) = (&a[..m * k], &b[..k * n], &za[..m], n + pad);
-            if let Some(got) = run(imp::Path::Sdot, a, za, b, zb, (m, k, n), ldc) {
-                prop_assert_eq!(got, reference(a, za, b, zb, (m, k, n), ldc));
-            }
-        }
-
-        /// The NEON fallback equals `igemm` (on every aarch64 CPU, with or
-        /// without `sdot`).
-        #[test]
-        fn neon_matches_the_exact_reference(
-            m in 1usize..12, k in 1usize..70, n in 1usize..50,
-            (a, b, za, zb, pad) in operands(),
-        ) {
-            let (a, b, za, ldc) = (&a[..m * k], &b[..k * n], &za[..m], n + pad);
+            let want = reference(a, za, b, zb, (m, k, n), ldc);
             let got = run(imp::Path::Neon, a, za, b, zb, (m, k, n), ldc).unwrap();
-            prop_assert_eq!(got, reference(a, za, b, zb, (m, k, n), ldc));
+            prop_assert_eq!(got, want.clone());
+            if let Some(got) = run(imp::Path::Sdot, a, za, b, zb, (m, k, n), ldc) {
+                prop_assert_eq!(got, want);
+            }
         }
     }
 
@@ -512,27 +479,13 @@ mod tests {
 
     #[test]
     fn reports_whether_it_ran() {
-        let mut c = [0i32; 1];
-        let ran = gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1);
-        assert_eq!(ran, available());
+        backend_tests::reports_whether_it_ran(gemm_u8s8, available);
         assert_eq!(
-            ran,
+            available(),
             cfg!(target_arch = "aarch64") && !crate::force_generic()
         );
-        if ran {
-            assert_eq!(c[0], 31);
-        } else {
-            assert_eq!(c[0], 0);
-        }
         // the portable path is forced inside with_generic_kernels
-        let (ran, name) = crate::with_generic_kernels(|| {
-            (
-                gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1),
-                kernel_name(),
-            )
-        });
-        assert!(!ran);
-        assert_eq!(name, "none");
+        assert_eq!(crate::with_generic_kernels(kernel_name), "none");
         // too long a `k` for an exact i32 sum
         let k = crate::int8::MAX_K + 1;
         let mut c = [7i32; 1];

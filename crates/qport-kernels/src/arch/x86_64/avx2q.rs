@@ -80,17 +80,11 @@ pub fn gemm_u8s8(
 /// The AVX2 kernel (see the module docs).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::super::u8s8::{store_corrected, Corr, MR, NR, V};
     use std::arch::x86_64::*;
 
-    /// Rows of `A` per register block.
-    const MR: usize = 4;
-    /// 8-lane i32 vectors per register block.
-    const V: usize = 2;
-    /// Columns of `B` per packed panel (a multiple of 16, for the packer).
-    const NR: usize = 8 * V;
     /// Bytes of one packed panel row: one `k` pair of `NR` columns.
     const PR: usize = NR * 2;
-    const _: () = assert!(NR.is_multiple_of(16));
 
     /// [`super::gemm_u8s8`] on checked shapes, `m` and `n` non-zero.
     ///
@@ -111,53 +105,22 @@ mod x86 {
         let (ap, row_sum) = pack_a(a, (m, k), k2, mp);
         let bp = pack_b(b, (k, n), k2, np);
         let col_sum = col_sums(&bp, k2, np);
-        let kk = k as i32;
-        let zbv = _mm256_set1_epi32(zb);
-        let mut tmp = [0i32; 8];
-        for jp in 0..np {
-            let panel = &bp[jp * k2 * PR..(jp + 1) * k2 * PR];
-            let cols = &col_sum[jp * NR..(jp + 1) * NR];
-            let mut cs = [_mm256_setzero_si256(); V];
-            for (v, s) in cs.iter_mut().enumerate() {
-                // SAFETY: `cols` holds NR = 8·V i32, so the 8 at 8v are
-                // inside it.
-                *s = unsafe { _mm256_loadu_si256(cols.as_ptr().add(8 * v).cast()) };
-            }
-            for ip in 0..mp {
-                let acc = micro(&ap[ip * k2 * MR..(ip + 1) * k2 * MR], panel);
-                for (r, sums) in acc.iter().enumerate() {
-                    let i = ip * MR + r;
-                    if i >= m {
-                        break;
-                    }
-                    // C = S − za·Σ_p B − zb·(Σ_p A − k·za), all wrapping
-                    let zai = za[i];
-                    let zav = _mm256_set1_epi32(zai);
-                    let rv = _mm256_set1_epi32(row_sum[i].wrapping_sub(kk.wrapping_mul(zai)));
-                    let corr_row = _mm256_mullo_epi32(zbv, rv);
-                    for (v, (&s, &csv)) in sums.iter().zip(&cs).enumerate() {
-                        let j = jp * NR + 8 * v;
-                        if j >= n {
-                            break;
-                        }
-                        let x = _mm256_sub_epi32(
-                            _mm256_sub_epi32(s, _mm256_mullo_epi32(zav, csv)),
-                            corr_row,
-                        );
-                        let w = (n - j).min(8);
-                        let out = &mut c[i * ldc + j..i * ldc + j + w];
-                        if w == 8 {
-                            // SAFETY: `out` holds 8 i32 (32 bytes).
-                            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), x) };
-                        } else {
-                            // SAFETY: `tmp` holds 8 i32 (32 bytes).
-                            unsafe { _mm256_storeu_si256(tmp.as_mut_ptr().cast(), x) };
-                            out.copy_from_slice(&tmp[..w]);
-                        }
-                    }
-                }
-            }
-        }
+        let zbs = vec![zb; np * NR];
+        let corr = Corr {
+            za: |i| za[i],
+            row_sum: &row_sum,
+            col_sum: &col_sum,
+            zb: &zbs,
+        };
+        let micro = |ip: usize, jp: usize| {
+            micro(
+                &ap[ip * k2 * MR..(ip + 1) * k2 * MR],
+                &bp[jp * k2 * PR..(jp + 1) * k2 * PR],
+            )
+        };
+        // SAFETY: this function runs with AVX2; `col_sum` and `zbs` hold
+        // np · NR values, `row_sum` m.
+        unsafe { store_corrected((m, k, n), &corr, micro, c, ldc) };
     }
 
     /// `MR` rows of packed `A` (`ap`: `[k2][MR]` int16 pairs) times one
@@ -273,38 +236,8 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::igemm::{igemm, MatRef, ZeroPoints};
+    use crate::int8::packed::backend_tests::{self, check};
     use proptest::prelude::*;
-
-    /// Checks `gemm_u8s8` against `igemm` with row stride `ldc`: equal
-    /// where it ran (padding untouched), `c` untouched where it did not.
-    fn check(
-        a: &[i8],
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        (m, k, n): (usize, usize, usize),
-        ldc: usize,
-    ) -> bool {
-        let mut want = vec![7i32; m * ldc];
-        igemm(
-            MatRef::row_major(a, m, k),
-            ZeroPoints::PerSlice(&za[..m]),
-            MatRef::row_major(b, k, n),
-            ZeroPoints::Scalar(zb),
-            &mut want,
-            ldc,
-            false,
-        );
-        let mut got = vec![7i32; m * ldc];
-        let ran = gemm_u8s8(a, za, b, zb, (m, k, n), &mut got, ldc);
-        if ran {
-            assert_eq!(got, want);
-        } else {
-            assert!(got.iter().all(|&v| v == 7));
-        }
-        ran
-    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
@@ -315,7 +248,7 @@ mod tests {
             b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 69 * 59),
             za in proptest::collection::vec(-128i32..128, 10), zb in 0i32..256,
         ) {
-            let ran = check(&a[..m * k], &za[..m], &b[..k * n], zb, (m, k, n), n + pad);
+            let ran = check(gemm_u8s8, (&a[..m * k], &za[..m]), (&b[..k * n], zb), (m, k, n), n + pad);
             prop_assert_eq!(ran, available());
         }
     }
@@ -329,7 +262,7 @@ mod tests {
             let a = vec![av; m * k];
             let b = vec![bv; k * n];
             let za = [0, 127, -128, 1, -1, 5];
-            check(&a, &za, &b, zb, (m, k, n), n);
+            check(gemm_u8s8, (&a, &za), (&b, zb), (m, k, n), n);
         }
     }
 
@@ -339,7 +272,7 @@ mod tests {
         let a = vec![-128i8; m * k];
         let b = vec![255u8; k * n];
         // at the bound: |Σ| = k · 255 · 128 < 2^31, exact
-        check(&a, &[0, 3], &b, 0, (m, k, n), n);
+        check(gemm_u8s8, (&a, &[0, 3]), (&b, 0), (m, k, n), n);
         let (a, b) = (vec![1i8; k + 1], vec![1u8; k + 1]);
         let mut c = [5i32; 1];
         assert!(!gemm_u8s8(&a, &[0], &b, 0, (1, k + 1, 1), &mut c, 1));
@@ -348,15 +281,6 @@ mod tests {
 
     #[test]
     fn reports_whether_it_ran() {
-        let mut c = [0i32; 1];
-        let ran = gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1);
-        assert_eq!(ran, available());
-        if ran {
-            assert_eq!(c[0], 31);
-        }
-        let ran = crate::with_generic_kernels(|| {
-            gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1)
-        });
-        assert!(!ran);
+        backend_tests::reports_whether_it_ran(gemm_u8s8, available);
     }
 }

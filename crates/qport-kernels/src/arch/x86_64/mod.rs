@@ -1,6 +1,15 @@
 //! x86-64 kernels: the `f32` SIMD vocabulary (AVX2 + FMA, AVX-512F) and
-//! the exact u8×s8 GEMMs on AVX-512 VNNI ([`vnni`]) and AVX2 ([`avx2q`]).
+//! the bodies of the `f32` depthwise convolution and packed GEMM built on
+//! it; the exact u8×s8 GEMMs on AVX-512 VNNI ([`vnni`]) and AVX2
+//! ([`avx2q`]), the AVX2 saturating-pair GEMM of [`crate::satpair`], the
+//! outer loops the two AVX2 u8×s8 GEMMs share, and the portable 8-bit
+//! loops compiled with AVX2 / AVX-512 enabled.
 
 pub mod avx2q;
+pub(crate) mod depthwise;
+pub(crate) mod int8;
+pub(crate) mod pgemm;
+pub(crate) mod satpair;
 pub(crate) mod simd;
+pub(crate) mod u8s8;
 pub mod vnni;

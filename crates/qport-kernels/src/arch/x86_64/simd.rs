@@ -98,6 +98,51 @@ mod x86 {
     use super::Simd;
     use std::arch::x86_64::*;
 
+    /// The [`Simd`] methods that are one intrinsic each, the same at every
+    /// width: `zero`, `splat`, `load`, `store`, `fma`, `add`, `mul`, `max`,
+    /// `min` (in that order) for vector type `$v`.
+    macro_rules! lane_ops {
+        ($v:ty: $zero:ident, $splat:ident, $load:ident, $store:ident,
+         $fma:ident, $add:ident, $mul:ident, $max:ident, $min:ident) => {
+            #[inline(always)]
+            unsafe fn zero() -> $v {
+                $zero()
+            }
+            #[inline(always)]
+            unsafe fn splat(v: f32) -> $v {
+                $splat(v)
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const f32) -> $v {
+                $load(p)
+            }
+            #[inline(always)]
+            unsafe fn store(p: *mut f32, v: $v) {
+                $store(p, v)
+            }
+            #[inline(always)]
+            unsafe fn fma(a: $v, b: $v, c: $v) -> $v {
+                $fma(a, b, c)
+            }
+            #[inline(always)]
+            unsafe fn add(a: $v, b: $v) -> $v {
+                $add(a, b)
+            }
+            #[inline(always)]
+            unsafe fn mul(a: $v, b: $v) -> $v {
+                $mul(a, b)
+            }
+            #[inline(always)]
+            unsafe fn max(a: $v, b: $v) -> $v {
+                $max(a, b)
+            }
+            #[inline(always)]
+            unsafe fn min(a: $v, b: $v) -> $v {
+                $min(a, b)
+            }
+        };
+    }
+
     /// AVX2 + FMA, 8 lanes.
     #[derive(Clone, Copy)]
     pub(crate) struct Avx2;
@@ -115,49 +160,17 @@ mod x86 {
     impl Simd for Avx2 {
         type V = __m256;
         const LANES: usize = 8;
-        #[inline(always)]
-        unsafe fn zero() -> __m256 {
-            _mm256_setzero_ps()
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> __m256 {
-            _mm256_set1_ps(v)
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> __m256 {
-            _mm256_loadu_ps(p)
+        lane_ops! {
+            __m256: _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+            _mm256_fmadd_ps, _mm256_add_ps, _mm256_mul_ps, _mm256_max_ps, _mm256_min_ps
         }
         #[inline(always)]
         unsafe fn load_n(p: *const f32, n: usize) -> __m256 {
             _mm256_maskload_ps(p, mask8(n))
         }
         #[inline(always)]
-        unsafe fn store(p: *mut f32, v: __m256) {
-            _mm256_storeu_ps(p, v)
-        }
-        #[inline(always)]
         unsafe fn store_n(p: *mut f32, v: __m256, n: usize) {
             _mm256_maskstore_ps(p, mask8(n), v)
-        }
-        #[inline(always)]
-        unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
-            _mm256_fmadd_ps(a, b, c)
-        }
-        #[inline(always)]
-        unsafe fn add(a: __m256, b: __m256) -> __m256 {
-            _mm256_add_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn mul(a: __m256, b: __m256) -> __m256 {
-            _mm256_mul_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn max(a: __m256, b: __m256) -> __m256 {
-            _mm256_max_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn min(a: __m256, b: __m256) -> __m256 {
-            _mm256_min_ps(a, b)
         }
         #[inline(always)]
         unsafe fn select_neg(v: __m256, t: __m256) -> __m256 {
@@ -188,49 +201,17 @@ mod x86 {
     impl Simd for Avx512 {
         type V = __m512;
         const LANES: usize = 16;
-        #[inline(always)]
-        unsafe fn zero() -> __m512 {
-            _mm512_setzero_ps()
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> __m512 {
-            _mm512_set1_ps(v)
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> __m512 {
-            _mm512_loadu_ps(p)
+        lane_ops! {
+            __m512: _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+            _mm512_fmadd_ps, _mm512_add_ps, _mm512_mul_ps, _mm512_max_ps, _mm512_min_ps
         }
         #[inline(always)]
         unsafe fn load_n(p: *const f32, n: usize) -> __m512 {
             _mm512_maskz_loadu_ps(mask16(n), p)
         }
         #[inline(always)]
-        unsafe fn store(p: *mut f32, v: __m512) {
-            _mm512_storeu_ps(p, v)
-        }
-        #[inline(always)]
         unsafe fn store_n(p: *mut f32, v: __m512, n: usize) {
             _mm512_mask_storeu_ps(p, mask16(n), v)
-        }
-        #[inline(always)]
-        unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
-            _mm512_fmadd_ps(a, b, c)
-        }
-        #[inline(always)]
-        unsafe fn add(a: __m512, b: __m512) -> __m512 {
-            _mm512_add_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn mul(a: __m512, b: __m512) -> __m512 {
-            _mm512_mul_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn max(a: __m512, b: __m512) -> __m512 {
-            _mm512_max_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn min(a: __m512, b: __m512) -> __m512 {
-            _mm512_min_ps(a, b)
         }
         #[inline(always)]
         unsafe fn select_neg(v: __m512, t: __m512) -> __m512 {

@@ -346,7 +346,8 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::igemm::{igemm, MatRef, ZeroPoints};
+    use crate::igemm::igemm_u8s8;
+    use crate::int8::packed::backend_tests::{self, check};
     use proptest::prelude::*;
 
     proptest! {
@@ -362,19 +363,9 @@ mod tests {
             let (a, b) = (&a[..m * k], &b[..k * n]);
             // symmetric weights (every za 0) skip the column sums
             let za: Vec<i32> = if symmetric { vec![0; 10] } else { za };
-            let mut want = vec![0i32; m * n];
-            igemm(
-                MatRef::row_major(a, m, k), ZeroPoints::PerSlice(&za[..m]),
-                MatRef::row_major(b, k, n), ZeroPoints::Scalar(zb),
-                &mut want, n, false,
-            );
-            let mut got = vec![7i32; m * n];
-            if gemm_u8s8(a, &za[..m], b, zb, (m, k, n), &mut got, n) {
-                prop_assert_eq!(got, want);
-            } else {
-                // no VNNI here (or the portable path is forced): untouched
-                prop_assert!(got.iter().all(|&v| v == 7));
-            }
+            // untouched where it does not run: no VNNI here (or the
+            // portable path is forced)
+            check(gemm_u8s8, (a, &za[..m]), (b, zb), (m, k, n), n);
         }
     }
 
@@ -386,15 +377,7 @@ mod tests {
         let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
         let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
         let mut want = vec![0i32; m * n];
-        igemm(
-            MatRef::row_major(&a, m, k),
-            ZeroPoints::PerSlice(&za),
-            MatRef::row_major(&b, k, n),
-            ZeroPoints::Scalar(9),
-            &mut want,
-            n,
-            false,
-        );
+        igemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut want, n);
         for t in [2, 3] {
             crate::par::set_threads(t);
             let mut got = vec![0i32; m * n];
@@ -408,16 +391,6 @@ mod tests {
 
     #[test]
     fn reports_whether_it_ran() {
-        let mut c = [0i32; 1];
-        let ran = gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1);
-        assert_eq!(ran, available());
-        if ran {
-            assert_eq!(c[0], 31);
-        }
-        // the portable path is forced inside with_generic_kernels
-        let ran = crate::with_generic_kernels(|| {
-            gemm_u8s8(&[2, 3], &[0], &[5, 7], 0, (1, 2, 1), &mut c, 1)
-        });
-        assert!(!ran);
+        backend_tests::reports_whether_it_ran(gemm_u8s8, available);
     }
 }

@@ -1,0 +1,371 @@
+//! The AVX2 + FMA and AVX-512F bodies of [`crate::depthwise::depthwise2d`]
+//! (see that module for the algorithm), instantiated over the SIMD
+//! vocabulary of [`crate::simd`]; reached only through the dispatch table.
+
+use crate::activation::Activation;
+use crate::f32::depthwise::{block, layout, Args, Geo};
+use crate::simd::{Avx2, Avx512, Simd, IOTA};
+use std::arch::x86_64::*;
+
+/// The fast path at AVX-512F.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA; slices checked.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn avx512(args: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
+    let g = &args.g;
+    let (r, c) = block(g.ow, 16);
+    // aligned loads and lane shifts when every tap offset fits in a
+    // vector: unit column dilation, 3 or 5 columns, stride 1 or 2
+    let perm = g.dw == 1 && (g.kw == 3 || g.kw == 5) && (g.sw == 1 || g.sw == 2);
+    // SAFETY: forwarded contract; every channel function below reads
+    // within the plane `layout` sized for 16 lanes.
+    unsafe {
+        for_channels::<Avx512>(args, out, scratch, |p, y| {
+            if !perm {
+                return match (r, c) {
+                    (7, 1) => channel::<Avx512, 7, 1>(p, y),
+                    (6, 2) => channel::<Avx512, 6, 2>(p, y),
+                    (4, 3) => channel::<Avx512, 4, 3>(p, y),
+                    _ => channel::<Avx512, 3, 4>(p, y),
+                };
+            }
+            macro_rules! shifted {
+                ($kw:literal, $sw:literal) => {
+                    match (r, c) {
+                        (7, 1) => channel_shift::<7, 1, $kw, $sw>(p, y),
+                        (6, 2) => channel_shift::<6, 2, $kw, $sw>(p, y),
+                        (4, 3) => channel_shift::<4, 3, $kw, $sw>(p, y),
+                        _ => channel_shift::<3, 4, $kw, $sw>(p, y),
+                    }
+                };
+            }
+            match (g.kw, g.sw) {
+                (3, 1) => shifted!(3, 1),
+                (3, _) => shifted!(3, 2),
+                (5, 1) => shifted!(5, 1),
+                _ => shifted!(5, 2),
+            }
+        })
+    }
+}
+
+/// The fast path at AVX2 + FMA.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; slices checked.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn avx2(args: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
+    let g = &args.g;
+    let (r, c) = block(g.ow, 8);
+    // SAFETY: forwarded contract.
+    unsafe {
+        for_channels::<Avx2>(args, out, scratch, |p, y| match (r, c) {
+            (7, 1) => channel::<Avx2, 7, 1>(p, y),
+            (4, 2) => channel::<Avx2, 4, 2>(p, y),
+            (2, 3) => channel::<Avx2, 2, 3>(p, y),
+            _ => channel::<Avx2, 2, 4>(p, y),
+        })
+    }
+}
+
+/// What one output channel's computation sees.
+pub(crate) struct Channel<'a> {
+    g: &'a Geo,
+    /// The padded, phase-split plane (aligned to a vector).
+    plane: &'a [f32],
+    /// Phase width (a multiple of the lanes).
+    wq: usize,
+    /// Plane offset of kernel column `kj` within a padded row.
+    koff: &'a [usize],
+    /// The channel's `KH x KW` kernel.
+    k: &'a [f32],
+    bias: f32,
+    act: Activation,
+}
+
+/// Sets up the plane and calls `f` for every output channel, filling
+/// the plane from the input channel first.
+#[inline(always)]
+unsafe fn for_channels<S: Simd>(
+    a: &Args,
+    out: &mut [f32],
+    scratch: &mut Vec<f32>,
+    mut f: impl FnMut(&Channel, &mut [f32]),
+) {
+    let g = &a.g;
+    let l = S::LANES;
+    let (rows, wq, len) = layout(g, l).expect("depthwise2d: scratch size overflows");
+    scratch.clear();
+    scratch.resize(len + l, 0.0);
+    let start = scratch.as_ptr().align_offset(l * 4).min(l);
+    let plane = &mut scratch[start..start + len];
+    let koff: Vec<usize> = (0..g.kw)
+        .map(|kj| ((kj * g.dw) % g.sw) * wq + (kj * g.dw) / g.sw)
+        .collect();
+    let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
+    for o in 0..a.channels * a.mult {
+        if o % a.mult == 0 {
+            // SAFETY: the caller runs with S's target features.
+            unsafe { fill_plane::<S>(g, &a.image[(o / a.mult) * isz..][..isz], plane, rows, wq) };
+        }
+        // start fetching the next input channel while this one computes
+        let next = o + 1;
+        if next < a.channels * a.mult && next % a.mult == 0 {
+            let img = &a.image[(next / a.mult) * isz..][..isz];
+            for line in img.chunks(16) {
+                // SAFETY: a prefetch of a valid address.
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(line.as_ptr() as *const i8) };
+            }
+        }
+        let p = Channel {
+            g,
+            plane,
+            wq,
+            koff: &koff,
+            k: &a.kernels[o * ksz..][..ksz],
+            bias: a.bias.map_or(0.0, |b| b[o]),
+            act: a.act,
+        };
+        f(&p, &mut out[o * osz..][..osz]);
+    }
+}
+
+/// Copies image channel `img` into the zeroed plane: padded row `y`
+/// (image row `y - pt`), phase `b` holds padded column `j * sw + b`
+/// (image column `j * sw + b - pl`) at `plane[(y * sw + b) * wq + j]`.
+/// Only the parts inside the image are written, so the padding, zero
+/// from the start, stays zero for every channel of the same geometry.
+#[inline(always)]
+unsafe fn fill_plane<S: Simd>(g: &Geo, img: &[f32], plane: &mut [f32], rows: usize, wq: usize) {
+    let (sw, pl, l) = (g.sw, g.pl, S::LANES);
+    for y in g.pt..rows.min(g.pt + g.h) {
+        let src = &img[(y - g.pt) * g.w..][..g.w];
+        let dst = &mut plane[y * sw * wq..][..sw * wq];
+        if sw == 1 {
+            // padded column j = image column j - pl
+            let n = g.w.min(wq.saturating_sub(pl));
+            let d = &mut dst[pl.min(wq)..][..n];
+            let mut j = 0;
+            // SAFETY: j + l <= n for full vectors, j + rest <= n after.
+            unsafe {
+                while j + l <= n {
+                    S::store(d.as_mut_ptr().add(j), S::load(src.as_ptr().add(j)));
+                    j += l;
+                }
+                if j < n {
+                    let v = S::load_n(src.as_ptr().add(j), n - j);
+                    S::store_n(d.as_mut_ptr().add(j), v, n - j);
+                }
+            }
+        } else if sw == 2 {
+            // even image columns 2t go to phase pl % 2 at t + pl / 2, odd
+            // ones to phase (pl + 1) % 2 at t + (pl + 1) / 2
+            let pe = pl % 2;
+            let (oe, oo) = (pl / 2, pl.div_ceil(2));
+            let ne = g.w.div_ceil(2).min(wq.saturating_sub(oe));
+            let no = (g.w / 2).min(wq.saturating_sub(oo));
+            let both = ne.min(no);
+            let (d0, d1) = dst.split_at_mut(wq);
+            let (de, dodd) = if pe == 0 { (d0, d1) } else { (d1, d0) };
+            let de = &mut de[oe.min(wq)..][..ne];
+            let dodd = &mut dodd[oo.min(wq)..][..no];
+            let mut t = 0;
+            // SAFETY: reads src[..2 * (t + l)] with t + l <= both <=
+            // w / 2; writes de/dodd[..t + l].
+            unsafe {
+                while t + l <= both {
+                    let a = S::load(src.as_ptr().add(2 * t));
+                    let b = S::load(src.as_ptr().add(2 * t + l));
+                    let (e, o) = S::deinterleave(a, b);
+                    S::store(de.as_mut_ptr().add(t), e);
+                    S::store(dodd.as_mut_ptr().add(t), o);
+                    t += l;
+                }
+                if t < both {
+                    // the last partial vector pair
+                    let rest = both - t;
+                    let n0 = (2 * rest).min(l);
+                    let a = S::load_n(src.as_ptr().add(2 * t), n0);
+                    let b = S::load_n(src.as_ptr().add(2 * t + n0), 2 * rest - n0);
+                    let (e, o) = S::deinterleave(a, b);
+                    S::store_n(de.as_mut_ptr().add(t), e, rest);
+                    S::store_n(dodd.as_mut_ptr().add(t), o, rest);
+                    t = both;
+                }
+            }
+            for (i, d) in de.iter_mut().enumerate().skip(t) {
+                *d = src[2 * i];
+            }
+            for (i, d) in dodd.iter_mut().enumerate().skip(t) {
+                *d = src[2 * i + 1];
+            }
+        } else {
+            for b in 0..sw {
+                let seg = &mut dst[b * wq..][..wq];
+                for (j, d) in seg.iter_mut().enumerate() {
+                    let c = (j * sw + b) as isize - pl as isize;
+                    if c >= 0 && (c as usize) < g.w {
+                        *d = src[c as usize];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds the bias, applies the activation and stores the `R x C`
+/// block at output row `r0`, column `x0` (rows and lanes past the
+/// output are dropped).
+#[inline(always)]
+unsafe fn store_block<S: Simd, const R: usize, const C: usize>(
+    p: &Channel,
+    acc: &[[S::V; C]; R],
+    y: *mut f32,
+    r0: usize,
+    x0: usize,
+) {
+    let (g, l) = (p.g, S::LANES);
+    // Identity, Relu and Clip are one clamp
+    let clamp = match p.act {
+        Activation::Identity => Some((f32::NEG_INFINITY, f32::INFINITY)),
+        Activation::Relu => Some((0.0, f32::INFINITY)),
+        Activation::Clip { lo, hi } => Some((lo, hi)),
+        _ => None,
+    };
+    // SAFETY: (whole body) stores at rows < OH, columns < OW.
+    unsafe {
+        let bias = S::splat(p.bias);
+        let (lo, hi) = clamp.unwrap_or((0.0, 0.0));
+        let (lo, hi) = (S::splat(lo), S::splat(hi));
+        for (rr, accr) in acc.iter().enumerate() {
+            let r = r0 + rr;
+            if r >= g.oh {
+                break;
+            }
+            for (ci, &a) in accr.iter().enumerate() {
+                let x = x0 + ci * l;
+                if x >= g.ow {
+                    break;
+                }
+                let v = S::add(a, bias);
+                let v = if clamp.is_some() {
+                    S::min(hi, S::max(lo, v))
+                } else {
+                    S::act(v, p.act)
+                };
+                let n = (g.ow - x).min(l);
+                let dst = y.add(r * g.ow + x);
+                if n == l {
+                    S::store(dst, v);
+                } else {
+                    S::store_n(dst, v, n);
+                }
+            }
+        }
+    }
+}
+
+/// One output channel in blocks of `R` rows by `C` vectors, every tap
+/// a vector load at its offset (any geometry).
+#[inline(always)]
+unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut [f32]) {
+    let g = p.g;
+    let l = S::LANES;
+    let plane = p.plane.as_ptr();
+    let yp = y.as_mut_ptr();
+    let row_pitch = g.sw * p.wq;
+    let mut r0 = 0;
+    while r0 < g.oh {
+        let mut x0 = 0;
+        while x0 < g.ow {
+            // SAFETY: (whole block) rows (r0 + rr) * sh + ki * dh <
+            // plane rows, columns x0 + off + C * lanes <= wq (see
+            // `layout`); the caller runs with S's target features.
+            unsafe {
+                let mut acc = [[S::zero(); C]; R];
+                for ki in 0..g.kh {
+                    let mut rows = [plane; R];
+                    for (rr, row) in rows.iter_mut().enumerate() {
+                        *row = plane.add(((r0 + rr) * g.sh + ki * g.dh) * row_pitch + x0);
+                    }
+                    let kr = p.k.as_ptr().add(ki * g.kw);
+                    for (kj, &off) in p.koff.iter().enumerate() {
+                        let wv = S::splat(*kr.add(kj));
+                        for (accr, row) in acc.iter_mut().zip(&rows) {
+                            for (ci, a) in accr.iter_mut().enumerate() {
+                                *a = S::fma(S::load(row.add(off + ci * l)), wv, *a);
+                            }
+                        }
+                    }
+                }
+                store_block::<S, R, C>(p, &acc, yp, r0, x0);
+            }
+            x0 += C * l;
+        }
+        r0 += R;
+    }
+}
+
+/// One output channel (AVX-512) for unit column dilation, `KW`
+/// columns and column stride `SW`: per kernel row and block row, the
+/// `C + 1` aligned vectors of each phase are loaded once and every tap
+/// takes its lanes from them with a two-vector permute.
+#[inline(always)]
+unsafe fn channel_shift<const R: usize, const C: usize, const KW: usize, const SW: usize>(
+    p: &Channel,
+    y: &mut [f32],
+) {
+    let g = p.g;
+    let plane = p.plane.as_ptr();
+    let yp = y.as_mut_ptr();
+    let row_pitch = SW * p.wq;
+    // SAFETY: (whole body) as in `channel`; loads of C + 1 vectors at
+    // x0 stay below x0 + (C + 1) * 16 <= wq (see `layout`).
+    unsafe {
+        // shift[off] selects lanes off..off + 16 of [lo, hi]
+        let mut shift = [_mm512_setzero_si512(); 5];
+        for (off, s) in shift.iter_mut().enumerate() {
+            *s = _mm512_loadu_si512(IOTA.as_ptr().add(off) as *const _);
+        }
+        let mut r0 = 0;
+        while r0 < g.oh {
+            let mut x0 = 0;
+            while x0 < g.ow {
+                let mut acc = [[_mm512_setzero_ps(); C]; R];
+                for ki in 0..g.kh {
+                    let mut wv = [_mm512_setzero_ps(); KW];
+                    for (kj, w) in wv.iter_mut().enumerate() {
+                        *w = _mm512_set1_ps(*p.k.get_unchecked(ki * KW + kj));
+                    }
+                    for (rr, accr) in acc.iter_mut().enumerate() {
+                        let row = plane.add(((r0 + rr) * g.sh + ki * g.dh) * row_pitch + x0);
+                        for b in 0..SW {
+                            let ph = row.add(b * p.wq);
+                            let mut v = [_mm512_setzero_ps(); 8];
+                            for (ci, vi) in v.iter_mut().enumerate().take(C + 1) {
+                                *vi = _mm512_loadu_ps(ph.add(ci * 16));
+                            }
+                            let mut kj = b;
+                            while kj < KW {
+                                let off = kj / SW;
+                                for (ci, a) in accr.iter_mut().enumerate() {
+                                    let x = if off == 0 {
+                                        v[ci]
+                                    } else {
+                                        _mm512_permutex2var_ps(v[ci], shift[off], v[ci + 1])
+                                    };
+                                    *a = _mm512_fmadd_ps(x, wv[kj], *a);
+                                }
+                                kj += SW;
+                            }
+                        }
+                    }
+                }
+                store_block::<Avx512, R, C>(p, &acc, yp, r0, x0);
+                x0 += C * 16;
+            }
+            r0 += R;
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The portable 8-bit loops (of [`crate::int8::elementwise`] and
+//! [`crate::idepthwise`]) compiled again with x86 SIMD enabled: each
+//! function here is its `#[inline(always)]` loop under `#[target_feature]`,
+//! the same operations in the same order (so the same bits), chosen from
+//! the dispatch table by the loop's module.
+
+use crate::igemm::QInt;
+use crate::int8::depthwise::{plane_taps, PlaneGeom};
+use crate::int8::elementwise::{
+    add_loop, dequantize_loop, quantize_loop, requantize_loop, AddParams,
+};
+use qport_core::arith::Requantizer;
+
+/// `pub(crate) unsafe fn $name` running `$body` with `$features` enabled.
+macro_rules! recompiled {
+    ($(
+        $(#[doc = $doc:expr])*
+        $features:literal fn $name:ident$(<$t:ident: $bound:path>)?(
+            $($arg:ident: $ty:ty),* $(,)?
+        ) $(-> $ret:ty)? = $body:ident;
+    )*) => {$(
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("The CPU must support `", $features, "`.")]
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $name$(<$t: $bound>)?($($arg: $ty),*) $(-> $ret)? {
+            $body($($arg),*)
+        }
+    )*};
+}
+
+recompiled! {
+    /// [`quantize_loop`] with AVX2.
+    "avx2" fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> = quantize_loop;
+    /// [`dequantize_loop`] with AVX2.
+    "avx2" fn dequantize_avx2<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32])
+        = dequantize_loop;
+    /// [`add_loop`] with AVX2 and FMA: the loop's `mul_add` is one
+    /// instruction instead of a library call (the same fused result).
+    "avx2,fma" fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) = add_loop;
+    /// [`requantize_loop`] with AVX-512F and BW.
+    "avx512f,avx512bw" fn requantize_avx512<T: QInt>(
+        rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T],
+    ) = requantize_loop;
+    /// [`requantize_loop`] with AVX2.
+    "avx2" fn requantize_avx2<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T])
+        = requantize_loop;
+    /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
+    "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
+        = plane_taps;
+}

@@ -1,0 +1,99 @@
+//! The outer loops the two AVX2 u8×s8 GEMMs share (the exact
+//! [`crate::avx2q`] and the saturating [`crate::satpair`]): register blocks
+//! of [`MR`] rows by [`V`] vectors of 8 columns (their tile shape) from the kernel's own micro
+//! kernel, then the exact zero-point correction with row and column sums
+//! and the store of the `n` columns of `C`.
+
+use std::arch::x86_64::*;
+
+/// Rows of `A` per register block.
+pub(crate) const MR: usize = 4;
+/// 8-lane i32 vectors per register block.
+pub(crate) const V: usize = 2;
+/// Columns of `B` per packed panel (a multiple of 16, for the packers).
+pub(crate) const NR: usize = 8 * V;
+const _: () = assert!(NR.is_multiple_of(16));
+
+/// The sums and zero points the correction
+/// `C = S − za·Σ_p B − zb·(Σ_p A − k·za)` (all wrapping) reads.
+pub(crate) struct Corr<'a, Z: Fn(usize) -> i32> {
+    /// Row `i`'s zero point.
+    pub(crate) za: Z,
+    /// `Σ_p A[i][p]` per row.
+    pub(crate) row_sum: &'a [i32],
+    /// `Σ_p B[p][j]` per column, padded to whole panels.
+    pub(crate) col_sum: &'a [i32],
+    /// Column `j`'s zero point, padded to whole panels.
+    pub(crate) zb: &'a [i32],
+}
+
+/// `C` (`m × n`, row stride `ldc`) from the register blocks `micro(ip, jp)`
+/// (rows `ip·MR..`, columns `jp·NR..`) of the raw operands' sums, corrected
+/// with `corr`; `k` is the reduction length.
+///
+/// # Safety
+/// The CPU must support AVX2 (the callers are AVX2 functions); `corr`'s
+/// column slices hold `⌈n / NR⌉ · NR` values, `row_sum` `m`.
+#[inline(always)]
+pub(crate) unsafe fn store_corrected<Z: Fn(usize) -> i32>(
+    (m, k, n): (usize, usize, usize),
+    corr: &Corr<'_, Z>,
+    mut micro: impl FnMut(usize, usize) -> [[__m256i; V]; MR],
+    c: &mut [i32],
+    ldc: usize,
+) {
+    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
+    let kk = k as i32;
+    let mut tmp = [0i32; 8];
+    // SAFETY: (whole body) the caller runs with AVX2; every load and store
+    // is inside the slice it names (see each comment).
+    unsafe {
+        for jp in 0..np {
+            let (cols, zcols) = (
+                &corr.col_sum[jp * NR..(jp + 1) * NR],
+                &corr.zb[jp * NR..(jp + 1) * NR],
+            );
+            let mut cs = [_mm256_setzero_si256(); V];
+            let mut zv = [_mm256_setzero_si256(); V];
+            for (v, (s, z)) in cs.iter_mut().zip(&mut zv).enumerate() {
+                // `cols` and `zcols` hold 8·V i32, so the eight at 8v are
+                // inside them.
+                *s = _mm256_loadu_si256(cols.as_ptr().add(8 * v).cast());
+                *z = _mm256_loadu_si256(zcols.as_ptr().add(8 * v).cast());
+            }
+            for ip in 0..mp {
+                let acc = micro(ip, jp);
+                for (r, sums) in acc.iter().enumerate() {
+                    let i = ip * MR + r;
+                    if i >= m {
+                        break;
+                    }
+                    // C = S − za·Σ_p B − zb·(Σ_p A − k·za), all wrapping
+                    let zai = (corr.za)(i);
+                    let zav = _mm256_set1_epi32(zai);
+                    let rv = _mm256_set1_epi32(corr.row_sum[i].wrapping_sub(kk.wrapping_mul(zai)));
+                    for (v, ((&s, &csv), &zbv)) in sums.iter().zip(&cs).zip(&zv).enumerate() {
+                        let j = jp * NR + 8 * v;
+                        if j >= n {
+                            break;
+                        }
+                        let x = _mm256_sub_epi32(
+                            _mm256_sub_epi32(s, _mm256_mullo_epi32(zav, csv)),
+                            _mm256_mullo_epi32(zbv, rv),
+                        );
+                        let w = (n - j).min(8);
+                        let out = &mut c[i * ldc + j..i * ldc + j + w];
+                        if w == 8 {
+                            // `out` holds 8 i32 (32 bytes).
+                            _mm256_storeu_si256(out.as_mut_ptr().cast(), x);
+                        } else {
+                            // `tmp` holds 8 i32 (32 bytes).
+                            _mm256_storeu_si256(tmp.as_mut_ptr().cast(), x);
+                            out.copy_from_slice(&tmp[..w]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
