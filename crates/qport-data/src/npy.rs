@@ -61,33 +61,10 @@ pub fn encode(tensor: &Tensor) -> Result<Vec<u8>> {
 
 /// The numpy type string (`descr`) for a dtype, if `.npy` can hold it.
 pub fn descr(dtype: DType) -> Option<&'static str> {
-    Some(match dtype {
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        DType::F16 => "<f2",
-        DType::I8 => "|i1",
-        DType::U8 => "|u1",
-        DType::I16 => "<i2",
-        DType::U16 => "<u2",
-        DType::I32 => "<i4",
-        DType::U32 => "<u4",
-        DType::I64 => "<i8",
-        DType::U64 => "<u8",
-        DType::Bool => "|b1",
-        // numpy has no native bfloat16 or low-precision (float8, float4,
-        // int4, int2) dtypes; ml_dtypes' are not part of the .npy format.
-        DType::BF16 | DType::Str => return None,
-        DType::F8E4M3FN
-        | DType::F8E4M3FNUZ
-        | DType::F8E5M2
-        | DType::F8E5M2FNUZ
-        | DType::F8E8M0
-        | DType::F4E2M1
-        | DType::I4
-        | DType::U4
-        | DType::I2
-        | DType::U2 => return None,
-    })
+    header::NPY_TYPES
+        .iter()
+        .find(|(d, _, _)| *d == dtype)
+        .map(|(_, written, _)| *written)
 }
 
 /// Decodes `.npy` bytes; errors name `path` (and `key` for an `.npz` member).

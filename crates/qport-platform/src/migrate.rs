@@ -56,49 +56,43 @@ fn mib(b: Option<u64>) -> String {
 pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
     use Severity::{Error, Info, Warning};
     let mut out = Vec::new();
-    if a.default_template != b.default_template {
-        let note = "start quantization from the target's template (J6H/P/S6P: global float16 + Conv/GEMM/MatMul/ConvTranspose int8, Resize/GridSample int8; J6E/M/B: int8 + int16 for sensitive ops)";
-        out.push(ch(
+    // Fields compared by their rendering (each rendering tells values apart).
+    type Show = fn(&Platform) -> String;
+    let rendered: [(&str, Severity, Show, &str, &'static str); 4] = [
+        (
             "template",
             Warning,
-            a.default_template.clone(),
-            b.default_template.clone(),
-            note,
+            |p| p.default_template.clone(),
+            "start quantization from the target's template (J6H/P/S6P: global float16 + Conv/GEMM/MatMul/ConvTranspose int8, Resize/GridSample int8; J6E/M/B: int8 + int16 for sensitive ops)",
             "OE manual, Platform Differences > ONNX Model Quantization Platform Differences",
-        ));
-    }
-    if a.tail_output != b.tail_output {
-        let note = "tail GEMM-class outputs change type: adapt post-processing and consistency comparison (int32 + software dequantize vs direct float32)";
-        out.push(ch(
+        ),
+        (
             "tail-output",
             Error,
-            qport_core::wire::wire(&a.tail_output),
-            qport_core::wire::wire(&b.tail_output),
-            note,
+            |p| qport_core::wire::wire(&p.tail_output),
+            "tail GEMM-class outputs change type: adapt post-processing and consistency comparison (int32 + software dequantize vs direct float32)",
             "OE manual, Platform Differences > High-Accuracy Output Form Differences",
-        ));
-    }
-    if a.image_stride_align != b.image_stride_align {
-        let note = "nv12/image row stride alignment changes: check pyramid/resizer configs and input preparation; parse by stride, never hard-code";
-        out.push(ch(
+        ),
+        (
             "nv12-align",
             Warning,
-            format!("{} B", a.image_stride_align),
-            format!("{} B", b.image_stride_align),
-            note,
+            |p| format!("{} B", p.image_stride_align),
+            "nv12/image row stride alignment changes: check pyramid/resizer configs and input preparation; parse by stride, never hard-code",
             "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
-        ));
-    }
-    if a.min_memory_unit != b.min_memory_unit {
-        let note = "alignedByteSize of non-image tensors is rounded to a different unit: allocate by alignedByteSize";
-        out.push(ch(
+        ),
+        (
             "memory-unit",
             Warning,
-            format!("{} B", a.min_memory_unit),
-            format!("{} B", b.min_memory_unit),
-            note,
+            |p| format!("{} B", p.min_memory_unit),
+            "alignedByteSize of non-image tensors is rounded to a different unit: allocate by alignedByteSize",
             "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
-        ));
+        ),
+    ];
+    for (item, severity, show, note, source) in rendered {
+        let (from, to) = (show(a), show(b));
+        if from != to {
+            out.push(ch(item, severity, from, to, note, source));
+        }
     }
     if a.l2m_cap_bytes != b.l2m_cap_bytes {
         let (sev, note) = match (a.l2m_cap_bytes, b.l2m_cap_bytes) {
