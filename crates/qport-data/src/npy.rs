@@ -266,14 +266,7 @@ pub(crate) fn encode_named(tensor: &Tensor, path: &Path, key: Option<&str>) -> R
     header.push('\n');
     let mut out =
         Vec::with_capacity(8 + len_bytes + header.len() + tensor.len() * tensor.dtype().size_of());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[major, 0]);
-    if len_bytes == 2 {
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    } else {
-        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    }
-    out.extend_from_slice(header.as_bytes());
+    push_preamble(&mut out, major, &header);
     encode_data(tensor.data(), &mut out);
     Ok(out)
 }
@@ -319,6 +312,19 @@ pub(crate) fn decode_data(dtype: DType, b: &[u8]) -> TensorData {
     }
 }
 
+/// Appends the magic string, format version `major`.0, the header length
+/// (two bytes in version 1, four after) and `header` itself.
+fn push_preamble(out: &mut Vec<u8>, major: u8, header: &str) {
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[major, 0]);
+    if major == 1 {
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(header.as_bytes());
+}
+
 fn encode_data(data: &TensorData, out: &mut Vec<u8>) {
     macro_rules! le {
         ($v:expr) => {
@@ -357,14 +363,8 @@ fn encode_data(data: &TensorData, out: &mut Vec<u8>) {
 /// Builds raw `.npy` bytes from a header string and data, for tests.
 #[cfg(test)]
 pub(crate) fn raw_npy(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
-    out.extend_from_slice(&[major, 0]);
-    if major == 1 {
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    } else {
-        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    }
-    out.extend_from_slice(header.as_bytes());
+    let mut out = Vec::new();
+    push_preamble(&mut out, major, header);
     out.extend_from_slice(data);
     out
 }

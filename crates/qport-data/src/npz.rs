@@ -122,6 +122,25 @@ pub(crate) fn read_members<R: Read + Seek, T>(
     Ok(out)
 }
 
+/// Reads (decompresses) at most `limit` bytes of the member `key`.
+pub(crate) fn read_member(
+    member: &mut impl Read,
+    limit: u64,
+    path: &Path,
+    key: &str,
+) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    member
+        .take(limit)
+        .read_to_end(&mut data)
+        .map_err(|e| DataError::Npy {
+            path: path.to_path_buf(),
+            key: Some(key.to_string()),
+            reason: format!("cannot decompress: {e}"),
+        })?;
+    Ok(data)
+}
+
 fn decode_named(bytes: &[u8], path: &Path) -> Result<Vec<(String, Tensor)>> {
     read_members(
         Cursor::new(bytes),
@@ -136,15 +155,7 @@ fn decode_named(bytes: &[u8], path: &Path) -> Result<Vec<(String, Tensor)>> {
                     reason: format!("declared size of {declared} bytes is too large"),
                 });
             }
-            let mut data = Vec::new();
-            member
-                .take(declared)
-                .read_to_end(&mut data)
-                .map_err(|e| DataError::Npy {
-                    path: path.to_path_buf(),
-                    key: Some(key.to_string()),
-                    reason: format!("cannot decompress: {e}"),
-                })?;
+            let data = read_member(member, declared, path, key)?;
             npy::decode_named(&data, path, Some(key))
         },
     )

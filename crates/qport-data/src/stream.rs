@@ -112,15 +112,7 @@ impl RowReader {
             } else {
                 let p = npy::read_prefix(member, path, Some(key))?;
                 let need = p.data_len();
-                let mut data = Vec::new();
-                member
-                    .take((need as u64).saturating_add(1))
-                    .read_to_end(&mut data)
-                    .map_err(|e| DataError::Npy {
-                        path: path.to_path_buf(),
-                        key: Some(key.to_string()),
-                        reason: format!("cannot decompress: {e}"),
-                    })?;
+                let data = npz::read_member(member, (need as u64).saturating_add(1), path, key)?;
                 p.check_data_len(data.len() as u128, path, Some(key))?;
                 RowReader::new(path, Some(key), &p, Source::Memory(Arc::new(data)))
             }

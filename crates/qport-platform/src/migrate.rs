@@ -52,6 +52,13 @@ fn mib(b: Option<u64>) -> String {
     })
 }
 
+/// Both lists in wire form when `b` lacks some entry of `a`.
+fn lost<T: PartialEq + Serialize>(a: &[T], b: &[T]) -> Option<(String, String)> {
+    a.iter()
+        .any(|x| !b.contains(x))
+        .then(|| (qport_core::wire::wire(&a), qport_core::wire::wire(&b)))
+}
+
 /// Platform-level changes from `a` to `b`.
 pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
     use Severity::{Error, Info, Warning};
@@ -131,35 +138,25 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             "OE manual, Platform Differences > Multi-core and Core Binding; OE manual, UCP multi-core and L2M",
         ));
     }
-    let lost: Vec<_> = a
-        .allowed_ips
-        .iter()
-        .filter(|i| !b.allowed_ips.contains(i))
-        .collect();
-    if !lost.is_empty() {
-        out.push(ch(
+    // Lists that warn when the target lacks some entry of the source's.
+    let shrunk = [
+        (
             "ips",
-            Warning,
-            qport_core::wire::wire(&a.allowed_ips),
-            qport_core::wire::wire(&b.allowed_ips),
+            lost(&a.allowed_ips, &b.allowed_ips),
             "move tasks on the lost IPs elsewhere",
             "OE manual, Platform Differences (introduction: on S6P, UCP supports only the BPU IP)",
-        ));
-    }
-    let lost: Vec<_> = a
-        .precisions
-        .iter()
-        .filter(|p| !b.precisions.contains(p))
-        .collect();
-    if !lost.is_empty() {
-        out.push(ch(
+        ),
+        (
             "precisions",
-            Warning,
-            qport_core::wire::wire(&a.precisions),
-            qport_core::wire::wire(&b.precisions),
+            lost(&a.precisions, &b.precisions),
             "nodes configured with the lost precisions must change",
             "OE manual, quant_config (the precisions each platform runs)",
-        ));
+        ),
+    ];
+    for (item, lists, note, source) in shrunk {
+        if let Some((from, to)) = lists {
+            out.push(ch(item, Warning, from, to, note, source));
+        }
     }
     out
 }
