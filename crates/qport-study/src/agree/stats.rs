@@ -163,11 +163,7 @@ pub struct PairStats {
 impl PairStats {
     /// `top1_agree / n` (1 for no samples).
     pub fn top1_rate(&self) -> f64 {
-        if self.n == 0 {
-            1.0
-        } else {
-            self.top1_agree as f64 / self.n as f64
-        }
+        qport_quant::ptq::fraction(self.top1_agree, self.n, 1.0)
     }
 }
 

@@ -20,11 +20,7 @@ pub struct Diff {
 impl Diff {
     /// Share of differing elements, in `[0, 1]` (0 for an empty value).
     pub fn share(&self) -> f64 {
-        if self.elements == 0 {
-            0.0
-        } else {
-            self.differing as f64 / self.elements as f64
-        }
+        qport_quant::ptq::fraction(self.differing, self.elements, 0.0)
     }
 
     /// True when no element differs.
