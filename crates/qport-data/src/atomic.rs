@@ -79,34 +79,38 @@ fn create_temp(path: &Path) -> Result<(PathBuf, File)> {
 mod tests {
     use super::*;
 
-    fn temp_dir(tag: &str) -> PathBuf {
+    /// A fresh directory holding only `out.bin` with `old` in it; returns
+    /// both paths.
+    fn dir_with_old_file(tag: &str) -> (PathBuf, PathBuf) {
         let d =
             std::env::temp_dir().join(format!("qport-data-atomic-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
-        d
+        let p = d.join("out.bin");
+        fs::write(&p, b"old").unwrap();
+        (d, p)
+    }
+
+    fn entries(d: &Path) -> Vec<std::ffi::OsString> {
+        fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect()
     }
 
     #[test]
     fn replaces_existing_file_and_leaves_no_temp() {
-        let d = temp_dir("replace");
-        let p = d.join("out.bin");
-        fs::write(&p, b"old").unwrap();
+        let (d, p) = dir_with_old_file("replace");
         write_atomic(&p, b"new content").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"new content");
-        let names: Vec<_> = fs::read_dir(&d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let names = entries(&d);
         assert_eq!(names.len(), 1, "{names:?}");
         fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn failed_fill_keeps_old_file_and_removes_temp() {
-        let d = temp_dir("fail");
-        let p = d.join("out.bin");
-        fs::write(&p, b"old").unwrap();
+        let (d, p) = dir_with_old_file("fail");
         let err = write_atomic_with(&p, |w| {
             w.write_all(b"partial")?;
             Err(std::io::Error::other("boom"))
@@ -114,7 +118,7 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("out.bin"), "{err}");
         assert_eq!(fs::read(&p).unwrap(), b"old");
-        assert_eq!(fs::read_dir(&d).unwrap().count(), 1);
+        assert_eq!(entries(&d).len(), 1);
         fs::remove_dir_all(&d).unwrap();
     }
 

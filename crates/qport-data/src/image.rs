@@ -93,7 +93,7 @@ pub fn load_image(path: &Path) -> Result<RgbImage> {
 /// Decodes PNG or JPEG bytes to RGB8, choosing the decoder by the magic
 /// bytes (`\x89PNG\r\n\x1a\n` or `FF D8 FF`); `name` is used in errors.
 pub fn decode_image(bytes: &[u8], name: &Path) -> Result<RgbImage> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+    if bytes.starts_with(PNG_MAGIC) {
         decode_png(bytes, name)
     } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
         decode_jpeg(bytes, name)
@@ -115,18 +115,38 @@ pub fn load_png(path: &Path) -> Result<RgbImage> {
     decode_png(&bytes, path)
 }
 
-/// Decodes PNG bytes to RGB8; `name` is used in error messages.
-pub fn decode_png(bytes: &[u8], name: &Path) -> Result<RgbImage> {
-    let err = |reason: String| DataError::Image {
+/// The PNG signature.
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+/// A decoder's error for the image `name`, from its reason.
+pub(crate) fn image_error(name: &Path) -> impl Fn(String) -> DataError + '_ {
+    move |reason| DataError::Image {
         path: name.to_path_buf(),
         reason,
-    };
+    }
+}
+
+/// Refuses empty `bytes` (naming `format`) and bytes that do not start with
+/// `magic` (with `bad` as the reason).
+pub(crate) fn check_magic(
+    bytes: &[u8],
+    format: &str,
+    magic: &[u8],
+    bad: &str,
+) -> std::result::Result<(), String> {
     if bytes.is_empty() {
-        return Err(err("empty file, not a PNG image".into()));
+        return Err(format!("empty file, not a {format} image"));
     }
-    if !bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        return Err(err("not a PNG image (bad signature)".into()));
+    if !bytes.starts_with(magic) {
+        return Err(bad.into());
     }
+    Ok(())
+}
+
+/// Decodes PNG bytes to RGB8; `name` is used in error messages.
+pub fn decode_png(bytes: &[u8], name: &Path) -> Result<RgbImage> {
+    let err = image_error(name);
+    check_magic(bytes, "PNG", PNG_MAGIC, "not a PNG image (bad signature)").map_err(&err)?;
     let mut decoder = png::Decoder::new(Cursor::new(bytes));
     decoder.set_transformations(png::Transformations::normalize_to_color8());
     let mut reader = decoder

@@ -17,31 +17,27 @@
 //! Pillow's by a few levels; everything after decoding (resize, crop,
 //! normalisation) is exact.
 
-use crate::error::{DataError, Result};
-use crate::image::{RgbImage, MAX_PIXELS};
+use crate::error::Result;
+use crate::image::{check_magic, image_error, RgbImage, MAX_PIXELS};
 use jpeg_decoder::{Decoder, PixelFormat};
 use std::io::Cursor;
 use std::path::Path;
 
 /// Decodes JPEG bytes to RGB8; `name` is used in error messages.
 pub fn decode_jpeg(bytes: &[u8], name: &Path) -> Result<RgbImage> {
-    let err = |reason: String| DataError::Image {
-        path: name.to_path_buf(),
-        reason,
-    };
-    if bytes.is_empty() {
-        return Err(err("empty file, not a JPEG image".into()));
-    }
-    if !bytes.starts_with(&[0xff, 0xd8]) {
-        return Err(err(
-            "not a JPEG image (missing the FF D8 start marker)".into()
-        ));
-    }
+    let err = image_error(name);
+    check_magic(
+        bytes,
+        "JPEG",
+        &[0xff, 0xd8],
+        "not a JPEG image (missing the FF D8 start marker)",
+    )
+    .map_err(&err)?;
     // A decoder bug must not take the process down on a hostile file: a
     // panic inside it becomes an error naming the file.
     let decoded = std::panic::catch_unwind(|| decode_raw(bytes))
         .map_err(|_| err("corrupt JPEG: the decoder failed on this file".into()))?
-        .map_err(err)?;
+        .map_err(&err)?;
     let (w, h, format, pixels) = decoded;
     let n = w * h;
     let mut out = Vec::with_capacity(n * 3);

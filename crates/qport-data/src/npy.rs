@@ -61,33 +61,10 @@ pub fn encode(tensor: &Tensor) -> Result<Vec<u8>> {
 
 /// The numpy type string (`descr`) for a dtype, if `.npy` can hold it.
 pub fn descr(dtype: DType) -> Option<&'static str> {
-    Some(match dtype {
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        DType::F16 => "<f2",
-        DType::I8 => "|i1",
-        DType::U8 => "|u1",
-        DType::I16 => "<i2",
-        DType::U16 => "<u2",
-        DType::I32 => "<i4",
-        DType::U32 => "<u4",
-        DType::I64 => "<i8",
-        DType::U64 => "<u8",
-        DType::Bool => "|b1",
-        // numpy has no native bfloat16 or low-precision (float8, float4,
-        // int4, int2) dtypes; ml_dtypes' are not part of the .npy format.
-        DType::BF16 | DType::Str => return None,
-        DType::F8E4M3FN
-        | DType::F8E4M3FNUZ
-        | DType::F8E5M2
-        | DType::F8E5M2FNUZ
-        | DType::F8E8M0
-        | DType::F4E2M1
-        | DType::I4
-        | DType::U4
-        | DType::I2
-        | DType::U2 => return None,
-    })
+    header::NPY_TYPES
+        .iter()
+        .find(|(d, _, _)| *d == dtype)
+        .map(|(_, written, _)| *written)
 }
 
 /// Decodes `.npy` bytes; errors name `path` (and `key` for an `.npz` member).
@@ -289,14 +266,7 @@ pub(crate) fn encode_named(tensor: &Tensor, path: &Path, key: Option<&str>) -> R
     header.push('\n');
     let mut out =
         Vec::with_capacity(8 + len_bytes + header.len() + tensor.len() * tensor.dtype().size_of());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[major, 0]);
-    if len_bytes == 2 {
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    } else {
-        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    }
-    out.extend_from_slice(header.as_bytes());
+    push_preamble(&mut out, major, &header);
     encode_data(tensor.data(), &mut out);
     Ok(out)
 }
@@ -342,6 +312,19 @@ pub(crate) fn decode_data(dtype: DType, b: &[u8]) -> TensorData {
     }
 }
 
+/// Appends the magic string, format version `major`.0, the header length
+/// (two bytes in version 1, four after) and `header` itself.
+fn push_preamble(out: &mut Vec<u8>, major: u8, header: &str) {
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[major, 0]);
+    if major == 1 {
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(header.as_bytes());
+}
+
 fn encode_data(data: &TensorData, out: &mut Vec<u8>) {
     macro_rules! le {
         ($v:expr) => {
@@ -380,14 +363,8 @@ fn encode_data(data: &TensorData, out: &mut Vec<u8>) {
 /// Builds raw `.npy` bytes from a header string and data, for tests.
 #[cfg(test)]
 pub(crate) fn raw_npy(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
-    out.extend_from_slice(&[major, 0]);
-    if major == 1 {
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    } else {
-        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    }
-    out.extend_from_slice(header.as_bytes());
+    let mut out = Vec::new();
+    push_preamble(&mut out, major, header);
     out.extend_from_slice(data);
     out
 }

@@ -4,30 +4,38 @@
 
 use qport_core::DType;
 
+/// The dtypes `.npy` holds: the type string (`descr`) qport writes and
+/// numpy's one-letter code for the same type. numpy has no native bfloat16
+/// or low-precision (float8, float4, int4, int2) dtypes; ml_dtypes' are not
+/// part of the .npy format.
+pub(super) const NPY_TYPES: [(DType, &str, &str); 12] = [
+    (DType::F16, "<f2", "e"),
+    (DType::F32, "<f4", "f"),
+    (DType::F64, "<f8", "d"),
+    (DType::I8, "|i1", "b"),
+    (DType::U8, "|u1", "B"),
+    (DType::I16, "<i2", "h"),
+    (DType::U16, "<u2", "H"),
+    (DType::I32, "<i4", "i"),
+    (DType::U32, "<u4", "I"),
+    (DType::I64, "<i8", "q"),
+    (DType::U64, "<u8", "Q"),
+    (DType::Bool, "|b1", "?"),
+];
+
 /// The dtype of a numpy type string, refusing big-endian multi-byte types.
 pub(super) fn dtype_of_descr(descr: &str) -> std::result::Result<DType, String> {
     let (order, code) = match descr.chars().next() {
         Some(c @ ('<' | '>' | '|' | '=')) => (c, &descr[1..]),
         _ => ('=', descr),
     };
-    let dtype = match code {
-        "f2" | "e" => DType::F16,
-        "f4" | "f" => DType::F32,
-        "f8" | "d" => DType::F64,
-        "i1" | "b" => DType::I8,
-        "u1" | "B" => DType::U8,
-        "i2" | "h" => DType::I16,
-        "u2" | "H" => DType::U16,
-        "i4" | "i" => DType::I32,
-        "u4" | "I" => DType::U32,
-        "i8" | "q" => DType::I64,
-        "u8" | "Q" => DType::U64,
-        "b1" | "?" => DType::Bool,
-        _ => {
-            return Err(format!(
-                "unsupported numpy dtype '{descr}' (qport reads float16/32/64, int8-64, uint8-64 and bool)"
-            ))
-        }
+    let Some(&(dtype, _, _)) = NPY_TYPES
+        .iter()
+        .find(|(_, written, letter)| written[1..] == *code || *letter == code)
+    else {
+        return Err(format!(
+            "unsupported numpy dtype '{descr}' (qport reads float16/32/64, int8-64, uint8-64 and bool)"
+        ));
     };
     let big = order == '>' || (order == '=' && cfg!(target_endian = "big"));
     if big && dtype.size_of() > 1 {

@@ -75,28 +75,49 @@ fn err_of(b: &[u8]) -> String {
 }
 
 #[test]
-fn refuses_fortran_order() {
-    let b = raw_npy(
-        1,
-        "{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }\n",
-        &[0; 4],
+fn refuses_fortran_order_big_endian_absurd_shapes_and_bad_lengths() {
+    // (descr, fortran_order, shape, data, every piece the error must name)
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static [u8],
+        &'static [&'static str],
     );
-    let e = err_of(&b);
-    assert!(
-        e.contains("Fortran-order") && e.contains("ascontiguousarray"),
-        "{e}"
-    );
-}
-
-#[test]
-fn refuses_big_endian() {
-    let b = raw_npy(
-        1,
-        "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n",
-        &[0; 4],
-    );
-    let e = err_of(&b);
-    assert!(e.contains("big-endian") && e.contains(">f4"), "{e}");
+    let cases: [Case; 6] = [
+        (
+            "<f4",
+            "True",
+            "(1,)",
+            &[0; 4],
+            &["Fortran-order", "ascontiguousarray"],
+        ),
+        (">f4", "False", "(1,)", &[0; 4], &["big-endian", ">f4"]),
+        // Refused without allocating.
+        (
+            "<f4",
+            "False",
+            "(100000000000, 100000000000)",
+            &[0; 16],
+            &["too large"],
+        ),
+        ("<f8", "False", "(99999999999999999999,)", &[], &["64 bits"]),
+        (
+            "<f4",
+            "False",
+            "(4,)",
+            &[0; 12],
+            &["truncated data", "16 bytes"],
+        ),
+        ("<f4", "False", "(1,)", &[0; 5], &["1 unexpected bytes"]),
+    ];
+    for (descr, fortran, shape, data, want) in cases {
+        let h = format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}\n");
+        let e = err_of(&raw_npy(1, &h, data));
+        for w in want {
+            assert!(e.contains(w), "{h}: {e}");
+        }
+    }
     // A one-byte type has no byte order; '>' there is harmless.
     let b = raw_npy(
         1,
@@ -104,43 +125,6 @@ fn refuses_big_endian() {
         &[255],
     );
     assert_eq!(decode(&b).unwrap().as_slice::<i8>().unwrap(), &[-1]);
-}
-
-#[test]
-fn refuses_absurd_shape_without_allocating() {
-    let b = raw_npy(
-        1,
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (100000000000, 100000000000), }\n",
-        &[0; 16],
-    );
-    let e = err_of(&b);
-    assert!(e.contains("too large"), "{e}");
-    let b = raw_npy(
-        1,
-        "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }\n",
-        &[],
-    );
-    assert!(err_of(&b).contains("64 bits"));
-}
-
-#[test]
-fn refuses_truncated_and_trailing_data() {
-    let b = raw_npy(
-        1,
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n",
-        &[0; 12],
-    );
-    let e = err_of(&b);
-    assert!(
-        e.contains("truncated data") && e.contains("16 bytes"),
-        "{e}"
-    );
-    let b = raw_npy(
-        1,
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n",
-        &[0; 5],
-    );
-    assert!(err_of(&b).contains("1 unexpected bytes"));
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::atomic::write_atomic;
 use crate::error::{DataError, Result};
 use crate::npy;
 use qport_core::Tensor;
-use std::io::{Cursor, Read, Write};
+use std::io::{Cursor, Read, Seek, Write};
 use std::path::Path;
 use zip::write::SimpleFileOptions;
 use zip::CompressionMethod;
@@ -83,17 +83,25 @@ pub fn encode(arrays: &[(String, Tensor)], compression: Compression) -> Result<V
     encode_named(arrays, compression, Path::new("<memory>"))
 }
 
-fn decode_named(bytes: &[u8], path: &Path) -> Result<Vec<(String, Tensor)>> {
+/// Opens `archive` (`len` bytes, read from `path`) as a `.npz` archive and
+/// calls `read(key, member)` for each `.npy` member, in archive order;
+/// refuses an empty file, members that are not `.npy` and duplicate names.
+pub(crate) fn read_members<R: Read + Seek, T>(
+    archive: R,
+    len: u64,
+    path: &Path,
+    mut read: impl FnMut(&str, &mut zip::read::ZipFile<'_, R>) -> Result<T>,
+) -> Result<Vec<(String, T)>> {
     let err = |reason: String| DataError::Npz {
         path: path.to_path_buf(),
         reason,
     };
-    if bytes.is_empty() {
+    if len == 0 {
         return Err(err("empty file, not a .npz archive".into()));
     }
-    let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
+    let mut zip = zip::ZipArchive::new(archive)
         .map_err(|e| err(format!("not a valid .npz (zip) archive: {e}")))?;
-    let mut out: Vec<(String, Tensor)> = Vec::with_capacity(zip.len());
+    let mut out: Vec<(String, T)> = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
         let mut member = zip
             .by_index(i)
@@ -102,34 +110,55 @@ fn decode_named(bytes: &[u8], path: &Path) -> Result<Vec<(String, Tensor)>> {
             continue;
         }
         let name = member.name().to_string();
-        let Some(key) = name.strip_suffix(".npy") else {
+        let Some(key) = name.strip_suffix(".npy").map(str::to_string) else {
             return Err(err(format!("member '{name}' is not a .npy array")));
         };
-        let key = key.to_string();
         if out.iter().any(|(k, _)| *k == key) {
             return Err(err(format!("duplicate array name '{key}'")));
         }
-        let declared = member.size();
-        if declared > MAX_MEMBER_BYTES {
-            return Err(DataError::Npy {
-                path: path.to_path_buf(),
-                key: Some(key),
-                reason: format!("declared size of {declared} bytes is too large"),
-            });
-        }
-        let mut data = Vec::new();
-        (&mut member)
-            .take(declared)
-            .read_to_end(&mut data)
-            .map_err(|e| DataError::Npy {
-                path: path.to_path_buf(),
-                key: Some(key.clone()),
-                reason: format!("cannot decompress: {e}"),
-            })?;
-        let t = npy::decode_named(&data, path, Some(&key))?;
-        out.push((key, t));
+        let value = read(&key, &mut member)?;
+        out.push((key, value));
     }
     Ok(out)
+}
+
+/// Reads (decompresses) at most `limit` bytes of the member `key`.
+pub(crate) fn read_member(
+    member: &mut impl Read,
+    limit: u64,
+    path: &Path,
+    key: &str,
+) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    member
+        .take(limit)
+        .read_to_end(&mut data)
+        .map_err(|e| DataError::Npy {
+            path: path.to_path_buf(),
+            key: Some(key.to_string()),
+            reason: format!("cannot decompress: {e}"),
+        })?;
+    Ok(data)
+}
+
+fn decode_named(bytes: &[u8], path: &Path) -> Result<Vec<(String, Tensor)>> {
+    read_members(
+        Cursor::new(bytes),
+        bytes.len() as u64,
+        path,
+        |key, member| {
+            let declared = member.size();
+            if declared > MAX_MEMBER_BYTES {
+                return Err(DataError::Npy {
+                    path: path.to_path_buf(),
+                    key: Some(key.to_string()),
+                    reason: format!("declared size of {declared} bytes is too large"),
+                });
+            }
+            let data = read_member(member, declared, path, key)?;
+            npy::decode_named(&data, path, Some(key))
+        },
+    )
 }
 
 fn encode_named(

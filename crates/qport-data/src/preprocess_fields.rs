@@ -330,53 +330,30 @@ fn choice<T: Copy>(s: &str, options: &[(&str, T)]) -> Result<T, String> {
         })
 }
 
-impl FromStr for ColorOrder {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ColorOrder, String> {
-        choice(s, &[("rgb", ColorOrder::Rgb), ("bgr", ColorOrder::Bgr)])
-    }
+/// `FromStr` (case-insensitive, through [`choice`]) and `Display` of a
+/// fieldless enum, both from one table of its spellings.
+macro_rules! spelled {
+    ($t:ident { $($v:ident => $n:literal),+ $(,)? }) => {
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$t, String> {
+                choice(s, &[$(($n, $t::$v)),+])
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $($t::$v => $n),+
+                })
+            }
+        }
+    };
 }
 
-impl fmt::Display for ColorOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ColorOrder::Rgb => "rgb",
-            ColorOrder::Bgr => "bgr",
-        })
-    }
-}
-
-impl FromStr for Layout {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Layout, String> {
-        choice(s, &[("nchw", Layout::Nchw), ("nhwc", Layout::Nhwc)])
-    }
-}
-
-impl fmt::Display for Layout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Layout::Nchw => "nchw",
-            Layout::Nhwc => "nhwc",
-        })
-    }
-}
-
-impl FromStr for Filter {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Filter, String> {
-        choice(
-            s,
-            &[("bilinear", Filter::Bilinear), ("bicubic", Filter::Bicubic)],
-        )
-    }
-}
-
-impl fmt::Display for Filter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+spelled!(ColorOrder { Rgb => "rgb", Bgr => "bgr" });
+spelled!(Layout { Nchw => "nchw", Nhwc => "nhwc" });
+spelled!(Filter { Bilinear => "bilinear", Bicubic => "bicubic" });
 
 /// A finite number.
 pub(super) fn number(s: &str) -> Result<f32, String> {

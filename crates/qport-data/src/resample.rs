@@ -69,6 +69,18 @@ struct Coeffs {
     weights: Vec<Vec<i64>>,
 }
 
+impl Coeffs {
+    /// Output sample `o`: the fixed-point weighted sum of the input samples
+    /// `sample(j)` under its taps, rounded and clipped to 8 bits.
+    fn apply(&self, o: usize, sample: impl Fn(usize) -> u8) -> u8 {
+        let mut ss: i64 = 1 << (PRECISION_BITS - 1);
+        for (k, &w) in self.weights[o].iter().enumerate() {
+            ss += sample(self.start[o] + k) as i64 * w;
+        }
+        clip8(ss)
+    }
+}
+
 /// Pillow's `precompute_coeffs` + `normalize_coeffs_8bpc`: the taps mapping
 /// `in_size` samples onto `out_size` with `filter`.
 fn coeffs(in_size: usize, out_size: usize, filter: Filter) -> Coeffs {
@@ -179,47 +191,44 @@ pub fn resize_bicubic(img: &RgbImage, width: usize, height: usize) -> Result<Rgb
 
 /// Resamples each row to `width` (a copy when the width is unchanged).
 fn horizontal_pass(img: &RgbImage, width: usize, filter: Filter) -> Result<RgbImage> {
-    if width == img.width() {
-        return Ok(img.clone());
-    }
-    let c = coeffs(img.width(), width, filter);
-    let src = img.as_bytes();
-    let in_stride = img.width() * 3;
-    let mut out = vec![0u8; width * img.height() * 3];
-    for y in 0..img.height() {
-        let row = &src[y * in_stride..(y + 1) * in_stride];
-        for x in 0..width {
-            for ch in 0..3 {
-                let mut ss: i64 = 1 << (PRECISION_BITS - 1);
-                for (k, &w) in c.weights[x].iter().enumerate() {
-                    ss += row[(c.start[x] + k) * 3 + ch] as i64 * w;
-                }
-                out[(y * width + x) * 3 + ch] = clip8(ss);
-            }
-        }
-    }
-    RgbImage::new(width, img.height(), out)
+    pass(img, width, filter, true)
 }
 
 /// Resamples each column to `height` (a copy when the height is unchanged).
 fn vertical_pass(img: &RgbImage, height: usize, filter: Filter) -> Result<RgbImage> {
-    if height == img.height() {
+    pass(img, height, filter, false)
+}
+
+/// One separable pass: resamples along the rows (`horizontal`) or the
+/// columns to `size` samples; a copy when the size is unchanged.
+fn pass(img: &RgbImage, size: usize, filter: Filter, horizontal: bool) -> Result<RgbImage> {
+    let (in_size, width, height) = if horizontal {
+        (img.width(), size, img.height())
+    } else {
+        (img.height(), img.width(), size)
+    };
+    if size == in_size {
         return Ok(img.clone());
     }
-    let c = coeffs(img.height(), height, filter);
+    let c = coeffs(in_size, size, filter);
     let src = img.as_bytes();
-    let stride = img.width() * 3;
-    let mut out = vec![0u8; height * stride];
+    let in_stride = img.width() * 3;
+    // Byte distance between consecutive taps.
+    let tap = if horizontal { 3 } else { in_stride };
+    let mut out = vec![0u8; width * height * 3];
     for y in 0..height {
-        for i in 0..stride {
-            let mut ss: i64 = 1 << (PRECISION_BITS - 1);
-            for (k, &w) in c.weights[y].iter().enumerate() {
-                ss += src[(c.start[y] + k) * stride + i] as i64 * w;
+        for x in 0..width {
+            for ch in 0..3 {
+                let (o, base) = if horizontal {
+                    (x, y * in_stride + ch)
+                } else {
+                    (y, x * 3 + ch)
+                };
+                out[(y * width + x) * 3 + ch] = c.apply(o, |j| src[base + j * tap]);
             }
-            out[y * stride + i] = clip8(ss);
         }
     }
-    RgbImage::new(img.width(), height, out)
+    RgbImage::new(width, height, out)
 }
 
 #[cfg(test)]

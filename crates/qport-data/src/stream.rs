@@ -13,6 +13,7 @@
 
 use crate::error::{DataError, Result};
 use crate::npy::{self, Prefix};
+use crate::npz;
 use qport_core::{DType, Tensor};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -82,69 +83,40 @@ impl RowReader {
     /// member name without `.npy`. Stored members are read row by row from
     /// the file; deflated ones are decompressed into memory now.
     pub fn open_npz(path: &Path) -> Result<Vec<(String, RowReader)>> {
-        let err = |reason: String| DataError::Npz {
-            path: path.to_path_buf(),
-            reason,
-        };
         let f = File::open(path).map_err(|e| DataError::io(path, e))?;
         let file_len = f.metadata().map_err(|e| DataError::io(path, e))?.len();
-        if file_len == 0 {
-            return Err(err("empty file, not a .npz archive".into()));
-        }
-        let mut zip = zip::ZipArchive::new(f)
-            .map_err(|e| err(format!("not a valid .npz (zip) archive: {e}")))?;
-        let mut out: Vec<(String, RowReader)> = Vec::with_capacity(zip.len());
-        for i in 0..zip.len() {
-            let mut member = zip
-                .by_index(i)
-                .map_err(|e| err(format!("cannot open member {i}: {e}")))?;
-            if member.is_dir() {
-                continue;
-            }
-            let name = member.name().to_string();
-            let Some(key) = name.strip_suffix(".npy").map(str::to_string) else {
-                return Err(err(format!("member '{name}' is not a .npy array")));
-            };
-            if out.iter().any(|(k, _)| *k == key) {
-                return Err(err(format!("duplicate array name '{key}'")));
-            }
+        npz::read_members(f, file_len, path, |key, member| {
             let size = member.size();
-            let reader = if member.compression() == zip::CompressionMethod::Stored {
+            if member.compression() == zip::CompressionMethod::Stored {
                 let start = member.data_start();
                 if start.saturating_add(size) > file_len {
-                    return Err(err(format!(
-                        "member '{name}' extends past the end of the file"
-                    )));
+                    return Err(DataError::Npz {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "member '{}' extends past the end of the file",
+                            member.name()
+                        ),
+                    });
                 }
-                let p = npy::read_prefix(&mut member, path, Some(&key))?;
+                let p = npy::read_prefix(member, path, Some(key))?;
                 p.check_data_len(
                     (size as u128).saturating_sub(p.data_offset as u128),
                     path,
-                    Some(&key),
+                    Some(key),
                 )?;
                 let source = Source::File {
                     start: start + p.data_offset as u64,
                     file: None,
                 };
-                RowReader::new(path, Some(&key), &p, source)?
+                RowReader::new(path, Some(key), &p, source)
             } else {
-                let p = npy::read_prefix(&mut member, path, Some(&key))?;
+                let p = npy::read_prefix(member, path, Some(key))?;
                 let need = p.data_len();
-                let mut data = Vec::new();
-                (&mut member)
-                    .take((need as u64).saturating_add(1))
-                    .read_to_end(&mut data)
-                    .map_err(|e| DataError::Npy {
-                        path: path.to_path_buf(),
-                        key: Some(key.clone()),
-                        reason: format!("cannot decompress: {e}"),
-                    })?;
-                p.check_data_len(data.len() as u128, path, Some(&key))?;
-                RowReader::new(path, Some(&key), &p, Source::Memory(Arc::new(data)))?
-            };
-            out.push((key, reader));
-        }
-        Ok(out)
+                let data = npz::read_member(member, (need as u64).saturating_add(1), path, key)?;
+                p.check_data_len(data.len() as u128, path, Some(key))?;
+                RowReader::new(path, Some(key), &p, Source::Memory(Arc::new(data)))
+            }
+        })
     }
 
     fn new(path: &Path, key: Option<&str>, p: &Prefix, source: Source) -> Result<RowReader> {

@@ -52,53 +52,54 @@ fn mib(b: Option<u64>) -> String {
     })
 }
 
+/// Both lists in wire form when `b` lacks some entry of `a`.
+fn lost<T: PartialEq + Serialize>(a: &[T], b: &[T]) -> Option<(String, String)> {
+    a.iter()
+        .any(|x| !b.contains(x))
+        .then(|| (qport_core::wire::wire(&a), qport_core::wire::wire(&b)))
+}
+
 /// Platform-level changes from `a` to `b`.
 pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
     use Severity::{Error, Info, Warning};
     let mut out = Vec::new();
-    if a.default_template != b.default_template {
-        let note = "start quantization from the target's template (J6H/P/S6P: global float16 + Conv/GEMM/MatMul/ConvTranspose int8, Resize/GridSample int8; J6E/M/B: int8 + int16 for sensitive ops)";
-        out.push(ch(
+    // Fields compared by their rendering (each rendering tells values apart).
+    type Show = fn(&Platform) -> String;
+    let rendered: [(&str, Severity, Show, &str, &'static str); 4] = [
+        (
             "template",
             Warning,
-            a.default_template.clone(),
-            b.default_template.clone(),
-            note,
+            |p| p.default_template.clone(),
+            "start quantization from the target's template (J6H/P/S6P: global float16 + Conv/GEMM/MatMul/ConvTranspose int8, Resize/GridSample int8; J6E/M/B: int8 + int16 for sensitive ops)",
             "OE manual, Platform Differences > ONNX Model Quantization Platform Differences",
-        ));
-    }
-    if a.tail_output != b.tail_output {
-        let note = "tail GEMM-class outputs change type: adapt post-processing and consistency comparison (int32 + software dequantize vs direct float32)";
-        out.push(ch(
+        ),
+        (
             "tail-output",
             Error,
-            qport_core::wire::wire(&a.tail_output),
-            qport_core::wire::wire(&b.tail_output),
-            note,
+            |p| qport_core::wire::wire(&p.tail_output),
+            "tail GEMM-class outputs change type: adapt post-processing and consistency comparison (int32 + software dequantize vs direct float32)",
             "OE manual, Platform Differences > High-Accuracy Output Form Differences",
-        ));
-    }
-    if a.image_stride_align != b.image_stride_align {
-        let note = "nv12/image row stride alignment changes: check pyramid/resizer configs and input preparation; parse by stride, never hard-code";
-        out.push(ch(
+        ),
+        (
             "nv12-align",
             Warning,
-            format!("{} B", a.image_stride_align),
-            format!("{} B", b.image_stride_align),
-            note,
+            |p| format!("{} B", p.image_stride_align),
+            "nv12/image row stride alignment changes: check pyramid/resizer configs and input preparation; parse by stride, never hard-code",
             "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
-        ));
-    }
-    if a.min_memory_unit != b.min_memory_unit {
-        let note = "alignedByteSize of non-image tensors is rounded to a different unit: allocate by alignedByteSize";
-        out.push(ch(
+        ),
+        (
             "memory-unit",
             Warning,
-            format!("{} B", a.min_memory_unit),
-            format!("{} B", b.min_memory_unit),
-            note,
+            |p| format!("{} B", p.min_memory_unit),
+            "alignedByteSize of non-image tensors is rounded to a different unit: allocate by alignedByteSize",
             "OE manual, Platform Differences > stride, padding, and aligned byte size Differences",
-        ));
+        ),
+    ];
+    for (item, severity, show, note, source) in rendered {
+        let (from, to) = (show(a), show(b));
+        if from != to {
+            out.push(ch(item, severity, from, to, note, source));
+        }
     }
     if a.l2m_cap_bytes != b.l2m_cap_bytes {
         let (sev, note) = match (a.l2m_cap_bytes, b.l2m_cap_bytes) {
@@ -137,35 +138,25 @@ pub fn migrate_platform(a: &Platform, b: &Platform) -> Vec<Change> {
             "OE manual, Platform Differences > Multi-core and Core Binding; OE manual, UCP multi-core and L2M",
         ));
     }
-    let lost: Vec<_> = a
-        .allowed_ips
-        .iter()
-        .filter(|i| !b.allowed_ips.contains(i))
-        .collect();
-    if !lost.is_empty() {
-        out.push(ch(
+    // Lists that warn when the target lacks some entry of the source's.
+    let shrunk = [
+        (
             "ips",
-            Warning,
-            qport_core::wire::wire(&a.allowed_ips),
-            qport_core::wire::wire(&b.allowed_ips),
+            lost(&a.allowed_ips, &b.allowed_ips),
             "move tasks on the lost IPs elsewhere",
             "OE manual, Platform Differences (introduction: on S6P, UCP supports only the BPU IP)",
-        ));
-    }
-    let lost: Vec<_> = a
-        .precisions
-        .iter()
-        .filter(|p| !b.precisions.contains(p))
-        .collect();
-    if !lost.is_empty() {
-        out.push(ch(
+        ),
+        (
             "precisions",
-            Warning,
-            qport_core::wire::wire(&a.precisions),
-            qport_core::wire::wire(&b.precisions),
+            lost(&a.precisions, &b.precisions),
             "nodes configured with the lost precisions must change",
             "OE manual, quant_config (the precisions each platform runs)",
-        ));
+        ),
+    ];
+    for (item, lists, note, source) in shrunk {
+        if let Some((from, to)) = lists {
+            out.push(ch(item, Warning, from, to, note, source));
+        }
     }
     out
 }

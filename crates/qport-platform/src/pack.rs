@@ -117,42 +117,48 @@ fn for_each_run(g: &Geometry, mut f: impl FnMut(usize, usize, usize)) {
     }
 }
 
+/// Which way [`transfer`] copies: dense to padded ([`pack`]) or back ([`unpack`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    Pack,
+    Unpack,
+}
+
+/// Copies the valid runs of `src` between the dense and the padded layout,
+/// after checking `src`'s length (exact for dense input, at least the padded
+/// size for a runtime buffer).
+fn transfer(d: &TensorDescriptor, src: &[u8], dir: Direction) -> Result<Vec<u8>, PlatformError> {
+    let g = geometry(d)?;
+    let (what, expected, fits, out_len) = match dir {
+        Direction::Pack => ("dense input", g.dense, src.len() == g.dense, g.padded),
+        Direction::Unpack => ("padded output", g.padded, src.len() >= g.padded, g.dense),
+    };
+    if !fits {
+        return Err(PlatformError::BufferSize {
+            tensor: d.name.clone(),
+            what,
+            got: src.len() as u64,
+            expected: expected as u64,
+        });
+    }
+    let mut out = vec![0u8; out_len];
+    for_each_run(&g, |s, p, n| match dir {
+        Direction::Pack => out[p..p + n].copy_from_slice(&src[s..s + n]),
+        Direction::Unpack => out[s..s + n].copy_from_slice(&src[p..p + n]),
+    });
+    Ok(out)
+}
+
 /// Builds a runtime buffer of `alignedByteSize` bytes from the dense tensor
 /// bytes `dense` (row-major over `validShape`); padding is zero.
 pub fn pack(d: &TensorDescriptor, dense: &[u8]) -> Result<Vec<u8>, PlatformError> {
-    let g = geometry(d)?;
-    if dense.len() != g.dense {
-        return Err(PlatformError::BufferSize {
-            tensor: d.name.clone(),
-            what: "dense input",
-            got: dense.len() as u64,
-            expected: g.dense as u64,
-        });
-    }
-    let mut out = vec![0u8; g.padded];
-    for_each_run(&g, |s, p, n| {
-        out[p..p + n].copy_from_slice(&dense[s..s + n])
-    });
-    Ok(out)
+    transfer(d, dense, Direction::Pack)
 }
 
 /// Extracts the valid data of a runtime buffer (at least `alignedByteSize`
 /// bytes are not required; only the bytes the strides reach) into dense bytes.
 pub fn unpack(d: &TensorDescriptor, buffer: &[u8]) -> Result<Vec<u8>, PlatformError> {
-    let g = geometry(d)?;
-    if buffer.len() < g.padded {
-        return Err(PlatformError::BufferSize {
-            tensor: d.name.clone(),
-            what: "padded output",
-            got: buffer.len() as u64,
-            expected: g.padded as u64,
-        });
-    }
-    let mut out = vec![0u8; g.dense];
-    for_each_run(&g, |s, p, n| {
-        out[s..s + n].copy_from_slice(&buffer[p..p + n])
-    });
-    Ok(out)
+    transfer(d, buffer, Direction::Unpack)
 }
 
 #[cfg(test)]

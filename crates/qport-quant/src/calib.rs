@@ -640,27 +640,27 @@ mod tests {
 
     #[test]
     fn options_validate_names_field() {
-        let o = CalibOptions {
-            num_bin: 100,
-            ..Default::default()
-        };
-        assert!(matches!(
-            o.validate(),
-            Err(CalibError::BadOption {
-                field: "num_bin",
-                ..
-            })
-        ));
-        let o = CalibOptions {
-            max_percentile: 0.2,
-            ..Default::default()
-        };
-        assert!(matches!(
-            o.validate(),
-            Err(CalibError::BadOption {
-                field: "max_percentile",
-                ..
-            })
-        ));
+        let bad = [
+            (
+                CalibOptions {
+                    num_bin: 100,
+                    ..Default::default()
+                },
+                "num_bin",
+            ),
+            (
+                CalibOptions {
+                    max_percentile: 0.2,
+                    ..Default::default()
+                },
+                "max_percentile",
+            ),
+        ];
+        for (o, name) in bad {
+            assert!(
+                matches!(o.validate(), Err(CalibError::BadOption { field, .. }) if field == name),
+                "{name}"
+            );
+        }
     }
 }

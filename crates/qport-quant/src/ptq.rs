@@ -478,11 +478,16 @@ pub struct Evaluation {
 impl Evaluation {
     /// Top-1 agreement as a fraction.
     pub fn top1_rate(&self) -> f64 {
-        if self.samples == 0 {
-            0.0
-        } else {
-            self.top1_agree as f64 / self.samples as f64
-        }
+        fraction(self.top1_agree, self.samples, 0.0)
+    }
+}
+
+/// `part / whole`, or `empty` when `whole` is 0.
+pub fn fraction(part: usize, whole: usize, empty: f64) -> f64 {
+    if whole == 0 {
+        empty
+    } else {
+        part as f64 / whole as f64
     }
 }
 

@@ -147,17 +147,22 @@ impl Builder<'_> {
         }
     }
 
-    fn activation(&mut self, t: &str, g: Grid, p: QParams) -> Result<String, QuantError> {
-        if let Some(v) = self.act_done.get(&(t.to_string(), g)) {
-            return Ok(v.clone());
-        }
+    /// Raises the opset `p` needs on grid `g` (per-axis: 13, 16-bit: 21)
+    /// and adds its scales and zero points as the initializers
+    /// `{t}_scale{sfx}` and `{t}_zero_point{sfx}`; returns their names.
+    fn add_qparams(
+        &mut self,
+        t: &str,
+        sfx: &str,
+        g: Grid,
+        p: &QParams,
+    ) -> Result<(String, String), QuantError> {
         if matches!(g, Grid::Int16 | Grid::Uint16) {
             self.needs_opset = self.needs_opset.max(21);
         }
         if p.axis.is_some() {
             self.needs_opset = self.needs_opset.max(13);
         }
-        let sfx = self.fresh_suffix(t, g);
         let scalar = p.axis.is_none();
         let sname = format!("{t}_scale{sfx}");
         let zname = format!("{t}_zero_point{sfx}");
@@ -165,6 +170,15 @@ impl Builder<'_> {
             .insert(sname.clone(), scale_tensor(&p.scales, scalar)?);
         self.inits
             .insert(zname.clone(), zp_tensor(g, &p.zero_points, scalar)?);
+        Ok((sname, zname))
+    }
+
+    fn activation(&mut self, t: &str, g: Grid, p: QParams) -> Result<String, QuantError> {
+        if let Some(v) = self.act_done.get(&(t.to_string(), g)) {
+            return Ok(v.clone());
+        }
+        let sfx = self.fresh_suffix(t, g);
+        let (sname, zname) = self.add_qparams(t, &sfx, g, &p)?;
         let qout = format!("{t}_QuantizeLinear_Output{sfx}");
         let dqout = format!("{t}_DequantizeLinear_Output{sfx}");
         self.nodes.push(qdq_node(
@@ -208,22 +222,10 @@ impl Builder<'_> {
                 Tensor::from_vec(t.shape().to_vec(), q)?.cast(p.grid.dtype())?
             }
         };
-        if p.axis.is_some() {
-            self.needs_opset = self.needs_opset.max(13);
-        }
-        if matches!(p.grid, Grid::Int16 | Grid::Uint16) {
-            self.needs_opset = self.needs_opset.max(21);
-        }
-        let scalar = p.axis.is_none();
         let qname = format!("{w}_quantized");
-        let sname = format!("{w}_scale");
-        let zname = format!("{w}_zero_point");
         let out = format!("{w}_DequantizeLinear_Output");
         self.inits.insert(qname.clone(), qt);
-        self.inits
-            .insert(sname.clone(), scale_tensor(&p.scales, scalar)?);
-        self.inits
-            .insert(zname.clone(), zp_tensor(p.grid, &p.zero_points, scalar)?);
+        let (sname, zname) = self.add_qparams(w, "", p.grid, &p)?;
         self.nodes.push(qdq_node(
             "DequantizeLinear",
             format!("{w}_DequantizeLinear"),

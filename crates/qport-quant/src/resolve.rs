@@ -13,8 +13,8 @@
 //! the exporter writes them into the artifact.
 
 use crate::config::{
-    qtype_name, ActivationConfig, ConfigError, Device, ModelConfig, NodeEntry, OneOrMany,
-    QportMeta, QuantConfig, TensorEntry, WeightConfig,
+    qtype_name, ActivationConfig, BiasCorrection, ConfigError, Device, ModelConfig, NodeEntry,
+    OneOrMany, QportMeta, QuantConfig, TensorEntry, WeightConfig,
 };
 use crate::types::{CalibMethod, PowerOfTwo, Precision};
 use qport_onnx::Model;
@@ -283,14 +283,21 @@ fn deep<T: Clone>(user: &Option<T>, base: &Option<T>, f: impl Fn(&T, &T) -> T) -
     }
 }
 
+/// The struct `$ty` with each listed field laid over from `$u` onto `$b`:
+/// [`pick`] for the plain fields, [`deep`] with the given merge for the
+/// `field => merge` ones after the last `;`. The literal names every field,
+/// so a new field must be listed.
+macro_rules! overlay {
+    ($ty:ident; $u:ident, $b:ident; $($f:ident),* $(; $($d:ident => $m:expr),*)?) => {
+        $ty {
+            $($f: pick(&$u.$f, &$b.$f),)*
+            $($($d: deep(&$u.$d, &$b.$d, $m),)*)?
+        }
+    };
+}
+
 fn merge_entry(u: &NodeEntry, b: &NodeEntry) -> NodeEntry {
-    NodeEntry {
-        qtype: pick(&u.qtype, &b.qtype),
-        input_type0: pick(&u.input_type0, &b.input_type0),
-        input_type1: pick(&u.input_type1, &b.input_type1),
-        output_type: pick(&u.output_type, &b.output_type),
-        on: pick(&u.on, &b.on),
-    }
+    overlay!(NodeEntry; u, b; qtype, input_type0, input_type1, output_type, on)
 }
 
 fn merge_map<T: Clone>(
@@ -313,55 +320,33 @@ fn merge_map<T: Clone>(
 /// recursively; maps are merged by key (and entries field by field);
 /// `modelwise_search`, `layerwise_search` and `subgraph_config` are replaced whole.
 pub fn merge(base: &QuantConfig, user: &QuantConfig) -> QuantConfig {
-    let act = |u: &ActivationConfig, b: &ActivationConfig| ActivationConfig {
-        calibration_type: pick(&u.calibration_type, &b.calibration_type),
-        num_bin: pick(&u.num_bin, &b.num_bin),
-        max_num_bin: pick(&u.max_num_bin, &b.max_num_bin),
-        max_percentile: pick(&u.max_percentile, &b.max_percentile),
-        per_channel: pick(&u.per_channel, &b.per_channel),
-        asymmetric: pick(&u.asymmetric, &b.asymmetric),
-        ema_momentum: pick(&u.ema_momentum, &b.ema_momentum),
-        power_of_two: pick(&u.power_of_two, &b.power_of_two),
+    let act = |u: &ActivationConfig, b: &ActivationConfig| {
+        overlay!(ActivationConfig; u, b; calibration_type, num_bin, max_num_bin, max_percentile,
+            per_channel, asymmetric, ema_momentum, power_of_two)
     };
-    let weight = |u: &WeightConfig, b: &WeightConfig| WeightConfig {
-        per_channel: pick(&u.per_channel, &b.per_channel),
-        asymmetric: pick(&u.asymmetric, &b.asymmetric),
-        power_of_two: pick(&u.power_of_two, &b.power_of_two),
-        bias_correction: deep(&u.bias_correction, &b.bias_correction, |u, b| {
-            crate::config::BiasCorrection {
-                num_sample: pick(&u.num_sample, &b.num_sample),
-                metric: pick(&u.metric, &b.metric),
-            }
-        }),
+    let bias =
+        |u: &BiasCorrection, b: &BiasCorrection| overlay!(BiasCorrection; u, b; num_sample, metric);
+    let weight = |u: &WeightConfig, b: &WeightConfig| {
+        overlay!(WeightConfig; u, b; per_channel, asymmetric, power_of_two;
+            bias_correction => bias)
     };
-    let model = |u: &ModelConfig, b: &ModelConfig| ModelConfig {
-        all_node_type: pick(&u.all_node_type, &b.all_node_type),
-        model_output_type: pick(&u.model_output_type, &b.model_output_type),
-        activation: deep(&u.activation, &b.activation, act),
-        weight: deep(&u.weight, &b.weight, weight),
-        modelwise_search: pick(&u.modelwise_search, &b.modelwise_search),
-        layerwise_search: pick(&u.layerwise_search, &b.layerwise_search),
+    let model = |u: &ModelConfig, b: &ModelConfig| {
+        overlay!(ModelConfig; u, b; all_node_type, model_output_type, modelwise_search,
+            layerwise_search; activation => act, weight => weight)
     };
-    let tensor = |u: &TensorEntry, b: &TensorEntry| TensorEntry {
-        scale: pick(&u.scale, &b.scale),
-        zero_point: pick(&u.zero_point, &b.zero_point),
-        qtype: pick(&u.qtype, &b.qtype),
-        calibration_type: pick(&u.calibration_type, &b.calibration_type),
-        grid: pick(&u.grid, &b.grid),
-        axis: pick(&u.axis, &b.axis),
-        kind: pick(&u.kind, &b.kind),
+    let tensor = |u: &TensorEntry, b: &TensorEntry| {
+        overlay!(TensorEntry; u, b; scale, zero_point, qtype, calibration_type, grid, axis,
+            kind)
     };
+    let meta =
+        |u: &QportMeta, b: &QportMeta| overlay!(QportMeta; u, b; platform, template, tail_output);
     QuantConfig {
         model_config: deep(&user.model_config, &base.model_config, model),
         op_config: merge_map(&user.op_config, &base.op_config, merge_entry),
         subgraph_config: pick(&user.subgraph_config, &base.subgraph_config),
         node_config: merge_map(&user.node_config, &base.node_config, merge_entry),
         tensor_config: merge_map(&user.tensor_config, &base.tensor_config, tensor),
-        qport: deep(&user.qport, &base.qport, |u, b| QportMeta {
-            platform: pick(&u.platform, &b.platform),
-            template: pick(&u.template, &b.template),
-            tail_output: pick(&u.tail_output, &b.tail_output),
-        }),
+        qport: deep(&user.qport, &base.qport, meta),
     }
 }
 

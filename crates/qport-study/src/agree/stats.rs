@@ -163,11 +163,7 @@ pub struct PairStats {
 impl PairStats {
     /// `top1_agree / n` (1 for no samples).
     pub fn top1_rate(&self) -> f64 {
-        if self.n == 0 {
-            1.0
-        } else {
-            self.top1_agree as f64 / self.n as f64
-        }
+        qport_quant::ptq::fraction(self.top1_agree, self.n, 1.0)
     }
 }
 
@@ -257,26 +253,19 @@ mod tests {
     #[test]
     fn auc_on_hand_made_cases() {
         let m = [0.1, 0.5, 1.0, 2.0, 3.0];
-        // perfect: the two flips have the two smallest margins
-        assert_eq!(
-            margin_auc(&m, &[true, true, false, false, false]),
-            Some(1.0)
-        );
-        // inverted: flips at the largest margins
-        assert_eq!(
-            margin_auc(&m, &[false, false, false, true, true]),
-            Some(0.0)
-        );
-        // one flip at 1.0 against 0.1, 0.5 (below) and 2.0, 3.0 (above)
-        assert_eq!(
-            margin_auc(&m, &[false, false, true, false, false]),
-            Some(0.5)
-        );
-        // flips at 0.5 and 2.0 against 0.1, 1.0, 3.0: (2 + 1) / 6
-        assert_eq!(
-            margin_auc(&m, &[false, true, false, true, false]),
-            Some(0.5)
-        );
+        let cases = [
+            // perfect: the two flips have the two smallest margins
+            ([true, true, false, false, false], 1.0),
+            // inverted: flips at the largest margins
+            ([false, false, false, true, true], 0.0),
+            // one flip at 1.0 against 0.1, 0.5 (below) and 2.0, 3.0 (above)
+            ([false, false, true, false, false], 0.5),
+            // flips at 0.5 and 2.0 against 0.1, 1.0, 3.0: (2 + 1) / 6
+            ([false, true, false, true, false], 0.5),
+        ];
+        for (flips, auc) in cases {
+            assert_eq!(margin_auc(&m, &flips), Some(auc), "{flips:?}");
+        }
         // ties count one half
         assert_eq!(margin_auc(&[1.0, 1.0], &[true, false]), Some(0.5));
         assert_eq!(

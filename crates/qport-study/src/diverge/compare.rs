@@ -1,7 +1,7 @@
 //! Element-wise comparison of two tensors of one value: how many elements
 //! differ and by how much, in the value's own units (LSBs for integers).
 
-use qport_core::{DType, Tensor};
+use qport_core::{DType, Element, Tensor};
 use serde::Serialize;
 
 /// How two versions of a value differ.
@@ -20,11 +20,7 @@ pub struct Diff {
 impl Diff {
     /// Share of differing elements, in `[0, 1]` (0 for an empty value).
     pub fn share(&self) -> f64 {
-        if self.elements == 0 {
-            0.0
-        } else {
-            self.differing as f64 / self.elements as f64
-        }
+        qport_quant::ptq::fraction(self.differing, self.elements, 0.0)
     }
 
     /// True when no element differs.
@@ -75,34 +71,32 @@ pub(crate) fn compare(a: &Tensor, b: &Tensor) -> Result<Diff, String> {
         ));
     }
     let err = |e: qport_core::Error| e.to_string();
-    Ok(match a.dtype() {
-        DType::U8 => diff_slices(a.as_slice::<u8>().map_err(err)?, b.as_slice().map_err(err)?),
-        DType::I8 => diff_slices(a.as_slice::<i8>().map_err(err)?, b.as_slice().map_err(err)?),
-        DType::I16 => diff_slices(
-            a.as_slice::<i16>().map_err(err)?,
-            b.as_slice().map_err(err)?,
-        ),
-        DType::U16 => diff_slices(
-            a.as_slice::<u16>().map_err(err)?,
-            b.as_slice().map_err(err)?,
-        ),
-        DType::I32 => diff_slices(
-            a.as_slice::<i32>().map_err(err)?,
-            b.as_slice().map_err(err)?,
-        ),
-        DType::F32 => diff_slices(
-            a.as_slice::<f32>().map_err(err)?,
-            b.as_slice().map_err(err)?,
-        ),
+    fn typed<T: Element + Copy + PartialEq + Into<f64>>(
+        a: &Tensor,
+        b: &Tensor,
+    ) -> Result<Diff, String> {
+        let err = |e: qport_core::Error| e.to_string();
+        Ok(diff_slices(
+            a.as_slice::<T>().map_err(err)?,
+            b.as_slice::<T>().map_err(err)?,
+        ))
+    }
+    match a.dtype() {
+        DType::U8 => typed::<u8>(a, b),
+        DType::I8 => typed::<i8>(a, b),
+        DType::I16 => typed::<i16>(a, b),
+        DType::U16 => typed::<u16>(a, b),
+        DType::I32 => typed::<i32>(a, b),
+        DType::F32 => typed::<f32>(a, b),
         _ => {
             let wide = |t: &Tensor| {
                 t.cast(DType::F64)
                     .and_then(|c| c.into_vec::<f64>())
                     .map_err(err)
             };
-            diff_slices(&wide(a)?, &wide(b)?)
+            Ok(diff_slices(&wide(a)?, &wide(b)?))
         }
-    })
+    }
 }
 
 /// Index of the largest element of a `[1, K]` (or `[K]`) numeric tensor,
