@@ -614,11 +614,21 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{run, t};
+    use crate::ops::quant::test_util::{q8, run, t};
     use qport_onnx::Attribute;
 
     fn s(v: f32) -> Tensor {
         Tensor::scalar(v)
+    }
+
+    /// [`run`] of a com.microsoft operator (opset 1), unwrapped.
+    fn run_ms(
+        builder: crate::ops::OpBuilder,
+        op: &str,
+        attrs: Vec<(&str, Attribute)>,
+        inputs: &[Option<&Tensor>],
+    ) -> Vec<Tensor> {
+        run(builder, op, attrs, 1, inputs).unwrap()
     }
 
     #[test]
@@ -643,7 +653,7 @@ mod tests {
             Some(&sc),
             Some(&zc),
         ];
-        let y = run(build_add, "QLinearAdd", vec![], 1, &ins).unwrap();
+        let y = run_ms(build_add, "QLinearAdd", vec![], &ins);
         let want: Vec<u8> = [(10, 5), (20, 250), (30, 5), (40, 250)]
             .iter()
             .map(|&(x, y): &(i32, i32)| {
@@ -668,13 +678,7 @@ mod tests {
                 let (a, b): (Vec<u8>, Vec<u8>) = (0..=255u8)
                     .flat_map(|x| (0..=255u8).map(move |y| (x, y)))
                     .unzip();
-                let mk = |v: &[u8], shape: &[usize]| {
-                    if signed {
-                        t(shape, v.iter().map(|&x| x as i8).collect::<Vec<i8>>())
-                    } else {
-                        t(shape, v.to_vec())
-                    }
-                };
+                let mk = |v: &[u8], shape: &[usize]| q8(shape, v.to_vec(), signed);
                 let z = |v: u8| {
                     if signed {
                         Tensor::scalar(v as i8)
@@ -686,11 +690,10 @@ mod tests {
                 let (xa, xb) = (mk(&a, &[256, 256]), mk(&b, &[256, 256]));
                 let (ssa, ssb, ssc) = (s(sa), s(sb), s(sc));
                 let ins = |a: &Tensor, b: &Tensor| {
-                    run(
+                    run_ms(
                         build_add,
                         "QLinearAdd",
                         vec![],
-                        1,
                         &[
                             Some(a),
                             Some(&ssa),
@@ -702,7 +705,6 @@ mod tests {
                             Some(&zc),
                         ],
                     )
-                    .unwrap()
                 };
                 let fast = ins(&xa, &xb);
                 let slow = {
@@ -741,20 +743,18 @@ mod tests {
         let x = t(&[4], vec![-128i8, -10, 0, 100]);
         let (sx, zx, sy, zy) = (s(0.5), Tensor::scalar(0i8), s(0.25), Tensor::scalar(0i8));
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(
+        let y = run_ms(
             build_leaky_relu,
             "QLinearLeakyRelu",
             vec![("alpha", Attribute::Float(0.1))],
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         // -64 * 0.1 / 0.25 = -25.6 -> -26; -5 * 0.1 / 0.25 = -2; 50 / 0.25 = 200 -> 127
         assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-26, -2, 0, 127]);
         let sy = s(1.0 / 256.0);
         let zy = Tensor::scalar(-128i8);
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(build_sigmoid, "QLinearSigmoid", vec![], 1, &ins).unwrap();
+        let y = run_ms(build_sigmoid, "QLinearSigmoid", vec![], &ins);
         assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-128, -126, 0, 127]);
     }
 
@@ -764,28 +764,24 @@ mod tests {
         let x = t(&[1, 2, 2, 2], vec![1u8, 2, 3, 4, 5, 6, 7, 8]);
         let (sx, zx, sy, zy) = (s(1.0), Tensor::scalar(1u8), s(0.5), Tensor::scalar(0u8));
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(
+        let y = run_ms(
             build_global_average_pool,
             "QLinearGlobalAveragePool",
             vec![],
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         assert_eq!(y[0].shape(), &[1, 2, 1, 1]);
         // (10 - 4) / 4 / 0.5 = 3; (26 - 4) / 4 / 0.5 = 11
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[3, 11]);
         let xl = t(&[1, 2, 2, 2], vec![1u8, 5, 2, 6, 3, 7, 4, 8]);
         let ins = [Some(&xl), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
         let attrs = vec![("channels_last", Attribute::Int(1))];
-        let y = run(
+        let y = run_ms(
             build_global_average_pool,
             "QLinearGlobalAveragePool",
             attrs,
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         assert_eq!(y[0].shape(), &[1, 1, 1, 2]);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[3, 11]);
     }
@@ -802,9 +798,9 @@ mod tests {
                 ("count_include_pad", Attribute::Int(inc)),
             ]
         };
-        let y = run(build_average_pool, "QLinearAveragePool", attrs(0), 1, &ins).unwrap();
+        let y = run_ms(build_average_pool, "QLinearAveragePool", attrs(0), &ins);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[4, 6, 8, 10]);
-        let y = run(build_average_pool, "QLinearAveragePool", attrs(1), 1, &ins).unwrap();
+        let y = run_ms(build_average_pool, "QLinearAveragePool", attrs(1), &ins);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[1, 3, 4, 10]);
     }
 
@@ -825,14 +821,12 @@ mod tests {
             Some(&sb),
             Some(&zb),
         ];
-        let y = run(
+        let y = run_ms(
             build_concat,
             "QLinearConcat",
             vec![("axis", Attribute::Int(1))],
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         assert_eq!(y[0].shape(), &[1, 3]);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[10, 20, 6]);
     }
@@ -847,7 +841,7 @@ mod tests {
             Tensor::scalar(0u8),
         );
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(build_softmax, "QLinearSoftmax", vec![], 1, &ins).unwrap();
+        let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
         let v = y[0].as_slice::<u8>().unwrap();
         assert_eq!(&v[..3], &[85, 85, 85]);
         assert_eq!(v[3], 255);

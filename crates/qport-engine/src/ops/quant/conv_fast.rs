@@ -298,7 +298,7 @@ impl Op for WithFallback {
 #[cfg(test)]
 mod tests {
     use super::super::conv::build_qlinear_conv;
-    use crate::ops::quant::test_util::{bytes, run_const, t};
+    use crate::ops::quant::test_util::{bytes, q8, run_const, t};
     use qport_core::arith::presets;
     use qport_core::Tensor;
     use qport_onnx::Attribute;
@@ -333,18 +333,8 @@ mod tests {
                 let xn: usize = xs.iter().product();
                 let wn: usize = ws.iter().product();
                 let xb = bytes(n as u64 * 7 + variant as u64, xn);
-                let x = if signed_x {
-                    t(&xs, xb.iter().map(|&v| v as i8).collect::<Vec<i8>>())
-                } else {
-                    t(&xs, xb)
-                };
-                let w = t(
-                    &ws,
-                    bytes(n as u64 + 50, wn)
-                        .into_iter()
-                        .map(|v| v as i8)
-                        .collect::<Vec<i8>>(),
-                );
+                let x = q8(&xs, xb, signed_x);
+                let w = q8(&ws, bytes(n as u64 + 50, wn), true);
                 let m = ws[0];
                 let wz: Vec<i8> = (0..m)
                     .map(|c| if asym_w { (c as i8) * 5 - 9 } else { 0 })

@@ -399,46 +399,25 @@ mod tests {
     fn quantize_defaults_to_uint8_and_output_dtype() {
         let x = t(&[3], vec![-1.0f32, 2.4, 70000.0]);
         let s = Tensor::scalar(1.0f32);
-        let y = run(
-            build_quantize,
-            "QuantizeLinear",
-            vec![],
-            10,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
-        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[0, 2, 255]);
-        let attrs = vec![("output_dtype", Attribute::Int(5))];
-        let y = run(
-            build_quantize,
-            "QuantizeLinear",
-            attrs,
-            21,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
-        assert_eq!(y[0].as_slice::<i16>().unwrap(), &[-1, 2, 32767]);
-        let attrs = vec![("output_dtype", Attribute::Int(22))];
-        let y = run(
-            build_quantize,
-            "QuantizeLinear",
-            attrs,
-            21,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
-        assert_eq!(y[0].dtype(), DType::I4);
-        assert_eq!(y[0].to_i64_vec().unwrap(), vec![-1, 2, 7]);
-        for code in [27, 1, 99] {
-            let attrs = vec![("output_dtype", Attribute::Int(code))];
-            assert!(run(
+        let q = |attrs, opset| {
+            run(
                 build_quantize,
                 "QuantizeLinear",
                 attrs,
-                25,
-                &[Some(&x), Some(&s)]
+                opset,
+                &[Some(&x), Some(&s)],
             )
-            .is_err());
+        };
+        let dtype = |code| vec![("output_dtype", Attribute::Int(code))];
+        let y = q(vec![], 10).unwrap();
+        assert_eq!(y[0].as_slice::<u8>().unwrap(), &[0, 2, 255]);
+        let y = q(dtype(5), 21).unwrap();
+        assert_eq!(y[0].as_slice::<i16>().unwrap(), &[-1, 2, 32767]);
+        let y = q(dtype(22), 21).unwrap();
+        assert_eq!(y[0].dtype(), DType::I4);
+        assert_eq!(y[0].to_i64_vec().unwrap(), vec![-1, 2, 7]);
+        for code in [27, 1, 99] {
+            assert!(q(dtype(code), 25).is_err());
         }
     }
 

@@ -151,26 +151,15 @@ pub(crate) fn batched_with<A: QInt, B: QInt>(
     let (m, k, n) = (g.m, g.k, g.n);
     let mut out = vec![0i32; g.pairs.len() * m * n];
     for (i, &(ia, ib)) in g.pairs.iter().enumerate() {
+        let am = MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k);
+        let bm = MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n);
+        let (za, zb) = (za.view(ia), zb.view(ib));
+        let out = &mut out[i * m * n..(i + 1) * m * n];
         if sat_pairs {
-            sat_pair_gemm(
-                MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k),
-                za.view(ia),
-                MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n),
-                zb.view(ib),
-                &mut out[i * m * n..(i + 1) * m * n],
-                n,
-            );
-            continue;
+            sat_pair_gemm(am, za, bm, zb, out, n);
+        } else {
+            igemm(am, za, bm, zb, out, n, false);
         }
-        igemm(
-            MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k),
-            za.view(ia),
-            MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n),
-            zb.view(ib),
-            &mut out[i * m * n..(i + 1) * m * n],
-            n,
-            false,
-        );
     }
     out
 }
@@ -501,7 +490,7 @@ fn pick(v: &[f32], i: usize) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{bytes, run, t};
+    use crate::ops::quant::test_util::{bytes, q8, run, t};
     use qport_onnx::Attribute;
 
     #[test]
@@ -521,18 +510,8 @@ mod tests {
                 let ashape = if ta { [k, m] } else { [m, k] };
                 let bshape = if tb { [n, k] } else { [k, n] };
                 let raw = bytes(case as u64, m * k);
-                let a = if signed {
-                    t(&ashape, raw.iter().map(|&v| v as i8).collect::<Vec<i8>>())
-                } else {
-                    t(&ashape, raw)
-                };
-                let b = t(
-                    &bshape,
-                    bytes(case as u64 + 9, k * n)
-                        .into_iter()
-                        .map(|v| v as i8)
-                        .collect::<Vec<i8>>(),
-                );
+                let a = q8(&ashape, raw, signed);
+                let b = q8(&bshape, bytes(case as u64 + 9, k * n), true);
                 let za = if signed {
                     Tensor::scalar(-7i8)
                 } else {
