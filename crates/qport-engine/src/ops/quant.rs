@@ -82,6 +82,17 @@ pub(crate) mod test_util {
         builder(&ctx)?.eval(inputs)
     }
 
+    /// [`run`] of the registered builder of `op` (default domain).
+    pub(crate) fn run_op(
+        op: &str,
+        attrs: Vec<(&str, Attribute)>,
+        opset: i64,
+        inputs: &[Option<&Tensor>],
+    ) -> crate::error::OpResult<Vec<Tensor>> {
+        let builder = crate::ops::registry().get("", op).expect("registered");
+        run(builder, op, attrs, opset, inputs)
+    }
+
     /// [`run`] with the inputs whose `constant[i]` is true given as
     /// initializers (what an operator prepares at build time) and an
     /// arithmetic profile (onnxruntime's when `None`).

@@ -189,21 +189,18 @@ pub(crate) fn i32_values(t: &Tensor, what: &str) -> OpResult<Vec<i32>> {
 
 /// The single value of a one-element float tensor (a per-tensor scale).
 pub(crate) fn scalar_f32(t: &Tensor, what: &str) -> OpResult<f32> {
-    let v = f32_values(t, what)?;
-    if v.len() != 1 {
-        return Err(OpError::invalid(format!(
-            "{what} must be a scalar (per-tensor), got shape {:?}",
-            t.shape()
-        )));
-    }
-    Ok(v[0])
+    single(f32_values(t, what)?, t, what)
 }
 
 /// The single value of an optional one-element integer tensor (a per-tensor
 /// zero point); 0 when absent.
 pub(crate) fn scalar_zero(t: Option<&Tensor>, what: &str) -> OpResult<i32> {
     let Some(t) = t else { return Ok(0) };
-    let v = i32_values(t, what)?;
+    single(i32_values(t, what)?, t, what)
+}
+
+/// The one value `v` read from `t` holds; more or fewer are refused.
+fn single<T: Copy>(v: Vec<T>, t: &Tensor, what: &str) -> OpResult<T> {
     if v.len() != 1 {
         return Err(OpError::invalid(format!(
             "{what} must be a scalar (per-tensor), got shape {:?}",

@@ -65,6 +65,31 @@ impl QParams {
     }
 }
 
+/// The operands of a unary QLinear op `(X, x_scale, x_zero_point,
+/// y_scale, y_zero_point, …)`: X (8-bit) and its type, its and Y's
+/// quantization, and Y's type.
+struct Unary<'a> {
+    x: &'a Tensor,
+    qx: Grid,
+    px: QParams,
+    py: QParams,
+    qy: Grid,
+}
+
+impl<'a> Unary<'a> {
+    /// Reads the operands; `x` and `y` name the parameters in errors.
+    fn read(inputs: &[Option<&'a Tensor>], (x, y): (&str, &str)) -> OpResult<Self> {
+        let t = input(inputs, 0)?;
+        Ok(Unary {
+            x: t,
+            qx: Grid::of8("X", t.dtype())?,
+            px: QParams::read(inputs, 1, 2, x)?,
+            py: QParams::read(inputs, 3, 4, y)?,
+            qy: out_type(inputs, 4, t)?,
+        })
+    }
+}
+
 /// The output's quantized type: that of its zero point, else of `x`.
 fn out_type(inputs: &[Option<&Tensor>], zero: usize, x: &Tensor) -> OpResult<Grid> {
     Grid::of8(
@@ -305,11 +330,7 @@ fn rounded(r: f32, mode: Rounding) -> f32 {
 /// A unary op through a lookup table over all 256 input values.
 fn build_lut(f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> Box<dyn Op> {
     fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let qx = Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "X")?;
-        let py = QParams::read(inputs, 3, 4, "Y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, qx, px, py, qy } = Unary::read(inputs, ("X", "Y"))?;
         let table: Vec<i32> = (qx.min()..=qx.max())
             .map(|v| quantize(f(px.dequant(v)), py.scale, py.zero, qy))
             .collect();
@@ -396,11 +417,7 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
     let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
     let profile = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let qx = Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "x")?;
-        let py = QParams::read(inputs, 3, 4, "y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, qx, px, py, qy } = Unary::read(inputs, ("x", "y"))?;
         if qy != qx {
             return Err(OpError::invalid("y_zero_point type differs from X's"));
         }
@@ -448,11 +465,7 @@ pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         return Err(OpError::invalid("attribute kernel_shape is required"));
     }
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "x")?;
-        let py = QParams::read(inputs, 3, 4, "y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, px, py, qy, .. } = Unary::read(inputs, ("x", "y"))?;
         let p = Planes::new(x.shape(), channels_last)?;
         let kernel = attrs.kernel(p.spatial.len())?.unwrap_or_default();
         let wins = attrs.windows(&p.spatial, &kernel, ceil_mode)?;
@@ -565,11 +578,7 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", -1)?;
     let opset = ctx.node.attr_int("opset", 13)?;
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "X")?;
-        let py = QParams::read(inputs, 3, 4, "Y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, px, py, qy, .. } = Unary::read(inputs, ("X", "Y"))?;
         let shape = x.shape();
         let ax = normalize_axis(axis, shape.len()).ok_or_else(|| {
             OpError::invalid(format!(

@@ -328,7 +328,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{bytes, run, t};
+    use crate::ops::quant::test_util::{bytes, run_op, t};
     use qport_onnx::Attribute;
 
     /// Direct N-d convolution of integer values (the reference).
@@ -445,8 +445,7 @@ mod tests {
             ];
             let (tx, tw) = (t(&xs, xv.clone()), t(&ws, wv.clone()));
             let (tzx, tzw) = (Tensor::scalar(x_zero), t(&[ws[0]], w_zero.clone()));
-            let y = run(
-                build_conv_integer,
+            let y = run_op(
                 "ConvInteger",
                 attrs.clone(),
                 10,
@@ -543,7 +542,7 @@ mod tests {
             Some(&yz),
             Some(&b),
         ];
-        let y = run(build_qlinear_conv, "QLinearConv", vec![], 10, &ins).unwrap();
+        let y = run_op("QLinearConv", vec![], 10, &ins).unwrap();
         // ch0: acc [7, -5] * 0.5 -> [3.5, -2.5] -> [4, -2] + 10
         // ch1: acc [-10, 10] * 0.125 -> [-1.25, 1.25] -> [-1, 1] + 10
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[14, 8, 9, 11]);

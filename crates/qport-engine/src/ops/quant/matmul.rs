@@ -301,27 +301,13 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             if trans_b {
                 bm = bm.t();
             }
+            let (zsa, zsb) = (ZeroPoints::Scalar(za), ZeroPoints::PerSlice(&zb));
             if sat {
-                sat_pair_gemm(
-                    am,
-                    ZeroPoints::Scalar(za),
-                    bm,
-                    ZeroPoints::PerSlice(&zb),
-                    &mut acc,
-                    n,
-                );
+                sat_pair_gemm(am, zsa, bm, zsb, &mut acc, n);
             } else if let Some(cb) = const_b.as_ref().filter(|cb| cb.is(bv, k, n)) {
                 cb.accumulate(am, za, &zb, &mut acc);
             } else {
-                igemm(
-                    am,
-                    ZeroPoints::Scalar(za),
-                    bm,
-                    ZeroPoints::PerSlice(&zb),
-                    &mut acc,
-                    n,
-                    true,
-                );
+                igemm(am, zsa, bm, zsb, &mut acc, n, true);
             }
         });
         if int_bias(&p) {
@@ -490,7 +476,7 @@ fn pick(v: &[f32], i: usize) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{bytes, q8, run, t};
+    use crate::ops::quant::test_util::{bytes, q8, run, run_op, t};
     use qport_onnx::Attribute;
 
     #[test]
@@ -572,8 +558,7 @@ mod tests {
         let ta = t(&[2, 2, 3], a.clone());
         let tb = t(&[3, 2], b.clone());
         let (tza, tzb) = (t(&[2], za.clone()), t(&[2], zb.clone()));
-        let y = run(
-            build_matmul_integer,
+        let y = run_op(
             "MatMulInteger",
             vec![],
             10,
@@ -605,8 +590,7 @@ mod tests {
         let one = Tensor::scalar(1.0f32);
         let half = Tensor::scalar(2.0f32);
         let z = Tensor::scalar(0u8);
-        let y = run(
-            build_qlinear_matmul,
+        let y = run_op(
             "QLinearMatMul",
             vec![],
             10,
@@ -657,22 +641,8 @@ mod tests {
     fn mismatched_inner_dimensions_are_errors() {
         let a = t(&[2, 3], vec![0u8; 6]);
         let b = t(&[2, 2], vec![0u8; 4]);
-        assert!(run(
-            build_matmul_integer,
-            "MatMulInteger",
-            vec![],
-            10,
-            &[Some(&a), Some(&b)]
-        )
-        .is_err());
+        assert!(run_op("MatMulInteger", vec![], 10, &[Some(&a), Some(&b)]).is_err());
         let s = t(&[2], vec![0i8; 2]);
-        assert!(run(
-            build_matmul_integer,
-            "MatMulInteger",
-            vec![],
-            10,
-            &[Some(&a), Some(&s)]
-        )
-        .is_err());
+        assert!(run_op("MatMulInteger", vec![], 10, &[Some(&a), Some(&s)]).is_err());
     }
 }
