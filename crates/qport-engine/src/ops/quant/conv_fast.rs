@@ -17,7 +17,7 @@
 
 use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, Grid};
 use super::conv::{conv_accumulate_with, depthwise_image};
-use super::matmul::int_bias;
+use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{input, BuildCtx, Op};
@@ -207,9 +207,7 @@ impl PreparedConv {
                     self.accumulate(xn, xz, &g, col, acc);
                 }
                 if let Some(b) = &self.bias_acc {
-                    for (a, &b) in acc.chunks_mut(os.max(1)).zip(b) {
-                        a.iter_mut().for_each(|v| *v = v.wrapping_add(b));
-                    }
+                    add_int32_bias(acc, b, os);
                 }
                 let o = n * g.c_out * os;
                 match self.y {
@@ -242,7 +240,7 @@ impl PreparedConv {
             kdim,
             ..
         } = g.sizes();
-        if g.depthwise() && mg == 1 && g.input.len() == 2 {
+        if g.depthwise_plane() {
             if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
                 depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
             }

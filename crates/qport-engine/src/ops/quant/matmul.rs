@@ -311,10 +311,10 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
         });
         if int_bias(&p) {
-            // the int32 bias joins the 32-bit accumulator
-            for (v, b) in acc.iter_mut().zip(&mut bias) {
-                *v = v.wrapping_add(std::mem::take(b));
-            }
+            // the int32 bias joins the 32-bit accumulator (and leaves none
+            // for the epilogue)
+            add_int32_bias(&mut acc, &bias, 1);
+            bias.fill(0);
         }
         qgemm_epilogue(&p, inputs, &acc, &bias, (m, n), alpha, a_scale, &b_scale, a)
     }))
@@ -392,6 +392,18 @@ fn sat_pairs(profile: &ArithProfile, a: &Tensor, b: &Tensor) -> bool {
 /// accumulator itself, wrapping as onnxruntime does.
 pub(crate) fn int_bias(profile: &ArithProfile) -> bool {
     profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant()
+}
+
+/// Adds the int32 bias to 32-bit accumulators laid out as runs of `os`
+/// elements (one output channel each): `bias[c]` to run `c`, cycling over
+/// the batch. The sum wraps, as onnxruntime's int32 accumulators do, under
+/// every profile [`int_bias`] is true for. The reference
+/// ([`arith::requantize_biased`], [`arith::Requantizer`]) adds the bias
+/// exactly in i64 instead: the two differ only when the sum leaves i32.
+pub(crate) fn add_int32_bias(acc: &mut [i32], bias: &[i32], os: usize) {
+    for (a, &b) in acc.chunks_mut(os.max(1)).zip(bias.iter().cycle()) {
+        a.iter_mut().for_each(|v| *v = v.wrapping_add(b));
+    }
 }
 
 /// The epilogue of `QGemm`: the accumulator `acc` and the float-placed
