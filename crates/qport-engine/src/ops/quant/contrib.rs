@@ -652,16 +652,7 @@ mod tests {
             s(0.25),
             Tensor::scalar(3u8),
         );
-        let ins = [
-            Some(&a),
-            Some(&sa),
-            Some(&za),
-            Some(&b),
-            Some(&sb),
-            Some(&zb),
-            Some(&sc),
-            Some(&zc),
-        ];
+        let ins = [&a, &sa, &za, &b, &sb, &zb, &sc, &zc].map(Some);
         let y = run_ms(build_add, "QLinearAdd", vec![], &ins);
         let want: Vec<u8> = [(10, 5), (20, 250), (30, 5), (40, 250)]
             .iter()
@@ -820,16 +811,7 @@ mod tests {
         let (sy, zy) = (s(1.0), Tensor::scalar(0u8));
         let (sa, za) = (s(1.0), Tensor::scalar(0u8));
         let (sb, zb) = (s(2.0), Tensor::scalar(1u8));
-        let ins = [
-            Some(&sy),
-            Some(&zy),
-            Some(&a),
-            Some(&sa),
-            Some(&za),
-            Some(&b),
-            Some(&sb),
-            Some(&zb),
-        ];
+        let ins = [&sy, &zy, &a, &sa, &za, &b, &sb, &zb].map(Some);
         let y = run_ms(
             build_concat,
             "QLinearConcat",
