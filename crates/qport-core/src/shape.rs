@@ -100,6 +100,36 @@ pub fn broadcast_many(shapes: &[&[usize]]) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// Calls `f` with the offset `Σ idx[a]·strides[a]` of every index of
+/// `dims`, in row-major order: the walk of a strided view. Nothing when an
+/// extent is 0; once, with 0, when `dims` is empty.
+///
+/// ```
+/// let mut seen = vec![];
+/// qport_core::shape::for_each_strided_offset(&[2, 3], &[1, 2], |o| seen.push(o));
+/// assert_eq!(seen, [0, 2, 4, 1, 3, 5]);
+/// ```
+pub fn for_each_strided_offset(dims: &[usize], strides: &[usize], mut f: impl FnMut(usize)) {
+    let total: usize = dims.iter().product();
+    if total == 0 {
+        return;
+    }
+    let mut idx = vec![0usize; dims.len()];
+    let mut off = 0usize;
+    for _ in 0..total {
+        f(off);
+        for a in (0..dims.len()).rev() {
+            idx[a] += 1;
+            off += strides[a];
+            if idx[a] < dims[a] {
+                break;
+            }
+            off -= strides[a] * dims[a];
+            idx[a] = 0;
+        }
+    }
+}
+
 /// For each element of `out_shape` (row-major), the flat index of the
 /// element of a tensor of shape `in_shape` that broadcasts to it.
 ///
@@ -123,25 +153,8 @@ pub fn broadcast_index_map(in_shape: &[usize], out_shape: &[usize]) -> Vec<usize
             }
         })
         .collect();
-    let total: usize = out_shape.iter().product();
-    let mut out = Vec::with_capacity(total);
-    if total == 0 {
-        return out;
-    }
-    let mut idx = vec![0usize; n];
-    let mut flat = 0usize;
-    for _ in 0..total {
-        out.push(flat);
-        for ax in (0..n).rev() {
-            idx[ax] += 1;
-            flat += eff[ax];
-            if idx[ax] < out_shape[ax] {
-                break;
-            }
-            flat -= eff[ax] * idx[ax];
-            idx[ax] = 0;
-        }
-    }
+    let mut out = Vec::with_capacity(out_shape.iter().product());
+    for_each_strided_offset(out_shape, &eff, |o| out.push(o));
     out
 }
 

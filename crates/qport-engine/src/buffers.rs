@@ -46,12 +46,7 @@ pub(crate) fn give_scratch(v: Vec<f32>) {
 /// plan run asks for the same sizes every time; the latest is the likeliest
 /// to be in cache), else a new one.
 pub(crate) fn take_f32(len: usize) -> Vec<f32> {
-    let found = POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        let i = p.iter().rposition(|v| v.len() == len)?;
-        Some(p.remove(i))
-    });
-    found.unwrap_or_else(|| vec![0.0; len])
+    POOL.with(|p| take(&mut p.borrow_mut(), len))
 }
 
 /// Returns the storage of a dead `f32`, `u8` or `i8` tensor to its pool
@@ -74,12 +69,7 @@ thread_local! {
 /// contents, from the pool of dead 8-bit tensors (quantized activations)
 /// when one of that length is there.
 pub(crate) fn take_u8(len: usize) -> Vec<u8> {
-    let found = POOL8.with(|p| {
-        let mut p = p.borrow_mut();
-        let i = p.iter().rposition(|v| v.len() == len)?;
-        Some(p.remove(i))
-    });
-    found.unwrap_or_else(|| vec![0; len])
+    POOL8.with(|p| take(&mut p.borrow_mut(), len))
 }
 
 /// [`take_u8`] as `i8`.
@@ -100,6 +90,15 @@ fn i8_to_u8(v: Vec<i8>) -> Vec<u8> {
 fn give_bytes(v: Vec<u8>) {
     if v.len() >= 4096 {
         POOL8.with(|p| keep(&mut p.borrow_mut(), v));
+    }
+}
+
+/// The most recently added buffer of `pool` of exactly `len` elements,
+/// removed from it, else a new zero-filled one.
+fn take<T: Clone + Default>(pool: &mut Vec<Vec<T>>, len: usize) -> Vec<T> {
+    match pool.iter().rposition(|v| v.len() == len) {
+        Some(i) => pool.remove(i),
+        None => vec![T::default(); len],
     }
 }
 

@@ -624,12 +624,7 @@ fn const_value(ctx: &Ctx, name: &str) -> Option<Tensor> {
         })
         .collect::<Option<_>>()?;
     let empty = BTreeMap::new();
-    let bctx = crate::ops::BuildCtx {
-        node: n,
-        opset: ctx.model.opset("").unwrap_or(21),
-        initializers: &empty,
-        arith: qport_core::arith::ArithProfile::onnxruntime(),
-    };
+    let bctx = crate::ops::BuildCtx::new(n, ctx.model.opset("").unwrap_or(21), &empty);
     let op = (crate::ops::registry().get("", "DequantizeLinear")?)(&bctx).ok()?;
     op.eval(&args).ok()?.into_iter().next()
 }

@@ -41,6 +41,24 @@ pub fn round(x: f64, mode: Rounding) -> f64 {
     t + f64::from(u8::from(up)) - f64::from(u8::from(down))
 }
 
+/// The body of [`shr_round`] and [`shr_round_i64`]: `$x / 2^$shift`
+/// (`0 < $shift <` the width of `$t` minus one) rounded under `$mode`.
+macro_rules! shr_round_as {
+    ($t:ty, $x:expr, $shift:expr, $mode:expr) => {{
+        let (x, shift): ($t, u32) = ($x, $shift);
+        let q = x >> shift; // floor
+        let rem = x - (q << shift); // in [0, 2^shift)
+        let half = (1 as $t) << (shift - 1);
+        let up = match $mode {
+            Rounding::Floor => false,
+            Rounding::HalfUp => rem >= half,
+            Rounding::HalfAway => rem > half || (rem == half && x >= 0),
+            Rounding::HalfEven => rem > half || (rem == half && q & 1 == 1),
+        };
+        q + <$t>::from(up)
+    }};
+}
+
 /// `x / 2^shift` rounded under `mode`, in exact integer arithmetic.
 #[inline]
 fn shr_round(x: i128, shift: u32, mode: Rounding) -> i128 {
@@ -48,17 +66,7 @@ fn shr_round(x: i128, shift: u32, mode: Rounding) -> i128 {
         return x;
     }
     // Past 126 bits every |x| < 2^126 rounds the same as at 126.
-    let shift = shift.min(126);
-    let q = x >> shift; // floor
-    let rem = x - (q << shift); // in [0, 2^shift)
-    let half = 1i128 << (shift - 1);
-    let up = match mode {
-        Rounding::Floor => false,
-        Rounding::HalfUp => rem >= half,
-        Rounding::HalfAway => rem > half || (rem == half && x >= 0),
-        Rounding::HalfEven => rem > half || (rem == half && q & 1 == 1),
-    };
-    q + i128::from(up)
+    shr_round_as!(i128, x, shift.min(126), mode)
 }
 
 /// [`shr_round`] in i64 for `shift < 63` (the same rules).
@@ -67,16 +75,7 @@ fn shr_round_i64(x: i64, shift: u32, mode: Rounding) -> i64 {
     if shift == 0 {
         return x;
     }
-    let q = x >> shift; // floor
-    let rem = x - (q << shift); // in [0, 2^shift)
-    let half = 1i64 << (shift - 1);
-    let up = match mode {
-        Rounding::Floor => false,
-        Rounding::HalfUp => rem >= half,
-        Rounding::HalfAway => rem > half || (rem == half && x >= 0),
-        Rounding::HalfEven => rem > half || (rem == half && q & 1 == 1),
-    };
-    q + i64::from(up)
+    shr_round_as!(i64, x, shift, mode)
 }
 
 /// `x / 2^shift` rounded under `mode` (an arithmetic right shift with

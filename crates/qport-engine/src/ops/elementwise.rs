@@ -40,12 +40,7 @@ pub(crate) mod tests {
     pub(crate) fn build(op_type: &str, opset: i64, attrs: Vec<(&str, Attribute)>) -> Box<dyn Op> {
         let node = Node::new("n", op_type, ["x", "y"], ["z"]).with_attrs(attrs);
         let inits = BTreeMap::new();
-        let ctx = BuildCtx {
-            node: &node,
-            opset,
-            initializers: &inits,
-            arith: qport_core::arith::ArithProfile::onnxruntime(),
-        };
+        let ctx = BuildCtx::new(&node, opset, &inits);
         let builder = registry().get("", op_type).expect("registered");
         builder(&ctx).unwrap_or_else(|e| panic!("{op_type}: {e}"))
     }

@@ -41,10 +41,44 @@ pub struct BuildCtx<'a> {
     pub arith: &'a qport_core::arith::ArithProfile,
 }
 
-impl BuildCtx<'_> {
+impl<'a> BuildCtx<'a> {
+    /// A context for `node` at `opset` with the constants `initializers`,
+    /// under [`qport_core::arith::ArithProfile::onnxruntime`] (set `arith`
+    /// for another profile).
+    pub fn new(node: &'a Node, opset: i64, initializers: &'a BTreeMap<String, Tensor>) -> Self {
+        BuildCtx {
+            node,
+            opset,
+            initializers,
+            arith: qport_core::arith::ArithProfile::onnxruntime(),
+        }
+    }
+
     /// The constant value of input `i`, if that input is an initializer.
     pub fn const_input(&self, i: usize) -> Option<&Tensor> {
         self.node.input(i).and_then(|n| self.initializers.get(n))
+    }
+
+    /// Which of the two `choices` the node's string attribute `name`
+    /// (`default` when absent) is: 0 or 1; any other value is refused.
+    pub fn attr_choice(&self, name: &str, default: &str, choices: [&str; 2]) -> OpResult<usize> {
+        let v = self.node.attr_string(name, default)?;
+        choices.iter().position(|&c| c == v).ok_or_else(|| {
+            OpError::invalid(format!(
+                "attribute {name} is '{v}', expected '{}' or '{}'",
+                choices[0], choices[1]
+            ))
+        })
+    }
+
+    /// The node's `int` attribute `name`, `None` when absent (for
+    /// attributes whose absence means something other than a default).
+    pub fn opt_int(&self, name: &str) -> OpResult<Option<i64>> {
+        Ok(self
+            .node
+            .attr(name)
+            .map(|_| self.node.attr_int(name, 0))
+            .transpose()?)
     }
 }
 

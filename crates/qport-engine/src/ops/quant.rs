@@ -78,13 +78,19 @@ pub(crate) mod test_util {
         let names = (0..inputs.len()).map(|i| format!("i{i}"));
         let node = Node::new("n", op, names, ["y"]).with_attrs(attrs);
         let init = BTreeMap::new();
-        let ctx = BuildCtx {
-            node: &node,
-            opset,
-            initializers: &init,
-            arith: qport_core::arith::ArithProfile::onnxruntime(),
-        };
+        let ctx = BuildCtx::new(&node, opset, &init);
         builder(&ctx)?.eval(inputs)
+    }
+
+    /// [`run`] of the registered builder of `op` (default domain).
+    pub(crate) fn run_op(
+        op: &str,
+        attrs: Vec<(&str, Attribute)>,
+        opset: i64,
+        inputs: &[Option<&Tensor>],
+    ) -> crate::error::OpResult<Vec<Tensor>> {
+        let builder = crate::ops::registry().get("", op).expect("registered");
+        run(builder, op, attrs, opset, inputs)
     }
 
     /// [`run`] with the inputs whose `constant[i]` is true given as
@@ -109,18 +115,26 @@ pub(crate) mod test_util {
             .filter(|(i, t)| t.is_some() && constant.get(*i).copied().unwrap_or(false))
             .map(|(i, t)| (format!("i{i}"), (*t).unwrap().clone()))
             .collect();
-        let ctx = BuildCtx {
-            node: &node,
-            opset: 21,
-            initializers: &init,
-            arith: arith.unwrap_or(qport_core::arith::ArithProfile::onnxruntime()),
-        };
+        let mut ctx = BuildCtx::new(&node, 21, &init);
+        if let Some(arith) = arith {
+            ctx.arith = arith;
+        }
         builder(&ctx)?.eval(inputs)
     }
 
     /// A tensor from a shape and values.
     pub(crate) fn t<T: qport_core::Element>(shape: &[usize], v: Vec<T>) -> Tensor {
         Tensor::from_vec(shape.to_vec(), v).unwrap()
+    }
+
+    /// 8-bit values as a tensor of `shape`: u8, or reinterpreted as i8
+    /// when `signed`.
+    pub(crate) fn q8(shape: &[usize], v: Vec<u8>, signed: bool) -> Tensor {
+        if signed {
+            t(shape, v.into_iter().map(|x| x as i8).collect::<Vec<i8>>())
+        } else {
+            t(shape, v)
+        }
     }
 
     /// A deterministic pseudo-random byte stream.

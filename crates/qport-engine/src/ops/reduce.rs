@@ -142,26 +142,27 @@ impl RNum for bool {
 }
 
 /// Runs `$body` with `$v` bound to the typed slice of a numeric or bool
-/// tensor's data; other dtypes evaluate `$other`.
+/// tensor's data; other dtypes evaluate `$other`. With a leading `numeric`,
+/// bool is one of the other dtypes too (the twelve numeric types only).
 macro_rules! match_num {
-    ($data:expr, $v:ident => $body:expr; $other:expr) => {
+    (numeric $data:expr, $v:ident => $body:expr; $other:expr) => {
+        $crate::ops::reduce::match_num!(
+            @[F32, F64, F16, BF16, I8, U8, I16, U16, I32, U32, I64, U64]
+            $data, $v => $body; $other
+        )
+    };
+    (@[$($t:ident),*] $data:expr, $v:ident => $body:expr; $other:expr) => {
         match $data {
-            qport_core::TensorData::F32($v) => $body,
-            qport_core::TensorData::F64($v) => $body,
-            qport_core::TensorData::F16($v) => $body,
-            qport_core::TensorData::BF16($v) => $body,
-            qport_core::TensorData::I8($v) => $body,
-            qport_core::TensorData::U8($v) => $body,
-            qport_core::TensorData::I16($v) => $body,
-            qport_core::TensorData::U16($v) => $body,
-            qport_core::TensorData::I32($v) => $body,
-            qport_core::TensorData::U32($v) => $body,
-            qport_core::TensorData::I64($v) => $body,
-            qport_core::TensorData::U64($v) => $body,
-            qport_core::TensorData::Bool($v) => $body,
+            $( qport_core::TensorData::$t($v) => $body, )*
             #[allow(unreachable_patterns)]
             _ => $other,
         }
+    };
+    ($data:expr, $v:ident => $body:expr; $other:expr) => {
+        $crate::ops::reduce::match_num!(
+            @[F32, F64, F16, BF16, I8, U8, I16, U16, I32, U32, I64, U64, Bool]
+            $data, $v => $body; $other
+        )
     };
 }
 pub(crate) use match_num;
@@ -207,20 +208,9 @@ pub(crate) fn grouped<'a, T: Clone>(
     let (inner, istride) = (pshape[pshape.len() - 1], pstr[pstr.len() - 1]);
     let outer = &pshape[..pshape.len() - 1];
     let mut out = Vec::with_capacity(x.len());
-    let mut idx = vec![0usize; outer.len()];
-    let mut off = 0usize;
-    for _ in 0..x.len() / inner {
-        out.extend((0..inner).map(|k| x[off + k * istride].clone()));
-        for d in (0..outer.len()).rev() {
-            idx[d] += 1;
-            off += pstr[d];
-            if idx[d] < outer[d] {
-                break;
-            }
-            off -= pstr[d] * outer[d];
-            idx[d] = 0;
-        }
-    }
+    qport_core::shape::for_each_strided_offset(outer, &pstr[..outer.len()], |off| {
+        out.extend((0..inner).map(|k| x[off + k * istride].clone()))
+    });
     (Cow::Owned(out), glen)
 }
 

@@ -118,19 +118,30 @@ pub(crate) fn check_shape(shape: &[usize]) -> OpResult<usize> {
 /// when the output coordinate on axis `a` is `i`.
 pub(crate) fn axis_map_indices(out_shape: &[usize], contrib: &[Vec<usize>]) -> Vec<usize> {
     debug_assert_eq!(out_shape.len(), contrib.len());
+    sum_map_indices(out_shape, contrib)
+}
+
+/// The offsets of every output coordinate of `out_shape` (row-major) as the
+/// sum of its per-axis contributions `contrib[a][i]`; a scalar output gets
+/// one offset, zero. Shared by [`axis_map_indices`] and
+/// [`fill_map_indices`].
+fn sum_map_indices<T>(out_shape: &[usize], contrib: &[Vec<T>]) -> Vec<T>
+where
+    T: Copy + Default + std::ops::Add<Output = T> + std::iter::Sum,
+{
     let n: usize = out_shape.iter().product();
     let rank = out_shape.len();
     if n == 0 {
         return vec![];
     }
     if rank == 0 {
-        return vec![0];
+        return vec![T::default()];
     }
     let mut out = Vec::with_capacity(n);
     let last = &contrib[rank - 1];
     let mut idx = vec![0usize; rank];
     loop {
-        let base: usize = (0..rank - 1).map(|a| contrib[a][idx[a]]).sum();
+        let base: T = (0..rank - 1).map(|a| contrib[a][idx[a]]).sum();
         out.extend(last.iter().map(|&c| base + c));
         let mut a = rank - 1;
         loop {
@@ -154,33 +165,7 @@ pub(crate) const FILL: i64 = -(1 << 50);
 /// a coordinate outside the source: any output element touching one gets a
 /// negative index (a fill value in [`gather_or_fill`]).
 pub(crate) fn fill_map_indices(out_shape: &[usize], contrib: &[Vec<i64>]) -> Vec<i64> {
-    let n: usize = out_shape.iter().product();
-    let rank = out_shape.len();
-    if n == 0 {
-        return vec![];
-    }
-    if rank == 0 {
-        return vec![0];
-    }
-    let mut out = Vec::with_capacity(n);
-    let last = &contrib[rank - 1];
-    let mut idx = vec![0usize; rank];
-    loop {
-        let base: i64 = (0..rank - 1).map(|a| contrib[a][idx[a]]).sum();
-        out.extend(last.iter().map(|&c| base + c));
-        let mut a = rank - 1;
-        loop {
-            if a == 0 {
-                return out;
-            }
-            a -= 1;
-            idx[a] += 1;
-            if idx[a] < out_shape[a] {
-                break;
-            }
-            idx[a] = 0;
-        }
-    }
+    sum_map_indices(out_shape, contrib)
 }
 
 fn gather_fill_typed<T: qport_core::Element>(
@@ -269,12 +254,7 @@ pub(crate) fn test_op(
     let outputs = (0..n_outputs).map(|i| format!("y{i}"));
     let node = qport_onnx::Node::new("n", op_type, Vec::<String>::new(), outputs).with_attrs(attrs);
     let inits = Default::default();
-    let ctx = super::BuildCtx {
-        node: &node,
-        opset,
-        initializers: &inits,
-        arith: qport_core::arith::ArithProfile::onnxruntime(),
-    };
+    let ctx = super::BuildCtx::new(&node, opset, &inits);
     let mut r = Registry::default();
     register(&mut r);
     (r.get("", op_type).expect("registered"))(&ctx)

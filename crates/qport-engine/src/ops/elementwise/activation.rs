@@ -296,15 +296,7 @@ pub(crate) fn register(r: &mut Registry) {
         )
     });
     r.register("Gelu", |ctx| {
-        let tanh = match ctx.node.attr_string("approximate", "none")?.as_str() {
-            "none" => false,
-            "tanh" => true,
-            other => {
-                return Err(OpError::invalid(format!(
-                    "attribute approximate is '{other}', expected 'none' or 'tanh'"
-                )))
-            }
-        };
+        let tanh = ctx.attr_choice("approximate", "none", ["none", "tanh"])? == 1;
         act(Act::Gelu { tanh }, "Gelu")
     });
     r.register("PRelu", |_| {

@@ -2,7 +2,7 @@
 //! Mod, Pow, the variadic Max, Min, Sum and Mean, BitShift, the bitwise
 //! And/Or/Xor, and the logical And/Or/Xor.
 
-use super::broadcast::{binary_op, match_pair, same_dtype, zip_tensor};
+use super::broadcast::{binary_op, match_pair, register_binary, same_dtype, zip_tensor};
 use super::real::Real;
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, BuildCtx, Op, Registry};
@@ -332,35 +332,19 @@ pub(crate) fn register(r: &mut Registry) {
     r.register("Sum", |_| build_variadic(Kind::Add, false));
     r.register("Mean", |_| build_variadic(Kind::Add, true));
     r.register("BitShift", |ctx| {
-        let left = match ctx.node.attr_string("direction", "")?.as_str() {
-            "LEFT" => true,
-            "RIGHT" => false,
-            other => {
-                return Err(OpError::invalid(format!(
-                    "attribute direction is '{other}', expected 'LEFT' or 'RIGHT'"
-                )))
-            }
-        };
+        let left = ctx.attr_choice("direction", "", ["LEFT", "RIGHT"])? == 0;
         binary_op(ctx, move |a, b, bsh| bitshift(left, a, b, bsh))
     });
-    r.register("BitwiseAnd", |ctx| {
-        binary_op(ctx, |a, b, s| bitwise(Bit::And, a, b, s))
-    });
-    r.register("BitwiseOr", |ctx| {
-        binary_op(ctx, |a, b, s| bitwise(Bit::Or, a, b, s))
-    });
-    r.register("BitwiseXor", |ctx| {
-        binary_op(ctx, |a, b, s| bitwise(Bit::Xor, a, b, s))
-    });
-    r.register("And", |ctx| {
-        binary_op(ctx, |a, b, s| logical(Bit::And, a, b, s))
-    });
-    r.register("Or", |ctx| {
-        binary_op(ctx, |a, b, s| logical(Bit::Or, a, b, s))
-    });
-    r.register("Xor", |ctx| {
-        binary_op(ctx, |a, b, s| logical(Bit::Xor, a, b, s))
-    });
+    register_binary!(r, bitwise;
+        "BitwiseAnd" => Bit::And,
+        "BitwiseOr" => Bit::Or,
+        "BitwiseXor" => Bit::Xor,
+    );
+    register_binary!(r, logical;
+        "And" => Bit::And,
+        "Or" => Bit::Or,
+        "Xor" => Bit::Xor,
+    );
 }
 
 #[cfg(test)]

@@ -246,12 +246,7 @@ where
 {
     let mut legacy = None;
     if ctx.opset < 7 && ctx.node.attr_int("broadcast", 0)? != 0 {
-        legacy = Some(
-            ctx.node
-                .attr("axis")
-                .map(|_| ctx.node.attr_int("axis", 0))
-                .transpose()?,
-        );
+        legacy = Some(ctx.opt_int("axis")?);
     }
     Ok(Box::new(BinaryOp { legacy, f }))
 }
@@ -269,6 +264,21 @@ macro_rules! match_pair {
     };
 }
 pub(crate) use match_pair;
+
+/// Registers, for each `"OpType" => kind`, a builder that makes a
+/// [`binary_op`] computing `f(kind, a, b, out_shape)`: the families of
+/// operators that differ only in one enum argument (comparisons, bitwise and
+/// logical And/Or/Xor).
+macro_rules! register_binary {
+    ($r:expr, $f:path; $($name:literal => $k:expr),* $(,)?) => {
+        $(
+            $r.register($name, |ctx| {
+                $crate::ops::elementwise::broadcast::binary_op(ctx, |a, b, s| $f($k, a, b, s))
+            });
+        )*
+    };
+}
+pub(crate) use register_binary;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! Comparison operators (Equal, Greater, GreaterOrEqual, Less,
 //! LessOrEqual), producing bool tensors, and Where.
 
-use super::broadcast::{binary_op, match_pair, same_dtype, select_broadcast, zip_tensor};
+use super::broadcast::{match_pair, register_binary, same_dtype, select_broadcast, zip_tensor};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, Registry};
 use qport_core::{DType, Tensor};
@@ -62,21 +62,13 @@ fn where_op(c: &Tensor, x: &Tensor, y: &Tensor) -> OpResult<Tensor> {
 
 /// Registers the comparison operators and Where.
 pub(crate) fn register(r: &mut Registry) {
-    r.register("Equal", |ctx| {
-        binary_op(ctx, |a, b, s| compare(Cmp::Eq, a, b, s))
-    });
-    r.register("Greater", |ctx| {
-        binary_op(ctx, |a, b, s| compare(Cmp::Gt, a, b, s))
-    });
-    r.register("GreaterOrEqual", |ctx| {
-        binary_op(ctx, |a, b, s| compare(Cmp::Ge, a, b, s))
-    });
-    r.register("Less", |ctx| {
-        binary_op(ctx, |a, b, s| compare(Cmp::Lt, a, b, s))
-    });
-    r.register("LessOrEqual", |ctx| {
-        binary_op(ctx, |a, b, s| compare(Cmp::Le, a, b, s))
-    });
+    register_binary!(r, compare;
+        "Equal" => Cmp::Eq,
+        "Greater" => Cmp::Gt,
+        "GreaterOrEqual" => Cmp::Ge,
+        "Less" => Cmp::Lt,
+        "LessOrEqual" => Cmp::Le,
+    );
     r.register("Where", |_| {
         Ok(fn_op(|inputs| {
             Ok(vec![where_op(

@@ -627,12 +627,7 @@ mod tests {
                 attributes,
                 doc_string: String::new(),
             };
-            let ctx = BuildCtx {
-                node: &node,
-                opset: 13,
-                initializers: &inits,
-                arith: qport_core::arith::ArithProfile::onnxruntime(),
-            };
+            let ctx = BuildCtx::new(&node, 13, &inits);
             let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
             let plain = build_conv(&ctx).unwrap().eval(&args).unwrap().remove(0);
             for (op, act, attrs) in &acts {

@@ -106,25 +106,8 @@ struct Labelled<T> {
 /// Copies the strided view (`dims`, `strides` over `src`) into a new
 /// row-major vector.
 fn gather<T: Copy>(src: &[T], dims: &[usize], strides: &[usize]) -> Vec<T> {
-    let n: usize = dims.iter().product();
-    let mut out = Vec::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
-    let mut idx = vec![0usize; dims.len()];
-    let mut off = 0usize;
-    for _ in 0..n {
-        out.push(src[off]);
-        for a in (0..dims.len()).rev() {
-            idx[a] += 1;
-            off += strides[a];
-            if idx[a] < dims[a] {
-                break;
-            }
-            off -= strides[a] * dims[a];
-            idx[a] = 0;
-        }
-    }
+    let mut out = Vec::with_capacity(dims.iter().product());
+    qport_core::shape::for_each_strided_offset(dims, strides, |o| out.push(src[o]));
     out
 }
 

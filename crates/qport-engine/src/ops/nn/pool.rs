@@ -9,6 +9,7 @@
 use super::spatial::{Window, WindowAttrs};
 use super::{read_real, real_tensor, with_real, Real};
 use crate::error::{OpError, OpResult};
+use crate::ops::reduce::match_num;
 use crate::ops::{input, BuildCtx, Op, Registry};
 use qport_core::shape::{checked_numel, strides};
 use qport_core::{bf16, f16, DType, Element, Tensor, TensorData};
@@ -270,21 +271,8 @@ fn max_dispatch(x: &Tensor, t: &Table, planes: usize) -> OpResult<(TensorData, V
         let (y, i) = max::<T>(v, t, planes);
         (T::wrap(y), i)
     }
-    Ok(match x.data() {
-        TensorData::F32(v) => run(v, t, planes),
-        TensorData::F64(v) => run(v, t, planes),
-        TensorData::F16(v) => run(v, t, planes),
-        TensorData::BF16(v) => run(v, t, planes),
-        TensorData::I8(v) => run(v, t, planes),
-        TensorData::U8(v) => run(v, t, planes),
-        TensorData::I16(v) => run(v, t, planes),
-        TensorData::U16(v) => run(v, t, planes),
-        TensorData::I32(v) => run(v, t, planes),
-        TensorData::U32(v) => run(v, t, planes),
-        TensorData::I64(v) => run(v, t, planes),
-        TensorData::U64(v) => run(v, t, planes),
-        _ => return Err(OpError::dtype("input 0 (X)", x.dtype())),
-    })
+    Ok(match_num!(numeric x.data(), v => run(v, t, planes);
+        return Err(OpError::dtype("input 0 (X)", x.dtype()))))
 }
 
 /// Window maxima of a totally ordered integer type (an empty window gives

@@ -438,6 +438,12 @@ impl ConvGeom {
         self.group > 1 && self.c_in / self.group == 1
     }
 
+    /// A 2-D depthwise convolution with one output channel per group: the
+    /// case of the integer depthwise kernels ([`Self::plane`]).
+    pub fn depthwise_plane(&self) -> bool {
+        self.depthwise() && self.c_out / self.group == 1 && self.input.len() == 2
+    }
+
     /// The sizes a per-group GEMM formulation works with.
     pub fn sizes(&self) -> ConvSizes {
         let ks: usize = self.kernel.iter().product();

@@ -71,31 +71,25 @@ impl Grid {
 
     /// Packs values already saturated to this type's range.
     pub(crate) fn pack(self, v: Vec<i32>) -> TensorData {
+        // the sub-byte types keep the low bits (the values are in range)
+        macro_rules! sub_byte {
+            ($t:ident) => {
+                TensorData::$t(
+                    v.into_iter()
+                        .map(|x| $t::wrapping_from_i64(x as i64))
+                        .collect(),
+                )
+            };
+        }
         match self {
             Grid::U8 => TensorData::U8(v.into_iter().map(|x| x as u8).collect()),
             Grid::I8 => TensorData::I8(v.into_iter().map(|x| x as i8).collect()),
             Grid::U16 => TensorData::U16(v.into_iter().map(|x| x as u16).collect()),
             Grid::I16 => TensorData::I16(v.into_iter().map(|x| x as i16).collect()),
-            Grid::U4 => TensorData::U4(
-                v.into_iter()
-                    .map(|x| U4::wrapping_from_i64(x as i64))
-                    .collect(),
-            ),
-            Grid::I4 => TensorData::I4(
-                v.into_iter()
-                    .map(|x| I4::wrapping_from_i64(x as i64))
-                    .collect(),
-            ),
-            Grid::U2 => TensorData::U2(
-                v.into_iter()
-                    .map(|x| U2::wrapping_from_i64(x as i64))
-                    .collect(),
-            ),
-            Grid::I2 => TensorData::I2(
-                v.into_iter()
-                    .map(|x| I2::wrapping_from_i64(x as i64))
-                    .collect(),
-            ),
+            Grid::U4 => sub_byte!(U4),
+            Grid::I4 => sub_byte!(I4),
+            Grid::U2 => sub_byte!(U2),
+            Grid::I2 => sub_byte!(I2),
         }
     }
 }
@@ -195,21 +189,18 @@ pub(crate) fn i32_values(t: &Tensor, what: &str) -> OpResult<Vec<i32>> {
 
 /// The single value of a one-element float tensor (a per-tensor scale).
 pub(crate) fn scalar_f32(t: &Tensor, what: &str) -> OpResult<f32> {
-    let v = f32_values(t, what)?;
-    if v.len() != 1 {
-        return Err(OpError::invalid(format!(
-            "{what} must be a scalar (per-tensor), got shape {:?}",
-            t.shape()
-        )));
-    }
-    Ok(v[0])
+    single(f32_values(t, what)?, t, what)
 }
 
 /// The single value of an optional one-element integer tensor (a per-tensor
 /// zero point); 0 when absent.
 pub(crate) fn scalar_zero(t: Option<&Tensor>, what: &str) -> OpResult<i32> {
     let Some(t) = t else { return Ok(0) };
-    let v = i32_values(t, what)?;
+    single(i32_values(t, what)?, t, what)
+}
+
+/// The one value `v` read from `t` holds; more or fewer are refused.
+fn single<T: Copy>(v: Vec<T>, t: &Tensor, what: &str) -> OpResult<T> {
     if v.len() != 1 {
         return Err(OpError::invalid(format!(
             "{what} must be a scalar (per-tensor), got shape {:?}",

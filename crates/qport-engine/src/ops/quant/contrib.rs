@@ -65,6 +65,31 @@ impl QParams {
     }
 }
 
+/// The operands of a unary QLinear op `(X, x_scale, x_zero_point,
+/// y_scale, y_zero_point, …)`: X (8-bit) and its type, its and Y's
+/// quantization, and Y's type.
+struct Unary<'a> {
+    x: &'a Tensor,
+    qx: Grid,
+    px: QParams,
+    py: QParams,
+    qy: Grid,
+}
+
+impl<'a> Unary<'a> {
+    /// Reads the operands; `x` and `y` name the parameters in errors.
+    fn read(inputs: &[Option<&'a Tensor>], (x, y): (&str, &str)) -> OpResult<Self> {
+        let t = input(inputs, 0)?;
+        Ok(Unary {
+            x: t,
+            qx: Grid::of8("X", t.dtype())?,
+            px: QParams::read(inputs, 1, 2, x)?,
+            py: QParams::read(inputs, 3, 4, y)?,
+            qy: out_type(inputs, 4, t)?,
+        })
+    }
+}
+
 /// The output's quantized type: that of its zero point, else of `x`.
 fn out_type(inputs: &[Option<&Tensor>], zero: usize, x: &Tensor) -> OpResult<Grid> {
     Grid::of8(
@@ -305,11 +330,7 @@ fn rounded(r: f32, mode: Rounding) -> f32 {
 /// A unary op through a lookup table over all 256 input values.
 fn build_lut(f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> Box<dyn Op> {
     fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let qx = Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "X")?;
-        let py = QParams::read(inputs, 3, 4, "Y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, qx, px, py, qy } = Unary::read(inputs, ("X", "Y"))?;
         let table: Vec<i32> = (qx.min()..=qx.max())
             .map(|v| quantize(f(px.dequant(v)), py.scale, py.zero, qy))
             .collect();
@@ -396,11 +417,7 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
     let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
     let profile = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let qx = Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "x")?;
-        let py = QParams::read(inputs, 3, 4, "y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, qx, px, py, qy } = Unary::read(inputs, ("x", "y"))?;
         if qy != qx {
             return Err(OpError::invalid("y_zero_point type differs from X's"));
         }
@@ -448,11 +465,7 @@ pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         return Err(OpError::invalid("attribute kernel_shape is required"));
     }
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "x")?;
-        let py = QParams::read(inputs, 3, 4, "y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, px, py, qy, .. } = Unary::read(inputs, ("x", "y"))?;
         let p = Planes::new(x.shape(), channels_last)?;
         let kernel = attrs.kernel(p.spatial.len())?.unwrap_or_default();
         let wins = attrs.windows(&p.spatial, &kernel, ceil_mode)?;
@@ -565,11 +578,7 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", -1)?;
     let opset = ctx.node.attr_int("opset", 13)?;
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        Grid::of8("X", x.dtype())?;
-        let px = QParams::read(inputs, 1, 2, "X")?;
-        let py = QParams::read(inputs, 3, 4, "Y")?;
-        let qy = out_type(inputs, 4, x)?;
+        let Unary { x, px, py, qy, .. } = Unary::read(inputs, ("X", "Y"))?;
         let shape = x.shape();
         let ax = normalize_axis(axis, shape.len()).ok_or_else(|| {
             OpError::invalid(format!(
@@ -614,11 +623,21 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{run, t};
+    use crate::ops::quant::test_util::{q8, run, t};
     use qport_onnx::Attribute;
 
     fn s(v: f32) -> Tensor {
         Tensor::scalar(v)
+    }
+
+    /// [`run`] of a com.microsoft operator (opset 1), unwrapped.
+    fn run_ms(
+        builder: crate::ops::OpBuilder,
+        op: &str,
+        attrs: Vec<(&str, Attribute)>,
+        inputs: &[Option<&Tensor>],
+    ) -> Vec<Tensor> {
+        run(builder, op, attrs, 1, inputs).unwrap()
     }
 
     #[test]
@@ -633,17 +652,8 @@ mod tests {
             s(0.25),
             Tensor::scalar(3u8),
         );
-        let ins = [
-            Some(&a),
-            Some(&sa),
-            Some(&za),
-            Some(&b),
-            Some(&sb),
-            Some(&zb),
-            Some(&sc),
-            Some(&zc),
-        ];
-        let y = run(build_add, "QLinearAdd", vec![], 1, &ins).unwrap();
+        let ins = [&a, &sa, &za, &b, &sb, &zb, &sc, &zc].map(Some);
+        let y = run_ms(build_add, "QLinearAdd", vec![], &ins);
         let want: Vec<u8> = [(10, 5), (20, 250), (30, 5), (40, 250)]
             .iter()
             .map(|&(x, y): &(i32, i32)| {
@@ -668,13 +678,7 @@ mod tests {
                 let (a, b): (Vec<u8>, Vec<u8>) = (0..=255u8)
                     .flat_map(|x| (0..=255u8).map(move |y| (x, y)))
                     .unzip();
-                let mk = |v: &[u8], shape: &[usize]| {
-                    if signed {
-                        t(shape, v.iter().map(|&x| x as i8).collect::<Vec<i8>>())
-                    } else {
-                        t(shape, v.to_vec())
-                    }
-                };
+                let mk = |v: &[u8], shape: &[usize]| q8(shape, v.to_vec(), signed);
                 let z = |v: u8| {
                     if signed {
                         Tensor::scalar(v as i8)
@@ -686,11 +690,10 @@ mod tests {
                 let (xa, xb) = (mk(&a, &[256, 256]), mk(&b, &[256, 256]));
                 let (ssa, ssb, ssc) = (s(sa), s(sb), s(sc));
                 let ins = |a: &Tensor, b: &Tensor| {
-                    run(
+                    run_ms(
                         build_add,
                         "QLinearAdd",
                         vec![],
-                        1,
                         &[
                             Some(a),
                             Some(&ssa),
@@ -702,7 +705,6 @@ mod tests {
                             Some(&zc),
                         ],
                     )
-                    .unwrap()
                 };
                 let fast = ins(&xa, &xb);
                 let slow = {
@@ -741,20 +743,18 @@ mod tests {
         let x = t(&[4], vec![-128i8, -10, 0, 100]);
         let (sx, zx, sy, zy) = (s(0.5), Tensor::scalar(0i8), s(0.25), Tensor::scalar(0i8));
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(
+        let y = run_ms(
             build_leaky_relu,
             "QLinearLeakyRelu",
             vec![("alpha", Attribute::Float(0.1))],
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         // -64 * 0.1 / 0.25 = -25.6 -> -26; -5 * 0.1 / 0.25 = -2; 50 / 0.25 = 200 -> 127
         assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-26, -2, 0, 127]);
         let sy = s(1.0 / 256.0);
         let zy = Tensor::scalar(-128i8);
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(build_sigmoid, "QLinearSigmoid", vec![], 1, &ins).unwrap();
+        let y = run_ms(build_sigmoid, "QLinearSigmoid", vec![], &ins);
         assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-128, -126, 0, 127]);
     }
 
@@ -764,28 +764,24 @@ mod tests {
         let x = t(&[1, 2, 2, 2], vec![1u8, 2, 3, 4, 5, 6, 7, 8]);
         let (sx, zx, sy, zy) = (s(1.0), Tensor::scalar(1u8), s(0.5), Tensor::scalar(0u8));
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(
+        let y = run_ms(
             build_global_average_pool,
             "QLinearGlobalAveragePool",
             vec![],
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         assert_eq!(y[0].shape(), &[1, 2, 1, 1]);
         // (10 - 4) / 4 / 0.5 = 3; (26 - 4) / 4 / 0.5 = 11
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[3, 11]);
         let xl = t(&[1, 2, 2, 2], vec![1u8, 5, 2, 6, 3, 7, 4, 8]);
         let ins = [Some(&xl), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
         let attrs = vec![("channels_last", Attribute::Int(1))];
-        let y = run(
+        let y = run_ms(
             build_global_average_pool,
             "QLinearGlobalAveragePool",
             attrs,
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         assert_eq!(y[0].shape(), &[1, 1, 1, 2]);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[3, 11]);
     }
@@ -802,9 +798,9 @@ mod tests {
                 ("count_include_pad", Attribute::Int(inc)),
             ]
         };
-        let y = run(build_average_pool, "QLinearAveragePool", attrs(0), 1, &ins).unwrap();
+        let y = run_ms(build_average_pool, "QLinearAveragePool", attrs(0), &ins);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[4, 6, 8, 10]);
-        let y = run(build_average_pool, "QLinearAveragePool", attrs(1), 1, &ins).unwrap();
+        let y = run_ms(build_average_pool, "QLinearAveragePool", attrs(1), &ins);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[1, 3, 4, 10]);
     }
 
@@ -815,24 +811,13 @@ mod tests {
         let (sy, zy) = (s(1.0), Tensor::scalar(0u8));
         let (sa, za) = (s(1.0), Tensor::scalar(0u8));
         let (sb, zb) = (s(2.0), Tensor::scalar(1u8));
-        let ins = [
-            Some(&sy),
-            Some(&zy),
-            Some(&a),
-            Some(&sa),
-            Some(&za),
-            Some(&b),
-            Some(&sb),
-            Some(&zb),
-        ];
-        let y = run(
+        let ins = [&sy, &zy, &a, &sa, &za, &b, &sb, &zb].map(Some);
+        let y = run_ms(
             build_concat,
             "QLinearConcat",
             vec![("axis", Attribute::Int(1))],
-            1,
             &ins,
-        )
-        .unwrap();
+        );
         assert_eq!(y[0].shape(), &[1, 3]);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[10, 20, 6]);
     }
@@ -847,7 +832,7 @@ mod tests {
             Tensor::scalar(0u8),
         );
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
-        let y = run(build_softmax, "QLinearSoftmax", vec![], 1, &ins).unwrap();
+        let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
         let v = y[0].as_slice::<u8>().unwrap();
         assert_eq!(&v[..3], &[85, 85, 85]);
         assert_eq!(v[3], 255);

@@ -21,7 +21,7 @@ use super::common::{
     Grid,
 };
 use super::conv_fast::{PreparedConv, WithFallback};
-use super::matmul::int_bias;
+use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
@@ -67,7 +67,7 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
         ..
     } = g.sizes();
     let mut y = vec![0i32; checked_numel(&[g.batch, g.c_out, os])?];
-    if g.depthwise() && mg == 1 && g.input.len() == 2 {
+    if g.depthwise_plane() {
         for n in 0..g.batch {
             let yn = &mut y[n * g.c_out * os..][..g.c_out * os];
             depthwise_image(
@@ -312,14 +312,13 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
                 Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p)
             })
             .collect();
+        if let (true, Some(b)) = (int_bias, bias) {
+            // the int32 bias joins the 32-bit accumulator
+            add_int32_bias(&mut acc, b, os);
+        }
         let mut out = vec![0i32; acc.len()];
-        for (i, (o, a)) in out.chunks_mut(os).zip(acc.chunks_mut(os)).enumerate() {
-            let c = i % g.c_out;
-            if let (true, Some(b)) = (int_bias, bias) {
-                // the int32 bias joins the 32-bit accumulator
-                a.iter_mut().for_each(|v| *v = v.wrapping_add(b[c]));
-            }
-            rq[c].apply_slice(a, o);
+        for (i, (o, a)) in out.chunks_mut(os).zip(acc.chunks(os)).enumerate() {
+            rq[i % g.c_out].apply_slice(a, o);
         }
         Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?])
     }))
@@ -328,7 +327,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{bytes, run, t};
+    use crate::ops::quant::test_util::{bytes, run_op, t};
     use qport_onnx::Attribute;
 
     /// Direct N-d convolution of integer values (the reference).
@@ -445,8 +444,7 @@ mod tests {
             ];
             let (tx, tw) = (t(&xs, xv.clone()), t(&ws, wv.clone()));
             let (tzx, tzw) = (Tensor::scalar(x_zero), t(&[ws[0]], w_zero.clone()));
-            let y = run(
-                build_conv_integer,
+            let y = run_op(
                 "ConvInteger",
                 attrs.clone(),
                 10,
@@ -543,7 +541,7 @@ mod tests {
             Some(&yz),
             Some(&b),
         ];
-        let y = run(build_qlinear_conv, "QLinearConv", vec![], 10, &ins).unwrap();
+        let y = run_op("QLinearConv", vec![], 10, &ins).unwrap();
         // ch0: acc [7, -5] * 0.5 -> [3.5, -2.5] -> [4, -2] + 10
         // ch1: acc [-10, 10] * 0.125 -> [-1.25, 1.25] -> [-1, 1] + 10
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[14, 8, 9, 11]);

@@ -17,7 +17,7 @@
 
 use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, Grid};
 use super::conv::{conv_accumulate_with, depthwise_image};
-use super::matmul::int_bias;
+use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{input, BuildCtx, Op};
@@ -223,9 +223,7 @@ impl PreparedConv {
                     self.accumulate(xn, xz, &g, col, acc);
                 }
                 if let Some(b) = &self.bias_acc {
-                    for (a, &b) in acc.chunks_mut(os.max(1)).zip(b) {
-                        a.iter_mut().for_each(|v| *v = v.wrapping_add(b));
-                    }
+                    add_int32_bias(acc, b, os);
                 }
                 let o = n * g.c_out * os;
                 match self.y {
@@ -258,7 +256,7 @@ impl PreparedConv {
             kdim,
             ..
         } = g.sizes();
-        if g.depthwise() && mg == 1 && g.input.len() == 2 {
+        if g.depthwise_plane() {
             if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
                 depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
             }
@@ -314,7 +312,7 @@ impl Op for WithFallback {
 #[cfg(test)]
 mod tests {
     use super::super::conv::build_qlinear_conv;
-    use crate::ops::quant::test_util::{bytes, run_const, t};
+    use crate::ops::quant::test_util::{bytes, q8, run_const, t};
     use qport_core::arith::presets;
     use qport_core::Tensor;
     use qport_onnx::Attribute;
@@ -354,18 +352,8 @@ mod tests {
                 let xn: usize = xs.iter().product();
                 let wn: usize = ws.iter().product();
                 let xb = bytes(n as u64 * 7 + variant as u64, xn);
-                let x = if signed_x {
-                    t(&xs, xb.iter().map(|&v| v as i8).collect::<Vec<i8>>())
-                } else {
-                    t(&xs, xb)
-                };
-                let w = t(
-                    &ws,
-                    bytes(n as u64 + 50, wn)
-                        .into_iter()
-                        .map(|v| v as i8)
-                        .collect::<Vec<i8>>(),
-                );
+                let x = q8(&xs, xb, signed_x);
+                let w = q8(&ws, bytes(n as u64 + 50, wn), true);
                 let m = ws[0];
                 let wz: Vec<i8> = (0..m)
                     .map(|c| if asym_w { (c as i8) * 5 - 9 } else { 0 })

@@ -376,7 +376,7 @@ mod fast_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{run, t};
+    use crate::ops::quant::test_util::{run_op, t};
     use qport_onnx::Attribute;
 
     #[test]
@@ -384,8 +384,7 @@ mod tests {
         let x = t(&[2, 3], vec![0.5f32, 1.5, 2.5, -300.0, 300.0, 3.0]);
         let s = t(&[3], vec![1.0f32, 1.0, 0.5]);
         let z = t(&[3], vec![0i8, 1, -1]);
-        let y = run(
-            build_quantize,
+        let y = run_op(
             "QuantizeLinear",
             vec![],
             13,
@@ -399,46 +398,17 @@ mod tests {
     fn quantize_defaults_to_uint8_and_output_dtype() {
         let x = t(&[3], vec![-1.0f32, 2.4, 70000.0]);
         let s = Tensor::scalar(1.0f32);
-        let y = run(
-            build_quantize,
-            "QuantizeLinear",
-            vec![],
-            10,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
+        let q = |attrs, opset| run_op("QuantizeLinear", attrs, opset, &[Some(&x), Some(&s)]);
+        let dtype = |code| vec![("output_dtype", Attribute::Int(code))];
+        let y = q(vec![], 10).unwrap();
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[0, 2, 255]);
-        let attrs = vec![("output_dtype", Attribute::Int(5))];
-        let y = run(
-            build_quantize,
-            "QuantizeLinear",
-            attrs,
-            21,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
+        let y = q(dtype(5), 21).unwrap();
         assert_eq!(y[0].as_slice::<i16>().unwrap(), &[-1, 2, 32767]);
-        let attrs = vec![("output_dtype", Attribute::Int(22))];
-        let y = run(
-            build_quantize,
-            "QuantizeLinear",
-            attrs,
-            21,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
+        let y = q(dtype(22), 21).unwrap();
         assert_eq!(y[0].dtype(), DType::I4);
         assert_eq!(y[0].to_i64_vec().unwrap(), vec![-1, 2, 7]);
         for code in [27, 1, 99] {
-            let attrs = vec![("output_dtype", Attribute::Int(code))];
-            assert!(run(
-                build_quantize,
-                "QuantizeLinear",
-                attrs,
-                25,
-                &[Some(&x), Some(&s)]
-            )
-            .is_err());
+            assert!(q(dtype(code), 25).is_err());
         }
     }
 
@@ -448,15 +418,9 @@ mod tests {
         let s = Tensor::scalar(2.0f32);
         let z = Tensor::from_vec(vec![1], vec![qport_core::F8E4M3FN(0)]).unwrap();
         let q = |attrs| {
-            run(
-                build_quantize,
-                "QuantizeLinear",
-                attrs,
-                21,
-                &[Some(&x), Some(&s), Some(&z)],
-            )
-            .unwrap()
-            .remove(0)
+            run_op("QuantizeLinear", attrs, 21, &[Some(&x), Some(&s), Some(&z)])
+                .unwrap()
+                .remove(0)
         };
         let y = q(vec![]);
         assert_eq!(y.dtype(), DType::F8E4M3FN);
@@ -467,8 +431,7 @@ mod tests {
         assert_eq!(y[..2], [0.0, 0.5]);
         assert!(y[2].is_nan() && y[3].is_nan());
         // Dequantizing takes the float8 values.
-        let d = run(
-            build_dequantize,
+        let d = run_op(
             "DequantizeLinear",
             vec![],
             21,
@@ -491,8 +454,7 @@ mod tests {
         )
         .unwrap();
         let attrs = vec![("axis", Attribute::Int(0))];
-        let y = run(
-            build_quantize,
+        let y = run_op(
             "QuantizeLinear",
             attrs.clone(),
             21,
@@ -501,8 +463,7 @@ mod tests {
         .unwrap();
         assert_eq!(y[0].dtype(), DType::U4);
         assert_eq!(y[0].to_i64_vec().unwrap(), vec![1, 2, 15, 0, 11, 7]);
-        let d = run(
-            build_dequantize,
+        let d = run_op(
             "DequantizeLinear",
             attrs,
             21,
@@ -524,23 +485,9 @@ mod tests {
             ("axis", Attribute::Int(1)),
             ("block_size", Attribute::Int(2)),
         ];
-        let y = run(
-            build_quantize,
-            "QuantizeLinear",
-            attrs.clone(),
-            21,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
+        let y = run_op("QuantizeLinear", attrs.clone(), 21, &[Some(&x), Some(&s)]).unwrap();
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[1, 2, 2, 2, 2]);
-        let d = run(
-            build_dequantize,
-            "DequantizeLinear",
-            attrs,
-            21,
-            &[Some(&y[0]), Some(&s)],
-        )
-        .unwrap();
+        let d = run_op("DequantizeLinear", attrs, 21, &[Some(&y[0]), Some(&s)]).unwrap();
         assert_eq!(d[0].as_slice::<f32>().unwrap(), &[2.0, 4.0, 8.0, 8.0, 10.0]);
     }
 
@@ -548,20 +495,12 @@ mod tests {
     fn dequantize_int32_bias_and_float16_scale() {
         let x = t(&[3], vec![-1_000_000i32, 0, 7]);
         let s = Tensor::scalar(0.5f32);
-        let y = run(
-            build_dequantize,
-            "DequantizeLinear",
-            vec![],
-            13,
-            &[Some(&x), Some(&s)],
-        )
-        .unwrap();
+        let y = run_op("DequantizeLinear", vec![], 13, &[Some(&x), Some(&s)]).unwrap();
         assert_eq!(y[0].as_slice::<f32>().unwrap(), &[-500_000.0, 0.0, 3.5]);
         let x = t(&[2], vec![10u8, 0]);
         let s = Tensor::scalar(qport_core::f16::from_f32(0.25));
         let z = Tensor::scalar(2u8);
-        let y = run(
-            build_dequantize,
+        let y = run_op(
             "DequantizeLinear",
             vec![],
             19,
@@ -572,8 +511,7 @@ mod tests {
         assert_eq!(y[0].to_f32_vec().unwrap(), vec![2.0, -0.5]);
         // zero point of another type than x is refused
         let z = Tensor::scalar(2i8);
-        assert!(run(
-            build_dequantize,
+        assert!(run_op(
             "DequantizeLinear",
             vec![],
             19,
@@ -585,28 +523,14 @@ mod tests {
     #[test]
     fn dynamic_quantize_matches_the_onnx_definition() {
         let x = t(&[4], vec![-1.0f32, 0.0, 1.0, 3.0]);
-        let y = run(
-            build_dynamic,
-            "DynamicQuantizeLinear",
-            vec![],
-            11,
-            &[Some(&x)],
-        )
-        .unwrap();
+        let y = run_op("DynamicQuantizeLinear", vec![], 11, &[Some(&x)]).unwrap();
         let scale = 4.0f32 / 255.0;
         assert_eq!(y[1].as_slice::<f32>().unwrap(), &[scale]);
         let zp = (1.0f32 / scale).round_ties_even() as u8;
         assert_eq!(y[2].as_slice::<u8>().unwrap(), &[zp]);
         assert_eq!(y[0].as_slice::<u8>().unwrap()[3], 255);
         let zeros = t(&[2], vec![0.0f32, 0.0]);
-        let y = run(
-            build_dynamic,
-            "DynamicQuantizeLinear",
-            vec![],
-            11,
-            &[Some(&zeros)],
-        )
-        .unwrap();
+        let y = run_op("DynamicQuantizeLinear", vec![], 11, &[Some(&zeros)]).unwrap();
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[0, 0]);
         assert_eq!(y[2].as_slice::<u8>().unwrap(), &[0]);
     }
@@ -615,23 +539,9 @@ mod tests {
     fn bad_scale_shapes_are_errors() {
         let x = t(&[2, 3], vec![0.0f32; 6]);
         let s = t(&[2], vec![1.0f32, 1.0]);
-        assert!(run(
-            build_quantize,
-            "QuantizeLinear",
-            vec![],
-            13,
-            &[Some(&x), Some(&s)]
-        )
-        .is_err());
+        assert!(run_op("QuantizeLinear", vec![], 13, &[Some(&x), Some(&s)]).is_err());
         let attrs = vec![("axis", Attribute::Int(5))];
         let s = t(&[3], vec![1.0f32; 3]);
-        assert!(run(
-            build_quantize,
-            "QuantizeLinear",
-            attrs,
-            13,
-            &[Some(&x), Some(&s)]
-        )
-        .is_err());
+        assert!(run_op("QuantizeLinear", attrs, 13, &[Some(&x), Some(&s)]).is_err());
     }
 }

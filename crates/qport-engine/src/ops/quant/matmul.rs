@@ -151,26 +151,15 @@ pub(crate) fn batched_with<A: QInt, B: QInt>(
     let (m, k, n) = (g.m, g.k, g.n);
     let mut out = vec![0i32; g.pairs.len() * m * n];
     for (i, &(ia, ib)) in g.pairs.iter().enumerate() {
+        let am = MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k);
+        let bm = MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n);
+        let (za, zb) = (za.view(ia), zb.view(ib));
+        let out = &mut out[i * m * n..(i + 1) * m * n];
         if sat_pairs {
-            sat_pair_gemm(
-                MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k),
-                za.view(ia),
-                MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n),
-                zb.view(ib),
-                &mut out[i * m * n..(i + 1) * m * n],
-                n,
-            );
-            continue;
+            sat_pair_gemm(am, za, bm, zb, out, n);
+        } else {
+            igemm(am, za, bm, zb, out, n, false);
         }
-        igemm(
-            MatRef::row_major(&a[ia * m * k..(ia + 1) * m * k], m, k),
-            za.view(ia),
-            MatRef::row_major(&b[ib * k * n..(ib + 1) * k * n], k, n),
-            zb.view(ib),
-            &mut out[i * m * n..(i + 1) * m * n],
-            n,
-            false,
-        );
     }
     out
 }
@@ -312,34 +301,20 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             if trans_b {
                 bm = bm.t();
             }
+            let (zsa, zsb) = (ZeroPoints::Scalar(za), ZeroPoints::PerSlice(&zb));
             if sat {
-                sat_pair_gemm(
-                    am,
-                    ZeroPoints::Scalar(za),
-                    bm,
-                    ZeroPoints::PerSlice(&zb),
-                    &mut acc,
-                    n,
-                );
+                sat_pair_gemm(am, zsa, bm, zsb, &mut acc, n);
             } else if let Some(cb) = const_b.as_ref().filter(|cb| cb.is(bv, k, n)) {
                 cb.accumulate(am, za, &zb, &mut acc);
             } else {
-                igemm(
-                    am,
-                    ZeroPoints::Scalar(za),
-                    bm,
-                    ZeroPoints::PerSlice(&zb),
-                    &mut acc,
-                    n,
-                    true,
-                );
+                igemm(am, zsa, bm, zsb, &mut acc, n, true);
             }
         });
         if int_bias(&p) {
-            // the int32 bias joins the 32-bit accumulator
-            for (v, b) in acc.iter_mut().zip(&mut bias) {
-                *v = v.wrapping_add(std::mem::take(b));
-            }
+            // the int32 bias joins the 32-bit accumulator (and leaves none
+            // for the epilogue)
+            add_int32_bias(&mut acc, &bias, 1);
+            bias.fill(0);
         }
         qgemm_epilogue(&p, inputs, &acc, &bias, (m, n), alpha, a_scale, &b_scale, a)
     }))
@@ -417,6 +392,18 @@ fn sat_pairs(profile: &ArithProfile, a: &Tensor, b: &Tensor) -> bool {
 /// accumulator itself, wrapping as onnxruntime does.
 pub(crate) fn int_bias(profile: &ArithProfile) -> bool {
     profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant()
+}
+
+/// Adds the int32 bias to 32-bit accumulators laid out as runs of `os`
+/// elements (one output channel each): `bias[c]` to run `c`, cycling over
+/// the batch. The sum wraps, as onnxruntime's int32 accumulators do, under
+/// every profile [`int_bias`] is true for. The reference
+/// ([`arith::requantize_biased`], [`arith::Requantizer`]) adds the bias
+/// exactly in i64 instead: the two differ only when the sum leaves i32.
+pub(crate) fn add_int32_bias(acc: &mut [i32], bias: &[i32], os: usize) {
+    for (a, &b) in acc.chunks_mut(os.max(1)).zip(bias.iter().cycle()) {
+        a.iter_mut().for_each(|v| *v = v.wrapping_add(b));
+    }
 }
 
 /// The epilogue of `QGemm`: the accumulator `acc` and the float-placed
@@ -501,7 +488,7 @@ fn pick(v: &[f32], i: usize) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::quant::test_util::{bytes, run, t};
+    use crate::ops::quant::test_util::{bytes, q8, run, run_op, t};
     use qport_onnx::Attribute;
 
     #[test]
@@ -521,18 +508,8 @@ mod tests {
                 let ashape = if ta { [k, m] } else { [m, k] };
                 let bshape = if tb { [n, k] } else { [k, n] };
                 let raw = bytes(case as u64, m * k);
-                let a = if signed {
-                    t(&ashape, raw.iter().map(|&v| v as i8).collect::<Vec<i8>>())
-                } else {
-                    t(&ashape, raw)
-                };
-                let b = t(
-                    &bshape,
-                    bytes(case as u64 + 9, k * n)
-                        .into_iter()
-                        .map(|v| v as i8)
-                        .collect::<Vec<i8>>(),
-                );
+                let a = q8(&ashape, raw, signed);
+                let b = q8(&bshape, bytes(case as u64 + 9, k * n), true);
                 let za = if signed {
                     Tensor::scalar(-7i8)
                 } else {
@@ -593,8 +570,7 @@ mod tests {
         let ta = t(&[2, 2, 3], a.clone());
         let tb = t(&[3, 2], b.clone());
         let (tza, tzb) = (t(&[2], za.clone()), t(&[2], zb.clone()));
-        let y = run(
-            build_matmul_integer,
+        let y = run_op(
             "MatMulInteger",
             vec![],
             10,
@@ -626,8 +602,7 @@ mod tests {
         let one = Tensor::scalar(1.0f32);
         let half = Tensor::scalar(2.0f32);
         let z = Tensor::scalar(0u8);
-        let y = run(
-            build_qlinear_matmul,
+        let y = run_op(
             "QLinearMatMul",
             vec![],
             10,
@@ -678,22 +653,8 @@ mod tests {
     fn mismatched_inner_dimensions_are_errors() {
         let a = t(&[2, 3], vec![0u8; 6]);
         let b = t(&[2, 2], vec![0u8; 4]);
-        assert!(run(
-            build_matmul_integer,
-            "MatMulInteger",
-            vec![],
-            10,
-            &[Some(&a), Some(&b)]
-        )
-        .is_err());
+        assert!(run_op("MatMulInteger", vec![], 10, &[Some(&a), Some(&b)]).is_err());
         let s = t(&[2], vec![0i8; 2]);
-        assert!(run(
-            build_matmul_integer,
-            "MatMulInteger",
-            vec![],
-            10,
-            &[Some(&a), Some(&s)]
-        )
-        .is_err());
+        assert!(run_op("MatMulInteger", vec![], 10, &[Some(&a), Some(&s)]).is_err());
     }
 }

@@ -2,10 +2,10 @@
 //! int64 indices. Equal values keep the lower index first; NaN ranks
 //! above every number. `k` is an input from opset 10, an attribute before.
 
-use super::{axis_layout, RNum};
+use super::{axis_layout, match_num, RNum};
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, BuildCtx, Op, Registry};
-use qport_core::{Tensor, TensorData};
+use qport_core::Tensor;
 use std::cmp::Ordering;
 
 struct TopK {
@@ -98,21 +98,8 @@ impl Op for TopK {
                 (Tensor::from_vec(s.clone(), v)?, Tensor::from_vec(s, i)?)
             }};
         }
-        let (v, i) = match x.data() {
-            TensorData::F32(v) => go!(v),
-            TensorData::F64(v) => go!(v),
-            TensorData::F16(v) => go!(v),
-            TensorData::BF16(v) => go!(v),
-            TensorData::I8(v) => go!(v),
-            TensorData::U8(v) => go!(v),
-            TensorData::I16(v) => go!(v),
-            TensorData::U16(v) => go!(v),
-            TensorData::I32(v) => go!(v),
-            TensorData::U32(v) => go!(v),
-            TensorData::I64(v) => go!(v),
-            TensorData::U64(v) => go!(v),
-            _ => return Err(OpError::dtype("input X", x.dtype())),
-        };
+        let (v, i) = match_num!(numeric x.data(), v => go!(v);
+            return Err(OpError::dtype("input X", x.dtype())));
         Ok(vec![v, i])
     }
 }

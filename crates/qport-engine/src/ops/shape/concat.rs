@@ -94,10 +94,7 @@ fn build_split(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", 0)?;
     let n_out = ctx.node.outputs.len();
     let num_outputs = if ctx.opset >= 18 {
-        ctx.node
-            .attr("num_outputs")
-            .map(|_| ctx.node.req_int("num_outputs"))
-            .transpose()?
+        ctx.opt_int("num_outputs")?
     } else {
         None
     };

@@ -348,12 +348,7 @@ mod low_precision_tests {
         let names = (0..inputs.len()).map(|i| format!("x{i}"));
         let node = qport_onnx::Node::new("n", op, names, ["y"]).with_attrs(attrs);
         let inits = Default::default();
-        let ctx = BuildCtx {
-            node: &node,
-            opset,
-            initializers: &inits,
-            arith: qport_core::arith::ArithProfile::onnxruntime(),
-        };
+        let ctx = BuildCtx::new(&node, opset, &inits);
         let build = crate::ops::registry().get("", op).expect("registered");
         let inputs: Vec<Option<&Tensor>> = inputs.iter().map(|&t| Some(t)).collect();
         Ok(build(&ctx)?.eval(&inputs)?.remove(0))
@@ -370,32 +365,18 @@ mod low_precision_tests {
         let to = |code: i64| ("to", Attribute::Int(code));
         let y = run("Cast", 19, vec![to(17)], &[&x]).unwrap();
         assert_eq!(y.to_f32_vec().unwrap(), vec![448.0, -0.3125, 3.0]);
-        let y = run(
-            "Cast",
-            19,
-            vec![to(17), ("saturate", Attribute::Int(0))],
-            &[&x],
-        )
-        .unwrap();
-        assert!(y.to_f32_vec().unwrap()[0].is_nan());
+        let unsaturated = |opset, code, x: &Tensor| {
+            let attrs = vec![to(code), ("saturate", Attribute::Int(0))];
+            run("Cast", opset, attrs, &[x])
+                .unwrap()
+                .to_f32_vec()
+                .unwrap()
+        };
+        assert!(unsaturated(19, 17, &x)[0].is_nan());
         // Before opset 19 there is no saturate attribute: always saturate.
         let big = Tensor::scalar(1e6f32);
-        let y = run(
-            "Cast",
-            13,
-            vec![to(19), ("saturate", Attribute::Int(0))],
-            &[&big],
-        )
-        .unwrap();
-        assert_eq!(y.to_f32_vec().unwrap(), vec![57344.0]);
-        let y = run(
-            "Cast",
-            19,
-            vec![to(19), ("saturate", Attribute::Int(0))],
-            &[&big],
-        )
-        .unwrap();
-        assert_eq!(y.to_f32_vec().unwrap(), vec![f32::INFINITY]);
+        assert_eq!(unsaturated(13, 19, &big), vec![57344.0]);
+        assert_eq!(unsaturated(19, 19, &big), vec![f32::INFINITY]);
         let e8 = |mode: &str| {
             let attrs = vec![to(24), ("round_mode", Attribute::String(mode.into()))];
             run("Cast", 24, attrs, &[&x]).map(|y| y.to_f32_vec().unwrap())

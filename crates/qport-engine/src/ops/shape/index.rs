@@ -303,11 +303,7 @@ fn build_gather_nd(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 }
 
 fn build_compress(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let axis = ctx
-        .node
-        .attr("axis")
-        .map(|_| ctx.node.req_int("axis"))
-        .transpose()?;
+    let axis = ctx.opt_int("axis")?;
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let cond = input(inputs, 1)?;

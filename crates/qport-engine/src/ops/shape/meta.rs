@@ -56,11 +56,7 @@ fn build_dropout(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 
 fn build_shape(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let start = ctx.node.attr_int("start", 0)?;
-    let end = ctx
-        .node
-        .attr("end")
-        .map(|_| ctx.node.req_int("end"))
-        .transpose()?;
+    let end = ctx.opt_int("end")?;
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let r = x.rank() as i64;

@@ -171,6 +171,38 @@ fn build_upsample(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     Ok(Box::new(Resize::legacy(mode, form)))
 }
 
+/// The output of one Resize call, worked out from its inputs.
+struct Geometry {
+    /// The scale per axis (1 on the axes not resized).
+    scale: Vec<f64>,
+    /// The output shape.
+    out: Vec<usize>,
+    /// The resized axes.
+    axes: Vec<usize>,
+    /// `tf_crop_and_resize`'s region of interest: the starts of every
+    /// axis, then the ends.
+    roi: Option<Vec<f64>>,
+}
+
+impl Geometry {
+    /// The region of interest `(start, end)` of axis `a`; `(0, 1)`, the
+    /// whole axis, without one.
+    fn roi(&self, a: usize) -> (f64, f64) {
+        let r = self.scale.len();
+        self.roi.as_ref().map_or((0.0, 1.0), |v| (v[a], v[r + a]))
+    }
+}
+
+/// Refuses a `what` input with `got` entries where `want` are expected.
+fn entry_count(what: &str, got: usize, want: usize) -> OpResult<()> {
+    if got != want {
+        return Err(OpError::invalid(format!(
+            "{what} has {got} entries, expected {want}"
+        )));
+    }
+    Ok(())
+}
+
 impl Resize {
     fn legacy(mode: Mode, form: Form) -> Resize {
         Resize {
@@ -189,12 +221,7 @@ impl Resize {
 
     /// Per-axis scales and output sizes (full rank), the processed axes, and
     /// the full-rank roi when tf_crop_and_resize uses one.
-    #[allow(clippy::type_complexity)]
-    fn geometry(
-        &self,
-        x: &Tensor,
-        inputs: &[Option<&Tensor>],
-    ) -> OpResult<(Vec<f64>, Vec<usize>, Vec<usize>, Option<Vec<f64>>)> {
+    fn geometry(&self, x: &Tensor, inputs: &[Option<&Tensor>]) -> OpResult<Geometry> {
         let r = x.rank();
         let shape = x.shape();
         let axes = match &self.axes {
@@ -217,13 +244,7 @@ impl Resize {
         let mut out: Vec<usize> = shape.to_vec();
         match (scales, sizes) {
             (Some(s), None) => {
-                if s.len() != axes.len() {
-                    return Err(OpError::invalid(format!(
-                        "scales has {} entries, expected {}",
-                        s.len(),
-                        axes.len()
-                    )));
-                }
+                entry_count("scales", s.len(), axes.len())?;
                 for (&a, &v) in axes.iter().zip(&s) {
                     if !(v.is_finite() && v > 0.0) {
                         return Err(OpError::invalid(format!("scale {v} must be > 0")));
@@ -239,13 +260,7 @@ impl Resize {
                 }
             }
             (None, Some(z)) => {
-                if z.len() != axes.len() {
-                    return Err(OpError::invalid(format!(
-                        "sizes has {} entries, expected {}",
-                        z.len(),
-                        axes.len()
-                    )));
-                }
+                entry_count("sizes", z.len(), axes.len())?;
                 for (&a, &v) in axes.iter().zip(&z) {
                     out[a] = dim(v, "size")?;
                     if shape[a] == 0 {
@@ -282,13 +297,7 @@ impl Resize {
         check_shape(&out)?;
         let roi = match (self.coord, roi) {
             (Coord::TfCropAndResize, Some(v)) => {
-                if v.len() != 2 * axes.len() {
-                    return Err(OpError::invalid(format!(
-                        "roi has {} entries, expected {}",
-                        v.len(),
-                        2 * axes.len()
-                    )));
-                }
+                entry_count("roi", v.len(), 2 * axes.len())?;
                 let mut full: Vec<f64> = vec![0.0; r].into_iter().chain(vec![1.0; r]).collect();
                 for (k, &a) in axes.iter().enumerate() {
                     full[a] = f64::from(v[k]);
@@ -301,7 +310,12 @@ impl Resize {
             }
             _ => None,
         };
-        Ok((scale, out, axes, roi))
+        Ok(Geometry {
+            scale,
+            out,
+            axes,
+            roi,
+        })
     }
 
     /// The source coordinate of output position `j` on an axis.
@@ -487,14 +501,10 @@ impl Resize {
             && (self.coord != Coord::TfCropAndResize || (roi.0.abs() <= 1e-9 && close(roi.1, 1.0)))
     }
 
-    fn run_nearest(
-        &self,
-        x: &Tensor,
-        scale: &[f64],
-        out: &[usize],
-        axes: &[usize],
-        roi: &Option<Vec<f64>>,
-    ) -> OpResult<Tensor> {
+    fn run_nearest(&self, x: &Tensor, g: &Geometry) -> OpResult<Tensor> {
+        let Geometry {
+            scale, out, axes, ..
+        } = g;
         let shape = x.shape();
         let r = shape.len();
         let st = qport_core::shape::strides(shape);
@@ -502,7 +512,7 @@ impl Resize {
             .map(|a| (0..shape[a]).map(|i| (i * st[a]) as i64).collect())
             .collect();
         for &a in axes {
-            let rp = roi.as_ref().map_or((0.0, 1.0), |v| (v[a], v[r + a]));
+            let rp = g.roi(a);
             if self.skip_axis(scale[a], shape[a], out[a], rp) {
                 continue;
             }
@@ -523,24 +533,19 @@ impl Resize {
         gather_or_fill(x, out.to_vec(), &idx, &Tensor::scalar(self.extrapolation))
     }
 
-    fn run_interp(
-        &self,
-        x: &Tensor,
-        scale: &[f64],
-        out: &[usize],
-        axes: &[usize],
-        roi: &Option<Vec<f64>>,
-    ) -> OpResult<Tensor> {
+    fn run_interp(&self, x: &Tensor, g: &Geometry) -> OpResult<Tensor> {
+        let Geometry {
+            scale, out, axes, ..
+        } = g;
         let dt = x.dtype();
         if matches!(dt, DType::Bool | DType::Str) {
             return Err(OpError::dtype("linear/cubic resize input", dt));
         }
-        let r = x.rank();
         let mut shape = x.shape().to_vec();
         let mut data = x.cast(DType::F64)?.into_vec::<f64>()?;
         let ext = f64::from(self.extrapolation);
         for &a in axes {
-            let rp = roi.as_ref().map_or((0.0, 1.0), |v| (v[a], v[r + a]));
+            let rp = g.roi(a);
             let (in_len, out_len) = (shape[a], out[a]);
             if self.skip_axis(scale[a], in_len, out_len, rp) {
                 continue;
@@ -581,11 +586,11 @@ impl Resize {
 impl Op for Resize {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
         let x = input(inputs, 0)?;
-        let (scale, out, axes, roi) = self.geometry(x, inputs)?;
+        let g = self.geometry(x, inputs)?;
         let y = if self.mode == Mode::Nearest {
-            self.run_nearest(x, &scale, &out, &axes, &roi)?
+            self.run_nearest(x, &g)?
         } else {
-            self.run_interp(x, &scale, &out, &axes, &roi)?
+            self.run_interp(x, &g)?
         };
         Ok(vec![y])
     }
