@@ -280,8 +280,8 @@ fn render_human(s: &Summary, r: &Report, all: bool, ui: &Ui) -> String {
         "{} vs {} on {} ({}; {} groups lowered to integer operators)\n",
         ui.paint(&s.a, Style::Bold),
         ui.paint(&s.b, Style::Bold),
-        r.model.path,
-        r.data.description,
+        r.provenance.model.path,
+        r.provenance.data.description,
         r.lowered_groups
     );
     out.push_str(&headline(s, ui));

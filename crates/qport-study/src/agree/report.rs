@@ -28,7 +28,7 @@
 //! println!("{}", serde_json::to_string_pretty(&report).unwrap());
 //! ```
 
-use super::{Agreement, PairStats, SampleRecord};
+use super::{Agreement, AnyFlip, PairStats, SampleRecord};
 use qport_core::report::{FileJson, Header, ProfileJson};
 use qport_quant::pot::PotSummary;
 use serde::Serialize;
@@ -110,15 +110,14 @@ impl PairJson<'_> {
     }
 }
 
-/// The samples on which some pair of profiles flips.
+/// The samples on which some pair of profiles flips, with their count.
 #[derive(Debug, Serialize)]
 pub struct AnyFlipJson<'a> {
     /// How many.
     pub count: usize,
-    /// Their indices.
-    pub samples: &'a [usize],
-    /// ROC-AUC of the FP32 margin as a predictor of such a sample.
-    pub margin_auc: Option<f64>,
+    /// Their indices and the margin's ROC-AUC.
+    #[serde(flatten)]
+    pub flips: &'a AnyFlip,
 }
 
 /// One sample with its index.
@@ -274,8 +273,7 @@ impl<'a> Report<'a> {
             fp32_controls: PairJson::all(&result.fp32_controls),
             any_flip: AnyFlipJson {
                 count: result.any_flip.samples.len(),
-                samples: &result.any_flip.samples,
-                margin_auc: result.any_flip.margin_auc,
+                flips: &result.any_flip,
             },
             samples: result
                 .samples

@@ -35,7 +35,7 @@
 //! println!("{}", serde_json::to_string_pretty(&report).unwrap());
 //! ```
 
-use super::{Divergence, FirstCount, LayerSummary, Localizer, OutputDiff, Stage, Summary};
+use super::{Divergence, LayerSummary, Localizer, OutputDiff, Stage, Summary};
 use qport_core::arith::ArithProfile;
 use qport_core::report::{FileJson, Header, ProfileJson};
 use serde::Serialize;
@@ -91,49 +91,6 @@ impl PolicyJson {
     }
 }
 
-/// The headline numbers of a [`Summary`].
-#[derive(Debug, Serialize)]
-pub struct SummaryJson<'a> {
-    /// [`Summary::inputs`].
-    pub inputs: usize,
-    /// [`Summary::inputs_diverging`].
-    pub inputs_diverging: usize,
-    /// [`Summary::outputs_identical`].
-    pub outputs_identical: usize,
-    /// [`Summary::top1_compared`].
-    pub top1_compared: usize,
-    /// [`Summary::top1_agree`].
-    pub top1_agree: usize,
-    /// [`Summary::first_layer`].
-    pub first_layer: Option<&'a str>,
-    /// [`Summary::first_op`].
-    pub first_op: Option<&'a str>,
-    /// [`Summary::stage`].
-    pub stage: Option<&'a str>,
-    /// [`Summary::primary`].
-    pub primary: Option<Stage>,
-    /// [`Summary::first`].
-    pub first: &'a [FirstCount],
-}
-
-impl<'a> SummaryJson<'a> {
-    /// The headline numbers of `s`.
-    pub fn new(s: &'a Summary) -> SummaryJson<'a> {
-        SummaryJson {
-            inputs: s.inputs,
-            inputs_diverging: s.inputs_diverging,
-            outputs_identical: s.outputs_identical,
-            top1_compared: s.top1_compared,
-            top1_agree: s.top1_agree,
-            first_layer: s.first_layer.as_deref(),
-            first_op: s.first_op.as_deref(),
-            stage: s.stage.as_deref(),
-            primary: s.primary,
-            first: &s.first,
-        }
-    }
-}
-
 /// One input's result.
 #[derive(Debug, Serialize)]
 pub struct InputJson<'a> {
@@ -174,9 +131,10 @@ impl<'a> InputJson<'a> {
 
 /// What a divergence report records besides the localization: the
 /// document header and the files and data it ran on.
-#[derive(Debug)]
+#[derive(Debug, Serialize)]
 pub struct Provenance {
     /// `schema` (`qport.diverge/1`), `qport_version`, `command`.
+    #[serde(flatten)]
     pub header: Header,
     /// The quantized model.
     pub model: FileJson,
@@ -189,15 +147,9 @@ pub struct Provenance {
 /// `qport.diverge/1` (see the [module docs](self)).
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
-    /// `schema`, `qport_version`, `command`.
+    /// The header, the model, the data and the profile files read.
     #[serde(flatten)]
-    pub header: Header,
-    /// The quantized model.
-    pub model: FileJson,
-    /// The data.
-    pub data: DataJson,
-    /// Profile files read.
-    pub profile_files: Vec<FileJson>,
+    pub provenance: Provenance,
     /// The two profiles.
     pub profiles: PairJson,
     /// The policies in which they differ.
@@ -205,7 +157,7 @@ pub struct Report<'a> {
     /// Quantized groups lowered to integer operators.
     pub lowered_groups: usize,
     /// The headline numbers.
-    pub summary: SummaryJson<'a>,
+    pub summary: &'a Summary,
     /// Every layer over all inputs.
     pub layers: &'a [LayerSummary],
     /// Every input's result, in order.
@@ -229,17 +181,14 @@ impl<'a> Report<'a> {
     ) -> Report<'a> {
         let (a, b) = (loc.profile_a(), loc.profile_b());
         Report {
-            header: p.header,
-            model: p.model,
-            data: p.data,
-            profile_files: p.profile_files,
+            provenance: p,
             profiles: PairJson {
                 a: ProfileJson::new(a, files[0]),
                 b: ProfileJson::new(b, files[1]),
             },
             differing_policies: PolicyJson::differing(a, b),
             lowered_groups: loc.lowered().len(),
-            summary: SummaryJson::new(summary),
+            summary,
             layers: &summary.layers,
             per_input: results
                 .iter()

@@ -106,12 +106,16 @@ pub struct FirstCount {
     pub inputs: usize,
 }
 
-/// The divergence of one profile pair over several inputs.
+/// The divergence of one profile pair over several inputs. It serialises
+/// as the `summary` object of `qport.diverge/1` (its headline numbers): the
+/// profile names and the layers stand elsewhere in that document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     /// Profile A's name.
+    #[serde(skip)]
     pub a: String,
     /// Profile B's name.
+    #[serde(skip)]
     pub b: String,
     /// Number of inputs.
     pub inputs: usize,
@@ -123,9 +127,6 @@ pub struct Summary {
     pub top1_compared: usize,
     /// Of those, inputs where every such output has the same arg-max.
     pub top1_agree: usize,
-    /// First diverging layers, most common first (then in execution
-    /// order).
-    pub first: Vec<FirstCount>,
     /// The most common first diverging layer.
     pub first_layer: Option<String>,
     /// Its op type.
@@ -134,7 +135,11 @@ pub struct Summary {
     pub stage: Option<String>,
     /// The primary stage of that verdict.
     pub primary: Option<Stage>,
+    /// First diverging layers, most common first (then in execution
+    /// order).
+    pub first: Vec<FirstCount>,
     /// Every layer, in execution order.
+    #[serde(skip)]
     pub layers: Vec<LayerSummary>,
 }
 
