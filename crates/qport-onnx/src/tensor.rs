@@ -503,15 +503,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn typed_fields_are_read() {
+    /// Decodes a tensor of `dims` and `dt` stored in `int32_data`.
+    fn from_int32_data(dims: Vec<i64>, dt: DataType, int32_data: Vec<i32>) -> Tensor {
         let tp = TensorProto {
-            dims: vec![2],
-            data_type: Some(DataType::Float16 as i32),
-            int32_data: vec![0x3C00, 0xC000],
+            dims,
+            data_type: Some(dt as i32),
+            int32_data,
             ..Default::default()
         };
-        let t = tensor_from_proto(&tp, None).unwrap();
+        tensor_from_proto(&tp, None).unwrap()
+    }
+
+    #[test]
+    fn typed_fields_are_read() {
+        let t = from_int32_data(vec![2], DataType::Float16, vec![0x3C00, 0xC000]);
         assert_eq!(t.to_f32_vec().unwrap(), vec![1.0, -2.0]);
         let tp = TensorProto {
             dims: vec![3],
@@ -541,30 +546,12 @@ mod tests {
         .unwrap();
         let tp = tensor_to_proto("x", &t);
         assert_eq!(tp.raw_data.as_deref(), Some(&[0x10u8, 0xC7, 0x08][..]));
-        let typed = TensorProto {
-            dims: vec![5],
-            data_type: Some(DataType::Int4 as i32),
-            int32_data: vec![16, 199, 8],
-            ..Default::default()
-        };
-        let back = tensor_from_proto(&typed, None).unwrap();
+        let back = from_int32_data(vec![5], DataType::Int4, vec![16, 199, 8]);
         assert_eq!(back.to_i64_vec().unwrap(), want);
         // UINT2 [0, 1, 2, 3] in one int32_data byte; float8 one code per entry.
-        let typed = TensorProto {
-            dims: vec![4],
-            data_type: Some(DataType::Uint2 as i32),
-            int32_data: vec![228],
-            ..Default::default()
-        };
-        let back = tensor_from_proto(&typed, None).unwrap();
+        let back = from_int32_data(vec![4], DataType::Uint2, vec![228]);
         assert_eq!(back.to_i64_vec().unwrap(), vec![0, 1, 2, 3]);
-        let typed = TensorProto {
-            dims: vec![2],
-            data_type: Some(DataType::Float8e4m3fn as i32),
-            int32_data: vec![126, 237],
-            ..Default::default()
-        };
-        let back = tensor_from_proto(&typed, None).unwrap();
+        let back = from_int32_data(vec![2], DataType::Float8e4m3fn, vec![126, 237]);
         assert_eq!(back.to_f32_vec().unwrap(), vec![448.0, -104.0]);
         // Declared sizes are checked against the packed length.
         for (dims, raw) in [(vec![5i64], vec![0u8; 2]), (vec![4], vec![0; 3])] {
