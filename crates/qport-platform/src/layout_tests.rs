@@ -7,6 +7,16 @@ fn plat(n: &str) -> Platform {
     Registry::builtin().get(n).unwrap().clone()
 }
 
+/// [`TensorDescriptor::image`] from DDR, with padding, on platform `p`.
+fn ddr_image(
+    name: &str,
+    format: ImageFormat,
+    shape: &[u64],
+    p: &str,
+) -> Result<TensorDescriptor, PlatformError> {
+    TensorDescriptor::image(name, format, shape, InputSource::Ddr, &plat(p), false)
+}
+
 #[test]
 fn documented_u16_featuremap_example_on_every_nash_platform() {
     // vt.md §Runtime tensor descriptor: U16 [1,3,212,212] -> [301056,100352,448,2].
@@ -105,61 +115,23 @@ fn odd_nv12_is_an_error_naming_the_tensor() {
 #[test]
 fn other_image_types_hand_checked() {
     // RGB NHWC 100x100 on j6b: row 300 -> 320 (32 B), stride[0] 32000.
-    let d = TensorDescriptor::image(
-        "rgb",
-        ImageFormat::Rgb,
-        &[1, 100, 100, 3],
-        InputSource::Ddr,
-        &plat("j6b"),
-        false,
-    )
-    .unwrap();
+    let d = ddr_image("rgb", ImageFormat::Rgb, &[1, 100, 100, 3], "j6b").unwrap();
     assert_eq!(d.stride, vec![32000, 320, 3, 1]);
     assert_eq!(d.aligned_shape, vec![1, 100, 107, 3]);
     assert_eq!(d.aligned_byte_size, 32000);
     // BGR / YUV444 on j6h: row 300 -> 320 (64 B).
     for f in [ImageFormat::Bgr, ImageFormat::Yuv444] {
-        let d = TensorDescriptor::image(
-            "i",
-            f,
-            &[2, 10, 100, 3],
-            InputSource::Ddr,
-            &plat("j6h"),
-            false,
-        )
-        .unwrap();
+        let d = ddr_image("i", f, &[2, 10, 100, 3], "j6h").unwrap();
         assert_eq!(d.stride, vec![3200, 320, 3, 1]);
         assert_eq!(d.aligned_byte_size, 6400);
     }
     // Gray (Y) may have odd sizes: 7x33 on j6m -> row 64.
-    let d = TensorDescriptor::image(
-        "g",
-        ImageFormat::Y,
-        &[1, 7, 33, 1],
-        InputSource::Ddr,
-        &plat("j6m"),
-        false,
-    )
-    .unwrap();
+    let d = ddr_image("g", ImageFormat::Y, &[1, 7, 33, 1], "j6m").unwrap();
     assert_eq!(d.stride, vec![448, 64, 1, 1]);
     // Wrong channel count or rank.
-    let e = TensorDescriptor::image(
-        "g",
-        ImageFormat::Rgb,
-        &[1, 7, 33, 1],
-        InputSource::Ddr,
-        &plat("j6m"),
-        false,
-    );
+    let e = ddr_image("g", ImageFormat::Rgb, &[1, 7, 33, 1], "j6m");
     assert!(matches!(e, Err(PlatformError::BadShape { .. })));
-    let e = TensorDescriptor::image(
-        "g",
-        ImageFormat::Y,
-        &[7, 33],
-        InputSource::Ddr,
-        &plat("j6m"),
-        false,
-    );
+    let e = ddr_image("g", ImageFormat::Y, &[7, 33], "j6m");
     assert!(matches!(e, Err(PlatformError::BadShape { .. })));
 }
 
