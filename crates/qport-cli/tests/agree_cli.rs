@@ -146,11 +146,7 @@ fn human_tables_and_a_failed_check() {
         "{}",
         o.stderr
     );
-    assert!(
-        o.stderr.contains("below --min-agreement 0.99"),
-        "{}",
-        o.stderr
-    );
+    assert_contains_all(&o.stderr, &["below --min-agreement 0.99"]);
     assert_contains_all(
         &o.stdout,
         &[

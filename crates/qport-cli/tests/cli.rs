@@ -71,17 +71,8 @@ fn every_subcommand_help_has_an_example() {
     for sub in ["info", "run", "demo"] {
         let o = qport(&[sub, "--help"]);
         assert_eq!(o.code, 0, "{sub}");
-        assert!(o.stdout.contains("Examples:"), "{sub}:\n{}", o.stdout);
-        assert!(
-            o.stdout.contains(&format!("qport {sub}")),
-            "{sub}:\n{}",
-            o.stdout
-        );
-        assert!(
-            o.stdout.contains("--format <FORMAT>"),
-            "{sub}:\n{}",
-            o.stdout
-        );
+        let usage = format!("qport {sub}");
+        assert_contains_all(&o.stdout, &["Examples:", &usage, "--format <FORMAT>"]);
     }
 }
 
@@ -89,13 +80,13 @@ fn every_subcommand_help_has_an_example() {
 fn usage_errors_exit_2() {
     let o = qport(&[]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("Usage:"), "{}", o.stderr);
+    assert_contains_all(&o.stderr, &["Usage:"]);
     let o = qport(&["info", "--bogus"]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("--bogus"), "{}", o.stderr);
+    assert_contains_all(&o.stderr, &["--bogus"]);
     let o = qport(&["info", &model(), "--format", "xml"]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("xml"), "{}", o.stderr);
+    assert_contains_all(&o.stderr, &["xml"]);
     let o = qport(&["frobnicate"]);
     assert_eq!(o.code, 2);
 }
@@ -246,7 +237,7 @@ fn demo_human_predicts_every_crop() {
         "{}",
         o.stdout
     );
-    assert!(o.stdout.contains("model load"), "{}", o.stdout);
+    assert_contains_all(&o.stdout, &["model load"]);
     assert!(!o.stdout.contains('\x1b'));
     assert!(
         o.stderr.is_empty(),
@@ -311,7 +302,7 @@ fn demo_runs_from_any_directory() {
 #[test]
 fn colour_only_when_forced_and_never_with_no_color() {
     let o = qport_with_env(&["demo"], &[("CLICOLOR_FORCE", "1")]);
-    assert!(o.stdout.contains("\x1b[32m"), "{}", o.stdout);
+    assert_contains_all(&o.stdout, &["\x1b[32m"]);
     let o = qport_with_env(&["demo"], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]);
     assert!(!o.stdout.contains('\x1b'), "{}", o.stdout);
     let o = qport_with_env(
@@ -461,7 +452,7 @@ fn run_input_errors_exit_2() {
     }
     let o = qport(&["run", &m, "--input", &arg(&good), "--inputs", &s(&other)]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("cannot be used with"), "{}", o.stderr);
+    assert_contains_all(&o.stderr, &["cannot be used with"]);
 }
 
 // ---------------------------------------------------------------- bad model files

@@ -7,7 +7,7 @@ mod common;
 
 use common::{effnet_qdq, photo_crops_eval, qport, s};
 use qport_core::Tensor;
-use qport_tests::cli::{assert_input_error, entry_names, Out};
+use qport_tests::cli::{assert_contains_all, assert_input_error, entry_names, Out};
 use serde_json::Value;
 
 /// `qport diverge MODEL --data DATA --profiles PROFILES`, plus `extra`.
@@ -120,8 +120,8 @@ fn human_output_is_one_sentence_and_a_layer_table() {
     ] {
         assert!(header.contains(h), "{h}: {header}");
     }
-    assert!(o.stdout.contains("QLinearConv"), "{}", o.stdout);
-    assert!(o.stdout.contains("--all-layers"), "{}", o.stdout);
+    assert_contains_all(&o.stdout, &["QLinearConv"]);
+    assert_contains_all(&o.stdout, &["--all-layers"]);
 }
 
 #[test]
@@ -140,7 +140,7 @@ fn profile_errors_exit_2_and_list_the_valid_names() {
     // --profiles is required
     let o = qport(&["diverge", &effnet_qdq(), "--data", &photo_crops_eval()]);
     assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(o.stderr.contains("--profiles"), "{}", o.stderr);
+    assert_contains_all(&o.stderr, &["--profiles"]);
     // a user profile file's names are valid
     let dir = qport_tests::cli::temp_dir("diverge-file");
     let f = dir.join("npu.toml");

@@ -173,7 +173,7 @@ fn platforms_table_and_json() {
 #[test]
 fn colour_only_when_forced_and_never_with_no_color() {
     let o = qport_with_env(&["platforms"], &[("CLICOLOR_FORCE", "1")]);
-    assert!(o.stdout.contains("\x1b["), "{}", o.stdout);
+    assert_contains_all(&o.stdout, &["\x1b["]);
     let env = [("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")];
     assert!(!qport_with_env(&["platforms"], &env).stdout.contains('\x1b'));
 }
@@ -409,7 +409,7 @@ fn layout_input_errors_exit_2() {
     assert_input_error_first(&o, &["nope.onnx"]);
     let o = q("layout --platform j6p --no-padding sideways", &[&m]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("sideways"), "{}", o.stderr);
+    assert_contains_all(&o.stderr, &["sideways"]);
 }
 
 // ---------------------------------------------------------------- deploy-check
@@ -624,7 +624,7 @@ fn migrate_j6p_to_s6p_flags_cap_and_ips() {
     // Same platform twice: nothing to do.
     let o = q("migrate --from j6h --to nash-h", &[]);
     assert_eq!(o.code, 0);
-    assert!(o.stdout.contains("no differences"), "{}", o.stdout);
+    assert_contains_all(&o.stdout, &["no differences"]);
 }
 
 #[test]
@@ -682,5 +682,5 @@ fn migrate_bad_input_exits_2() {
     assert_input_error_first(&o, &["cannot load quant config", "broken.json"]);
     let o = q("migrate --from j6m", &[]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("--to"), "{}", o.stderr);
+    assert_contains_all(&o.stderr, &["--to"]);
 }

@@ -238,11 +238,7 @@ fn human_summary_names_platform_and_files() {
         ],
     );
     // warnings go to stderr (issue 12)
-    assert!(
-        o.stderr.contains("qport: warning: no --eval data"),
-        "{}",
-        o.stderr
-    );
+    assert_contains_all(&o.stderr, &["qport: warning: no --eval data"]);
     assert!(out.join("report.json").is_file());
 }
 
