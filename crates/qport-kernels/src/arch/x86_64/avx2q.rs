@@ -25,6 +25,8 @@
 //! AVX2, when the portable path is forced ([`crate::force_generic`]), or
 //! when `k` exceeds [`crate::int8::MAX_K`]; callers then use `igemm`.
 
+use crate::int8::packed::{run_u8s8, U8s8};
+
 /// True when [`gemm_u8s8`] can run its AVX2 kernel on this thread: the
 /// dispatch table's row ([`crate::isa`]) is an x86-64 one.
 pub fn available() -> bool {
@@ -58,29 +60,33 @@ pub fn gemm_u8s8(
     c: &mut [i32],
     ldc: usize,
 ) -> bool {
-    crate::int8::packed::check_u8s8(a.len(), za.len(), b.len(), c.len(), (m, k, n), ldc);
-    if !available() || k > crate::int8::MAX_K {
-        return false;
-    }
     #[cfg(target_arch = "x86_64")]
-    {
-        if m == 0 || n == 0 {
-            return true;
-        }
+    let kernel = available().then_some(|o, c: &mut [i32], ldc| {
         // SAFETY: `available()` checked that the CPU supports AVX2.
-        unsafe { x86::gemm(a, za, b, zb, (m, k, n), c, ldc) };
-        true
-    }
+        unsafe { x86::gemm(o, c, ldc) }
+    });
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    let kernel = None::<crate::int8::packed::Kernel<[i8]>>;
+    run_u8s8(
+        U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        },
+        a.len(),
+        c,
+        ldc,
+        kernel,
+    )
 }
 
 /// The AVX2 kernel (see the module docs).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::u8s8::{store_corrected, Corr, MR, NR, V};
+    use crate::int8::packed::U8s8;
     use std::arch::x86_64::*;
 
     /// Bytes of one packed panel row: one `k` pair of `NR` columns.
@@ -91,15 +97,14 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gemm(
-        a: &[i8],
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        (m, k, n): (usize, usize, usize),
-        c: &mut [i32],
-        ldc: usize,
-    ) {
+    pub(super) unsafe fn gemm(o: U8s8<'_, [i8]>, c: &mut [i32], ldc: usize) {
+        let U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        } = o;
         let k2 = k.div_ceil(2);
         let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
         let (ap, row_sum) = pack_a(a, (m, k), k2, mp);
