@@ -153,6 +153,33 @@ pub(crate) fn run_u8s8<'a, 'c, A: ?Sized>(
     true
 }
 
+/// Defines a backend's public `gemm_u8s8` (the common contract; its doc
+/// comment from the caller) as [`run_u8s8`] with the backend's kernel: an
+/// `Option` of a kernel on checked operands, evaluated on each call where
+/// `target_arch` is `$arch` (elsewhere the backend never runs).
+macro_rules! gemm_u8s8_entry {
+    ($(#[$attr:meta])* on $arch:literal => $kernel:expr) => {
+        $(#[$attr])*
+        pub fn gemm_u8s8(
+            a: &[i8],
+            za: &[i32],
+            b: &[u8],
+            zb: i32,
+            dims: (usize, usize, usize),
+            c: &mut [i32],
+            ldc: usize,
+        ) -> bool {
+            use $crate::int8::packed::{run_u8s8, U8s8};
+            #[cfg(target_arch = $arch)]
+            let kernel = $kernel;
+            #[cfg(not(target_arch = $arch))]
+            let kernel = None::<$crate::int8::packed::Kernel<[i8]>>;
+            run_u8s8(U8s8 { a, za, b, zb, dims }, a.len(), c, ldc, kernel)
+        }
+    };
+}
+pub(crate) use gemm_u8s8_entry;
+
 /// The checks every backend's `gemm_u8s8` (the same signature in
 /// `avx2q`, `vnni` and `arm`) passes.
 #[cfg(test)]

@@ -51,7 +51,7 @@ pub fn kernel_name() -> &'static str {
     }
 }
 
-use crate::int8::packed::{run_u8s8, U8s8};
+use crate::int8::packed::gemm_u8s8_entry;
 
 /// True when [`gemm_u8s8`] runs an Arm kernel on this thread (see
 /// [`kernel_name`]).
@@ -59,46 +59,22 @@ pub fn available() -> bool {
     kernel_name() != "none"
 }
 
-/// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
-/// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
-/// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
-/// without touching `c` when no Arm kernel can run (see the module docs).
-/// The contract of [`crate::qgemm::gemm_u8s8`] on unpacked `A`.
-///
-/// # Panics
-/// When a slice is shorter than its shape says.
-pub fn gemm_u8s8(
-    a: &[i8],
-    za: &[i32],
-    b: &[u8],
-    zb: i32,
-    (m, k, n): (usize, usize, usize),
-    c: &mut [i32],
-    ldc: usize,
-) -> bool {
-    #[cfg(target_arch = "aarch64")]
-    let kernel = imp::detect().map(|path| {
+gemm_u8s8_entry! {
+    /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
+    /// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
+    /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
+    /// without touching `c` when no Arm kernel can run (see the module docs).
+    /// The contract of [`crate::qgemm::gemm_u8s8`] on unpacked `A`.
+    ///
+    /// # Panics
+    /// When a slice is shorter than its shape says.
+    on "aarch64" => imp::detect().map(|path| {
         move |o, c: &mut [i32], ldc| {
             // SAFETY: `detect` checked NEON (and, for `Sdot`, the
             // dot-product extension).
             unsafe { imp::gemm(path, o, c, ldc) }
         }
-    });
-    #[cfg(not(target_arch = "aarch64"))]
-    let kernel = None::<crate::int8::packed::Kernel<[i8]>>;
-    run_u8s8(
-        U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims: (m, k, n),
-        },
-        a.len(),
-        c,
-        ldc,
-        kernel,
-    )
+    })
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -407,7 +383,7 @@ mod tests {
             return None;
         }
         let mut got = vec![7i32; m * ldc];
-        let o = U8s8 {
+        let o = crate::int8::packed::U8s8 {
             a,
             za,
             b,

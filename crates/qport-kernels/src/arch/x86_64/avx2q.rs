@@ -25,7 +25,7 @@
 //! AVX2, when the portable path is forced ([`crate::force_generic`]), or
 //! when `k` exceeds [`crate::int8::MAX_K`]; callers then use `igemm`.
 
-use crate::int8::packed::{run_u8s8, U8s8};
+use crate::int8::packed::gemm_u8s8_entry;
 
 /// True when [`gemm_u8s8`] can run its AVX2 kernel on this thread: the
 /// dispatch table's row ([`crate::isa`]) is an x86-64 one.
@@ -33,53 +33,29 @@ pub fn available() -> bool {
     crate::isa().avx2()
 }
 
-/// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
-/// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
-/// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
-/// without touching `c` when the AVX2 kernel cannot run (see the module
-/// docs).
-///
-/// ```
-/// use qport_kernels::avx2q::gemm_u8s8;
-/// let a: [i8; 2] = [2, -3];
-/// let b: [u8; 2] = [5, 7];
-/// let mut c = [0i32; 1];
-/// if gemm_u8s8(&a, &[1], &b, 4, (1, 2, 1), &mut c, 1) {
-///     assert_eq!(c[0], (2 - 1) * (5 - 4) + (-3 - 1) * (7 - 4));
-/// }
-/// ```
-///
-/// # Panics
-/// When a slice is shorter than its shape says.
-pub fn gemm_u8s8(
-    a: &[i8],
-    za: &[i32],
-    b: &[u8],
-    zb: i32,
-    (m, k, n): (usize, usize, usize),
-    c: &mut [i32],
-    ldc: usize,
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    let kernel = available().then_some(|o, c: &mut [i32], ldc| {
+gemm_u8s8_entry! {
+    /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
+    /// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
+    /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
+    /// without touching `c` when the AVX2 kernel cannot run (see the module
+    /// docs).
+    ///
+    /// ```
+    /// use qport_kernels::avx2q::gemm_u8s8;
+    /// let a: [i8; 2] = [2, -3];
+    /// let b: [u8; 2] = [5, 7];
+    /// let mut c = [0i32; 1];
+    /// if gemm_u8s8(&a, &[1], &b, 4, (1, 2, 1), &mut c, 1) {
+    ///     assert_eq!(c[0], (2 - 1) * (5 - 4) + (-3 - 1) * (7 - 4));
+    /// }
+    /// ```
+    ///
+    /// # Panics
+    /// When a slice is shorter than its shape says.
+    on "x86_64" => available().then_some(|o, c: &mut [i32], ldc| {
         // SAFETY: `available()` checked that the CPU supports AVX2.
         unsafe { x86::gemm(o, c, ldc) }
-    });
-    #[cfg(not(target_arch = "x86_64"))]
-    let kernel = None::<crate::int8::packed::Kernel<[i8]>>;
-    run_u8s8(
-        U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims: (m, k, n),
-        },
-        a.len(),
-        c,
-        ldc,
-        kernel,
-    )
+    })
 }
 
 /// The AVX2 kernel (see the module docs).

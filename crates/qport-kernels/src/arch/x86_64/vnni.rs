@@ -28,42 +28,25 @@ pub fn available() -> bool {
     crate::isa() == crate::Isa::Avx512Vnni
 }
 
-use crate::int8::packed::{run_u8s8, Kernel, U8s8};
+use crate::int8::packed::{gemm_u8s8_entry, run_u8s8, Kernel, U8s8};
 pub use crate::int8::packed::{PackedI8, MAX_K};
 
-/// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
-/// point per row (`za.len() == m`), `B` u8 `k × n` row-major with zero point
-/// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
-/// without touching `c` when the VNNI kernel cannot run (see the module
-/// docs).
-///
-/// # Panics
-/// When a slice is shorter than its shape says.
-pub fn gemm_u8s8(
-    a: &[i8],
-    za: &[i32],
-    b: &[u8],
-    zb: i32,
-    (m, k, n): (usize, usize, usize),
-    c: &mut [i32],
-    ldc: usize,
-) -> bool {
-    let kernel = kernel().map(|run| {
-        move |o: U8s8<'_, [i8]>, c: &mut [i32], ldc| run(o.with_a(&PackedI8::new(a, m, k)), c, ldc)
-    });
-    run_u8s8(
-        U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims: (m, k, n),
-        },
-        a.len(),
-        c,
-        ldc,
-        kernel,
-    )
+gemm_u8s8_entry! {
+    /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
+    /// point per row (`za.len() == m`), `B` u8 `k × n` row-major with zero point
+    /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
+    /// without touching `c` when the VNNI kernel cannot run (see the module
+    /// docs).
+    ///
+    /// # Panics
+    /// When a slice is shorter than its shape says.
+    on "x86_64" => kernel().map(|run| {
+        move |o: U8s8<'_, [i8]>, c: &mut [i32], ldc| {
+            let (m, k, _) = o.dims;
+            let a = PackedI8::new(o.a, m, k);
+            run(o.with_a(&a), c, ldc)
+        }
+    })
 }
 
 /// [`gemm_u8s8`] with `A` packed ahead of time ([`PackedI8`]). `B` is
