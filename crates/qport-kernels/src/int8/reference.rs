@@ -561,27 +561,13 @@ mod tests {
         let k = MAX_EXACT_K_I32 + 10;
         let a = vec![255u8; k];
         let b = vec![0u8; k];
+        let (av, bv) = (MatRef::row_major(&a, 1, k), MatRef::row_major(&b, k, 1));
+        let (za, zb) = (ZeroPoints::Scalar(0), ZeroPoints::Scalar(255));
         let mut c = [0i64; 1];
-        igemm_i64(
-            MatRef::row_major(&a, 1, k),
-            ZeroPoints::Scalar(0),
-            MatRef::row_major(&b, k, 1),
-            ZeroPoints::Scalar(255),
-            &mut c,
-            1,
-            false,
-        );
+        igemm_i64(av, za, bv, zb, &mut c, 1, false);
         assert_eq!(c[0], -(k as i64) * 255 * 255);
         let mut c32 = [0i32; 1];
-        igemm(
-            MatRef::row_major(&a, 1, k),
-            ZeroPoints::Scalar(0),
-            MatRef::row_major(&b, k, 1),
-            ZeroPoints::Scalar(255),
-            &mut c32,
-            1,
-            false,
-        );
+        igemm(av, za, bv, zb, &mut c32, 1, false);
         assert_eq!(c32[0], (-(k as i64) * 255 * 255) as i32);
     }
 
