@@ -105,8 +105,9 @@ pub enum ZeroPoints<'a> {
 }
 
 impl ZeroPoints<'_> {
+    /// The zero point of row / column `i`.
     #[inline(always)]
-    fn get(&self, i: usize) -> i32 {
+    pub(crate) fn get(&self, i: usize) -> i32 {
         match self {
             ZeroPoints::Scalar(z) => *z,
             ZeroPoints::PerSlice(v) => v[i],

@@ -4,7 +4,6 @@
 
 use super::u8s8::{store_corrected, Corr, MR, NR, V};
 use crate::igemm::{MatRef, QInt, ZeroPoints};
-use crate::int8::satpair::zp;
 use std::arch::x86_64::*;
 
 /// Bytes of one packed panel row: one `k` quad of `NR` columns.
@@ -33,10 +32,10 @@ pub(crate) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
     let col_sum = col_sums::<A_SIGNED>(&bp, kq, np);
     let mut zbs = vec![0i32; np * NR];
     for (j, z) in zbs[..n].iter_mut().enumerate() {
-        *z = zp(zb, j);
+        *z = zb.get(j);
     }
     let corr = Corr {
-        za: |i| zp(za, i),
+        za: |i| za.get(i),
         row_sum: &row_sum,
         col_sum: &col_sum,
         zb: &zbs,
