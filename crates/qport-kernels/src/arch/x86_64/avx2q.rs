@@ -191,26 +191,14 @@ mod x86 {
     #[target_feature(enable = "avx2")]
     fn col_sums(bp: &[u8], k2: usize, np: usize) -> Vec<i32> {
         let ones = _mm256_set1_epi16(1);
-        let mut out = vec![0i32; np * NR];
-        for jp in 0..np {
-            let mut s = [_mm256_setzero_si256(); V];
-            for bq in bp[jp * k2 * PR..(jp + 1) * k2 * PR].chunks_exact(PR) {
-                for (v, sv) in s.iter_mut().enumerate() {
-                    // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v
-                    // are inside it.
-                    let x = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
-                    let x = _mm256_cvtepu8_epi16(x);
-                    *sv = _mm256_add_epi32(*sv, _mm256_madd_epi16(x, ones));
-                }
-            }
-            let dst = &mut out[jp * NR..(jp + 1) * NR];
-            for (v, sv) in s.into_iter().enumerate() {
-                // SAFETY: `dst` holds NR = 8·V i32, so the 8 at 8v are
-                // inside it.
-                unsafe { _mm256_storeu_si256(dst.as_mut_ptr().add(8 * v).cast(), sv) };
-            }
-        }
-        out
+        let sums = |bq: &[u8], v: usize| {
+            // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v are
+            // inside it.
+            let x = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
+            _mm256_madd_epi16(_mm256_cvtepu8_epi16(x), ones)
+        };
+        // SAFETY: this function runs with AVX2.
+        unsafe { super::super::u8s8::col_sums(bp, (k2, PR), np, sums) }
     }
 }
 
