@@ -34,54 +34,32 @@ impl Activation {
     /// epilogue).
     #[inline(always)]
     pub fn apply(self, v: f32) -> f32 {
-        match self {
-            Activation::Identity => v,
-            Activation::Relu => {
-                if v < 0.0 {
-                    0.0
-                } else {
-                    v
-                }
-            }
-            Activation::Clip { lo, hi } => {
-                let v = if v < lo { lo } else { v };
-                if v > hi {
-                    hi
-                } else {
-                    v
-                }
-            }
-            Activation::LeakyRelu(a) => {
-                if v < 0.0 {
-                    a * v
-                } else {
-                    v
-                }
-            }
-            Activation::HardSwish => {
-                let t = ((1.0f64 / 6.0) as f32) * v + 0.5;
-                // NaN stays NaN, as in the operator
-                let t = t.clamp(0.0, 1.0);
-                v * t
-            }
-        }
+        self.apply_in(v)
     }
 
     /// The same activation in `f64` (for float64 tensors), with the
     /// operator's constants rounded to `f64` as the `f64` operator does.
     #[inline(always)]
     pub fn apply_f64(self, v: f64) -> f64 {
+        self.apply_in(v)
+    }
+
+    /// [`Activation::apply`] in `F`: the parameters widened to `F`, the
+    /// HardSwish slope `1/6` rounded to `F` ([`ActFloat::SIXTH`]).
+    #[inline(always)]
+    fn apply_in<F: ActFloat>(self, v: F) -> F {
+        let zero = F::from_f32(0.0);
         match self {
             Activation::Identity => v,
             Activation::Relu => {
-                if v < 0.0 {
-                    0.0
+                if v < zero {
+                    zero
                 } else {
                     v
                 }
             }
             Activation::Clip { lo, hi } => {
-                let (lo, hi) = (lo as f64, hi as f64);
+                let (lo, hi) = (F::from_f32(lo), F::from_f32(hi));
                 let v = if v < lo { lo } else { v };
                 if v > hi {
                     hi
@@ -90,16 +68,16 @@ impl Activation {
                 }
             }
             Activation::LeakyRelu(a) => {
-                if v < 0.0 {
-                    a as f64 * v
+                if v < zero {
+                    F::from_f32(a) * v
                 } else {
                     v
                 }
             }
             Activation::HardSwish => {
-                let t = (1.0f64 / 6.0) * v + 0.5;
+                let t = F::SIXTH * v + F::from_f32(0.5);
                 // NaN stays NaN, as in the operator
-                let t = t.clamp(0.0, 1.0);
+                let t = t.clamp01();
                 v * t
             }
         }
@@ -113,6 +91,42 @@ impl Activation {
             Activation::Identity => v.iter_mut().for_each(|x| *x += bias),
             _ => v.iter_mut().for_each(|x| *x = self.apply(*x + bias)),
         }
+    }
+}
+
+/// The float types the activations run in (`f32`, `f64`).
+trait ActFloat:
+    Copy + PartialOrd + std::ops::Mul<Output = Self> + std::ops::Add<Output = Self>
+{
+    /// `1/6` rounded to this type (from the `f64` quotient).
+    const SIXTH: Self;
+    /// `v` in this type (exact: both types hold every `f32`).
+    fn from_f32(v: f32) -> Self;
+    /// `self` clamped to `[0, 1]` (NaN stays NaN).
+    fn clamp01(self) -> Self;
+}
+
+impl ActFloat for f32 {
+    const SIXTH: f32 = (1.0f64 / 6.0) as f32;
+    #[inline(always)]
+    fn from_f32(v: f32) -> f32 {
+        v
+    }
+    #[inline(always)]
+    fn clamp01(self) -> f32 {
+        self.clamp(0.0, 1.0)
+    }
+}
+
+impl ActFloat for f64 {
+    const SIXTH: f64 = 1.0f64 / 6.0;
+    #[inline(always)]
+    fn from_f32(v: f32) -> f64 {
+        v as f64
+    }
+    #[inline(always)]
+    fn clamp01(self) -> f64 {
+        self.clamp(0.0, 1.0)
     }
 }
 

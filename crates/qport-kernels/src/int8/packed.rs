@@ -82,7 +82,7 @@ impl PackedI8 {
 ///
 /// # Panics
 /// When a slice is shorter than its shape says, or `ldc < n`.
-pub(crate) fn check_u8s8(
+fn check_u8s8(
     a_len: usize,
     za_len: usize,
     b_len: usize,
@@ -93,6 +93,92 @@ pub(crate) fn check_u8s8(
     assert!(a_len >= m * k && b_len >= k * n && za_len >= m);
     assert!(ldc >= n && (m == 0 || c_len >= (m - 1) * ldc + n));
 }
+
+/// The operands of one u8×s8 GEMM call under the backends' common
+/// contract: `A` (`m × k`, a row-major slice or a [`PackedI8`]) with one
+/// zero point per row, `B` (`k × n` u8 row-major) with zero point `zb`.
+pub(crate) struct U8s8<'a, A: ?Sized> {
+    /// The signed operand.
+    pub(crate) a: &'a A,
+    /// `A`'s zero points, one per row.
+    pub(crate) za: &'a [i32],
+    /// The unsigned operand.
+    pub(crate) b: &'a [u8],
+    /// `B`'s zero point.
+    pub(crate) zb: i32,
+    /// `(m, k, n)`.
+    pub(crate) dims: (usize, usize, usize),
+}
+
+impl<'a, A: ?Sized> U8s8<'a, A> {
+    /// The same operands with `A` in another form (e.g. packed).
+    pub(crate) fn with_a<'b, A2: ?Sized>(self, a: &'b A2) -> U8s8<'b, A2>
+    where
+        'a: 'b,
+    {
+        let U8s8 {
+            za, b, zb, dims, ..
+        } = self;
+        U8s8 { a, za, b, zb, dims }
+    }
+}
+
+/// A backend's kernel on checked operands of non-empty shape, as a plain
+/// function: `C` and its row stride after the operands.
+pub(crate) type Kernel<A> = fn(U8s8<'_, A>, &mut [i32], usize);
+
+/// The entry every backend's `gemm_u8s8` runs: checks the slices against
+/// the shape ([`check_u8s8`]; `a_len` is how many values of `A` there
+/// are), declines (`false`, `c` untouched) where the backend has no
+/// `kernel` for this CPU and thread or `k` exceeds [`MAX_K`], and
+/// otherwise runs `kernel` on non-empty shapes and returns `true`.
+///
+/// # Panics
+/// As [`check_u8s8`].
+pub(crate) fn run_u8s8<'a, 'c, A: ?Sized>(
+    ops: U8s8<'a, A>,
+    a_len: usize,
+    c: &'c mut [i32],
+    ldc: usize,
+    kernel: Option<impl FnOnce(U8s8<'a, A>, &'c mut [i32], usize)>,
+) -> bool {
+    let (m, k, n) = ops.dims;
+    check_u8s8(a_len, ops.za.len(), ops.b.len(), c.len(), (m, k, n), ldc);
+    let Some(kernel) = kernel.filter(|_| k <= MAX_K) else {
+        return false;
+    };
+    if m > 0 && n > 0 {
+        kernel(ops, c, ldc);
+    }
+    true
+}
+
+/// Defines a backend's public `gemm_u8s8` (the common contract; its doc
+/// comment from the caller) as [`run_u8s8`] with the backend's kernel: an
+/// `Option` of a kernel on checked operands, evaluated on each call where
+/// `target_arch` is `$arch` (elsewhere the backend never runs).
+macro_rules! gemm_u8s8_entry {
+    ($(#[$attr:meta])* on $arch:literal => $kernel:expr) => {
+        $(#[$attr])*
+        pub fn gemm_u8s8(
+            a: &[i8],
+            za: &[i32],
+            b: &[u8],
+            zb: i32,
+            dims: (usize, usize, usize),
+            c: &mut [i32],
+            ldc: usize,
+        ) -> bool {
+            use $crate::int8::packed::{run_u8s8, U8s8};
+            #[cfg(target_arch = $arch)]
+            let kernel = $kernel;
+            #[cfg(not(target_arch = $arch))]
+            let kernel = None::<$crate::int8::packed::Kernel<[i8]>>;
+            run_u8s8(U8s8 { a, za, b, zb, dims }, a.len(), c, ldc, kernel)
+        }
+    };
+}
+pub(crate) use gemm_u8s8_entry;
 
 /// The checks every backend's `gemm_u8s8` (the same signature in
 /// `avx2q`, `vnni` and `arm`) passes.

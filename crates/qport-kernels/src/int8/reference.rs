@@ -105,8 +105,9 @@ pub enum ZeroPoints<'a> {
 }
 
 impl ZeroPoints<'_> {
+    /// The zero point of row / column `i`.
     #[inline(always)]
-    fn get(&self, i: usize) -> i32 {
+    pub(crate) fn get(&self, i: usize) -> i32 {
         match self {
             ZeroPoints::Scalar(z) => *z,
             ZeroPoints::PerSlice(v) => v[i],
@@ -235,12 +236,9 @@ pub fn igemm<A: QInt, B: QInt>(
     accumulate: bool,
 ) {
     let (m, n) = (a.rows, b.cols);
-    check(&a, &a_zero, &b, &b_zero, c.len(), c_row_stride);
-    if m == 0 || n == 0 {
+    let Some(bp) = checked_b(&a, &a_zero, &b, &b_zero, c.len(), c_row_stride) else {
         return;
-    }
-    let bp = pack_b(&b, &b_zero);
-    let mut arow = vec![0i16; a.cols];
+    };
     if a.cols <= MAX_EXACT_K_I32 {
         let k = a.cols;
         let mut ap = vec![0i16; m * k];
@@ -274,18 +272,9 @@ pub fn igemm<A: QInt, B: QInt>(
             }
         }
     } else {
-        let mut acc = vec![0i64; n];
-        for i in 0..m {
-            pack_a_row(&a, &a_zero, i, &mut arow);
-            acc.fill(0);
-            row_times_panel_i64(&arow, &bp, n, &mut acc);
-            store(
-                &mut c[i * c_row_stride..i * c_row_stride + n],
-                &acc,
-                accumulate,
-                |v| v as i32,
-            );
-        }
+        rows_i64(&a, &a_zero, &bp, n, (c, c_row_stride), accumulate, |v| {
+            v as i32
+        });
     }
 }
 
@@ -329,24 +318,53 @@ pub fn igemm_i64<A: QInt, B: QInt>(
     c_row_stride: usize,
     accumulate: bool,
 ) {
-    let (m, n) = (a.rows, b.cols);
-    check(&a, &a_zero, &b, &b_zero, c.len(), c_row_stride);
-    if m == 0 || n == 0 {
+    let Some(bp) = checked_b(&a, &a_zero, &b, &b_zero, c.len(), c_row_stride) else {
         return;
-    }
-    let bp = pack_b(&b, &b_zero);
+    };
+    rows_i64(
+        &a,
+        &a_zero,
+        &bp,
+        b.cols,
+        (c, c_row_stride),
+        accumulate,
+        |v| v,
+    );
+}
+
+/// The checks of [`igemm`] and [`igemm_i64`], then `B − zb` packed
+/// ([`pack_b`]); `None` when `C` is empty (nothing to do).
+fn checked_b<A, B: QInt>(
+    a: &MatRef<'_, A>,
+    a_zero: &ZeroPoints<'_>,
+    b: &MatRef<'_, B>,
+    b_zero: &ZeroPoints<'_>,
+    c_len: usize,
+    c_row_stride: usize,
+) -> Option<Vec<i16>> {
+    check(a, a_zero, b, b_zero, c_len, c_row_stride);
+    (a.rows > 0 && b.cols > 0).then(|| pack_b(b, b_zero))
+}
+
+/// The exact i64 row loop (any `k`): each row of `C` (row stride `ldc`)
+/// is row `i` of `A − za` times the packed `bp` (`k × n`), its sums through
+/// `narrow`, stored or added ([`store`]).
+fn rows_i64<A: QInt, T: Copy + std::ops::Add<Output = T>>(
+    a: &MatRef<'_, A>,
+    a_zero: &ZeroPoints<'_>,
+    bp: &[i16],
+    n: usize,
+    (c, ldc): (&mut [T], usize),
+    accumulate: bool,
+    narrow: impl Fn(i64) -> T,
+) {
     let mut arow = vec![0i16; a.cols];
     let mut acc = vec![0i64; n];
-    for i in 0..m {
-        pack_a_row(&a, &a_zero, i, &mut arow);
+    for i in 0..a.rows {
+        pack_a_row(a, a_zero, i, &mut arow);
         acc.fill(0);
-        row_times_panel_i64(&arow, &bp, n, &mut acc);
-        store(
-            &mut c[i * c_row_stride..i * c_row_stride + n],
-            &acc,
-            accumulate,
-            |v| v,
-        );
+        row_times_panel_i64(&arow, bp, n, &mut acc);
+        store(&mut c[i * ldc..i * ldc + n], &acc, accumulate, &narrow);
     }
 }
 
@@ -544,27 +562,13 @@ mod tests {
         let k = MAX_EXACT_K_I32 + 10;
         let a = vec![255u8; k];
         let b = vec![0u8; k];
+        let (av, bv) = (MatRef::row_major(&a, 1, k), MatRef::row_major(&b, k, 1));
+        let (za, zb) = (ZeroPoints::Scalar(0), ZeroPoints::Scalar(255));
         let mut c = [0i64; 1];
-        igemm_i64(
-            MatRef::row_major(&a, 1, k),
-            ZeroPoints::Scalar(0),
-            MatRef::row_major(&b, k, 1),
-            ZeroPoints::Scalar(255),
-            &mut c,
-            1,
-            false,
-        );
+        igemm_i64(av, za, bv, zb, &mut c, 1, false);
         assert_eq!(c[0], -(k as i64) * 255 * 255);
         let mut c32 = [0i32; 1];
-        igemm(
-            MatRef::row_major(&a, 1, k),
-            ZeroPoints::Scalar(0),
-            MatRef::row_major(&b, k, 1),
-            ZeroPoints::Scalar(255),
-            &mut c32,
-            1,
-            false,
-        );
+        igemm(av, za, bv, zb, &mut c32, 1, false);
         assert_eq!(c32[0], (-(k as i64) * 255 * 255) as i32);
     }
 

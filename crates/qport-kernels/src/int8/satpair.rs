@@ -36,13 +36,6 @@
 use crate::arch::x86_64::satpair as x86;
 use crate::igemm::{MatRef, QInt, ZeroPoints};
 
-pub(crate) fn zp(z: &ZeroPoints<'_>, i: usize) -> i32 {
-    match z {
-        ZeroPoints::Scalar(v) => *v,
-        ZeroPoints::PerSlice(v) => v[i],
-    }
-}
-
 fn check<A, B>(
     a: &MatRef<'_, A>,
     b: &MatRef<'_, B>,
@@ -150,10 +143,10 @@ fn generic<A: QInt, B: QInt>(
             }
             p += 2;
         }
-        let zai = zp(&za, i);
+        let zai = za.get(i);
         let out = &mut c[i * ldc..i * ldc + n];
         for (j, (o, &s)) in out.iter_mut().zip(&acc).enumerate() {
-            let zbj = zp(&zb, j);
+            let zbj = zb.get(j);
             *o = s
                 .wrapping_sub(zai.wrapping_mul(col_sum[j]))
                 .wrapping_sub(zbj.wrapping_mul(row_sum))
@@ -185,7 +178,7 @@ pub fn sat_pair_gemm_reference<A: QInt, B: QInt>(
                 .map(|p| b.data[p * b.row_stride + j * b.col_stride].widen())
                 .collect();
             let s = pair_dot(&av, &bv);
-            let (zai, zbj) = (zp(&za, i), zp(&zb, j));
+            let (zai, zbj) = (za.get(i), zb.get(j));
             let sa: i32 = av.iter().fold(0, |x, &y| x.wrapping_add(y));
             let sb: i32 = bv.iter().fold(0, |x, &y| x.wrapping_add(y));
             c[i * ldc + j] = s

@@ -51,51 +51,35 @@ pub fn kernel_name() -> &'static str {
     }
 }
 
+use crate::int8::packed::gemm_u8s8_entry;
+
 /// True when [`gemm_u8s8`] runs an Arm kernel on this thread (see
 /// [`kernel_name`]).
 pub fn available() -> bool {
     kernel_name() != "none"
 }
 
-/// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
-/// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
-/// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
-/// without touching `c` when no Arm kernel can run (see the module docs).
-/// The contract of [`crate::qgemm::gemm_u8s8`] on unpacked `A`.
-///
-/// # Panics
-/// When a slice is shorter than its shape says.
-pub fn gemm_u8s8(
-    a: &[i8],
-    za: &[i32],
-    b: &[u8],
-    zb: i32,
-    (m, k, n): (usize, usize, usize),
-    c: &mut [i32],
-    ldc: usize,
-) -> bool {
-    crate::int8::packed::check_u8s8(a.len(), za.len(), b.len(), c.len(), (m, k, n), ldc);
-    #[cfg(target_arch = "aarch64")]
-    {
-        match imp::detect() {
-            Some(path) if k <= crate::int8::MAX_K => {
-                // SAFETY: `detect` checked NEON (and, for `Sdot`, the
-                // dot-product extension).
-                unsafe { imp::gemm(path, a, za, b, zb, (m, k, n), c, ldc) };
-                true
-            }
-            _ => false,
+gemm_u8s8_entry! {
+    /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
+    /// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
+    /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
+    /// without touching `c` when no Arm kernel can run (see the module docs).
+    /// The contract of [`crate::qgemm::gemm_u8s8`] on unpacked `A`.
+    ///
+    /// # Panics
+    /// When a slice is shorter than its shape says.
+    on "aarch64" => imp::detect().map(|path| {
+        move |o, c: &mut [i32], ldc| {
+            // SAFETY: `detect` checked NEON (and, for `Sdot`, the
+            // dot-product extension).
+            unsafe { imp::gemm(path, o, c, ldc) }
         }
-    }
-    #[cfg(not(target_arch = "aarch64"))]
-    {
-        let _ = (a, za, b, zb, c, ldc);
-        false
-    }
+    })
 }
 
 #[cfg(target_arch = "aarch64")]
 mod imp {
+    use crate::int8::packed::U8s8;
     use std::arch::aarch64::*;
     use std::arch::asm;
 
@@ -179,23 +163,18 @@ mod imp {
         }
     }
 
-    /// Runs `path` for [`super::gemm_u8s8`]. The caller checks that the CPU
+    /// Runs `path` for [`super::gemm_u8s8`] on checked shapes, `m` and `n`
+    /// non-zero. The caller checks that the CPU
     /// has NEON and, for `Sdot`, the dot-product extension.
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "neon")]
-    pub(super) fn gemm(
-        path: Path,
-        a: &[i8],
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        (m, k, n): (usize, usize, usize),
-        c: &mut [i32],
-        ldc: usize,
-    ) {
-        if m == 0 || n == 0 {
-            return;
-        }
+    pub(super) fn gemm(path: Path, o: U8s8<'_, [i8]>, c: &mut [i32], ldc: usize) {
+        let U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        } = o;
         let p = pack(a, za, b, zb, (m, k, n));
         let (a_blk, b_panel) = (p.kq * MR * 4, p.kq * NR * 4);
         for (jb, bpanel) in p.bp.chunks_exact(b_panel.max(1)).enumerate() {
@@ -404,9 +383,16 @@ mod tests {
             return None;
         }
         let mut got = vec![7i32; m * ldc];
+        let o = crate::int8::packed::U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        };
         // SAFETY: NEON is in every aarch64 CPU that runs these tests (std's
         // baseline), and `Sdot` was checked above.
-        unsafe { imp::gemm(path, a, za, b, zb, (m, k, n), &mut got, ldc) };
+        unsafe { imp::gemm(path, o, &mut got, ldc) };
         Some(got)
     }
 

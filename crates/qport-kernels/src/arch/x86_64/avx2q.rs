@@ -25,62 +25,44 @@
 //! AVX2, when the portable path is forced ([`crate::force_generic`]), or
 //! when `k` exceeds [`crate::int8::MAX_K`]; callers then use `igemm`.
 
+use crate::int8::packed::gemm_u8s8_entry;
+
 /// True when [`gemm_u8s8`] can run its AVX2 kernel on this thread: the
 /// dispatch table's row ([`crate::isa`]) is an x86-64 one.
 pub fn available() -> bool {
     crate::isa().avx2()
 }
 
-/// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
-/// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
-/// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
-/// without touching `c` when the AVX2 kernel cannot run (see the module
-/// docs).
-///
-/// ```
-/// use qport_kernels::avx2q::gemm_u8s8;
-/// let a: [i8; 2] = [2, -3];
-/// let b: [u8; 2] = [5, 7];
-/// let mut c = [0i32; 1];
-/// if gemm_u8s8(&a, &[1], &b, 4, (1, 2, 1), &mut c, 1) {
-///     assert_eq!(c[0], (2 - 1) * (5 - 4) + (-3 - 1) * (7 - 4));
-/// }
-/// ```
-///
-/// # Panics
-/// When a slice is shorter than its shape says.
-pub fn gemm_u8s8(
-    a: &[i8],
-    za: &[i32],
-    b: &[u8],
-    zb: i32,
-    (m, k, n): (usize, usize, usize),
-    c: &mut [i32],
-    ldc: usize,
-) -> bool {
-    crate::int8::packed::check_u8s8(a.len(), za.len(), b.len(), c.len(), (m, k, n), ldc);
-    if !available() || k > crate::int8::MAX_K {
-        return false;
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        if m == 0 || n == 0 {
-            return true;
-        }
+gemm_u8s8_entry! {
+    /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
+    /// point per row (`za.len() >= m`), `B` u8 `k × n` row-major with zero point
+    /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
+    /// without touching `c` when the AVX2 kernel cannot run (see the module
+    /// docs).
+    ///
+    /// ```
+    /// use qport_kernels::avx2q::gemm_u8s8;
+    /// let a: [i8; 2] = [2, -3];
+    /// let b: [u8; 2] = [5, 7];
+    /// let mut c = [0i32; 1];
+    /// if gemm_u8s8(&a, &[1], &b, 4, (1, 2, 1), &mut c, 1) {
+    ///     assert_eq!(c[0], (2 - 1) * (5 - 4) + (-3 - 1) * (7 - 4));
+    /// }
+    /// ```
+    ///
+    /// # Panics
+    /// When a slice is shorter than its shape says.
+    on "x86_64" => available().then_some(|o, c: &mut [i32], ldc| {
         // SAFETY: `available()` checked that the CPU supports AVX2.
-        unsafe { x86::gemm(a, za, b, zb, (m, k, n), c, ldc) };
-        true
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+        unsafe { x86::gemm(o, c, ldc) }
+    })
 }
 
 /// The AVX2 kernel (see the module docs).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::u8s8::{store_corrected, Corr, MR, NR, V};
+    use crate::int8::packed::U8s8;
     use std::arch::x86_64::*;
 
     /// Bytes of one packed panel row: one `k` pair of `NR` columns.
@@ -91,15 +73,14 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gemm(
-        a: &[i8],
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        (m, k, n): (usize, usize, usize),
-        c: &mut [i32],
-        ldc: usize,
-    ) {
+    pub(super) unsafe fn gemm(o: U8s8<'_, [i8]>, c: &mut [i32], ldc: usize) {
+        let U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        } = o;
         let k2 = k.div_ceil(2);
         let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
         let (ap, row_sum) = pack_a(a, (m, k), k2, mp);
@@ -210,26 +191,14 @@ mod x86 {
     #[target_feature(enable = "avx2")]
     fn col_sums(bp: &[u8], k2: usize, np: usize) -> Vec<i32> {
         let ones = _mm256_set1_epi16(1);
-        let mut out = vec![0i32; np * NR];
-        for jp in 0..np {
-            let mut s = [_mm256_setzero_si256(); V];
-            for bq in bp[jp * k2 * PR..(jp + 1) * k2 * PR].chunks_exact(PR) {
-                for (v, sv) in s.iter_mut().enumerate() {
-                    // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v
-                    // are inside it.
-                    let x = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
-                    let x = _mm256_cvtepu8_epi16(x);
-                    *sv = _mm256_add_epi32(*sv, _mm256_madd_epi16(x, ones));
-                }
-            }
-            let dst = &mut out[jp * NR..(jp + 1) * NR];
-            for (v, sv) in s.into_iter().enumerate() {
-                // SAFETY: `dst` holds NR = 8·V i32, so the 8 at 8v are
-                // inside it.
-                unsafe { _mm256_storeu_si256(dst.as_mut_ptr().add(8 * v).cast(), sv) };
-            }
-        }
-        out
+        let sums = |bq: &[u8], v: usize| {
+            // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v are
+            // inside it.
+            let x = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
+            _mm256_madd_epi16(_mm256_cvtepu8_epi16(x), ones)
+        };
+        // SAFETY: this function runs with AVX2.
+        unsafe { super::super::u8s8::col_sums(bp, (k2, PR), np, sums) }
     }
 }
 

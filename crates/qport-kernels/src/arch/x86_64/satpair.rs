@@ -4,7 +4,6 @@
 
 use super::u8s8::{store_corrected, Corr, MR, NR, V};
 use crate::igemm::{MatRef, QInt, ZeroPoints};
-use crate::int8::satpair::zp;
 use std::arch::x86_64::*;
 
 /// Bytes of one packed panel row: one `k` quad of `NR` columns.
@@ -33,10 +32,10 @@ pub(crate) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
     let col_sum = col_sums::<A_SIGNED>(&bp, kq, np);
     let mut zbs = vec![0i32; np * NR];
     for (j, z) in zbs[..n].iter_mut().enumerate() {
-        *z = zp(zb, j);
+        *z = zb.get(j);
     }
     let corr = Corr {
-        za: |i| zp(za, i),
+        za: |i| za.get(i),
         row_sum: &row_sum,
         col_sum: &col_sum,
         zb: &zbs,
@@ -159,29 +158,18 @@ fn pack_b<B: QInt>(b: &MatRef<'_, B>, kq: usize, np: usize) -> Vec<u8> {
 #[target_feature(enable = "avx2")]
 fn col_sums<const A_SIGNED: bool>(bp: &[u8], kq: usize, np: usize) -> Vec<i32> {
     let (ones8, ones16) = (_mm256_set1_epi8(1), _mm256_set1_epi16(1));
-    let mut out = vec![0i32; np * NR];
-    for jp in 0..np {
-        let mut s = [_mm256_setzero_si256(); V];
-        for bq in bp[jp * kq * QB..(jp + 1) * kq * QB].chunks_exact(QB) {
-            for (v, sv) in s.iter_mut().enumerate() {
-                // SAFETY: `bq` holds QB = 32·V bytes, so the 32 at 32v
-                // are inside it.
-                let x = unsafe { _mm256_loadu_si256(bq.as_ptr().add(32 * v).cast()) };
-                // B is unsigned when A is signed
-                let pairs = if A_SIGNED {
-                    _mm256_maddubs_epi16(x, ones8)
-                } else {
-                    _mm256_maddubs_epi16(ones8, x)
-                };
-                *sv = _mm256_add_epi32(*sv, _mm256_madd_epi16(pairs, ones16));
-            }
-        }
-        let dst = &mut out[jp * NR..(jp + 1) * NR];
-        for (v, sv) in s.into_iter().enumerate() {
-            // SAFETY: `dst` holds NR = 8·V i32, so the 8 at 8v are
-            // inside it.
-            unsafe { _mm256_storeu_si256(dst.as_mut_ptr().add(8 * v).cast(), sv) };
-        }
-    }
-    out
+    let sums = |bq: &[u8], v: usize| {
+        // SAFETY: `bq` holds QB = 32·V bytes, so the 32 at 32v are inside
+        // it.
+        let x = unsafe { _mm256_loadu_si256(bq.as_ptr().add(32 * v).cast()) };
+        // B is unsigned when A is signed
+        let pairs = if A_SIGNED {
+            _mm256_maddubs_epi16(x, ones8)
+        } else {
+            _mm256_maddubs_epi16(ones8, x)
+        };
+        _mm256_madd_epi16(pairs, ones16)
+    };
+    // SAFETY: this function runs with AVX2.
+    unsafe { super::u8s8::col_sums(bp, (kq, QB), np, sums) }
 }

@@ -97,3 +97,39 @@ pub(crate) unsafe fn store_corrected<Z: Fn(usize) -> i32>(
         }
     }
 }
+
+/// Column sums of packed `B` (`np` panels of `rows` panel rows of
+/// `row_bytes` bytes each), `np · NR` of them (zero in the padding):
+/// `sums(row, v)` gives vector `v`'s eight i32 partial column sums of one
+/// panel row, added up per panel in i32 (wrapping).
+///
+/// # Safety
+/// The CPU must support AVX2 (the callers are AVX2 functions).
+#[inline(always)]
+pub(crate) unsafe fn col_sums(
+    bp: &[u8],
+    (rows, row_bytes): (usize, usize),
+    np: usize,
+    sums: impl Fn(&[u8], usize) -> __m256i,
+) -> Vec<i32> {
+    let mut out = vec![0i32; np * NR];
+    let panel = rows * row_bytes;
+    // SAFETY: (whole body) the caller runs with AVX2; the store is inside
+    // `dst` (see its comment).
+    unsafe {
+        for jp in 0..np {
+            let mut s = [_mm256_setzero_si256(); V];
+            for bq in bp[jp * panel..(jp + 1) * panel].chunks_exact(row_bytes) {
+                for (v, sv) in s.iter_mut().enumerate() {
+                    *sv = _mm256_add_epi32(*sv, sums(bq, v));
+                }
+            }
+            let dst = &mut out[jp * NR..(jp + 1) * NR];
+            for (v, sv) in s.into_iter().enumerate() {
+                // `dst` holds NR = 8·V i32, so the 8 at 8v are inside it.
+                _mm256_storeu_si256(dst.as_mut_ptr().add(8 * v).cast(), sv);
+            }
+        }
+    }
+    out
+}

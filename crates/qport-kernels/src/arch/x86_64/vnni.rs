@@ -28,31 +28,25 @@ pub fn available() -> bool {
     crate::isa() == crate::Isa::Avx512Vnni
 }
 
-use crate::int8::packed::check_u8s8;
+use crate::int8::packed::{gemm_u8s8_entry, run_u8s8, Kernel, U8s8};
 pub use crate::int8::packed::{PackedI8, MAX_K};
 
-/// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
-/// point per row (`za.len() == m`), `B` u8 `k × n` row-major with zero point
-/// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
-/// without touching `c` when the VNNI kernel cannot run (see the module
-/// docs).
-///
-/// # Panics
-/// When a slice is shorter than its shape says.
-pub fn gemm_u8s8(
-    a: &[i8],
-    za: &[i32],
-    b: &[u8],
-    zb: i32,
-    (m, k, n): (usize, usize, usize),
-    c: &mut [i32],
-    ldc: usize,
-) -> bool {
-    check_u8s8(a.len(), za.len(), b.len(), c.len(), (m, k, n), ldc);
-    if !available() || k > MAX_K {
-        return false;
-    }
-    gemm_packed(&PackedI8::new(a, m, k), za, b, zb, n, c, ldc)
+gemm_u8s8_entry! {
+    /// `C = (A − za) · (B − zb)` exactly, `A` i8 `m × k` row-major with one zero
+    /// point per row (`za.len() == m`), `B` u8 `k × n` row-major with zero point
+    /// `zb`, `C` row-major with row stride `ldc` (overwritten). Returns `false`
+    /// without touching `c` when the VNNI kernel cannot run (see the module
+    /// docs).
+    ///
+    /// # Panics
+    /// When a slice is shorter than its shape says.
+    on "x86_64" => kernel().map(|run| {
+        move |o: U8s8<'_, [i8]>, c: &mut [i32], ldc| {
+            let (m, k, _) = o.dims;
+            let a = PackedI8::new(o.a, m, k);
+            run(o.with_a(&a), c, ldc)
+        }
+    })
 }
 
 /// [`gemm_u8s8`] with `A` packed ahead of time ([`PackedI8`]). `B` is
@@ -70,26 +64,28 @@ pub fn gemm_packed(
     c: &mut [i32],
     ldc: usize,
 ) -> bool {
-    let (m, k) = (a.m, a.k);
-    check_u8s8(m * k, za.len(), b.len(), c.len(), (m, k, n), ldc);
-    if !available() || k > MAX_K {
-        return false;
-    }
+    let dims = (a.m, a.k, n);
+    run_u8s8(U8s8 { a, za, b, zb, dims }, a.m * a.k, c, ldc, kernel())
+}
+
+/// The VNNI kernel on checked operands, `None` where it cannot run on this
+/// thread (see [`available`]).
+fn kernel() -> Option<Kernel<PackedI8>> {
     #[cfg(target_arch = "x86_64")]
     {
-        if m == 0 || n == 0 {
-            return true;
+        fn run(o: U8s8<'_, PackedI8>, c: &mut [i32], ldc: usize) {
+            B_SCRATCH.with(|s| {
+                let mut s = s.borrow_mut();
+                // SAFETY: `run` is handed out only where `available()`
+                // checked the CPU features.
+                unsafe { x86::gemm(o, c, ldc, &mut s) };
+            });
         }
-        B_SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            // SAFETY: `available()` checked the CPU features.
-            unsafe { x86::gemm(a, za, b, zb, n, c, ldc, &mut s) };
-        });
-        true
+        available().then_some(run)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        None
     }
 }
 
@@ -102,6 +98,7 @@ thread_local! {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::PackedI8;
+    use crate::int8::packed::U8s8;
     use std::arch::x86_64::*;
 
     /// Columns per vector.
@@ -241,18 +238,20 @@ mod x86 {
         col_sum: &'a [i32],
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn gemm(
-        a: &PackedI8,
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        n: usize,
+        o: U8s8<'_, PackedI8>,
         c: &mut [i32],
         ldc: usize,
         scratch: &mut (Vec<u8>, Vec<i32>),
     ) {
+        let U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (_, _, n),
+        } = o;
         let (m, k, kq) = (a.m, a.k, a.kq);
         let np = n.div_ceil(L * NV) * L * NV;
         let (bp, col_sum) = scratch;
