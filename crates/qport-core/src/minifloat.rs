@@ -39,38 +39,22 @@ struct Format {
     special: Special,
 }
 
-const E4M3FN: Format = Format {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 7,
-    special: Special::Fn,
-};
-const E4M3FNUZ: Format = Format {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 8,
-    special: Special::Fnuz,
-};
-const E5M2: Format = Format {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 15,
-    special: Special::Ieee,
-};
-const E5M2FNUZ: Format = Format {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 16,
-    special: Special::Fnuz,
-};
-const E2M1: Format = Format {
-    exp_bits: 2,
-    man_bits: 1,
-    bias: 1,
-    special: Special::Finite,
-};
+const E4M3FN: Format = Format::new(4, 3, 7, Special::Fn);
+const E4M3FNUZ: Format = Format::new(4, 3, 8, Special::Fnuz);
+const E5M2: Format = Format::new(5, 2, 15, Special::Ieee);
+const E5M2FNUZ: Format = Format::new(5, 2, 16, Special::Fnuz);
+const E2M1: Format = Format::new(2, 1, 1, Special::Finite);
 
 impl Format {
+    const fn new(exp_bits: u32, man_bits: u32, bias: i32, special: Special) -> Self {
+        Format {
+            exp_bits,
+            man_bits,
+            bias,
+            special,
+        }
+    }
+
     fn sign_bit(self) -> u8 {
         1 << (self.exp_bits + self.man_bits)
     }

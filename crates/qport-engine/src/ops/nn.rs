@@ -112,6 +112,18 @@ macro_rules! with_real {
 }
 pub(crate) use with_real;
 
+/// Input 0 `[N, C, D...]` of a normalization or global pool as (N, C,
+/// elements per channel plane).
+pub(crate) fn ncd(x: &Tensor) -> OpResult<(usize, usize, usize)> {
+    let xs = x.shape();
+    if xs.len() < 2 {
+        return Err(OpError::invalid(format!(
+            "input 0 (X) has shape {xs:?}; expected [N, C, ...]"
+        )));
+    }
+    Ok((xs[0], xs[1], xs[2..].iter().product()))
+}
+
 /// The elements of a float tensor as `T`, borrowed when the dtype already
 /// is `T`, converted otherwise.
 pub(crate) fn read_real<'a, T: Real>(t: &'a Tensor, what: &str) -> OpResult<Cow<'a, [T]>> {

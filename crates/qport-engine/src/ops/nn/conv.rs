@@ -13,7 +13,7 @@
 //! convolutions take the generic path (GEMM per group, then bias and
 //! activation). ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
 
-use super::spatial::{AutoPad, ConvAttrs, WindowAttrs, MAX_PARAM};
+use super::spatial::{AutoPad, ConvAttrs, ConvGeom, WindowAttrs, MAX_PARAM};
 use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
 use crate::buffers;
 use crate::error::{OpError, OpResult};
@@ -25,6 +25,7 @@ use qport_kernels::depthwise::{depthwise2d, depthwise2d_scratch};
 use qport_kernels::gemm::{gemm, MatRef};
 use qport_kernels::im2col::{col2im, conv2d_direct, conv2d_direct_scratch, im2col, ConvGeometry};
 use qport_kernels::pgemm::{gemm_bias_act, PackedA};
+use std::borrow::Cow;
 
 pub(crate) fn register(r: &mut Registry) {
     r.register("Conv", build_conv);
@@ -104,43 +105,33 @@ impl Op for Conv {
     }
 }
 
-/// The checked layout of one Conv evaluation.
-struct ConvSetup {
-    n: usize,
-    c: usize,
-    m: usize,
+/// The checked geometry and the operands of one Conv evaluation.
+struct ConvSetup<'a, T: Real> {
+    geom: ConvGeom,
     out_shape: Vec<usize>,
     total: usize,
-    geo: ConvGeometry,
+    x: Cow<'a, [T]>,
+    w: Cow<'a, [T]>,
 }
 
 impl Conv {
-    fn setup(&self, x: &Tensor, w: &Tensor) -> OpResult<ConvSetup> {
-        let g = self.attrs.geometry(x.shape(), w.shape())?;
-        let out_shape = g.y_shape();
+    fn setup<'a, T: Real>(&self, x: &'a Tensor, w: &'a Tensor) -> OpResult<ConvSetup<'a, T>> {
+        let geom = self.attrs.geometry(x.shape(), w.shape())?;
+        let out_shape = geom.y_shape();
         Ok(ConvSetup {
-            n: g.batch,
-            c: g.c_in,
-            m: g.c_out,
             total: checked_numel(&out_shape)?,
             out_shape,
-            geo: g.into_im2col(),
+            x: read_real::<T>(x, "input 0 (X)")?,
+            w: read_real::<T>(w, "input 1 (W)")?,
+            geom,
         })
     }
 
     fn run<T: Real>(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
-        let ConvSetup {
-            n,
-            c,
-            m,
-            out_shape,
-            total,
-            geo,
-        } = self.setup(x, w)?;
-        let xv = read_real::<T>(x, "input 0 (X)")?;
-        let wv = read_real::<T>(w, "input 1 (W)")?;
-        let mut y = vec![T::ZERO; total];
-        conv_forward(&geo, &xv, &wv, n, c, m, self.attrs.group, &mut y)?;
+        let s = self.setup::<T>(x, w)?;
+        let (geo, n, c, m) = (&s.geom.spatial, s.geom.batch, s.geom.c_in, s.geom.c_out);
+        let mut y = vec![T::ZERO; s.total];
+        conv_forward(geo, &s.x, &s.w, n, c, m, self.attrs.group, &mut y)?;
         if let Some(b) = b {
             check_len(b, m, "input 2 (B)")?;
             add_bias(
@@ -154,23 +145,16 @@ impl Conv {
             y.iter_mut()
                 .for_each(|v| *v = T::from_f64(act.apply_f64(v.to_f64())));
         }
-        Ok(vec![real_tensor(out_shape, y, x.dtype())?])
+        Ok(vec![real_tensor(s.out_shape, y, x.dtype())?])
     }
 
     /// The `f32` evaluation (float32, and float16/bfloat16 through f32):
     /// the depthwise kernel or im2col + GEMM, with the bias and activation
     /// applied as the output is produced.
     fn run_f32(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
-        let ConvSetup {
-            n,
-            c,
-            m,
-            out_shape,
-            total,
-            geo,
-        } = self.setup(x, w)?;
-        let xv = read_real::<f32>(x, "input 0 (X)")?;
-        let wv = read_real::<f32>(w, "input 1 (W)")?;
+        let s = self.setup::<f32>(x, w)?;
+        let (geo, n, c, m) = (&s.geom.spatial, s.geom.batch, s.geom.c_in, s.geom.c_out);
+        let (xv, wv, total) = (&s.x, &s.w, s.total);
         let bv = match b {
             Some(b) => {
                 check_len(b, m, "input 2 (B)")?;
@@ -185,16 +169,16 @@ impl Conv {
         let mut y = buffers::take_f32(total);
         let depthwise = cg == 1
             && geo.rank() == 2
-            && depthwise2d_scratch(&geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
+            && depthwise2d_scratch(geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
         if depthwise {
             let mut scratch = buffers::take_scratch();
             for ni in 0..n {
                 depthwise2d(
-                    &geo,
+                    geo,
                     c,
                     mg,
                     &xv[ni * c * isz..][..c * isz],
-                    &wv,
+                    wv,
                     bv.as_deref(),
                     self.act,
                     &mut y[ni * m * osz..][..m * osz],
@@ -206,16 +190,13 @@ impl Conv {
             let kdim = c * geo.kernel_size();
             let fresh;
             let packed = match &self.packed {
-                Some(p) if p.rows() == m && p.cols() == kdim && p.is_packing_of(&wv) => p,
+                Some(p) if p.rows() == m && p.cols() == kdim && p.is_packing_of(wv) => p,
                 _ => {
-                    fresh = PackedA::new(&wv, m, kdim);
+                    fresh = PackedA::new(wv, m, kdim);
                     &fresh
                 }
             };
-            let pointwise = geo.kernel_size() == 1
-                && geo.strides.iter().all(|&s| s == 1)
-                && geo.pads_begin.iter().all(|&p| p == 0)
-                && geo.output == geo.image;
+            let pointwise = s.geom.pointwise();
             let mut col = if pointwise {
                 vec![]
             } else {
@@ -228,7 +209,7 @@ impl Conv {
                 let rhs = if pointwise {
                     xi
                 } else {
-                    im2col(&geo, c, xi, 0.0, &mut col);
+                    im2col(geo, c, xi, 0.0, &mut col);
                     &col[..]
                 };
                 gemm_bias_act(
@@ -246,7 +227,7 @@ impl Conv {
             buffers::give_f32(col);
             buffers::give_scratch(scratch);
         } else {
-            conv_forward(&geo, &xv, &wv, n, c, m, g, &mut y)?;
+            conv_forward(geo, xv, wv, n, c, m, g, &mut y)?;
             if (bv.is_some() || self.act != Activation::Identity) && osz > 0 {
                 for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
                     let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
@@ -254,7 +235,7 @@ impl Conv {
                 }
             }
         }
-        Ok(vec![real_tensor(out_shape, y, x.dtype())?])
+        Ok(vec![real_tensor(s.out_shape, y, x.dtype())?])
     }
 }
 

@@ -1,7 +1,7 @@
 //! BatchNormalization (inference and training forms), InstanceNormalization
 //! and LRN.
 
-use super::{check_len, read_real, real_tensor, with_real, Real};
+use super::{check_len, ncd, read_real, real_tensor, with_real, Real};
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, BuildCtx, Op, Registry};
 use qport_core::Tensor;
@@ -11,17 +11,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.register("BatchNormalization", build_batchnorm);
     r.register("InstanceNormalization", build_instancenorm);
     r.register("LRN", build_lrn);
-}
-
-/// `[N, C, D...]` as (N, C, elements per channel plane).
-fn ncd(x: &Tensor) -> OpResult<(usize, usize, usize)> {
-    let xs = x.shape();
-    if xs.len() < 2 {
-        return Err(OpError::invalid(format!(
-            "input 0 (X) has shape {xs:?}; expected [N, C, ...]"
-        )));
-    }
-    Ok((xs[0], xs[1], xs[2..].iter().product()))
 }
 
 struct BatchNorm {

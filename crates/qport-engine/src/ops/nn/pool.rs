@@ -7,7 +7,7 @@
 //! plane.
 
 use super::spatial::{Window, WindowAttrs};
-use super::{read_real, real_tensor, with_real, Real};
+use super::{ncd, read_real, real_tensor, with_real, Real};
 use crate::error::{OpError, OpResult};
 use crate::ops::reduce::match_num;
 use crate::ops::{input, BuildCtx, Op, Registry};
@@ -399,14 +399,8 @@ struct Global(GlobalKind);
 impl Op for Global {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
         let x = input(inputs, 0)?;
-        let xs = x.shape();
-        if xs.len() < 2 {
-            return Err(OpError::invalid(format!(
-                "input 0 (X) has shape {xs:?}; expected [N, C, ...]"
-            )));
-        }
-        let planes = xs[0] * xs[1];
-        let isz: usize = xs[2..].iter().product();
+        let (n, c, isz) = ncd(x)?;
+        let (xs, planes) = (x.shape(), n * c);
         let mut out_shape = xs[..2].to_vec();
         out_shape.extend(std::iter::repeat_n(1, xs.len() - 2));
         if isz == 0 && planes > 0 {

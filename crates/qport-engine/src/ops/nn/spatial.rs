@@ -8,7 +8,7 @@
 use crate::error::{OpError, OpResult};
 use qport_core::shape::checked_numel;
 use qport_kernels::idepthwise::PlaneGeom;
-use qport_kernels::im2col::ConvGeometry;
+use qport_kernels::im2col::{im2col, ConvGeometry};
 use qport_onnx::Node;
 
 /// The largest kernel size, stride, dilation or pad accepted (2^24). Far
@@ -320,7 +320,7 @@ impl ConvAttrs {
             self.window.dilations(r)?,
             self.window.pads(r)?,
         );
-        let (mut output, mut pad_begin) = (Vec::with_capacity(r), Vec::with_capacity(r));
+        let (mut output, mut pads_begin) = (Vec::with_capacity(r), Vec::with_capacity(r));
         for a in 0..r {
             let w = window(
                 input[a],
@@ -333,26 +333,30 @@ impl ConvAttrs {
             )
             .map_err(|e| OpError::invalid(format!("spatial axis {a}: {e}")))?;
             output.push(w.out);
-            pad_begin.push(w.pad_begin);
+            pads_begin.push(w.pad_begin as isize);
         }
         let g = ConvGeom {
             batch: x[0],
             c_in,
             c_out,
             group,
-            input,
-            kernel,
-            output,
-            strides,
-            dilations,
-            pad_begin,
+            spatial: ConvGeometry {
+                image: input,
+                kernel,
+                output,
+                strides,
+                dilations,
+                pads_begin,
+            },
         };
         checked_numel(&g.y_shape())?;
         Ok(g)
     }
 }
 
-/// The resolved geometry of one convolution call.
+/// The resolved geometry of one convolution call: the channel counts
+/// around the kernels' spatial [`ConvGeometry`] (whose `pads_begin` are
+/// never negative here).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ConvGeom {
     /// Images (`N`).
@@ -363,74 +367,42 @@ pub(crate) struct ConvGeom {
     pub c_out: usize,
     /// Channel groups.
     pub group: usize,
-    /// Spatial shape of the input.
-    pub input: Vec<usize>,
-    /// Spatial shape of the kernel.
-    pub kernel: Vec<usize>,
-    /// Spatial shape of the output.
-    pub output: Vec<usize>,
-    /// Strides per spatial axis.
-    pub strides: Vec<usize>,
-    /// Dilations per spatial axis.
-    pub dilations: Vec<usize>,
-    /// Padding before each spatial axis.
-    pub pad_begin: Vec<usize>,
+    /// The spatial geometry the kernels' im2col, direct and depthwise
+    /// convolutions take.
+    pub spatial: ConvGeometry,
 }
 
 impl ConvGeom {
     /// The output shape `[N, M, O1..]`.
     pub fn y_shape(&self) -> Vec<usize> {
         let mut s = vec![self.batch, self.c_out];
-        s.extend(&self.output);
+        s.extend(&self.spatial.output);
         s
-    }
-
-    /// The geometry of the kernels' im2col, direct and depthwise
-    /// convolutions.
-    pub fn im2col(&self) -> ConvGeometry {
-        ConvGeometry {
-            image: self.input.clone(),
-            kernel: self.kernel.clone(),
-            output: self.output.clone(),
-            strides: self.strides.clone(),
-            dilations: self.dilations.clone(),
-            pads_begin: self.pad_begin.iter().map(|&p| p as isize).collect(),
-        }
-    }
-
-    /// [`Self::im2col`], taking the vectors.
-    pub fn into_im2col(self) -> ConvGeometry {
-        ConvGeometry {
-            pads_begin: self.pad_begin.iter().map(|&p| p as isize).collect(),
-            image: self.input,
-            kernel: self.kernel,
-            output: self.output,
-            strides: self.strides,
-            dilations: self.dilations,
-        }
     }
 
     /// The 2-D plane geometry of the integer depthwise kernels (callers
     /// check that the convolution is 2-D).
     pub fn plane(&self) -> PlaneGeom {
+        let sp = &self.spatial;
         let two = |v: &[usize]| [v[0], v[1]];
         PlaneGeom {
-            input: two(&self.input),
-            kernel: two(&self.kernel),
-            strides: two(&self.strides),
-            dilations: two(&self.dilations),
-            pad_begin: two(&self.pad_begin),
-            output: two(&self.output),
+            input: two(&sp.image),
+            kernel: two(&sp.kernel),
+            strides: two(&sp.strides),
+            dilations: two(&sp.dilations),
+            pad_begin: [sp.pads_begin[0] as usize, sp.pads_begin[1] as usize],
+            output: two(&sp.output),
         }
     }
 
     /// A 1x1, stride-1, unpadded convolution: the input is its own im2col
     /// matrix.
     pub fn pointwise(&self) -> bool {
-        self.kernel.iter().all(|&k| k == 1)
-            && self.strides.iter().all(|&s| s == 1)
-            && self.pad_begin.iter().all(|&p| p == 0)
-            && self.input == self.output
+        let sp = &self.spatial;
+        sp.kernel.iter().all(|&k| k == 1)
+            && sp.strides.iter().all(|&s| s == 1)
+            && sp.pads_begin.iter().all(|&p| p == 0)
+            && sp.image == sp.output
     }
 
     /// One input channel per group.
@@ -441,16 +413,39 @@ impl ConvGeom {
     /// A 2-D depthwise convolution with one output channel per group: the
     /// case of the integer depthwise kernels ([`Self::plane`]).
     pub fn depthwise_plane(&self) -> bool {
-        self.depthwise() && self.c_out / self.group == 1 && self.input.len() == 2
+        self.depthwise() && self.c_out / self.group == 1 && self.spatial.rank() == 2
+    }
+
+    /// The `[kdim, os]` right-hand matrix of group `gi` of one image `xn`
+    /// (`[C, in..]`): the group's input itself for a pointwise convolution,
+    /// else its im2col (padded with `pad`) written into `col`, which holds
+    /// at least `kdim * os` elements then.
+    pub fn group_columns<'a, T: Copy>(
+        &self,
+        xn: &'a [T],
+        gi: usize,
+        pad: T,
+        col: &'a mut [T],
+    ) -> &'a [T] {
+        let ConvSizes {
+            is, os, cg, kdim, ..
+        } = self.sizes();
+        let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
+        if self.pointwise() {
+            return xs;
+        }
+        let col = &mut col[..kdim * os];
+        im2col(&self.spatial, cg, xs, pad, col);
+        col
     }
 
     /// The sizes a per-group GEMM formulation works with.
     pub fn sizes(&self) -> ConvSizes {
-        let ks: usize = self.kernel.iter().product();
+        let ks = self.spatial.kernel_size();
         let cg = self.c_in / self.group;
         ConvSizes {
-            is: self.input.iter().product(),
-            os: self.output.iter().product(),
+            is: self.spatial.image_size(),
+            os: self.spatial.output_size(),
             ks,
             cg,
             mg: self.c_out / self.group,

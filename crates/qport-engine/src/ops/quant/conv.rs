@@ -59,12 +59,7 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
     sat_pairs: bool,
 ) -> OpResult<Vec<i32>> {
     let ConvSizes {
-        is,
-        os,
-        cg,
-        mg,
-        kdim,
-        ..
+        is, os, mg, kdim, ..
     } = g.sizes();
     let mut y = vec![0i32; checked_numel(&[g.batch, g.c_out, os])?];
     if g.depthwise_plane() {
@@ -81,22 +76,16 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
         }
         return Ok(y);
     }
-    let pointwise = g.pointwise();
-    let geo = (!pointwise).then(|| g.im2col());
     let mut col: Vec<X> = Vec::new();
-    if !pointwise {
+    if !g.pointwise() {
         col = vec![pad_value::<X>(x_zero); checked_numel(&[kdim, os])?];
     }
     for n in 0..g.batch {
+        let xn = &x[n * g.c_in * is..][..g.c_in * is];
         for gi in 0..g.group {
-            let xs = &x[(n * g.c_in + gi * cg) * is..][..cg * is];
-            let b = match &geo {
-                None => MatRef::row_major(xs, cg, is),
-                Some(geo) => {
-                    im2col(geo, cg, xs, pad_value::<X>(x_zero), &mut col);
-                    MatRef::row_major(&col[..], kdim, os)
-                }
-            };
+            // pointwise: the group's [cg, is] input is its [kdim, os] matrix
+            let cols = g.group_columns(xn, gi, pad_value::<X>(x_zero), &mut col);
+            let b = MatRef::row_major(cols, kdim, os);
             let a = MatRef::row_major(&w[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim);
             let za = ZeroPoints::PerSlice(&w_zero[gi * mg..(gi + 1) * mg]);
             let out = &mut y[(n * g.c_out + gi * mg) * os..][..mg * os];
@@ -161,7 +150,7 @@ pub(crate) fn conv_accumulate_wide(
         ..
     } = g.sizes();
     let mut y = vec![0i64; checked_numel(&[g.batch, g.c_out, os])?];
-    let geo = g.im2col();
+    let geo = &g.spatial;
     let mut col = vec![0i32; checked_numel(&[kdim, os])?];
     let mut acc = vec![0i64; os];
     for n in 0..g.batch {
@@ -171,7 +160,7 @@ pub(crate) fn conv_accumulate_wide(
                 .iter()
                 .map(|&v| v - x_zero)
                 .collect();
-            im2col(&geo, cg, &xs, 0, &mut col);
+            im2col(geo, cg, &xs, 0, &mut col);
             for mi in 0..mg {
                 let m = gi * mg + mi;
                 let wrow = &w[m * kdim..(m + 1) * kdim];
@@ -267,7 +256,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
                 x_zero,
                 &w_zero,
             )?;
-            let os: usize = g.output.iter().product::<usize>().max(1);
+            let os = g.spatial.output_size().max(1);
             let out: Vec<i32> = acc
                 .iter()
                 .enumerate()
@@ -304,7 +293,7 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
         let mut acc = with_q8_pair!(x, w, "X", "W", |xv, wv| conv_accumulate_with(
             xv, wv, &g, x_zero, &w_zero, sat
         )?);
-        let os: usize = g.output.iter().product::<usize>().max(1);
+        let os = g.spatial.output_size().max(1);
         let int_bias = int_bias(&p);
         let rq: Vec<Requantizer> = (0..g.c_out)
             .map(|c| {
@@ -332,13 +321,14 @@ mod tests {
 
     /// Direct N-d convolution of integer values (the reference).
     fn naive(x: &[i32], w: &[i32], g: &ConvGeom) -> Vec<i32> {
-        let nd = g.input.len();
+        let sp = &g.spatial;
+        let nd = sp.image.len();
         let cg = g.c_in / g.group;
         let mg = g.c_out / g.group;
-        let is: usize = g.input.iter().product();
-        let ks: usize = g.kernel.iter().product();
-        let os: usize = g.output.iter().product();
-        let ist = qport_core::shape::strides(&g.input);
+        let is: usize = sp.image.iter().product();
+        let ks: usize = sp.kernel.iter().product();
+        let os: usize = sp.output.iter().product();
+        let ist = qport_core::shape::strides(&sp.image);
         let unravel = |mut i: usize, dims: &[usize]| {
             let mut v = vec![0; dims.len()];
             for d in (0..dims.len()).rev() {
@@ -352,17 +342,17 @@ mod tests {
             for m in 0..g.c_out {
                 let gi = m / mg;
                 for o in 0..os {
-                    let oi = unravel(o, &g.output);
+                    let oi = unravel(o, &sp.output);
                     let mut s = 0;
                     for c in 0..cg {
                         for k in 0..ks {
-                            let ki = unravel(k, &g.kernel);
+                            let ki = unravel(k, &sp.kernel);
                             let mut off = 0usize;
                             let mut inside = true;
                             for d in 0..nd {
-                                let p = (oi[d] * g.strides[d] + ki[d] * g.dilations[d]) as i64
-                                    - g.pad_begin[d] as i64;
-                                if p < 0 || p >= g.input[d] as i64 {
+                                let p = (oi[d] * sp.strides[d] + ki[d] * sp.dilations[d]) as i64
+                                    - sp.pads_begin[d] as i64;
+                                if p < 0 || p >= sp.image[d] as i64 {
                                     inside = false;
                                 }
                                 off += p.max(0) as usize * ist[d];
@@ -500,14 +490,14 @@ mod tests {
             .unwrap()
             .geometry(&[1, 1, 6, 5], &[1, 1, 4, 3])
             .unwrap();
-        assert_eq!(g.output, vec![3, 3]);
-        assert_eq!(g.pad_begin, vec![1, 1]); // total pads 2 and 2
+        assert_eq!(g.spatial.output, vec![3, 3]);
+        assert_eq!(g.spatial.pads_begin, vec![1, 1]); // total pads 2 and 2
         let g = ConvAttrs::parse(&node("SAME_LOWER"))
             .unwrap()
             .geometry(&[1, 1, 5, 5], &[1, 1, 2, 2])
             .unwrap();
-        assert_eq!(g.output, vec![3, 3]);
-        assert_eq!(g.pad_begin, vec![1, 1]); // total pad 1, at the start
+        assert_eq!(g.spatial.output, vec![3, 3]);
+        assert_eq!(g.spatial.pads_begin, vec![1, 1]); // total pad 1, at the start
         assert!(ConvAttrs::parse(&node("VALID"))
             .unwrap()
             .geometry(&[1, 1, 2, 2], &[1, 1, 3, 3])

@@ -24,7 +24,6 @@ use crate::ops::{input, BuildCtx, Op};
 use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_exact_f32;
-use qport_kernels::im2col::im2col;
 use qport_kernels::int8::elementwise;
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
@@ -188,7 +187,7 @@ impl PreparedConv {
         tests::PREPARED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let g = self.attrs.geometry(x.shape(), &self.w_shape)?;
         let sat = self.sat_pairs && x.dtype() == DType::U8 && !g.depthwise();
-        let os: usize = g.output.iter().product();
+        let os = g.spatial.output_size();
         let n_out = g.batch * g.c_out * os;
         let out = SCRATCH.with(|s| -> OpResult<Option<TensorData>> {
             let (acc, col, flip) = &mut *s.borrow_mut();
@@ -212,7 +211,7 @@ impl PreparedConv {
                 Grid::U8 => out_u8 = crate::buffers::take_u8(n_out),
                 _ => out_i8 = crate::buffers::take_i8(n_out),
             }
-            let is: usize = g.input.iter().product();
+            let is = g.spatial.image_size();
             for n in 0..g.batch {
                 let xn = &xu[n * g.c_in * is..(n + 1) * g.c_in * is];
                 if sat {
@@ -248,36 +247,19 @@ impl PreparedConv {
 
     /// Exact accumulators of one image into `acc` (`[c_out, os]`).
     fn accumulate(&self, xn: &[u8], xz: i32, g: &ConvGeom, col: &mut Vec<u8>, acc: &mut [i32]) {
-        let ConvSizes {
-            is,
-            os,
-            cg,
-            mg,
-            kdim,
-            ..
-        } = g.sizes();
+        let ConvSizes { os, mg, kdim, .. } = g.sizes();
         if g.depthwise_plane() {
             if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
                 depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
             }
             return;
         }
-        let pointwise = g.pointwise();
-        if !pointwise && col.len() < kdim * os {
+        if !g.pointwise() && col.len() < kdim * os {
             col.resize(kdim * os, 0);
         }
-        let geo = (!pointwise).then(|| g.im2col());
         for gi in 0..g.group {
-            let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
-            let b: &[u8] = if pointwise {
-                xs
-            } else {
-                // the padding holds the zero point (a u8 value here)
-                if let Some(geo) = &geo {
-                    im2col(geo, cg, xs, xz.clamp(0, 255) as u8, &mut col[..kdim * os]);
-                }
-                &col[..kdim * os]
-            };
+            // the padding holds the zero point (a u8 value here)
+            let b = g.group_columns(xn, gi, xz.clamp(0, 255) as u8, col);
             let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
             let out = &mut acc[gi * mg * os..(gi + 1) * mg * os];
             qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, os, out, os);

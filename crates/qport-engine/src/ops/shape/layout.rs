@@ -305,12 +305,28 @@ fn crd_mode(ctx: &BuildCtx) -> OpResult<bool> {
     }
 }
 
-fn build_depth_to_space(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+/// The 6-D view of the `[N, C, H, W]` input, its permutation and the
+/// output shape of a block rearrangement, for blocksize `b` and CRD mode.
+type BlockPlan = OpResult<(Vec<usize>, [usize; 6], Vec<usize>)>;
+
+/// DepthToSpace and SpaceToDepth: the input viewed as `plan` says,
+/// transposed, and reshaped to the output shape.
+fn build_block_rearrange(
+    ctx: &BuildCtx,
+    plan: fn([usize; 4], usize, bool) -> BlockPlan,
+) -> OpResult<Box<dyn Op>> {
     let b = blocksize(ctx)?;
     let crd = crd_mode(ctx)?;
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
-        let [n, c, h, w] = rank4(x)?;
+        let (tmp, perm, out) = plan(rank4(x)?, b, crd)?;
+        let t = transpose(&reshaped(x, tmp)?, &perm)?;
+        Ok(vec![t.reshape(out)?])
+    }))
+}
+
+fn build_depth_to_space(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    build_block_rearrange(ctx, |[n, c, h, w], b, crd| {
         let bb = b
             .checked_mul(b)
             .filter(|&bb| c == 0 || bb <= c)
@@ -331,17 +347,12 @@ fn build_depth_to_space(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         } else {
             (vec![n, b, b, cc, h, w], [0, 3, 4, 1, 5, 2])
         };
-        let t = transpose(&reshaped(x, tmp)?, &perm)?;
-        Ok(vec![t.reshape(vec![n, cc, hb, wb])?])
-    }))
+        Ok((tmp, perm, vec![n, cc, hb, wb]))
+    })
 }
 
 fn build_space_to_depth(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let b = blocksize(ctx)?;
-    let crd = crd_mode(ctx)?;
-    Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let [n, c, h, w] = rank4(x)?;
+    build_block_rearrange(ctx, |[n, c, h, w], b, crd| {
         let cbb = c
             .checked_mul(b)
             .and_then(|v| v.checked_mul(b))
@@ -357,9 +368,8 @@ fn build_space_to_depth(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         } else {
             [0, 3, 5, 1, 2, 4]
         };
-        let t = transpose(&reshaped(x, tmp)?, &perm)?;
-        Ok(vec![t.reshape(vec![n, cbb, h / b, w / b])?])
-    }))
+        Ok((tmp, perm, vec![n, cbb, h / b, w / b]))
+    })
 }
 
 #[cfg(test)]
@@ -405,22 +415,10 @@ mod tests {
     fn absurd_sizes_are_errors_not_panics() {
         let x = Tensor::zeros(qport_core::DType::F32, vec![1, 4, 2, 2]).unwrap();
         let big = i64::MAX / 2;
-        let op = test_op(
-            "DepthToSpace",
-            13,
-            1,
-            vec![("blocksize", Attribute::Int(big))],
-        )
-        .unwrap();
-        assert!(op.eval(&[Some(&x)]).is_err());
-        let op = test_op(
-            "SpaceToDepth",
-            13,
-            1,
-            vec![("blocksize", Attribute::Int(big))],
-        )
-        .unwrap();
-        assert!(op.eval(&[Some(&x)]).is_err());
+        for op_type in ["DepthToSpace", "SpaceToDepth"] {
+            let op = test_op(op_type, 13, 1, vec![("blocksize", Attribute::Int(big))]).unwrap();
+            assert!(op.eval(&[Some(&x)]).is_err(), "{op_type}");
+        }
         let op = test_op("Tile", 13, 1, vec![]).unwrap();
         assert!(op
             .eval(&[Some(&x), Some(&ints(&[big, big, 1, 1]))])

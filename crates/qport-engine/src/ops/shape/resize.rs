@@ -11,6 +11,7 @@ use super::{check_shape, dim, fill_map_indices, gather_or_fill, int_list, norm_a
 use crate::error::{OpError, OpResult};
 use crate::ops::{input, opt_input, BuildCtx, Op, Registry};
 use qport_core::{DType, Tensor};
+use qport_onnx::Node;
 
 pub(super) fn register(r: &mut Registry) {
     r.register("Resize", build_resize);
@@ -85,6 +86,43 @@ fn parse_mode(m: &str) -> OpResult<Mode> {
     }
 }
 
+/// `coordinate_transformation_mode` names (`None`: not supported).
+const COORDS: [(&str, Option<Coord>); 7] = [
+    ("half_pixel", Some(Coord::HalfPixel)),
+    ("half_pixel_symmetric", Some(Coord::HalfPixelSymmetric)),
+    ("pytorch_half_pixel", Some(Coord::PytorchHalfPixel)),
+    ("align_corners", Some(Coord::AlignCorners)),
+    ("asymmetric", Some(Coord::Asymmetric)),
+    ("tf_crop_and_resize", Some(Coord::TfCropAndResize)),
+    ("tf_half_pixel_for_nn", None),
+];
+
+/// `nearest_mode` names.
+const NEAREST_MODES: [(&str, Nearest); 4] = [
+    ("round_prefer_floor", Nearest::RoundPreferFloor),
+    ("round_prefer_ceil", Nearest::RoundPreferCeil),
+    ("floor", Nearest::Floor),
+    ("ceil", Nearest::Ceil),
+];
+
+/// `keep_aspect_ratio_policy` names.
+const POLICIES: [(&str, Policy); 3] = [
+    ("stretch", Policy::Stretch),
+    ("not_larger", Policy::NotLarger),
+    ("not_smaller", Policy::NotSmaller),
+];
+
+/// The value `table` names by the string attribute `attr` (default
+/// `default`); a name not in the table is invalid.
+fn attr_choice<T: Copy>(n: &Node, attr: &str, default: &str, table: &[(&str, T)]) -> OpResult<T> {
+    let m = n.attr_string(attr, default)?;
+    table
+        .iter()
+        .find(|(name, _)| *name == m)
+        .map(|&(_, v)| v)
+        .ok_or_else(|| OpError::invalid(format!("unknown {attr} '{m}'")))
+}
+
 fn build_resize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let n = ctx.node;
     let mode = parse_mode(&n.attr_string("mode", "nearest")?)?;
@@ -94,50 +132,12 @@ fn build_resize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         }
         return Ok(Box::new(Resize::legacy(mode, Form::Input1Scales)));
     }
-    let coord = match n
-        .attr_string("coordinate_transformation_mode", "half_pixel")?
-        .as_str()
-    {
-        "half_pixel" => Coord::HalfPixel,
-        "half_pixel_symmetric" => Coord::HalfPixelSymmetric,
-        "pytorch_half_pixel" => Coord::PytorchHalfPixel,
-        "align_corners" => Coord::AlignCorners,
-        "asymmetric" => Coord::Asymmetric,
-        "tf_crop_and_resize" => Coord::TfCropAndResize,
-        "tf_half_pixel_for_nn" => {
-            return Err(OpError::unsupported(
-                "coordinate_transformation_mode tf_half_pixel_for_nn",
-            ))
-        }
-        m => {
-            return Err(OpError::invalid(format!(
-                "unknown coordinate_transformation_mode '{m}'"
-            )))
-        }
-    };
-    let nearest = match n
-        .attr_string("nearest_mode", "round_prefer_floor")?
-        .as_str()
-    {
-        "round_prefer_floor" => Nearest::RoundPreferFloor,
-        "round_prefer_ceil" => Nearest::RoundPreferCeil,
-        "floor" => Nearest::Floor,
-        "ceil" => Nearest::Ceil,
-        m => return Err(OpError::invalid(format!("unknown nearest_mode '{m}'"))),
-    };
-    let policy = match n
-        .attr_string("keep_aspect_ratio_policy", "stretch")?
-        .as_str()
-    {
-        "stretch" => Policy::Stretch,
-        "not_larger" => Policy::NotLarger,
-        "not_smaller" => Policy::NotSmaller,
-        m => {
-            return Err(OpError::invalid(format!(
-                "unknown keep_aspect_ratio_policy '{m}'"
-            )))
-        }
-    };
+    let coord = attr_choice(n, "coordinate_transformation_mode", "half_pixel", &COORDS)?
+        .ok_or_else(|| {
+            OpError::unsupported("coordinate_transformation_mode tf_half_pixel_for_nn")
+        })?;
+    let nearest = attr_choice(n, "nearest_mode", "round_prefer_floor", &NEAREST_MODES)?;
+    let policy = attr_choice(n, "keep_aspect_ratio_policy", "stretch", &POLICIES)?;
     Ok(Box::new(Resize {
         mode,
         coord,
