@@ -240,6 +240,13 @@ impl ArithProfile {
         matches!(self.requant, Requant::Q31Shift | Requant::PotShift)
     }
 
+    /// True when the bias is rounded to int32 and added to the accumulator
+    /// ([`BiasPlacement::Int32Accumulator`], and every integer
+    /// requantization, whatever its bias placement).
+    pub fn int32_bias(&self) -> bool {
+        self.bias == BiasPlacement::Int32Accumulator || self.integer_requant()
+    }
+
     /// Checks the name and that the fields fit together: an integer
     /// requantization has no float stage, so it cannot take a float bias or
     /// an f16 epilogue (f32/f64 epilogues have no effect there). The

@@ -9,7 +9,7 @@
 //! `MultiplyByQuantizedMultiplier` (tensorflow/lite/kernels/internal/
 //! quantization_util.cc, common.h), written here from those definitions.
 
-use super::{ArithProfile, BiasPlacement, Epilogue, NonGemm, Requant, Rounding};
+use super::{ArithProfile, Epilogue, NonGemm, Requant, Rounding};
 use half::f16;
 
 /// Rounds `x` to an integer-valued `f64` under `mode`. NaN and infinities
@@ -253,6 +253,13 @@ fn float_scale(acc: i64, m: f64, requant: Requant, epilogue: Epilogue) -> f64 {
     hold(v, epilogue)
 }
 
+/// `BiasPlacement::FloatAfterScale`: `acc · m` ([`float_scale`]) plus
+/// `bias · m` held in the epilogue precision, the sum held in it too.
+#[inline]
+fn float_scale_biased(acc: i64, bias: f64, m: f64, requant: Requant, ep: Epilogue) -> f64 {
+    hold(float_scale(acc, m, requant, ep) + hold(bias * m, ep), ep)
+}
+
 /// `r + zero_point` clamped to `[qmin, qmax]`; NaN gives `qmin` (as
 /// onnxruntime's clamp does). Expects `qmin ≤ qmax`.
 #[inline]
@@ -328,6 +335,9 @@ pub fn quantize_bias(bias: f64) -> i32 {
 /// [`BiasPlacement::FloatAfterScale`] adds `bias · multiplier`, held in the
 /// epilogue precision, to the scaled value, the sum held in the epilogue
 /// precision too, before the final rounding.
+///
+/// [`BiasPlacement::Int32Accumulator`]: super::BiasPlacement::Int32Accumulator
+/// [`BiasPlacement::FloatAfterScale`]: super::BiasPlacement::FloatAfterScale
 #[inline]
 pub fn requantize_biased(
     acc: i64,
@@ -338,13 +348,11 @@ pub fn requantize_biased(
     qmax: i32,
     profile: &ArithProfile,
 ) -> i32 {
-    if profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant() {
+    if profile.int32_bias() {
         let acc = acc.saturating_add(i64::from(quantize_bias(bias)));
         return requantize(acc, multiplier, zero_point, qmin, qmax, profile);
     }
-    let ep = profile.epilogue;
-    let scaled = float_scale(acc, multiplier, profile.requant, ep);
-    let v = hold(scaled + hold(bias * multiplier, ep), ep);
+    let v = float_scale_biased(acc, bias, multiplier, profile.requant, profile.epilogue);
     clamp_float(round(v, profile.rounding), zero_point, qmin, qmax)
 }
 
@@ -489,7 +497,7 @@ pub fn dequantize_acc(acc: i64, bias: f64, multiplier: f64, profile: &ArithProfi
         _ => Requant::F64,
     };
     let ep = profile.epilogue;
-    let v = if profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant() {
+    let v = if profile.int32_bias() {
         float_scale(
             acc.saturating_add(i64::from(quantize_bias(bias))),
             multiplier,
@@ -497,10 +505,7 @@ pub fn dequantize_acc(acc: i64, bias: f64, multiplier: f64, profile: &ArithProfi
             ep,
         )
     } else {
-        hold(
-            float_scale(acc, multiplier, requant, ep) + hold(bias * multiplier, ep),
-            ep,
-        )
+        float_scale_biased(acc, bias, multiplier, requant, ep)
     };
     v as f32
 }
@@ -765,10 +770,9 @@ impl Requantizer {
             .integer_requant()
             .then(|| IntegerScale::new(multiplier, profile.requant == Requant::PotShift))
             .flatten();
-        let int_bias = profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant();
         Requantizer {
             integer,
-            bias_acc: int_bias.then(|| i64::from(quantize_bias(bias))),
+            bias_acc: profile.int32_bias().then(|| i64::from(quantize_bias(bias))),
             bias_term: hold(bias * multiplier, profile.epilogue),
             multiplier,
             zero_point,
