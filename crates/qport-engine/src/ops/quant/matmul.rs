@@ -12,7 +12,7 @@
 use super::common::{f32_values, i32_values, scalar_f32, scalar_zero, with_q8_pair, Grid};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
-use qport_core::arith::{self, Accumulator, ArithProfile, BiasPlacement, Requantizer};
+use qport_core::arith::{self, Accumulator, ArithProfile, Requantizer};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
@@ -391,7 +391,7 @@ fn sat_pairs(profile: &ArithProfile, a: &Tensor, b: &Tensor) -> bool {
 /// integer requantization does): the engine adds it to the 32-bit
 /// accumulator itself, wrapping as onnxruntime does.
 pub(crate) fn int_bias(profile: &ArithProfile) -> bool {
-    profile.bias == BiasPlacement::Int32Accumulator || profile.integer_requant()
+    profile.int32_bias()
 }
 
 /// Adds the int32 bias to 32-bit accumulators laid out as runs of `os`
