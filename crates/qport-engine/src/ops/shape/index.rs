@@ -158,11 +158,24 @@ fn build_slice(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
-fn build_gather(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+/// From data, indices and axis: the output shape and the flat data position
+/// of each output element.
+type GatherPlan = fn(&Tensor, &Tensor, i64) -> OpResult<(Vec<usize>, Vec<usize>)>;
+
+/// An op gathering from input 0 (data) at the positions `plan` computes from
+/// the data, input 1 (indices) and the `axis` attribute (default 0).
+fn gather_op(ctx: &BuildCtx, plan: GatherPlan) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", 0)?;
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let ind = input(inputs, 1)?;
+        let (shape, idx) = plan(x, ind, axis)?;
+        Ok(vec![gather_into(x, shape, &idx)?])
+    }))
+}
+
+fn build_gather(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    gather_op(ctx, |x, ind, axis| {
         let a = norm_axis(axis, x.rank(), "axis")?;
         let d = x.shape()[a];
         let raw = indices_of(ind, "input 1 (indices)")?;
@@ -183,18 +196,15 @@ fn build_gather(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 idx.extend(base..base + inner);
             }
         }
-        Ok(vec![gather_into(x, shape, &idx)?])
-    }))
+        Ok((shape, idx))
+    })
 }
 
 fn build_gather_elements(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let axis = ctx.node.attr_int("axis", 0)?;
-    Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let ind = input(inputs, 1)?;
+    gather_op(ctx, |x, ind, axis| {
         let idx = elements_indices(x.shape(), ind, axis)?;
-        Ok(vec![gather_into(x, ind.shape().to_vec(), &idx)?])
-    }))
+        Ok((ind.shape().to_vec(), idx))
+    })
 }
 
 /// For GatherElements/ScatterElements: the flat position in a tensor of
