@@ -29,6 +29,18 @@ fn indices_of(t: &Tensor, what: &str) -> OpResult<Vec<i64>> {
     Ok(t.to_i64_vec()?)
 }
 
+/// Input 0, which must have rank 2 or more (ReverseSequence, Trilu).
+fn matrix_input<'a>(inputs: &[Option<&'a Tensor>]) -> OpResult<&'a Tensor> {
+    let x = input(inputs, 0)?;
+    if x.rank() < 2 {
+        return Err(OpError::invalid(format!(
+            "input must have rank >= 2, got shape {:?}",
+            x.shape()
+        )));
+    }
+    Ok(x)
+}
+
 /// Resolves a possibly negative index into `[0, d)`.
 fn resolve(i: i64, d: usize, what: &str) -> OpResult<usize> {
     let j = if i < 0 { i + d as i64 } else { i };
@@ -395,13 +407,7 @@ fn build_reverse_sequence(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         )));
     }
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        if x.rank() < 2 {
-            return Err(OpError::invalid(format!(
-                "input must have rank >= 2, got shape {:?}",
-                x.shape()
-            )));
-        }
+        let x = matrix_input(inputs)?;
         let (d0, d1) = (x.shape()[0], x.shape()[1]);
         let (nb, nt) = if batch_axis == 0 { (d0, d1) } else { (d1, d0) };
         let lens = indices_of(input(inputs, 1)?, "input 1 (sequence_lens)")?;
@@ -454,13 +460,7 @@ fn trilu_apply<T: Element>(v: &mut [T], rows: usize, cols: usize, k: i64, upper:
 fn build_trilu(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let upper = ctx.node.attr_int("upper", 1)? != 0;
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        if x.rank() < 2 {
-            return Err(OpError::invalid(format!(
-                "input must have rank >= 2, got shape {:?}",
-                x.shape()
-            )));
-        }
+        let x = matrix_input(inputs)?;
         let k = match opt_input(inputs, 1) {
             Some(t) => int_scalar(t, "input 1 (k)")?,
             None => 0,
