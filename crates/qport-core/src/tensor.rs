@@ -148,6 +148,51 @@ impl TensorData {
         self.len() == 0
     }
 
+    /// Decodes little-endian element bytes of a byte-aligned standard
+    /// `dtype` (the floats, integers and bool; `bool` is any nonzero byte).
+    /// `None` for strings and the low-precision types, or when `bytes` is not
+    /// a whole number of elements.
+    ///
+    /// ```
+    /// use qport_core::{DType, TensorData};
+    /// let d = TensorData::from_le_bytes(DType::I16, &[1, 0, 0xff, 0xff]).unwrap();
+    /// assert_eq!(d, TensorData::I16(vec![1, -1]));
+    /// assert!(TensorData::from_le_bytes(DType::I16, &[1]).is_none());
+    /// assert!(TensorData::from_le_bytes(DType::F8E4M3FN, &[0]).is_none());
+    /// ```
+    pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Option<TensorData> {
+        if dtype.is_low_precision()
+            || dtype == DType::Str
+            || !bytes.len().is_multiple_of(dtype.size_of())
+        {
+            return None;
+        }
+        macro_rules! le {
+            ($t:ty, $w:expr) => {
+                bytes
+                    .chunks_exact($w)
+                    .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk size")))
+                    .collect::<Vec<$t>>()
+            };
+        }
+        Some(match dtype {
+            DType::F32 => TensorData::F32(le!(f32, 4)),
+            DType::F64 => TensorData::F64(le!(f64, 8)),
+            DType::F16 => TensorData::F16(le!(u16, 2).into_iter().map(f16::from_bits).collect()),
+            DType::BF16 => TensorData::BF16(le!(u16, 2).into_iter().map(bf16::from_bits).collect()),
+            DType::I8 => TensorData::I8(bytes.iter().map(|&b| b as i8).collect()),
+            DType::U8 => TensorData::U8(bytes.to_vec()),
+            DType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
+            DType::I16 => TensorData::I16(le!(i16, 2)),
+            DType::U16 => TensorData::U16(le!(u16, 2)),
+            DType::I32 => TensorData::I32(le!(i32, 4)),
+            DType::U32 => TensorData::U32(le!(u32, 4)),
+            DType::I64 => TensorData::I64(le!(i64, 8)),
+            DType::U64 => TensorData::U64(le!(u64, 8)),
+            _ => return None,
+        })
+    }
+
     /// `n` zero elements of `dtype` (bit pattern 0, i.e. `2^-127`, for
     /// float8e8m0, which has no zero).
     pub fn zeros(dtype: DType, n: usize) -> TensorData {

@@ -15,7 +15,7 @@
 
 use crate::atomic::write_atomic;
 use crate::error::{DataError, Result};
-use qport_core::{f16, shape, DType, Tensor, TensorData};
+use qport_core::{shape, DType, Tensor, TensorData};
 use std::io::Read;
 use std::path::Path;
 
@@ -274,33 +274,8 @@ pub(crate) fn encode_named(tensor: &Tensor, path: &Path, key: Option<&str>) -> R
 /// Little-endian element bytes to tensor data (`b.len()` a multiple of the
 /// element size).
 pub(crate) fn decode_data(dtype: DType, b: &[u8]) -> TensorData {
-    macro_rules! le {
-        ($t:ty, $n:expr) => {
-            b.chunks_exact($n)
-                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk size")))
-                .collect()
-        };
-    }
-    match dtype {
-        DType::F32 => TensorData::F32(le!(f32, 4)),
-        DType::F64 => TensorData::F64(le!(f64, 8)),
-        DType::F16 => TensorData::F16(
-            b.chunks_exact(2)
-                .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
-                .collect(),
-        ),
-        DType::I8 => TensorData::I8(b.iter().map(|&x| x as i8).collect()),
-        DType::U8 => TensorData::U8(b.to_vec()),
-        DType::I16 => TensorData::I16(le!(i16, 2)),
-        DType::U16 => TensorData::U16(le!(u16, 2)),
-        DType::I32 => TensorData::I32(le!(i32, 4)),
-        DType::U32 => TensorData::U32(le!(u32, 4)),
-        DType::I64 => TensorData::I64(le!(i64, 8)),
-        DType::U64 => TensorData::U64(le!(u64, 8)),
-        DType::Bool => TensorData::Bool(b.iter().map(|&x| x != 0).collect()),
-        // bfloat16, strings and the low-precision types have no descr
-        _ => unreachable!("not produced by dtype_of_descr"),
-    }
+    // bfloat16, strings and the low-precision types have no descr
+    TensorData::from_le_bytes(dtype, b).expect("a dtype from dtype_of_descr")
 }
 
 /// Appends the magic string, format version `major`.0, the header length

@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use qport_core::f16;
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())

@@ -167,38 +167,14 @@ fn decode_raw(
         let codes = unpack_bits(raw, n, dtype.bits()).ok_or("packed length mismatch")?;
         return Ok(from_codes(dtype, codes));
     }
-    macro_rules! le {
-        ($t:ty, $w:expr) => {
-            raw.chunks_exact($w)
-                .map(|c| {
-                    let mut a = [0u8; $w];
-                    a.copy_from_slice(c);
-                    <$t>::from_le_bytes(a)
-                })
-                .collect::<Vec<$t>>()
-        };
+    if let Some(data) = TensorData::from_le_bytes(dtype, raw) {
+        return Ok(data);
     }
     Ok(match dtype {
-        DType::F32 => TensorData::F32(le!(f32, 4)),
-        DType::F64 => TensorData::F64(le!(f64, 8)),
-        DType::F16 => TensorData::F16(le!(u16, 2).into_iter().map(f16::from_bits).collect()),
-        DType::BF16 => TensorData::BF16(le!(u16, 2).into_iter().map(bf16::from_bits).collect()),
-        DType::I8 => TensorData::I8(raw.iter().map(|&b| b as i8).collect()),
-        DType::U8 => TensorData::U8(raw.to_vec()),
-        DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
-        DType::I16 => TensorData::I16(le!(i16, 2)),
-        DType::U16 => TensorData::U16(le!(u16, 2)),
-        DType::I32 => TensorData::I32(le!(i32, 4)),
-        DType::U32 => TensorData::U32(le!(u32, 4)),
-        DType::I64 => TensorData::I64(le!(i64, 8)),
-        DType::U64 => TensorData::U64(le!(u64, 8)),
         DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F8E8M0 => {
             from_codes(dtype, raw.to_vec())
         }
-        DType::Str => unreachable!("handled above"),
-        DType::F4E2M1 | DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
-            unreachable!("sub-byte types are unpacked above")
-        }
+        _ => unreachable!("strings are refused and sub-byte types unpacked above"),
     })
 }
 

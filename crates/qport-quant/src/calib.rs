@@ -55,7 +55,7 @@
 
 use thiserror::Error;
 
-use crate::observer::{ChannelObserver, NonFinite, Observer};
+use crate::observer::{check_shape, ChannelObserver, NonFinite, Observer, ShapeFault};
 use crate::types::{CalibMethod, Grid, PowerOfTwo, QParams};
 
 /// Options of the histogram calibrators, named as in the vendor config.
@@ -464,22 +464,16 @@ pub fn params_from_range(
     QParams::per_tensor(grid, s, zp as i32)
 }
 
-/// Checks that `shape` describes `len` values and `axis` (if any) is in range.
-fn check_shape(len: usize, shape: &[usize], axis: Option<usize>) -> Result<(), CalibError> {
-    let expected = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    if expected != Some(len) {
-        return Err(CalibError::Shape {
-            shape: shape.to_vec(),
+impl ShapeFault for CalibError {
+    fn shape(shape: Vec<usize>, expected: Option<usize>, len: usize) -> Self {
+        CalibError::Shape {
+            shape,
             expected,
             len,
-        });
+        }
     }
-    match axis {
-        Some(axis) if axis >= shape.len() => Err(CalibError::Axis {
-            axis,
-            rank: shape.len(),
-        }),
-        _ => Ok(()),
+    fn axis(axis: usize, rank: usize) -> Self {
+        CalibError::Axis { axis, rank }
     }
 }
 
@@ -493,7 +487,7 @@ pub fn weight_params(
     symmetric: bool,
     pot: Option<PowerOfTwo>,
 ) -> Result<QParams, CalibError> {
-    check_shape(values.len(), shape, axis)?;
+    check_shape::<CalibError>(values.len(), shape, axis)?;
     let bad = values.iter().filter(|v| !v.is_finite()).count();
     if bad > 0 {
         return Err(NonFinite { count: bad }.into());

@@ -446,6 +446,45 @@ pub enum ChannelObserveError {
     },
 }
 
+/// Error enums with a `Shape` and an `Axis` variant, raised by
+/// [`check_shape`].
+pub(crate) trait ShapeFault {
+    /// The `Shape` variant: `shape` has `expected` elements, not `len`.
+    fn shape(shape: Vec<usize>, expected: Option<usize>, len: usize) -> Self;
+    /// The `Axis` variant: `axis` is not below `rank`.
+    fn axis(axis: usize, rank: usize) -> Self;
+}
+
+impl ShapeFault for ChannelObserveError {
+    fn shape(shape: Vec<usize>, expected: Option<usize>, len: usize) -> Self {
+        ChannelObserveError::Shape {
+            shape,
+            expected,
+            len,
+        }
+    }
+    fn axis(axis: usize, rank: usize) -> Self {
+        ChannelObserveError::Axis { axis, rank }
+    }
+}
+
+/// Checks that `shape` (row-major) describes `len` values and `axis` (if any)
+/// is below its rank, raising `E`'s `Shape` or `Axis` variant.
+pub(crate) fn check_shape<E: ShapeFault>(
+    len: usize,
+    shape: &[usize],
+    axis: Option<usize>,
+) -> Result<(), E> {
+    let expected = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if expected != Some(len) {
+        return Err(E::shape(shape.to_vec(), expected, len));
+    }
+    match axis {
+        Some(axis) if axis >= shape.len() => Err(E::axis(axis, shape.len())),
+        _ => Ok(()),
+    }
+}
+
 /// One [`Observer`] per slice along an axis (per-channel statistics).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelObserver {
@@ -474,20 +513,7 @@ impl ChannelObserver {
         shape: &[usize],
         axis: usize,
     ) -> Result<(), ChannelObserveError> {
-        let expected = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if expected != Some(values.len()) {
-            return Err(ChannelObserveError::Shape {
-                shape: shape.to_vec(),
-                expected,
-                len: values.len(),
-            });
-        }
-        if axis >= shape.len() {
-            return Err(ChannelObserveError::Axis {
-                axis,
-                rank: shape.len(),
-            });
-        }
+        check_shape::<ChannelObserveError>(values.len(), shape, Some(axis))?;
         let c = shape[axis];
         if let Some(prev) = self.axis {
             if prev != axis || self.channels.len() != c {

@@ -29,6 +29,18 @@ fn indices_of(t: &Tensor, what: &str) -> OpResult<Vec<i64>> {
     Ok(t.to_i64_vec()?)
 }
 
+/// Input 0, which must have rank 2 or more (ReverseSequence, Trilu).
+fn matrix_input<'a>(inputs: &[Option<&'a Tensor>]) -> OpResult<&'a Tensor> {
+    let x = input(inputs, 0)?;
+    if x.rank() < 2 {
+        return Err(OpError::invalid(format!(
+            "input must have rank >= 2, got shape {:?}",
+            x.shape()
+        )));
+    }
+    Ok(x)
+}
+
 /// Resolves a possibly negative index into `[0, d)`.
 fn resolve(i: i64, d: usize, what: &str) -> OpResult<usize> {
     let j = if i < 0 { i + d as i64 } else { i };
@@ -158,11 +170,24 @@ fn build_slice(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
-fn build_gather(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+/// From data, indices and axis: the output shape and the flat data position
+/// of each output element.
+type GatherPlan = fn(&Tensor, &Tensor, i64) -> OpResult<(Vec<usize>, Vec<usize>)>;
+
+/// An op gathering from input 0 (data) at the positions `plan` computes from
+/// the data, input 1 (indices) and the `axis` attribute (default 0).
+fn gather_op(ctx: &BuildCtx, plan: GatherPlan) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", 0)?;
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let ind = input(inputs, 1)?;
+        let (shape, idx) = plan(x, ind, axis)?;
+        Ok(vec![gather_into(x, shape, &idx)?])
+    }))
+}
+
+fn build_gather(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    gather_op(ctx, |x, ind, axis| {
         let a = norm_axis(axis, x.rank(), "axis")?;
         let d = x.shape()[a];
         let raw = indices_of(ind, "input 1 (indices)")?;
@@ -183,18 +208,15 @@ fn build_gather(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 idx.extend(base..base + inner);
             }
         }
-        Ok(vec![gather_into(x, shape, &idx)?])
-    }))
+        Ok((shape, idx))
+    })
 }
 
 fn build_gather_elements(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let axis = ctx.node.attr_int("axis", 0)?;
-    Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let ind = input(inputs, 1)?;
+    gather_op(ctx, |x, ind, axis| {
         let idx = elements_indices(x.shape(), ind, axis)?;
-        Ok(vec![gather_into(x, ind.shape().to_vec(), &idx)?])
-    }))
+        Ok((ind.shape().to_vec(), idx))
+    })
 }
 
 /// For GatherElements/ScatterElements: the flat position in a tensor of
@@ -385,13 +407,7 @@ fn build_reverse_sequence(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         )));
     }
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        if x.rank() < 2 {
-            return Err(OpError::invalid(format!(
-                "input must have rank >= 2, got shape {:?}",
-                x.shape()
-            )));
-        }
+        let x = matrix_input(inputs)?;
         let (d0, d1) = (x.shape()[0], x.shape()[1]);
         let (nb, nt) = if batch_axis == 0 { (d0, d1) } else { (d1, d0) };
         let lens = indices_of(input(inputs, 1)?, "input 1 (sequence_lens)")?;
@@ -444,13 +460,7 @@ fn trilu_apply<T: Element>(v: &mut [T], rows: usize, cols: usize, k: i64, upper:
 fn build_trilu(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let upper = ctx.node.attr_int("upper", 1)? != 0;
     Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        if x.rank() < 2 {
-            return Err(OpError::invalid(format!(
-                "input must have rank >= 2, got shape {:?}",
-                x.shape()
-            )));
-        }
+        let x = matrix_input(inputs)?;
         let k = match opt_input(inputs, 1) {
             Some(t) => int_scalar(t, "input 1 (k)")?,
             None => 0,
