@@ -256,36 +256,6 @@ impl ProfileFilesArg {
     }
 }
 
-/// `--input-type` values (`input_type_rt`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum InputTypeArg {
-    /// Plain tensor of the model's element type.
-    #[default]
-    Featuremap,
-    /// NV12 as separate Y and UV inputs (even height and width).
-    Nv12,
-    /// RGB, NHWC bytes.
-    Rgb,
-    /// BGR, NHWC bytes.
-    Bgr,
-    /// YUV444, NHWC bytes.
-    Yuv444,
-    /// Gray (Y only).
-    Gray,
-}
-
-/// `--input-source` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum InputSourceArg {
-    /// Plain memory: static shape and stride.
-    #[default]
-    Ddr,
-    /// Image pyramid: dynamic stride.
-    Pyramid,
-    /// Resizer: dynamic shape and stride.
-    Resizer,
-}
-
 /// `--no-padding` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum NoPaddingArg {
@@ -301,11 +271,11 @@ pub enum NoPaddingArg {
 #[derive(Debug, Clone, clap::Args)]
 pub struct LayoutFlags {
     /// Runtime type of every model input (input_type_rt).
-    #[arg(long, value_enum, default_value_t = InputTypeArg::Featuremap)]
-    pub input_type: InputTypeArg,
+    #[arg(long, value_enum, default_value_t = InputType::Featuremap)]
+    pub input_type: InputType,
     /// Where image inputs come from (featuremaps are always ddr).
-    #[arg(long, value_enum, default_value_t = InputSourceArg::Ddr)]
-    pub input_source: InputSourceArg,
+    #[arg(long, value_enum, default_value_t = InputSource::Ddr)]
+    pub input_source: InputSource,
     /// Dense, unpadded inputs, outputs or both (input_no_padding /
     /// output_no_padding).
     #[arg(long, value_enum, value_name = "in|out|both")]
@@ -315,23 +285,12 @@ pub struct LayoutFlags {
 impl LayoutFlags {
     /// The library options; rejects a pyramid/resizer source for featuremaps.
     pub fn options(&self) -> Result<LayoutOptions> {
-        let input_type = match self.input_type {
-            InputTypeArg::Featuremap => InputType::Featuremap,
-            InputTypeArg::Nv12 => InputType::Nv12,
-            InputTypeArg::Rgb => InputType::Rgb,
-            InputTypeArg::Bgr => InputType::Bgr,
-            InputTypeArg::Yuv444 => InputType::Yuv444,
-            InputTypeArg::Gray => InputType::Gray,
-        };
-        let source = match self.input_source {
-            InputSourceArg::Ddr => InputSource::Ddr,
-            InputSourceArg::Pyramid => InputSource::Pyramid,
-            InputSourceArg::Resizer => InputSource::Resizer,
-        };
+        let input_type = self.input_type;
+        let source = self.input_source;
         if input_type == InputType::Featuremap && source != InputSource::Ddr {
             bail!(
                 "--input-source {} needs an image --input-type (nv12, gray, rgb, bgr, yuv444); featuremap inputs always come from ddr",
-                self.source_name()
+                self.input_source.name()
             );
         }
         let (i, o) = match self.no_padding {
@@ -348,31 +307,12 @@ impl LayoutFlags {
         })
     }
 
-    fn source_name(&self) -> &'static str {
-        match self.input_source {
-            InputSourceArg::Ddr => "ddr",
-            InputSourceArg::Pyramid => "pyramid",
-            InputSourceArg::Resizer => "resizer",
-        }
-    }
-
-    fn type_name(&self) -> &'static str {
-        match self.input_type {
-            InputTypeArg::Featuremap => "featuremap",
-            InputTypeArg::Nv12 => "nv12",
-            InputTypeArg::Rgb => "rgb",
-            InputTypeArg::Bgr => "bgr",
-            InputTypeArg::Yuv444 => "yuv444",
-            InputTypeArg::Gray => "gray",
-        }
-    }
-
     /// The options as recorded in JSON reports.
     pub fn json(&self) -> Result<OptionsJson> {
         let o = self.options()?;
         Ok(OptionsJson {
-            input_type: self.type_name(),
-            input_source: self.source_name(),
+            input_type: self.input_type.name(),
+            input_source: self.input_source.name(),
             input_no_padding: o.input_no_padding,
             output_no_padding: o.output_no_padding,
         })
@@ -385,7 +325,7 @@ impl LayoutFlags {
             format!(
                 "cannot lay out model '{path}' on {} with --input-type {}",
                 platform.name,
-                self.type_name()
+                self.input_type.name()
             )
         })
     }

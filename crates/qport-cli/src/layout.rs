@@ -141,11 +141,11 @@ pub fn run(args: &LayoutArgs, ui: &Ui) -> Result<ExitStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::{InputSourceArg, InputTypeArg, NoPaddingArg};
+    use crate::args::NoPaddingArg;
     use crate::platform_report::dims;
     use qport_platform::{InputSource, InputType};
 
-    fn flags(t: InputTypeArg, s: InputSourceArg, np: Option<NoPaddingArg>) -> LayoutFlags {
+    fn flags(t: InputType, s: InputSource, np: Option<NoPaddingArg>) -> LayoutFlags {
         LayoutFlags {
             input_type: t,
             input_source: s,
@@ -156,8 +156,8 @@ mod tests {
     #[test]
     fn options_map_and_featuremap_rejects_image_sources() {
         let o = flags(
-            InputTypeArg::Nv12,
-            InputSourceArg::Pyramid,
+            InputType::Nv12,
+            InputSource::Pyramid,
             Some(NoPaddingArg::Out),
         )
         .options()
@@ -165,7 +165,7 @@ mod tests {
         assert_eq!(o.input_type, InputType::Nv12);
         assert_eq!(o.input_source, Some(InputSource::Pyramid));
         assert!(!o.input_no_padding && o.output_no_padding);
-        let e = flags(InputTypeArg::Featuremap, InputSourceArg::Resizer, None)
+        let e = flags(InputType::Featuremap, InputSource::Resizer, None)
             .options()
             .unwrap_err()
             .to_string();

@@ -13,7 +13,7 @@ use crate::output::{self, Align, Format, Table, Ui};
 use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use qport_quant::ptq::{self, Evaluation, PrecisionMix, Sample};
 use qport_quant::template::{self, Template};
 use qport_quant::{config::QuantConfig, resolve, CalibMethod, QuantError};
@@ -42,36 +42,6 @@ prints the report, schema qport.quantize/1). --out must be new or empty
 terminal each phase prints a `qport: PHASE` line on stderr (not with -q).
 Templates and config keys: docs/quant-config.md.";
 
-/// Calibrator choice on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CalibArg {
-    /// Observed min/max.
-    Max,
-    /// Moving-average min/max.
-    Ema,
-    /// Histogram percentile (`max_percentile`).
-    Percentile,
-    /// Entropy (KL) threshold search.
-    Kl,
-    /// Clip threshold minimising quantization MSE.
-    Mse,
-    /// Scales already in the (QDQ) model.
-    Load,
-}
-
-impl From<CalibArg> for CalibMethod {
-    fn from(c: CalibArg) -> CalibMethod {
-        match c {
-            CalibArg::Max => CalibMethod::Max,
-            CalibArg::Ema => CalibMethod::Ema,
-            CalibArg::Percentile => CalibMethod::Percentile,
-            CalibArg::Kl => CalibMethod::Kl,
-            CalibArg::Mse => CalibMethod::Mse,
-            CalibArg::Load => CalibMethod::Load,
-        }
-    }
-}
-
 /// `qport quantize` arguments.
 #[derive(Debug, Args)]
 pub struct QuantizeArgs {
@@ -91,7 +61,7 @@ pub struct QuantizeArgs {
     pub config: Option<PathBuf>,
     /// Calibrator for activations (overrides the config's calibration_type).
     #[arg(long, value_enum)]
-    pub calibration: Option<CalibArg>,
+    pub calibration: Option<CalibMethod>,
     /// Template variant: default, full-int16, int8, fast-perf.
     #[arg(long, default_value = "default")]
     pub template: String,
@@ -208,7 +178,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     let sp = ui.spinner(&format!("loading {}", args.model.display()));
     let loaded = model_file::load(&args.model)?;
-    let load_mode = args.calibration == Some(CalibArg::Load);
+    let load_mode = args.calibration == Some(CalibMethod::Load);
     let (float_model, imported) = if load_mode {
         let imp = qport_quant::import::import(&loaded.model).map_err(quant_err)?;
         if imp.activations.is_empty() {
@@ -248,7 +218,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
             }
         })?;
     if let Some(c) = args.calibration {
-        resolved.activation.methods = vec![c.into()];
+        resolved.activation.methods = vec![c];
     }
     sp.phase(ui, "opening the data");
     let inputs = crate::data::model_inputs(&prepared);

@@ -141,6 +141,7 @@ impl TensorKind {
 
 /// Where an input comes from (vt.md §hb_compile YAML `input_source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum InputSource {
     /// Plain memory: static shape and stride.
@@ -149,6 +150,17 @@ pub enum InputSource {
     Pyramid,
     /// Resizer: dynamic shape and stride.
     Resizer,
+}
+
+impl InputSource {
+    /// The name used in configs, reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ddr => "ddr",
+            Self::Pyramid => "pyramid",
+            Self::Resizer => "resizer",
+        }
+    }
 }
 
 /// One tensor's deployment layout. `-1` marks dynamic entries.

@@ -19,12 +19,13 @@ use serde::{Deserialize, Serialize};
 
 /// How the model's inputs are fed at runtime (`input_type_rt`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum InputType {
     /// Plain tensor of the model's element type.
     #[default]
     Featuremap,
-    /// NV12, as separate Y and UV inputs.
+    /// NV12, as separate Y and UV inputs (even height and width).
     Nv12,
     /// RGB NHWC.
     Rgb,
@@ -34,6 +35,20 @@ pub enum InputType {
     Yuv444,
     /// Gray (Y only).
     Gray,
+}
+
+impl InputType {
+    /// The name used in configs, reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Featuremap => "featuremap",
+            Self::Nv12 => "nv12",
+            Self::Rgb => "rgb",
+            Self::Bgr => "bgr",
+            Self::Yuv444 => "yuv444",
+            Self::Gray => "gray",
+        }
+    }
 }
 
 /// Options of a model layout.

@@ -80,6 +80,7 @@ impl Grid {
 
 /// How an activation range is chosen from calibration statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum CalibMethod {
     /// Observed minimum and maximum (MinMax).
