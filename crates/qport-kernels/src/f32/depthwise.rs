@@ -1,8 +1,12 @@
 //! Depthwise 2-D convolution of `f32` planes (one input channel per group)
 //! with the bias and an [`Activation`] applied as each output is written.
 //!
-//! [`depthwise2d`] is the entry point; [`depthwise2d_reference`] is the
-//! portable scalar reference it falls back to (and is tested against).
+//! [`depthwise2d`] is the entry point. Its portable scalar reference (the
+//! path of [`crate::force_generic`], or of a call inside
+//! [`crate::with_generic_kernels`], and what the SIMD paths are tested
+//! against) sums `weight * input` over the taps inside the image in kernel
+//! row-major order (separate multiplies and adds), then adds the bias and
+//! applies the activation.
 //!
 //! The fast path copies each input channel once into a zero-padded scratch
 //! plane whose rows are split into `stride_w` column phases, so that every
@@ -166,30 +170,6 @@ pub(crate) fn depthwise_at(lvl: Level, args: &Args, out: &mut [f32], scratch: &m
     }
 }
 
-/// The scalar reference of [`depthwise2d`]: same contract, no SIMD, no
-/// scratch. Each output sums `weight * input` over the taps inside the
-/// image in kernel row-major order (separate multiplies and adds), then
-/// adds the bias and applies the activation.
-///
-/// # Panics
-/// As [`depthwise2d`].
-#[allow(clippy::too_many_arguments)]
-pub fn depthwise2d_reference(
-    g: &ConvGeometry,
-    channels: usize,
-    mult: usize,
-    image: &[f32],
-    kernels: &[f32],
-    bias: Option<&[f32]>,
-    act: Activation,
-    out: &mut [f32],
-) {
-    reference(
-        &Args::new(g, channels, mult, image, kernels, bias, act, out),
-        out,
-    )
-}
-
 /// The operands of one depthwise call (geometry and slices checked), as
 /// every body ([`reference`], the SIMD ones under `arch`) takes them.
 #[derive(Clone, Copy)]
@@ -350,13 +330,16 @@ mod tests {
             let bias = with_bias.then_some(&bias[..]);
             let n = m * g.output_size();
             let mut want = vec![f32::NAN; n];
-            depthwise2d_reference(&g, ch, mult, &image, &kern, bias, act, &mut want);
+            let reference = |image: &[f32], kern: &[f32], bias, act, out: &mut [f32]| {
+                let args = Args::new(&g, ch, mult, image, kern, bias, act, out);
+                depthwise_at(Level::Generic, &args, out, &mut vec![]);
+            };
+            reference(&image, &kern, bias, act, &mut want);
             // the same without the activation and with |terms| for the bound
             let abs_img: Vec<f32> = image.iter().map(|v| v.abs()).collect();
             let abs_k: Vec<f32> = kern.iter().map(|v| v.abs()).collect();
             let mut mag = vec![0.0; n];
-            depthwise2d_reference(&g, ch, mult, &abs_img, &abs_k, None,
-                Activation::Identity, &mut mag);
+            reference(&abs_img, &abs_k, None, Activation::Identity, &mut mag);
             for lvl in [Level::Avx2, Level::Avx512] {
                 if !supported(lvl) {
                     continue;
@@ -392,16 +375,8 @@ mod tests {
         let image: Vec<f32> = (0..196).map(|i| (i % 13) as f32 - 6.0).collect();
         let kern: Vec<f32> = (0..25).map(|i| (i % 5) as f32 - 2.0).collect();
         let mut want = vec![0.0; 49];
-        depthwise2d_reference(
-            &g,
-            1,
-            1,
-            &image,
-            &kern,
-            None,
-            Activation::Identity,
-            &mut want,
-        );
+        let args = Args::new(&g, 1, 1, &image, &kern, None, Activation::Identity, &want);
+        depthwise_at(Level::Generic, &args, &mut want, &mut vec![]);
         let mut got = vec![0.0; 49];
         depthwise2d(
             &g,

@@ -5,9 +5,11 @@
 //! element `(i, j)` of a matrix with leading dimension `ld` lives at
 //! `i * ld + j`. For `f32` and `f64` the fast path is the `gemm` crate (SIMD
 //! chosen at run time, single-threaded so results are deterministic); every
-//! other element type, and every type when [`crate::force_generic`] is set,
-//! uses [`gemm_reference`], a plain scalar loop that sums each dot product
-//! in order of increasing `k`.
+//! other element type, and every type when [`crate::force_generic`] is set
+//! (`QPORT_FORCE_GENERIC`, or a call inside [`crate::with_generic_kernels`]),
+//! uses the scalar reference: a plain loop that computes each `C[i][j]` as
+//! `alpha * (sum over p in 0..k, in order, of A[i][p] * B[p][j]) + beta *
+//! C[i][j]` with separate multiplies and adds.
 //!
 //! When `beta` is zero, `C` is write-only: whatever it held (NaN included)
 //! does not reach the result.
@@ -213,56 +215,8 @@ pub fn gemm<T: GemmScalar>(
     c: &mut [T],
     ldc: usize,
 ) {
-    let Some(p) = checked_args(m, n, k, alpha, a, b, beta, c, ldc) else {
-        return;
-    };
-    // SAFETY: `checked_args` verified every view is in bounds.
-    if crate::force_generic() || !unsafe { T::simd(&p) } {
-        // SAFETY: as above.
-        unsafe { scalar(&p) }
-    }
-}
-
-/// The scalar reference of [`gemm()`]: same contract, never uses SIMD.
-///
-/// Each `C[i][j]` is `alpha * (sum over p in 0..k, in order, of
-/// A[i][p] * B[p][j]) + beta * C[i][j]` with separate multiplies and adds.
-///
-/// # Panics
-/// As [`gemm()`].
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_reference<T: GemmScalar>(
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: T,
-    a: MatRef<'_, T>,
-    b: MatRef<'_, T>,
-    beta: T,
-    c: &mut [T],
-    ldc: usize,
-) {
-    if let Some(p) = checked_args(m, n, k, alpha, a, b, beta, c, ldc) {
-        // SAFETY: `checked_args` verified every view is in bounds.
-        unsafe { scalar(&p) }
-    }
-}
-
-/// Validates the views; `None` when there is nothing to compute.
-#[allow(clippy::too_many_arguments)]
-fn checked_args<T: GemmScalar>(
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: T,
-    a: MatRef<'_, T>,
-    b: MatRef<'_, T>,
-    beta: T,
-    c: &mut [T],
-    ldc: usize,
-) -> Option<GemmArgs<T>> {
     if m == 0 || n == 0 {
-        return None;
+        return;
     }
     a.check(m, k, "A");
     b.check(k, n, "B");
@@ -275,7 +229,7 @@ fn checked_args<T: GemmScalar>(
     );
     let (a_rs, a_cs) = a.strides();
     let (b_rs, b_cs) = b.strides();
-    Some(GemmArgs {
+    let p = GemmArgs {
         m,
         n,
         k,
@@ -289,7 +243,12 @@ fn checked_args<T: GemmScalar>(
         beta,
         c: c.as_mut_ptr(),
         ldc: ldc as isize,
-    })
+    };
+    // SAFETY: the checks above put every view in bounds.
+    if crate::force_generic() || !unsafe { T::simd(&p) } {
+        // SAFETY: as above.
+        unsafe { scalar(&p) }
+    }
 }
 
 /// The scalar loop: row by row, accumulating each row of products in `k`
@@ -451,7 +410,7 @@ mod tests {
             let mut fast = c0.clone();
             gemm(m, n, k, alpha, av, bv, beta, &mut fast, n);
             let mut slow = c0.clone();
-            gemm_reference(m, n, k, alpha, av, bv, beta, &mut slow, n);
+            crate::with_generic_kernels(|| gemm(m, n, k, alpha, av, bv, beta, &mut slow, n));
             let a64: Vec<f64> = a.iter().map(|&v| v as f64).collect();
             let b64: Vec<f64> = b.iter().map(|&v| v as f64).collect();
             let (exact, mag) = naive(m, n, k, &a64, ta, &b64, tb);

@@ -9,14 +9,16 @@
 //! fused multiply-adds in order of increasing `k`, then bias, then
 //! activation, then a single store. Elsewhere it runs [`crate::gemm::gemm`]
 //! on blocks of columns followed by the epilogue on the block while it is
-//! in cache; with [`crate::force_generic`] that is the scalar reference
-//! ([`gemm_bias_act_reference`]).
+//! in cache; with [`crate::force_generic`] (or inside
+//! [`crate::with_generic_kernels`]) that is the scalar reference: each
+//! element summed in order of increasing `k` with separate multiplies and
+//! adds, then the bias, then the activation.
 
 use crate::activation::Activation;
 #[cfg(target_arch = "x86_64")]
 use crate::arch::x86_64::pgemm as x86;
 use crate::dispatch::{level, Level};
-use crate::gemm::{gemm, gemm_reference, MatRef};
+use crate::gemm::{gemm, MatRef};
 
 /// Rows per panel of the packed left operand.
 pub(crate) const MR: usize = 8;
@@ -281,41 +283,6 @@ fn epilogue(m: usize, n: usize, bias: Option<&[f32]>, act: Activation, c: &mut [
     }
 }
 
-/// The scalar reference of [`gemm_bias_act`]: [`gemm_reference`] (sums in
-/// order of increasing `k`, separate multiplies and adds), then the bias,
-/// then the activation.
-///
-/// # Panics
-/// As [`gemm_bias_act`].
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_bias_act_reference(
-    a: &PackedA,
-    b: &[f32],
-    ldb: usize,
-    n: usize,
-    bias: Option<&[f32]>,
-    act: Activation,
-    c: &mut [f32],
-    ldc: usize,
-) {
-    Call::checked(a, b, ldb, n, bias, act, c, ldc);
-    if a.m == 0 || n == 0 {
-        return;
-    }
-    gemm_reference(
-        a.m,
-        n,
-        a.k,
-        1.0,
-        MatRef::new(&a.rows, a.k.max(1)),
-        MatRef::new(b, ldb),
-        0.0,
-        c,
-        ldc,
-    );
-    epilogue(a.m, n, bias, act, c, ldc);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,13 +351,19 @@ mod tests {
             let bias = with_bias.then_some(&bias[..]);
             let mut want = vec![f32::NAN; m * ldc];
             let pa = PackedA::at(Level::Generic, &a, m, k);
-            gemm_bias_act_reference(&pa, &b, ldb, n, bias, act, &mut want, ldc);
+            // the scalar reference: the generic path
+            let reference = |pa: &PackedA, b: &[f32], bias, act, c: &mut [f32]| {
+                crate::with_generic_kernels(|| {
+                    gemm_bias_act(pa, b, ldb, n, bias, act, c, ldc, &mut vec![])
+                })
+            };
+            reference(&pa, &b, bias, act, &mut want);
             // magnitudes for the bound
             let aa: Vec<f32> = a.iter().map(|v| v.abs()).collect();
             let ba: Vec<f32> = b.iter().map(|v| v.abs()).collect();
             let mut mag = vec![0.0; m * ldc];
-            gemm_bias_act_reference(&PackedA::at(Level::Generic, &aa, m, k), &ba, ldb, n,
-                None, Activation::Identity, &mut mag, ldc);
+            reference(&PackedA::at(Level::Generic, &aa, m, k), &ba, None,
+                Activation::Identity, &mut mag);
             for lvl in [Level::Avx2, Level::Avx512] {
                 if !supported(lvl) || level() == Level::Generic {
                     continue;
