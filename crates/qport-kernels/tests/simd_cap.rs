@@ -4,7 +4,7 @@
 //! This file is its own test binary, so setting the variable before the
 //! first kernel call decides the table for the whole process.
 
-use qport_kernels::igemm::igemm_u8s8;
+use qport_kernels::igemm::{igemm, Operands};
 use qport_kernels::int8::PackedI8;
 use qport_kernels::{isa, qgemm, Isa};
 
@@ -35,7 +35,12 @@ fn the_avx2_cap_selects_the_avx2_int8_kernel() {
     let b: Vec<u8> = (0..k * n).map(|i| (i * 29 % 256) as u8).collect();
     let za: Vec<i32> = (0..m as i32).map(|i| i - 4).collect();
     let mut exact = vec![0i32; m * n];
-    igemm_u8s8(&a, &za, &b, 200, (m, k, n), &mut exact, n);
+    igemm(
+        Operands::row_major(&a, &za, &b, 200, (m, k, n)),
+        &mut exact,
+        n,
+        false,
+    );
     let mut got = vec![0i32; m * n];
     qgemm::gemm_u8s8(&PackedI8::new(&a, m, k), &za, &b, 200, n, &mut got, n);
     assert_eq!(got, exact);

@@ -184,13 +184,33 @@ pub(crate) use gemm_u8s8_entry;
 /// `avx2q`, `vnni` and `arm`) passes.
 #[cfg(test)]
 pub(crate) mod backend_tests {
+    use crate::igemm::{igemm, Operands};
+
     /// A backend's `gemm_u8s8`: `true` when it ran.
     pub(crate) type GemmU8s8 =
         fn(&[i8], &[i32], &[u8], i32, (usize, usize, usize), &mut [i32], usize) -> bool;
 
-    /// Checks `gemm` against [`crate::igemm::igemm_u8s8`] with row stride
-    /// `ldc`: equal where it ran (padding untouched), `c` untouched where
-    /// it did not. Returns whether it ran.
+    /// The exact sums of `(A − za) · (B − zb)` ([`igemm`]) that every
+    /// backend is held to, `m` rows with row stride `ldc` (padding 7).
+    pub(crate) fn exact(
+        (a, za): (&[i8], &[i32]),
+        (b, zb): (&[u8], i32),
+        dims: (usize, usize, usize),
+        ldc: usize,
+    ) -> Vec<i32> {
+        let mut want = vec![7i32; dims.0 * ldc];
+        igemm(
+            Operands::row_major(a, za, b, zb, dims),
+            &mut want,
+            ldc,
+            false,
+        );
+        want
+    }
+
+    /// Checks `gemm` against the exact sums of [`igemm`] with row stride
+    /// `ldc`: equal where it ran (padding untouched), `c` untouched where it
+    /// did not. Returns whether it ran.
     pub(crate) fn check(
         gemm: GemmU8s8,
         (a, za): (&[i8], &[i32]),
@@ -198,8 +218,7 @@ pub(crate) mod backend_tests {
         dims: (usize, usize, usize),
         ldc: usize,
     ) -> bool {
-        let mut want = vec![7i32; dims.0 * ldc];
-        crate::igemm::igemm_u8s8(a, za, b, zb, dims, &mut want, ldc);
+        let want = exact((a, za), (b, zb), dims, ldc);
         let mut got = vec![7i32; dims.0 * ldc];
         let ran = gemm(a, za, b, zb, dims, &mut got, ldc);
         if ran {

@@ -11,7 +11,7 @@
 //! VNNI host), else (and for `k` beyond [`crate::int8::MAX_K`]) the
 //! portable [`crate::igemm`].
 
-use crate::igemm::igemm_u8s8;
+use crate::igemm::{igemm, Operands};
 use crate::int8::PackedI8;
 use crate::Isa;
 
@@ -42,7 +42,12 @@ pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut 
         _ => false,
     };
     if !ran {
-        igemm_u8s8(rows, za, b, zb, (m, k, n), c, ldc);
+        igemm(
+            Operands::row_major(rows, za, b, zb, (m, k, n)),
+            c,
+            ldc,
+            false,
+        );
     }
 }
 
@@ -50,7 +55,7 @@ pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut 
 mod tests {
     use super::*;
     use crate::dispatch::proptest_every_isa;
-    use crate::igemm::igemm_u8s8;
+    use crate::int8::packed::backend_tests::exact;
     use proptest::prelude::*;
 
     proptest_every_isa! {
@@ -67,8 +72,7 @@ mod tests {
         ) {
             let (a, b, ldc) = (&a[..m * k], &b[..k * n], n + pad);
             let za: Vec<i32> = if symmetric { vec![0; m] } else { za[..m].to_vec() };
-            let mut want = vec![7i32; m * ldc];
-            igemm_u8s8(a, &za, b, zb, (m, k, n), &mut want, ldc);
+            let want = exact((a, &za), (b, zb), (m, k, n), ldc);
             let packed = PackedI8::new(a, m, k);
             let mut got = vec![7i32; m * ldc];
             gemm_u8s8(&packed, &za, b, zb, n, &mut got, ldc);
@@ -82,8 +86,7 @@ mod tests {
         let a: Vec<i8> = (0..m * k).map(|i| (i * 73 % 256) as u8 as i8).collect();
         let b: Vec<u8> = (0..k * n).map(|i| (i * 29 % 256) as u8).collect();
         let za: Vec<i32> = (0..m as i32).map(|i| i - 2).collect();
-        let mut want = vec![0i32; m * n];
-        igemm_u8s8(&a, &za, &b, 131, (m, k, n), &mut want, n);
+        let want = exact((&a, &za), (&b, 131), (m, k, n), n);
         let packed = PackedI8::new(&a, m, k);
         let mut fast = vec![7i32; m * n];
         gemm_u8s8(&packed, &za, &b, 131, n, &mut fast, n);

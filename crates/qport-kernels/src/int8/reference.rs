@@ -104,6 +104,24 @@ pub enum ZeroPoints<'a> {
     PerSlice(&'a [i32]),
 }
 
+impl From<i32> for ZeroPoints<'_> {
+    fn from(z: i32) -> Self {
+        ZeroPoints::Scalar(z)
+    }
+}
+
+impl<'a> From<&'a [i32]> for ZeroPoints<'a> {
+    fn from(z: &'a [i32]) -> Self {
+        ZeroPoints::PerSlice(z)
+    }
+}
+
+impl<'a> From<&'a Vec<i32>> for ZeroPoints<'a> {
+    fn from(z: &'a Vec<i32>) -> Self {
+        ZeroPoints::PerSlice(z)
+    }
+}
+
 impl ZeroPoints<'_> {
     /// The zero point of row / column `i`.
     #[inline(always)]
@@ -114,12 +132,12 @@ impl ZeroPoints<'_> {
         }
     }
 
-    fn check(&self, len: usize, what: &str) {
+    fn check(&self, len: usize, who: &str, what: &str) {
         if let ZeroPoints::PerSlice(v) = self {
             assert_eq!(
                 v.len(),
                 len,
-                "igemm: {what} zero points: expected {len}, got {}",
+                "{who}: {what} zero points: expected {len}, got {}",
                 v.len()
             );
         }
@@ -170,7 +188,7 @@ impl<'a, T> MatRef<'a, T> {
         &self.data[r * self.row_stride + c * self.col_stride]
     }
 
-    fn check_bounds(&self, what: &str) {
+    fn check_bounds(&self, who: &str, what: &str) {
         if self.rows == 0 || self.cols == 0 {
             return;
         }
@@ -181,10 +199,10 @@ impl<'a, T> MatRef<'a, T> {
                     .checked_mul(self.col_stride)
                     .and_then(|b| a.checked_add(b))
             })
-            .expect("igemm: view extent overflows");
+            .unwrap_or_else(|| panic!("{who}: {what} view extent overflows"));
         assert!(
             last < self.data.len(),
-            "igemm: {what} view {}x{} (strides {}, {}) exceeds its {} elements",
+            "{who}: {what} view {}x{} (strides {}, {}) exceeds its {} elements",
             self.rows,
             self.cols,
             self.row_stride,
@@ -198,6 +216,72 @@ impl<'a, T> MatRef<'a, T> {
 /// exact: `k · 255² ≤ i32::MAX`.
 pub const MAX_EXACT_K_I32: usize = (i32::MAX as usize) / (255 * 255);
 
+/// The operands of an integer matrix product with zero points,
+/// `(A − za) · (B − zb)`: `A` is `m × k` with a zero point per tensor or per
+/// row, `B` is `k × n` with one per tensor or per column. Every integer GEMM
+/// of this crate ([`igemm`], [`igemm_i64`], [`crate::satpair`]) takes them.
+#[derive(Debug, Clone, Copy)]
+pub struct Operands<'a, A, B> {
+    /// The left operand, `m × k`.
+    pub a: MatRef<'a, A>,
+    /// Zero points of `A` (one, or one per row).
+    pub za: ZeroPoints<'a>,
+    /// The right operand, `k × n`.
+    pub b: MatRef<'a, B>,
+    /// Zero points of `B` (one, or one per column).
+    pub zb: ZeroPoints<'a>,
+}
+
+impl<'a, A, B> Operands<'a, A, B> {
+    /// The four operands of `(a − za) · (b − zb)`.
+    pub fn new(a: MatRef<'a, A>, za: ZeroPoints<'a>, b: MatRef<'a, B>, zb: ZeroPoints<'a>) -> Self {
+        Operands { a, za, b, zb }
+    }
+
+    /// Dense row-major `A` (`m × k`) and `B` (`k × n`); a zero point is an
+    /// `i32` (one for the matrix) or a slice (one per row of `A` / column of
+    /// `B`).
+    ///
+    /// ```
+    /// use qport_kernels::igemm::{igemm, Operands};
+    /// let mut c = [0i32; 1];
+    /// igemm(Operands::row_major(&[3u8, 4], 1, &[5i8, -1], 0, (1, 2, 1)), &mut c, 1, false);
+    /// assert_eq!(c, [2 * 5 + 3 * -1]);
+    /// ```
+    pub fn row_major(
+        a: &'a [A],
+        za: impl Into<ZeroPoints<'a>>,
+        b: &'a [B],
+        zb: impl Into<ZeroPoints<'a>>,
+        (m, k, n): (usize, usize, usize),
+    ) -> Self {
+        let (a, b) = (MatRef::row_major(a, m, k), MatRef::row_major(b, k, n));
+        Operands::new(a, za.into(), b, zb.into())
+    }
+
+    /// Panics, naming the kernel `who`, unless the inner dimensions agree,
+    /// both views are within their slices, the zero points have the right
+    /// lengths and an output of `c_len` elements with row stride `ldc` holds
+    /// the `m × n` result.
+    pub(crate) fn check(&self, c_len: usize, ldc: usize, who: &str) {
+        let (a, b) = (&self.a, &self.b);
+        assert_eq!(
+            a.cols, b.rows,
+            "{who}: A is {}x{} but B is {}x{}",
+            a.rows, a.cols, b.rows, b.cols
+        );
+        a.check_bounds(who, "A");
+        b.check_bounds(who, "B");
+        self.za.check(a.rows, who, "A row");
+        self.zb.check(b.cols, who, "B column");
+        if a.rows > 0 && b.cols > 0 {
+            assert!(ldc >= b.cols, "{who}: C row stride {ldc} < n = {}", b.cols);
+            let need = (a.rows - 1) * ldc + b.cols;
+            assert!(c_len >= need, "{who}: C has {c_len} elements, needs {need}");
+        }
+    }
+}
+
 /// Exact integer matrix multiply into `i32` (see the module docs).
 ///
 /// `c` is row-major with row stride `c_row_stride` (`≥ n`); with
@@ -206,20 +290,19 @@ pub const MAX_EXACT_K_I32: usize = (i32::MAX as usize) / (255 * 255);
 /// otherwise.
 ///
 /// ```
-/// use qport_kernels::igemm::{igemm, MatRef, ZeroPoints};
+/// use qport_kernels::igemm::{igemm, MatRef, Operands, ZeroPoints};
 /// let a: [u8; 4] = [130, 128, 127, 129]; // 2x2, zero point 128
-/// let b: [i8; 4] = [1, 2, 3, 4]; // 2x2, zero point 0
+/// let b: [i8; 4] = [1, 2, 3, 4]; // 2x2
+/// let b_zero = [0, 1]; // one zero point per column of B
 /// let mut c = [0i32; 4];
-/// igemm(
+/// let ops = Operands::new(
 ///     MatRef::row_major(&a, 2, 2),
 ///     ZeroPoints::Scalar(128),
 ///     MatRef::row_major(&b, 2, 2),
-///     ZeroPoints::Scalar(0),
-///     &mut c,
-///     2,
-///     false,
+///     ZeroPoints::PerSlice(&b_zero),
 /// );
-/// assert_eq!(c, [2, 4, 2, 2]);
+/// igemm(ops, &mut c, 2, false);
+/// assert_eq!(c, [2, 2, 2, 2]); // [[2, 0], [-1, 1]] · [[1, 1], [3, 3]]
 /// ```
 ///
 /// # Panics
@@ -227,18 +310,16 @@ pub const MAX_EXACT_K_I32: usize = (i32::MAX as usize) / (255 * 255);
 /// slice, per-slice zero points have the wrong length, or `c` is too short.
 /// Callers validate model-provided shapes before calling.
 pub fn igemm<A: QInt, B: QInt>(
-    a: MatRef<'_, A>,
-    a_zero: ZeroPoints<'_>,
-    b: MatRef<'_, B>,
-    b_zero: ZeroPoints<'_>,
+    ops: Operands<'_, A, B>,
     c: &mut [i32],
     c_row_stride: usize,
     accumulate: bool,
 ) {
-    let (m, n) = (a.rows, b.cols);
-    let Some(bp) = checked_b(&a, &a_zero, &b, &b_zero, c.len(), c_row_stride) else {
+    let Some(bp) = checked_b(&ops, c.len(), c_row_stride) else {
         return;
     };
+    let Operands { a, za: a_zero, .. } = ops;
+    let (m, n) = (a.rows, ops.b.cols);
     if a.cols <= MAX_EXACT_K_I32 {
         let k = a.cols;
         let mut ap = vec![0i16; m * k];
@@ -278,54 +359,23 @@ pub fn igemm<A: QInt, B: QInt>(
     }
 }
 
-/// [`igemm`] under the contract of the u8×s8 GEMM backends
-/// ([`crate::qgemm::gemm_u8s8`] and the `gemm_u8s8` of each backend): `A`
-/// i8 `m × k` row-major with one zero point per row (`za.len() == m`), `B` u8
-/// `k × n` row-major with zero point `zb`, `C` row-major with row stride
-/// `ldc` (overwritten): the exact sums every backend is held to.
-///
-/// # Panics
-/// As [`igemm`].
-pub fn igemm_u8s8(
-    a: &[i8],
-    za: &[i32],
-    b: &[u8],
-    zb: i32,
-    dims: (usize, usize, usize),
-    c: &mut [i32],
-    ldc: usize,
-) {
-    let (m, k, n) = dims;
-    igemm(
-        MatRef::row_major(a, m, k),
-        ZeroPoints::PerSlice(za),
-        MatRef::row_major(b, k, n),
-        ZeroPoints::Scalar(zb),
-        c,
-        ldc,
-        false,
-    );
-}
-
 /// Exact integer matrix multiply into `i64` (never overflows for any `k`
 /// that fits in memory). Same contract as [`igemm`] otherwise.
 pub fn igemm_i64<A: QInt, B: QInt>(
-    a: MatRef<'_, A>,
-    a_zero: ZeroPoints<'_>,
-    b: MatRef<'_, B>,
-    b_zero: ZeroPoints<'_>,
+    ops: Operands<'_, A, B>,
     c: &mut [i64],
     c_row_stride: usize,
     accumulate: bool,
 ) {
-    let Some(bp) = checked_b(&a, &a_zero, &b, &b_zero, c.len(), c_row_stride) else {
+    let Some(bp) = checked_b(&ops, c.len(), c_row_stride) else {
         return;
     };
+    let n = ops.b.cols;
     rows_i64(
-        &a,
-        &a_zero,
+        &ops.a,
+        &ops.za,
         &bp,
-        b.cols,
+        n,
         (c, c_row_stride),
         accumulate,
         |v| v,
@@ -334,16 +384,9 @@ pub fn igemm_i64<A: QInt, B: QInt>(
 
 /// The checks of [`igemm`] and [`igemm_i64`], then `B − zb` packed
 /// ([`pack_b`]); `None` when `C` is empty (nothing to do).
-fn checked_b<A, B: QInt>(
-    a: &MatRef<'_, A>,
-    a_zero: &ZeroPoints<'_>,
-    b: &MatRef<'_, B>,
-    b_zero: &ZeroPoints<'_>,
-    c_len: usize,
-    c_row_stride: usize,
-) -> Option<Vec<i16>> {
-    check(a, a_zero, b, b_zero, c_len, c_row_stride);
-    (a.rows > 0 && b.cols > 0).then(|| pack_b(b, b_zero))
+fn checked_b<A, B: QInt>(ops: &Operands<'_, A, B>, c_len: usize, ldc: usize) -> Option<Vec<i16>> {
+    ops.check(c_len, ldc, "igemm");
+    (ops.a.rows > 0 && ops.b.cols > 0).then(|| pack_b(&ops.b, &ops.zb))
 }
 
 /// The exact i64 row loop (any `k`): each row of `C` (row stride `ldc`)
@@ -365,34 +408,6 @@ fn rows_i64<A: QInt, T: Copy + std::ops::Add<Output = T>>(
         acc.fill(0);
         row_times_panel_i64(&arow, bp, n, &mut acc);
         store(&mut c[i * ldc..i * ldc + n], &acc, accumulate, &narrow);
-    }
-}
-
-fn check<A, B>(
-    a: &MatRef<'_, A>,
-    a_zero: &ZeroPoints<'_>,
-    b: &MatRef<'_, B>,
-    b_zero: &ZeroPoints<'_>,
-    c_len: usize,
-    c_row_stride: usize,
-) {
-    assert_eq!(
-        a.cols, b.rows,
-        "igemm: A is {}x{} but B is {}x{}",
-        a.rows, a.cols, b.rows, b.cols
-    );
-    a.check_bounds("A");
-    b.check_bounds("B");
-    a_zero.check(a.rows, "A row");
-    b_zero.check(b.cols, "B column");
-    if a.rows > 0 && b.cols > 0 {
-        assert!(
-            c_row_stride >= b.cols,
-            "igemm: C row stride {c_row_stride} < n = {}",
-            b.cols
-        );
-        let need = (a.rows - 1) * c_row_stride + b.cols;
-        assert!(c_len >= need, "igemm: C has {c_len} elements, needs {need}");
     }
 }
 
@@ -548,10 +563,10 @@ mod tests {
             let bv = if trans_b { MatRef::row_major(&b, n, k).t() } else { MatRef::row_major(&b, k, n) };
             let want = naive(&av, &zav, &bv, &zbv);
             let mut c = vec![7i32; m * n];
-            igemm(av, zav, bv, zbv, &mut c, n, false);
+            igemm(Operands::new(av, zav, bv, zbv), &mut c, n, false);
             prop_assert_eq!(c.iter().map(|&v| v as i64).collect::<Vec<_>>(), want.clone());
             let mut c64 = vec![1i64; m * n];
-            igemm_i64(av, zav, bv, zbv, &mut c64, n, true);
+            igemm_i64(Operands::new(av, zav, bv, zbv), &mut c64, n, true);
             prop_assert_eq!(c64, want.iter().map(|v| v + 1).collect::<Vec<_>>());
         }
     }
@@ -565,10 +580,10 @@ mod tests {
         let (av, bv) = (MatRef::row_major(&a, 1, k), MatRef::row_major(&b, k, 1));
         let (za, zb) = (ZeroPoints::Scalar(0), ZeroPoints::Scalar(255));
         let mut c = [0i64; 1];
-        igemm_i64(av, za, bv, zb, &mut c, 1, false);
+        igemm_i64(Operands::new(av, za, bv, zb), &mut c, 1, false);
         assert_eq!(c[0], -(k as i64) * 255 * 255);
         let mut c32 = [0i32; 1];
-        igemm(av, za, bv, zb, &mut c32, 1, false);
+        igemm(Operands::new(av, za, bv, zb), &mut c32, 1, false);
         assert_eq!(c32[0], (-(k as i64) * 255 * 255) as i32);
     }
 
@@ -578,10 +593,7 @@ mod tests {
         let b: [i8; 2] = [3, 4];
         let mut c = [9i32; 6];
         igemm(
-            MatRef::row_major(&a, 2, 1),
-            ZeroPoints::Scalar(0),
-            MatRef::row_major(&b, 1, 2),
-            ZeroPoints::Scalar(0),
+            Operands::row_major(&a, 0, &b, 0, (2, 1, 2)),
             &mut c,
             3,
             false,

@@ -34,31 +34,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use crate::arch::x86_64::satpair as x86;
-use crate::igemm::{MatRef, QInt, ZeroPoints};
-
-fn check<A, B>(
-    a: &MatRef<'_, A>,
-    b: &MatRef<'_, B>,
-    za: &ZeroPoints,
-    zb: &ZeroPoints,
-    c: usize,
-    ldc: usize,
-) {
-    assert_eq!(a.cols, b.rows, "sat_pair_gemm: inner dimensions differ");
-    if let ZeroPoints::PerSlice(v) = za {
-        assert_eq!(v.len(), a.rows, "sat_pair_gemm: A zero points");
-    }
-    if let ZeroPoints::PerSlice(v) = zb {
-        assert_eq!(v.len(), b.cols, "sat_pair_gemm: B zero points");
-    }
-    assert!(ldc >= b.cols, "sat_pair_gemm: output row stride");
-    if a.rows > 0 && b.cols > 0 {
-        assert!(
-            c >= (a.rows - 1) * ldc + b.cols,
-            "sat_pair_gemm: output too short"
-        );
-    }
-}
+use crate::igemm::{Operands, QInt};
 
 /// The AVX2 u8×s8 accumulation of `A · B` with zero points into `c` (row
 /// stride `ldc`), overwriting it (see the module docs). Operand types are
@@ -67,15 +43,9 @@ fn check<A, B>(
 ///
 /// # Panics
 /// On inconsistent shapes, zero-point lengths or a short `c`.
-pub fn sat_pair_gemm<A: QInt, B: QInt>(
-    a: MatRef<'_, A>,
-    za: ZeroPoints<'_>,
-    b: MatRef<'_, B>,
-    zb: ZeroPoints<'_>,
-    c: &mut [i32],
-    ldc: usize,
-) {
-    check(&a, &b, &za, &zb, c.len(), ldc);
+pub fn sat_pair_gemm<A: QInt, B: QInt>(ops: Operands<'_, A, B>, c: &mut [i32], ldc: usize) {
+    ops.check(c.len(), ldc, "sat_pair_gemm");
+    let (a, b) = (&ops.a, &ops.b);
     let (m, n) = (a.rows, b.cols);
     if m == 0 || n == 0 {
         return;
@@ -87,29 +57,23 @@ pub fn sat_pair_gemm<A: QInt, B: QInt>(
         if a_signed {
             // SAFETY: the dispatch table has an x86-64 row only where the CPU
             // has AVX2 + FMA (`dispatch::detect`).
-            unsafe { x86::gemm::<true, A, B>(&a, &za, &b, &zb, c, ldc) };
+            unsafe { x86::gemm::<true, A, B>(&ops, c, ldc) };
             return;
         }
         if a_unsigned {
             // SAFETY: the dispatch table has an x86-64 row only where the CPU
             // has AVX2 + FMA (`dispatch::detect`).
-            unsafe { x86::gemm::<false, A, B>(&a, &za, &b, &zb, c, ldc) };
+            unsafe { x86::gemm::<false, A, B>(&ops, c, ldc) };
             return;
         }
     }
-    generic(a, za, b, zb, c, ldc);
+    generic(&ops, c, ldc);
 }
 
 /// The portable body of [`sat_pair_gemm`] (shapes already checked, `m` and
 /// `n` non-zero).
-fn generic<A: QInt, B: QInt>(
-    a: MatRef<'_, A>,
-    za: ZeroPoints<'_>,
-    b: MatRef<'_, B>,
-    zb: ZeroPoints<'_>,
-    c: &mut [i32],
-    ldc: usize,
-) {
+fn generic<A: QInt, B: QInt>(ops: &Operands<'_, A, B>, c: &mut [i32], ldc: usize) {
+    let Operands { a, za, b, zb } = ops;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     // B widened to i32, row-major k × n, and its column sums.
     let mut panel = vec![0i32; k * n];
@@ -160,14 +124,12 @@ fn generic<A: QInt, B: QInt>(
 /// `i8` where they are of those types; otherwise the same pair rule on
 /// widened values) and the exact zero-point corrections. Slow; for tests.
 pub fn sat_pair_gemm_reference<A: QInt, B: QInt>(
-    a: MatRef<'_, A>,
-    za: ZeroPoints<'_>,
-    b: MatRef<'_, B>,
-    zb: ZeroPoints<'_>,
+    ops: Operands<'_, A, B>,
     c: &mut [i32],
     ldc: usize,
 ) {
-    check(&a, &b, &za, &zb, c.len(), ldc);
+    ops.check(c.len(), ldc, "sat_pair_gemm");
+    let Operands { a, za, b, zb } = ops;
     let k = a.cols;
     for i in 0..a.rows {
         let av: Vec<i32> = (0..k)
@@ -214,6 +176,7 @@ fn pair_dot(a: &[i32], b: &[i32]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::igemm::{MatRef, ZeroPoints};
     use proptest::prelude::*;
 
     /// The `rows × cols` matrix in `v`: row-major, or (`t`) the transpose
@@ -240,22 +203,9 @@ mod tests {
         let (am, bm) = (MatRef::row_major(a, m, k), view(b, k, n, tb));
         let mut fast = vec![7i32; m * n];
         let mut slow = vec![9i32; m * n];
-        sat_pair_gemm(
-            am,
-            ZeroPoints::PerSlice(za),
-            bm,
-            ZeroPoints::Scalar(zb),
-            &mut fast,
-            n,
-        );
-        sat_pair_gemm_reference(
-            am,
-            ZeroPoints::PerSlice(za),
-            bm,
-            ZeroPoints::Scalar(zb),
-            &mut slow,
-            n,
-        );
+        let ops = Operands::new(am, ZeroPoints::PerSlice(za), bm, ZeroPoints::Scalar(zb));
+        sat_pair_gemm(ops, &mut fast, n);
+        sat_pair_gemm_reference(ops, &mut slow, n);
         assert_eq!(fast, slow);
     }
 
@@ -278,20 +228,15 @@ mod tests {
     /// Runs the default path (native where the CPU has AVX2), the portable
     /// path and the reference into outputs with row stride `ldc` and checks
     /// all three equal, padding untouched; returns the result.
-    fn all_paths<A: QInt, B: QInt>(
-        a: MatRef<'_, A>,
-        za: ZeroPoints<'_>,
-        b: MatRef<'_, B>,
-        zb: ZeroPoints<'_>,
-        ldc: usize,
-    ) -> Vec<i32> {
+    fn all_paths<A: QInt, B: QInt>(ops: Operands<'_, A, B>, ldc: usize) -> Vec<i32> {
+        let (a, b) = (ops.a, ops.b);
         let len = a.rows * ldc;
         let mut fast = vec![7i32; len];
         let mut generic = vec![8i32; len];
         let mut slow = vec![9i32; len];
-        sat_pair_gemm(a, za, b, zb, &mut fast, ldc);
-        crate::with_generic_kernels(|| sat_pair_gemm(a, za, b, zb, &mut generic, ldc));
-        sat_pair_gemm_reference(a, za, b, zb, &mut slow, ldc);
+        sat_pair_gemm(ops, &mut fast, ldc);
+        crate::with_generic_kernels(|| sat_pair_gemm(ops, &mut generic, ldc));
+        sat_pair_gemm_reference(ops, &mut slow, ldc);
         let n = b.cols;
         let pick =
             |v: &[i32]| -> Vec<i32> { v.chunks(ldc).flat_map(|r| r[..n].to_vec()).collect() };
@@ -335,12 +280,12 @@ mod tests {
             let ldc = n + pad;
             // weights × activations (i8 · u8): per-row weight zero points
             let zb = if per_col { ZeroPoints::PerSlice(&zu[..n]) } else { ZeroPoints::Scalar(zu[0]) };
-            all_paths(view(&s[..m * k], m, k, ta), ZeroPoints::PerSlice(&zs[..m]),
-                view(&u[..k * n], k, n, tb), zb, ldc);
+            all_paths(Operands::new(view(&s[..m * k], m, k, ta), ZeroPoints::PerSlice(&zs[..m]),
+                view(&u[..k * n], k, n, tb), zb), ldc);
             // activations × weights (u8 · i8), as QGemm / MatMulInteger
             let zb = if per_col { ZeroPoints::PerSlice(&zs[..n]) } else { ZeroPoints::Scalar(zs[0]) };
-            all_paths(view(&u[..m * k], m, k, ta), ZeroPoints::PerSlice(&zu[..m]),
-                view(&s[..k * n], k, n, tb), zb, ldc);
+            all_paths(Operands::new(view(&u[..m * k], m, k, ta), ZeroPoints::PerSlice(&zu[..m]),
+                view(&s[..k * n], k, n, tb), zb), ldc);
         }
     }
 
@@ -357,9 +302,9 @@ mod tests {
             MatRef::row_major(&u[..], k, n),
         );
         let (zav, zbv) = (ZeroPoints::PerSlice(&za), ZeroPoints::Scalar(131));
-        let sat = all_paths(a, zav, b, zbv, n);
+        let sat = all_paths(Operands::new(a, zav, b, zbv), n);
         let mut exact = vec![0i32; m * n];
-        crate::igemm::igemm(a, zav, b, zbv, &mut exact, n, false);
+        crate::igemm::igemm(Operands::new(a, zav, b, zbv), &mut exact, n, false);
         let differ = sat.iter().zip(&exact).filter(|(x, y)| x != y).count();
         assert!(differ > m * n / 2, "only {differ} of {} saturate", m * n);
         // the other orientation, u8 · i8
@@ -369,13 +314,13 @@ mod tests {
             MatRef::row_major(&u[..], m, k),
             MatRef::row_major(&s[..], k, n),
         );
-        let sat = all_paths(a, ZeroPoints::Scalar(3), b, ZeroPoints::Scalar(-5), n);
+        let sat = all_paths(
+            Operands::new(a, ZeroPoints::Scalar(3), b, ZeroPoints::Scalar(-5)),
+            n,
+        );
         let mut exact = vec![0i32; m * n];
         crate::igemm::igemm(
-            a,
-            ZeroPoints::Scalar(3),
-            b,
-            ZeroPoints::Scalar(-5),
+            Operands::new(a, ZeroPoints::Scalar(3), b, ZeroPoints::Scalar(-5)),
             &mut exact,
             n,
             false,
@@ -390,26 +335,12 @@ mod tests {
         let a = [255u8; 4];
         let b = [127i8; 4];
         let mut c = [0i32; 1];
-        sat_pair_gemm(
-            MatRef::row_major(&a, 1, 4),
-            ZeroPoints::Scalar(0),
-            MatRef::row_major(&b, 4, 1),
-            ZeroPoints::Scalar(0),
-            &mut c,
-            1,
-        );
+        sat_pair_gemm(Operands::row_major(&a, 0, &b, 0, (1, 4, 1)), &mut c, 1);
         assert_eq!(c[0], 2 * 32767);
         // small operands never saturate: the exact sum
         let a = [3u8, 4, 5];
         let b = [-2i8, 7, 1];
-        sat_pair_gemm(
-            MatRef::row_major(&a, 1, 3),
-            ZeroPoints::Scalar(1),
-            MatRef::row_major(&b, 3, 1),
-            ZeroPoints::Scalar(0),
-            &mut c,
-            1,
-        );
+        sat_pair_gemm(Operands::row_major(&a, 1, &b, 0, (1, 3, 1)), &mut c, 1);
         assert_eq!(c[0], 2 * -2 + 3 * 7 + 4);
     }
 }

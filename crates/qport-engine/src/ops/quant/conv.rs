@@ -29,7 +29,7 @@ use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_plane;
-use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::igemm::{igemm, MatRef, Operands, QInt, ZeroPoints};
 use qport_kernels::im2col::im2col;
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
@@ -90,7 +90,7 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
             let za = ZeroPoints::PerSlice(&w_zero[gi * mg..(gi + 1) * mg]);
             let out = &mut y[(n * g.c_out + gi * mg) * os..][..mg * os];
             if sat_pairs {
-                sat_pair_gemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os);
+                sat_pair_gemm(Operands::new(a, za, b, ZeroPoints::Scalar(x_zero)), out, os);
             } else if let (Some(wq), Some(xq)) = (W::as_i8(a.data), X::as_u8(b.data)) {
                 // u8 activations × s8 weights: the host's fastest exact
                 // kernel (the same sums as igemm)
@@ -98,7 +98,12 @@ pub(crate) fn conv_accumulate_with<X: QInt, W: QInt>(
                 let packed = PackedI8::new(wq, mg, kdim);
                 qgemm::gemm_u8s8(&packed, wz, &xq[..kdim * os], x_zero, os, out, os);
             } else {
-                igemm(a, za, b, ZeroPoints::Scalar(x_zero), out, os, false);
+                igemm(
+                    Operands::new(a, za, b, ZeroPoints::Scalar(x_zero)),
+                    out,
+                    os,
+                    false,
+                );
             }
         }
     }

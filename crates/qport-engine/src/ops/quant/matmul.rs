@@ -15,7 +15,7 @@ use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, Accumulator, ArithProfile, Requantizer};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
-use qport_kernels::igemm::{igemm, MatRef, QInt, ZeroPoints};
+use qport_kernels::igemm::{igemm, MatRef, Operands, QInt, ZeroPoints};
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
 use qport_kernels::satpair::sat_pair_gemm;
@@ -156,9 +156,9 @@ pub(crate) fn batched_with<A: QInt, B: QInt>(
         let (za, zb) = (za.view(ia), zb.view(ib));
         let out = &mut out[i * m * n..(i + 1) * m * n];
         if sat_pairs {
-            sat_pair_gemm(am, za, bm, zb, out, n);
+            sat_pair_gemm(Operands::new(am, za, bm, zb), out, n);
         } else {
-            igemm(am, za, bm, zb, out, n, false);
+            igemm(Operands::new(am, za, bm, zb), out, n, false);
         }
     }
     out
@@ -303,11 +303,11 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
             let (zsa, zsb) = (ZeroPoints::Scalar(za), ZeroPoints::PerSlice(&zb));
             if sat {
-                sat_pair_gemm(am, zsa, bm, zsb, &mut acc, n);
+                sat_pair_gemm(Operands::new(am, zsa, bm, zsb), &mut acc, n);
             } else if let Some(cb) = const_b.as_ref().filter(|cb| cb.is(bv, k, n)) {
                 cb.accumulate(am, za, &zb, &mut acc);
             } else {
-                igemm(am, zsa, bm, zsb, &mut acc, n, true);
+                igemm(Operands::new(am, zsa, bm, zsb), &mut acc, n, true);
             }
         });
         if int_bias(&p) {

@@ -350,23 +350,8 @@ mod imp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::igemm::igemm_u8s8;
-    use crate::int8::packed::backend_tests::{self, check};
+    use crate::int8::packed::backend_tests::{self, check, exact};
     use proptest::prelude::*;
-
-    /// The exact reference, `m × n` with row stride `ldc` (padding 7).
-    fn reference(
-        a: &[i8],
-        za: &[i32],
-        b: &[u8],
-        zb: i32,
-        dims: (usize, usize, usize),
-        ldc: usize,
-    ) -> Vec<i32> {
-        let mut want = vec![7i32; dims.0 * ldc];
-        igemm_u8s8(a, za, b, zb, dims, &mut want, ldc);
-        want
-    }
 
     /// Runs one kernel path, or `None` where it cannot run on this CPU.
     #[cfg(target_arch = "aarch64")]
@@ -428,7 +413,7 @@ mod tests {
             if !check(gemm_u8s8, (a, za), (b, zb), (m, k, n), ldc) {
                 prop_assert!(!available());
             }
-            let want = reference(a, za, b, zb, (m, k, n), ldc);
+            let want = exact((a, za), (b, zb), (m, k, n), ldc);
             let got = run(imp::Path::Neon, a, za, b, zb, (m, k, n), ldc).unwrap();
             prop_assert_eq!(got, want.clone());
             if let Some(got) = run(imp::Path::Sdot, a, za, b, zb, (m, k, n), ldc) {
@@ -454,7 +439,7 @@ mod tests {
             let a = vec![av; m * k];
             let b = vec![bv; k * n];
             let za = vec![zav; m];
-            let want = reference(&a, &za, &b, zb, (m, k, n), n);
+            let want = exact((&a, &za), (&b, zb), (m, k, n), n);
             for path in [imp::Path::Neon, imp::Path::Sdot] {
                 if let Some(got) = run(path, &a, &za, &b, zb, (m, k, n), n) {
                     assert_eq!(got, want, "{path:?} a={av} b={bv} za={zav} zb={zb}");

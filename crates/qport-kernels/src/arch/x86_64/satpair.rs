@@ -3,7 +3,7 @@
 //! computes); reached only through the dispatch table.
 
 use super::u8s8::{store_corrected, Corr, MR, NR, V};
-use crate::igemm::{MatRef, QInt, ZeroPoints};
+use crate::igemm::{MatRef, Operands, QInt};
 use std::arch::x86_64::*;
 
 /// Bytes of one packed panel row: one `k` quad of `NR` columns.
@@ -17,13 +17,11 @@ const QB: usize = NR * 4;
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
-    a: &MatRef<'_, A>,
-    za: &ZeroPoints<'_>,
-    b: &MatRef<'_, B>,
-    zb: &ZeroPoints<'_>,
+    ops: &Operands<'_, A, B>,
     c: &mut [i32],
     ldc: usize,
 ) {
+    let Operands { a, za, b, zb } = ops;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let kq = k.div_ceil(4);
     let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));

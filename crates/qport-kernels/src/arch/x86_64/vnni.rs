@@ -345,8 +345,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::igemm::igemm_u8s8;
-    use crate::int8::packed::backend_tests::{self, check};
+    use crate::int8::packed::backend_tests::{self, check, exact};
     use proptest::prelude::*;
 
     proptest! {
@@ -375,8 +374,7 @@ mod tests {
         let a: Vec<i8> = (0..m * k).map(|i| (i * 37 % 256) as u8 as i8).collect();
         let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
         let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
-        let mut want = vec![0i32; m * n];
-        igemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut want, n);
+        let want = exact((&a, &za), (&b, 9), (m, k, n), n);
         for t in [2, 3] {
             crate::par::set_threads(t);
             let mut got = vec![0i32; m * n];
