@@ -55,7 +55,7 @@
 
 use thiserror::Error;
 
-use crate::observer::{check_shape, ChannelObserver, NonFinite, Observer, ShapeFault};
+use crate::observer::{check_shape, ChannelObserver, NonFinite, Observer, ShapeError};
 use crate::types::{CalibMethod, Grid, PowerOfTwo, QParams};
 
 /// Options of the histogram calibrators, named as in the vendor config.
@@ -143,24 +143,9 @@ pub enum CalibError {
         /// Why, and where it is handled instead.
         reason: &'static str,
     },
-    /// The shape's element count differs from the number of values.
-    #[error("shape {shape:?} has {expected:?} elements but {len} values were given")]
-    Shape {
-        /// The shape given.
-        shape: Vec<usize>,
-        /// Its element count (`None` on overflow).
-        expected: Option<usize>,
-        /// The number of values.
-        len: usize,
-    },
-    /// The axis is not below the rank.
-    #[error("axis {axis} is out of range for rank {rank}")]
-    Axis {
-        /// The axis given.
-        axis: usize,
-        /// The rank of the shape.
-        rank: usize,
-    },
+    /// The shape does not fit the values or the axis.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
     /// NaN or infinity among weight values.
     #[error(transparent)]
     NonFinite(#[from] NonFinite),
@@ -464,19 +449,6 @@ pub fn params_from_range(
     QParams::per_tensor(grid, s, zp as i32)
 }
 
-impl ShapeFault for CalibError {
-    fn shape(shape: Vec<usize>, expected: Option<usize>, len: usize) -> Self {
-        CalibError::Shape {
-            shape,
-            expected,
-            len,
-        }
-    }
-    fn axis(axis: usize, rank: usize) -> Self {
-        CalibError::Axis { axis, rank }
-    }
-}
-
 /// MinMax parameters of a weight tensor of `shape` (row-major): one scale per
 /// slice along `axis`, or one for the whole tensor when `axis` is `None`.
 pub fn weight_params(
@@ -487,7 +459,7 @@ pub fn weight_params(
     symmetric: bool,
     pot: Option<PowerOfTwo>,
 ) -> Result<QParams, CalibError> {
-    check_shape::<CalibError>(values.len(), shape, axis)?;
+    check_shape(values.len(), shape, axis)?;
     let bad = values.iter().filter(|v| !v.is_finite()).count();
     if bad > 0 {
         return Err(NonFinite { count: bad }.into());

@@ -414,9 +414,31 @@ pub enum ChannelObserveError {
     /// NaN or infinity in the batch; nothing was recorded.
     #[error(transparent)]
     NonFinite(#[from] NonFinite),
+    /// The shape does not fit the values or the axis.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    /// The axis or channel count differs from earlier batches.
+    #[error("channel layout changed: axis {axis} with {channels} channels, earlier axis {prev_axis} with {prev_channels}")]
+    Layout {
+        /// Axis of this batch.
+        axis: usize,
+        /// Channels of this batch.
+        channels: usize,
+        /// Axis of earlier batches.
+        prev_axis: usize,
+        /// Channels of earlier batches.
+        prev_channels: usize,
+    },
+}
+
+/// A tensor shape that does not fit its values or the axis asked for
+/// ([`check_shape`]); part of [`ChannelObserveError`] and
+/// [`crate::calib::CalibError`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ShapeError {
     /// The shape's element count differs from the number of values.
     #[error("shape {shape:?} has {expected:?} elements but {len} values were given")]
-    Shape {
+    Count {
         /// The shape given.
         shape: Vec<usize>,
         /// Its element count (`None` on overflow).
@@ -432,55 +454,29 @@ pub enum ChannelObserveError {
         /// The rank of the shape.
         rank: usize,
     },
-    /// The axis or channel count differs from earlier batches.
-    #[error("channel layout changed: axis {axis} with {channels} channels, earlier axis {prev_axis} with {prev_channels}")]
-    Layout {
-        /// Axis of this batch.
-        axis: usize,
-        /// Channels of this batch.
-        channels: usize,
-        /// Axis of earlier batches.
-        prev_axis: usize,
-        /// Channels of earlier batches.
-        prev_channels: usize,
-    },
-}
-
-/// Error enums with a `Shape` and an `Axis` variant, raised by
-/// [`check_shape`].
-pub(crate) trait ShapeFault {
-    /// The `Shape` variant: `shape` has `expected` elements, not `len`.
-    fn shape(shape: Vec<usize>, expected: Option<usize>, len: usize) -> Self;
-    /// The `Axis` variant: `axis` is not below `rank`.
-    fn axis(axis: usize, rank: usize) -> Self;
-}
-
-impl ShapeFault for ChannelObserveError {
-    fn shape(shape: Vec<usize>, expected: Option<usize>, len: usize) -> Self {
-        ChannelObserveError::Shape {
-            shape,
-            expected,
-            len,
-        }
-    }
-    fn axis(axis: usize, rank: usize) -> Self {
-        ChannelObserveError::Axis { axis, rank }
-    }
 }
 
 /// Checks that `shape` (row-major) describes `len` values and `axis` (if any)
-/// is below its rank, raising `E`'s `Shape` or `Axis` variant.
-pub(crate) fn check_shape<E: ShapeFault>(
+/// is below its rank.
+pub(crate) fn check_shape(
     len: usize,
     shape: &[usize],
     axis: Option<usize>,
-) -> Result<(), E> {
+) -> Result<(), ShapeError> {
     let expected = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     if expected != Some(len) {
-        return Err(E::shape(shape.to_vec(), expected, len));
+        let shape = shape.to_vec();
+        return Err(ShapeError::Count {
+            shape,
+            expected,
+            len,
+        });
     }
     match axis {
-        Some(axis) if axis >= shape.len() => Err(E::axis(axis, shape.len())),
+        Some(axis) if axis >= shape.len() => Err(ShapeError::Axis {
+            axis,
+            rank: shape.len(),
+        }),
         _ => Ok(()),
     }
 }
@@ -513,7 +509,7 @@ impl ChannelObserver {
         shape: &[usize],
         axis: usize,
     ) -> Result<(), ChannelObserveError> {
-        check_shape::<ChannelObserveError>(values.len(), shape, Some(axis))?;
+        check_shape(values.len(), shape, Some(axis))?;
         let c = shape[axis];
         if let Some(prev) = self.axis {
             if prev != axis || self.channels.len() != c {
@@ -635,7 +631,7 @@ mod tests {
         ));
         assert!(matches!(
             c.observe(&v, &[2, 3, 3], 1),
-            Err(ChannelObserveError::Shape { .. })
+            Err(ChannelObserveError::Shape(ShapeError::Count { .. }))
         ));
     }
 }

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use qport_quant::calib::{
     channel_params, params_from_range, quant_error, range, weight_params, CalibError, CalibOptions,
 };
-use qport_quant::observer::{ChannelObserver, Observer, ObserverOptions};
+use qport_quant::observer::{ChannelObserver, Observer, ObserverOptions, ShapeError};
 use qport_quant::{CalibMethod, Grid, PowerOfTwo, QParams};
 
 /// splitmix64 stream.
@@ -308,11 +308,11 @@ fn weight_params_per_channel_and_per_tensor() {
     assert_eq!(a.zero_points, vec![170, 73]);
     assert!(matches!(
         weight_params(&w, &[4, 2], None, Grid::Int8, true, None),
-        Err(CalibError::Shape { .. })
+        Err(CalibError::Shape(ShapeError::Count { .. }))
     ));
     assert!(matches!(
         weight_params(&w, &[2, 3], Some(2), Grid::Int8, true, None),
-        Err(CalibError::Axis { axis: 2, rank: 2 })
+        Err(CalibError::Shape(ShapeError::Axis { axis: 2, rank: 2 }))
     ));
     assert!(matches!(
         weight_params(&[f32::NAN], &[1], None, Grid::Int8, true, None),
