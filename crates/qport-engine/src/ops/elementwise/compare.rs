@@ -5,6 +5,7 @@ use super::broadcast::{match_pair, register_binary, same_dtype, select_broadcast
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, Registry};
 use qport_core::{DType, Tensor};
+use std::cmp::Ordering;
 
 #[derive(Debug, Clone, Copy)]
 enum Cmp {
@@ -15,19 +16,19 @@ enum Cmp {
     Le,
 }
 
-fn cmp_typed<T: PartialOrd>(
-    k: Cmp,
-    x: &[T],
-    xs: &[usize],
-    y: &[T],
-    ys: &[usize],
-) -> OpResult<Tensor> {
-    match k {
-        Cmp::Eq => zip_tensor(x, xs, y, ys, |p, q| p == q),
-        Cmp::Gt => zip_tensor(x, xs, y, ys, |p, q| p > q),
-        Cmp::Ge => zip_tensor(x, xs, y, ys, |p, q| p >= q),
-        Cmp::Lt => zip_tensor(x, xs, y, ys, |p, q| p < q),
-        Cmp::Le => zip_tensor(x, xs, y, ys, |p, q| p <= q),
+impl Cmp {
+    /// Whether `a (op) b` holds, given `a.partial_cmp(b)` (`None`: a NaN
+    /// operand, for which every comparison is false).
+    #[inline(always)]
+    fn holds(self, o: Option<Ordering>) -> bool {
+        use Ordering::{Equal, Greater, Less};
+        match self {
+            Cmp::Eq => o == Some(Equal),
+            Cmp::Gt => o == Some(Greater),
+            Cmp::Ge => matches!(o, Some(Greater | Equal)),
+            Cmp::Lt => o == Some(Less),
+            Cmp::Le => matches!(o, Some(Less | Equal)),
+        }
     }
 }
 
@@ -37,7 +38,7 @@ fn compare(k: Cmp, a: &Tensor, b: &Tensor, bsh: &[usize]) -> OpResult<Tensor> {
         return Err(OpError::dtype("ordering comparison input", dt));
     }
     let ash = a.shape();
-    match_pair!(a.data(), b.data(), x, y => cmp_typed(k, x, ash, y, bsh);
+    match_pair!(a.data(), b.data(), x, y => zip_tensor(x, ash, y, bsh, |p, q| k.holds(p.partial_cmp(q)));
         [F32, F64, F16, BF16, I8, U8, I16, U16, I32, U32, I64, U64, Bool, Str];
         Err(OpError::dtype("input", dt)))
 }
