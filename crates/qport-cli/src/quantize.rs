@@ -14,6 +14,7 @@ use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use qport_quant::fp16::{self, Float16Finding};
 use qport_quant::ptq::{self, Evaluation, PrecisionMix, Sample};
 use qport_quant::template::{self, Template};
 use qport_quant::{config::QuantConfig, resolve, CalibMethod, QuantError};
@@ -69,6 +70,12 @@ pub struct QuantizeArgs {
     /// quick performance baseline (like `hb_compile --fast-perf`).
     #[arg(long)]
     pub fast_perf: bool,
+    /// Leave float16 nodes in float16 even when their calibrated values or
+    /// constants exceed float16's range (±65504) or are mostly below its
+    /// smallest normal (2^-14). By default such nodes are kept at float32
+    /// (or int16) where the platform runs it, and listed in the report.
+    #[arg(long)]
+    pub no_float16_guard: bool,
     #[command(flatten)]
     pub pre: crate::args::PreprocessArgs,
     /// Use at most this many calibration samples.
@@ -108,6 +115,10 @@ pub struct Report {
     tail_output: String,
     calibration: CalibJson,
     precision_mix: PrecisionMix,
+    /// Nodes the template or config put in float16 that float16 cannot
+    /// hold, each with the value and range that decided it (empty with
+    /// `--no-float16-guard`).
+    float16_guard: Vec<Float16Finding>,
     quantized_tensors: usize,
     evaluation: Option<EvalJson>,
     files: Vec<String>,
@@ -274,6 +285,12 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     )
     .map_err(|e| last.explain(e, &inputs))?;
     drop(pb);
+    let float16_guard = if args.no_float16_guard {
+        vec![]
+    } else {
+        let opts = fp16::GuardOptions::default();
+        fp16::float16_guard(&prepared, &mut resolved, &calib, &platform, &opts)
+    };
     let sp = ui.spinner(&if resolved.activation.methods.len() > 1
         || resolved.activation.candidates.asymmetric.len() > 1
     {
@@ -388,6 +405,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
             seconds: calib_secs,
         },
         precision_mix: mix,
+        float16_guard,
         quantized_tensors: chosen.exported.tensors.len(),
         evaluation,
         files: OUT_FILES.iter().map(|f| f.to_string()).collect(),
@@ -509,6 +527,12 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
     }
     s += "\nprecision mix\n";
     s += &t.render(ui, "  ");
+    if !r.float16_guard.is_empty() {
+        s += "kept out of float16 (values float16 cannot hold):\n";
+        for f in &r.float16_guard {
+            s += &format!("  {}\n", f.describe());
+        }
+    }
     if let Some(e) = &r.evaluation {
         s += &format!("\nvs FP32 on {} ({} samples)\n", e.data, e.eval.samples);
         let mut t = Table::new(

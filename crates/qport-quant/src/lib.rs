@@ -13,11 +13,13 @@
 //! - [`qdq`]: QDQ ONNX export; [`import`]: reading a QDQ model back.
 //! - [`opset`]: raising a model's opset when the export needs it.
 //! - [`ptq`]: calibrate, export per calibrator, choose, evaluate.
+//! - [`fp16`]: the float16 range guard (nodes float16 cannot hold kept wider).
 #![deny(missing_docs)]
 
 pub mod calib;
 pub mod config;
 pub mod error;
+pub mod fp16;
 pub mod import;
 pub mod observer;
 pub mod ops;

@@ -104,6 +104,9 @@ pub struct NonFinite {
     pub count: usize,
 }
 
+/// Float16's smallest positive normal number, `2^-14`.
+pub const F16_MIN_NORMAL: f32 = 6.103_515_6e-5;
+
 /// Streaming statistics of one tensor or channel (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observer {
@@ -115,6 +118,8 @@ pub struct Observer {
     ema_min: f32,
     ema_max: f32,
     zeros: u64,
+    /// Nonzero values of magnitude below [`F16_MIN_NORMAL`].
+    tiny: u64,
     /// `R = 2^exp`; `None` until the first nonzero value.
     exp: Option<i32>,
     pos: Vec<u64>,
@@ -172,6 +177,7 @@ impl Observer {
             ema_min: 0.0,
             ema_max: 0.0,
             zeros: 0,
+            tiny: 0,
             exp: None,
             pos: vec![0; n],
             neg: vec![0; n],
@@ -206,6 +212,7 @@ impl Observer {
                     self.zeros += 1;
                     continue;
                 }
+                self.tiny += u64::from(v.abs() < F16_MIN_NORMAL);
                 // Exact: a 24-bit mantissa times an integer scaled by 2^-e.
                 let j = ((f64::from(v.abs()) * per_unit) as usize).min(n - 1);
                 if v > 0.0 {
@@ -267,6 +274,7 @@ impl Observer {
         }
         self.count += other.count;
         self.zeros += other.zeros;
+        self.tiny += other.tiny;
         if self.batches == 0 {
             (self.ema_min, self.ema_max) = (other.ema_min, other.ema_max);
         } else if other.batches > 0 {
@@ -297,6 +305,18 @@ impl Observer {
                 self.neg[k] += q;
             }
         }
+    }
+
+    /// How many nonzero values of magnitude below [`F16_MIN_NORMAL`] (float16's
+    /// smallest normal number) were seen: values float16 holds only as
+    /// subnormals, with fewer significant bits, or flushes to zero.
+    pub fn below_f16_normal(&self) -> u64 {
+        self.tiny
+    }
+
+    /// How many nonzero values were seen.
+    pub fn nonzero(&self) -> u64 {
+        self.count - self.zeros
     }
 
     /// Smallest value seen; `None` before the first value.
