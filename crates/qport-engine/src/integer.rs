@@ -1,14 +1,19 @@
 //! Integer execution of a QDQ artifact under an arithmetic profile.
 //!
 //! [`IntegerPlan`] lowers the artifact's QDQ groups to integer operators
-//! ([`crate::lower_qdq`]: `QLinearConv`, `QLinearMatMul`, `QGemm`,
-//! `QLinearAdd`, `QLinearMul`, `QLinearGlobalAveragePool`, integer
-//! `Clip`, data movement on integers) and compiles them with a
+//! ([`crate::lower_qdq`]: the groups onnxruntime's CPU execution provider
+//! fuses, `QLinearConv`, `QLinearMatMul`, `QGemm`, `QLinearAdd`,
+//! `QLinearMul`, the pooling, table and Softmax ops, data movement on
+//! integers) and compiles them with a
 //! [`PlanOptions::arith`] profile, so int8 tensors flow between the
 //! quantized operators and the profile's accumulator, requantization,
 //! rounding, bias and epilogue policies are the only free variables. Groups
 //! the lowering leaves alone (an operator with no integer form) run in float
 //! between their dequantize and quantize nodes, as onnxruntime runs them.
+//! [`IntegerPlan::coverage`] and [`IntegerPlan::run_with_coverage`] say how
+//! much ran in integers: groups found and lowered, the share of Conv /
+//! MatMul / Gemm multiply-accumulates, and each group left in float with
+//! the reason.
 //!
 //! ```no_run
 //! use qport_core::arith::ArithProfile;

@@ -227,6 +227,13 @@ fn every_family_fixture_exists() {
         for v in VARIANTS {
             fixture(&format!("models/families/{family}.{v}.ort-optimized.onnx"));
             fixture(&format!("models/families/{family}.{v}.ort-optimized.json"));
+            let dir = format!("parity/{family}.{v}.ort-default");
+            let meta = qport_tests::parity::meta(&fixture(&dir));
+            assert_eq!(meta["model"], format!("models/families/{family}.{v}.onnx"));
+            assert_eq!(
+                meta["session_options"]["graph_optimization_level"], "ORT_ENABLE_ALL",
+                "{dir}/META.json"
+            );
         }
     }
 }

@@ -4,7 +4,7 @@
 //! Off ARM, onnxruntime does not fuse Conv or MatMul groups with int8
 //! activations (`QDQIsInt8Allowed`); before selecting groups it rewrites
 //! every int8 QuantizeLinear whose output is read by exactly one
-//! DequantizeLinear, itself read once (after it duplicated shared
+//! DequantizeLinear, itself read at most once (after it duplicated shared
 //! dequantizes, `EnsureUniqueDQForNodeUnit`), into uint8 with the zero
 //! point moved by 128 (`QDQS8ToU8Transformer`): the same values, so such a
 //! group computes exactly what it would on int8, but a Q whose result is
@@ -59,13 +59,14 @@ impl OrtTypes {
         Some(dt)
     }
 
-    /// Whether Q output `name` is read by one DequantizeLinear only, itself
-    /// read by one node only, neither a graph output.
+    /// Whether Q output `name` (not a graph output) is read by one
+    /// DequantizeLinear only, itself read by at most one node (its output
+    /// may be a graph output).
     fn single_dq_reader(&self, index: &GraphIndex, model: &Model, name: &str) -> bool {
         let Some(dq) = index.sole_consumer(name) else {
             return false;
         };
         let n = &model.graph.nodes[dq];
-        n.is_onnx("DequantizeLinear") && index.sole_consumer(&n.outputs[0]).is_some()
+        n.is_onnx("DequantizeLinear") && index.consumers(&n.outputs[0]).len() <= 1
     }
 }

@@ -18,9 +18,9 @@
 //! one reader through propagating readers, to every reader that is not
 //! already a QuantizeLinear.
 
+use qport_core::DType;
 use qport_onnx::graph::{fresh_name, GraphIndex};
 use qport_onnx::{Model, Node};
-use qport_core::DType;
 
 /// Whether onnxruntime propagates Q/DQ through `node` (the operator
 /// versions its `CanNodePropagate` accepts, by the model's opset).
@@ -165,13 +165,16 @@ fn insert_pair(m: &mut Model, like: &Node, value: &str, readers: &[usize]) {
     let taken = |s: &str| {
         m.graph.initializers.contains_key(s)
             || m.graph.inputs.iter().any(|v| v.name == s)
-            || m.graph.nodes.iter().any(|n| {
-                n.name == s || n.outputs.iter().any(|o| o == s)
-            })
+            || m.graph
+                .nodes
+                .iter()
+                .any(|n| n.name == s || n.outputs.iter().any(|o| o == s))
     };
     let q_out = fresh_name(&format!("{value}_q_to_dq"), taken);
     let dq_out = fresh_name(&format!("{value}_post_dq"), |s| taken(s) || s == q_out);
-    let q_name = fresh_name(&format!("{value}_q"), |s| taken(s) || s == q_out || s == dq_out);
+    let q_name = fresh_name(&format!("{value}_q"), |s| {
+        taken(s) || s == q_out || s == dq_out
+    });
     let dq_name = fresh_name(&format!("{value}_dq"), |s| {
         taken(s) || s == q_out || s == dq_out || s == q_name
     });

@@ -581,9 +581,7 @@ pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 fn softmax_table(x_scale: f32, len: usize) -> [f32; 256] {
     let ln_room = f64::from((f32::MAX / len as f32).ln());
     let shift = (ln_room - 5.0).max(0.0) / f64::from(x_scale);
-    std::array::from_fn(|i| {
-        ((i as f64 - 255.0 + shift) * f64::from(x_scale)).exp() as f32
-    })
+    std::array::from_fn(|i| ((i as f64 - 255.0 + shift) * f64::from(x_scale)).exp() as f32)
 }
 
 /// `QLinearSoftmax` (`axis`, default -1; `opset` attribute: below 13 the
@@ -868,5 +866,22 @@ mod tests {
         assert_eq!(&v[..3], &[85, 85, 85]);
         assert_eq!(v[3], 255);
         assert_eq!(&v[4..], &[0, 0]);
+    }
+
+    /// onnxruntime's int8 QLinearSoftmax keeps the low byte of
+    /// `round(e · 256 / sum) + zero_point`: a certain 1.0 with zero point
+    /// -128 is 128, stored as -128.
+    #[test]
+    fn int8_softmax_wraps_as_onnxruntime_does() {
+        let x = t(&[1, 2], vec![100i8, -100]);
+        let (sx, zx, sy, zy) = (
+            s(1.0),
+            Tensor::scalar(0i8),
+            s(1.0 / 256.0),
+            Tensor::scalar(-128i8),
+        );
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
+        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-128, -128]);
     }
 }
