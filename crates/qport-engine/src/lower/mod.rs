@@ -476,19 +476,28 @@ fn lower_conv(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
         inputs,
         [&final_out],
     );
-    for k in [
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ] {
-        if let Some(a) = n.attributes.get(k) {
-            conv.attributes.insert(k.into(), a.clone());
+    copy_attrs(
+        n,
+        &mut conv,
+        &[
+            "auto_pad",
+            "dilations",
+            "group",
+            "kernel_shape",
+            "pads",
+            "strides",
+        ],
+    );
+    Some((vec![conv], group_nodes(i, qj, clip)))
+}
+
+/// Copies the attributes `keys` that `from` has onto `to`.
+fn copy_attrs(from: &Node, to: &mut Node, keys: &[&str]) {
+    for &k in keys {
+        if let Some(a) = from.attributes.get(k) {
+            to.attributes.insert(k.into(), a.clone());
         }
     }
-    Some((vec![conv], group_nodes(i, qj, clip)))
 }
 
 /// The nodes a group replaces: the operator, its Q and a redundant

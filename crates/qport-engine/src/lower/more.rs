@@ -225,18 +225,18 @@ pub(super) fn lower_unary(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
             if n.attributes.contains_key("dilations") {
                 return None;
             }
-            for k in [
-                "auto_pad",
-                "ceil_mode",
-                "count_include_pad",
-                "kernel_shape",
-                "pads",
-                "strides",
-            ] {
-                if let Some(a) = n.attributes.get(k) {
-                    m.attributes.insert(k.into(), a.clone());
-                }
-            }
+            super::copy_attrs(
+                n,
+                &mut m,
+                &[
+                    "auto_pad",
+                    "ceil_mode",
+                    "count_include_pad",
+                    "kernel_shape",
+                    "pads",
+                    "strides",
+                ],
+            );
         }
         _ => {}
     }

@@ -67,6 +67,15 @@ fn bn_group(c: usize, signed_in: bool, signed_out: bool) -> (Model, Tensor) {
     (model, x)
 }
 
+/// The lowered plan's output on input `x` equals the float path's.
+fn assert_same_as_float(model: &Model, low: &Lowered, x: Tensor, what: &str) {
+    let float = crate::Plan::with_options(model, crate::PlanOptions::unfused()).unwrap();
+    let lowered = crate::Plan::new(&low.model).unwrap();
+    let want = float.run(vec![("x".into(), x.clone())]).unwrap();
+    let got = lowered.run(vec![("x".into(), x)]).unwrap();
+    assert_eq!(got[0].1, want[0].1, "{what}");
+}
+
 #[test]
 fn batchnorm_groups_become_tables_equal_to_the_float_path() {
     for (signed_in, signed_out) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -85,11 +94,7 @@ fn batchnorm_groups_become_tables_equal_to_the_float_path() {
             .nodes
             .iter()
             .all(|n| n.op_type != "BatchNormalization"));
-        let float = crate::Plan::with_options(&model, crate::PlanOptions::unfused()).unwrap();
-        let lowered = crate::Plan::new(&low.model).unwrap();
-        let want = float.run(vec![("x".into(), x.clone())]).unwrap();
-        let got = lowered.run(vec![("x".into(), x)]).unwrap();
-        assert_eq!(got[0].1, want[0].1, "in {signed_in} out {signed_out}");
+        assert_same_as_float(&model, &low, x, &format!("in {signed_in} out {signed_out}"));
     }
 }
 
@@ -172,11 +177,7 @@ fn transposes_between_an_operator_and_its_q_or_dq_run_on_integers() {
                 .all(|n| !opclass::is_qdq(&n.op_type)),
             "{before} {after}: a Q/DQ is left"
         );
-        let float = crate::Plan::with_options(&model, crate::PlanOptions::unfused()).unwrap();
-        let lowered = crate::Plan::new(&low.model).unwrap();
-        let want = float.run(vec![("x".into(), x.clone())]).unwrap();
-        let got = lowered.run(vec![("x".into(), x)]).unwrap();
-        assert_eq!(got[0].1, want[0].1, "{before} {after}");
+        assert_same_as_float(&model, &low, x, &format!("{before} {after}"));
     }
 }
 
