@@ -379,6 +379,9 @@ def step_bench_models(ctx: Context):
 
 FAMILY_VARIANTS = ("qdq-u8s8", "qdq-s8s8")
 FAMILY_CALIBRATION_COUNT = 8
+# inputs per QDQ artifact run by onnxruntime's default session (its fused
+# integer kernels), the reference for qport's integer plans
+FAMILY_SESSION_COUNT = 32
 
 
 def op_counts(model: onnx.ModelProto) -> dict[str, int]:
@@ -406,7 +409,11 @@ def step_families(ctx: Context):
     of this host, not a machine-independent fixture). Parity data
     (``parity/<name>/``, ``parity/<name>.<variant>/``): 4 seeded inputs and
     onnxruntime's outputs with graph optimizations disabled, for the FP32
-    model and for each QDQ artifact executed as written.
+    model and for each QDQ artifact executed as written; and
+    (``parity/<name>.<variant>.ort-default/``) 32 more seeded inputs through
+    each QDQ artifact in onnxruntime's default session (``ORT_ENABLE_ALL``:
+    its QDQ fusions and integer kernels), the reference for qport's integer
+    plans.
     """
     record, outs = {}, ["models/families"]
     out_dir = ctx.path("models/families")
@@ -460,6 +467,14 @@ def step_families(ctx: Context):
                          "disable", samples, {"family": fam.name, "input_seed": fam.parity_seed},
                          link_inputs_from=base)
             outs.append(f"parity/{fam.name}.{variant}")
+            session_inputs = fam.session_inputs(FAMILY_SESSION_COUNT)
+            session_samples = [{"seed": fam.session_seed, "index": i,
+                                "shapes": {k: list(v.shape) for k, v in x.items()}}
+                               for i, x in enumerate(session_inputs)]
+            write_parity(ctx.path(f"parity/{fam.name}.{variant}.ort-default"), ctx.path(qrel), qrel,
+                         session_inputs, "all", session_samples,
+                         {"family": fam.name, "input_seed": fam.session_seed})
+            outs.append(f"parity/{fam.name}.{variant}.ort-default")
             rec["variants"][variant] = {"op_types": op_counts(qmodel),
                                         "ort_optimized_op_types": opt_info["op_types"]}
             log(f"  {qrel}: {len(qmodel.graph.node)} nodes; ORT optimized: "
@@ -493,7 +508,7 @@ STEPS = (
     Step("photo-crops", "2", ("extract",), step_photo_crops),
     Step("parity", "1", ("effnet", "quantize", "extract"), step_parity),
     Step("bench-models", "1", (), step_bench_models),
-    Step("families", "1", (), step_families),
+    Step("families", "2", (), step_families),
 )
 
 

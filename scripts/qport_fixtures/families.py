@@ -339,6 +339,10 @@ class Family:
     def parity_seed(self) -> int:
         return self.seed * 10 + 2
 
+    @property
+    def session_seed(self) -> int:
+        return self.seed * 10 + 3
+
     def calibration_inputs(self, count: int) -> list[dict[str, np.ndarray]]:
         rng = np.random.default_rng(self.calibration_seed)
         return [self.calibration(rng) for _ in range(count)]
@@ -346,6 +350,12 @@ class Family:
     def parity_inputs(self) -> list[dict[str, np.ndarray]]:
         rng = np.random.default_rng(self.parity_seed)
         return [make(rng) for make in self.parity]
+
+    def session_inputs(self, count: int) -> list[dict[str, np.ndarray]]:
+        """``count`` inputs for the default-session parity data: the parity
+        makers in turn (so every shape they cover), from their own seed."""
+        rng = np.random.default_rng(self.session_seed)
+        return [self.parity[i % len(self.parity)](rng) for i in range(count)]
 
 
 FAMILIES = (

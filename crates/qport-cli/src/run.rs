@@ -22,14 +22,27 @@
 //!   "output_file": str | null,
 //!   "timing_ms": { "load": float, "plan": float, "run": float },
 //!   "profile": str,
-//!   "lowered_groups": int | null
+//!   "lowered_groups": int | null,
+//!   "integer_coverage": {
+//!       "groups_found": int, "groups_lowered": int,
+//!       "group_share": float | null,
+//!       "lowered_by_op": { str: int },
+//!       "macs_integer": int, "macs_total": int, "mac_share": float | null,
+//!       "macs_uncounted_nodes": int,
+//!       "float_groups": [ { "node": str, "op": str, "reason": str } ]
+//!   } | null
 //! }
 //! ```
 //!
 //! `profile` is `"fp32"` for the float graph (no `--profile`, or
 //! `--profile fp32`), else the arithmetic profile's name;
 //! `lowered_groups` is the number of QDQ groups run as integer operators
-//! under it (`null` for `fp32`).
+//! under it (`null` for `fp32`). `integer_coverage` (`null` for `fp32`)
+//! says how much of the model ran in integers: quantized groups found
+//! (operators reading a dequantized value or producing a quantized one)
+//! and lowered, the multiply-accumulates of Conv / MatMul / Gemm counted
+//! from this run's shapes (`mac_share` = integer / total, `null` for a
+//! model without any), and every group left in float with the reason.
 //!
 //! `source` is `FILE` for a `.npy` or `FILE:KEY` for an `.npz` member.
 //! `min`/`max`/`mean` ignore NaN and are `null` for empty or string
@@ -124,6 +137,8 @@ pub struct RunJson {
     pub profile: String,
     /// QDQ groups run as integer operators (`None` for `fp32`).
     pub lowered_groups: Option<usize>,
+    /// How much of the model ran in integers (`None` for `fp32`).
+    pub integer_coverage: Option<CoverageJson>,
     /// Load, plan and run times, for the human form.
     #[serde(skip)]
     pub times: [std::time::Duration; 3],
@@ -132,6 +147,95 @@ pub struct RunJson {
 impl Render for RunJson {
     fn human(&self, ui: &Ui) -> String {
         render_human(self, &self.times, ui)
+    }
+}
+
+/// How much of a model ran in integers under a profile (from
+/// [`qport_engine::Coverage`] of one run).
+#[derive(Debug, Serialize)]
+pub struct CoverageJson {
+    /// Quantized groups found.
+    pub groups_found: usize,
+    /// Groups lowered to integer operators.
+    pub groups_lowered: usize,
+    /// `groups_lowered / groups_found`.
+    pub group_share: Option<f64>,
+    /// Lowered groups per integer operator.
+    pub lowered_by_op: std::collections::BTreeMap<String, usize>,
+    /// Multiply-accumulates of Conv / MatMul / Gemm run in integers.
+    pub macs_integer: u64,
+    /// Multiply-accumulates of all Conv / MatMul / Gemm.
+    pub macs_total: u64,
+    /// `macs_integer / macs_total`.
+    pub mac_share: Option<f64>,
+    /// Multiply-accumulate nodes whose shapes the run did not report.
+    pub macs_uncounted_nodes: usize,
+    /// Groups left in float, each with the reason.
+    pub float_groups: Vec<FloatGroupJson>,
+}
+
+/// A quantized group left in float.
+#[derive(Debug, Serialize)]
+pub struct FloatGroupJson {
+    /// The operator node's name.
+    pub node: String,
+    /// Its op type.
+    pub op: String,
+    /// Why it was not lowered.
+    pub reason: String,
+}
+
+impl CoverageJson {
+    /// The JSON form of `c`.
+    pub fn new(c: &qport_engine::Coverage) -> CoverageJson {
+        let m = c.macs.unwrap_or_default();
+        CoverageJson {
+            groups_found: c.groups_found,
+            groups_lowered: c.groups_lowered,
+            group_share: c.group_share(),
+            lowered_by_op: c.lowered_by_op.clone(),
+            macs_integer: m.integer,
+            macs_total: m.total,
+            mac_share: m.share(),
+            macs_uncounted_nodes: m.uncounted,
+            float_groups: c
+                .float
+                .iter()
+                .map(|g| FloatGroupJson {
+                    node: g.node.clone(),
+                    op: g.op.clone(),
+                    reason: g.reason.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The human form: a summary line, then one line per float group.
+    pub fn human(&self, ui: &Ui) -> String {
+        let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
+        let mut s = format!(
+            "{}  {}/{} quantized groups lowered ({}), {} of {} MACs in integers ({})\n",
+            ui.paint("integer coverage", Style::Bold),
+            self.groups_lowered,
+            self.groups_found,
+            pct(self.group_share),
+            self.macs_integer,
+            self.macs_total,
+            pct(self.mac_share),
+        );
+        if self.mac_share.is_some_and(|v| v < 0.5) {
+            s.push_str(&format!(
+                "{}\n",
+                ui.paint(
+                    "warning: under half of the model's MACs ran in integers; this run says little about integer arithmetic",
+                    Style::Bad
+                )
+            ));
+        }
+        for g in &self.float_groups {
+            s.push_str(&format!("  float {} ({}): {}\n", g.node, g.op, g.reason));
+        }
+        s
     }
 }
 
@@ -367,9 +471,19 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     spinner.set_message("running");
     let feed: Vec<(String, Tensor)> = given.into_iter().map(|(n, t, _)| (n, t)).collect();
     let t_run = Instant::now();
-    let outputs = plan
-        .run(feed)
-        .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+    let (outputs, coverage) = match &integer {
+        Some(ip) => {
+            let (o, c) = ip
+                .run_with_coverage(feed)
+                .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+            (o, Some(CoverageJson::new(&c)))
+        }
+        None => (
+            plan.run(feed)
+                .with_context(|| format!("cannot run model '{}'", args.model.display()))?,
+            None,
+        ),
+    };
     let run_time = t_run.elapsed();
     drop(spinner);
 
@@ -392,6 +506,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             .as_ref()
             .map_or_else(|| FP32.to_string(), |p| p.name.clone()),
         lowered_groups: integer.as_ref().map(|ip| ip.lowered().len()),
+        integer_coverage: coverage,
         times: [loaded.load_time, plan_time, run_time],
     };
     emit(&report, args.format, ui)?;
@@ -468,10 +583,14 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
         None => "float graph".to_string(),
     };
     s.push_str(&format!(
-        "{}  {} ({arith})\n\n",
+        "{}  {} ({arith})\n",
         ui.paint("profile", Style::Bold),
         r.profile
     ));
+    if let Some(c) = &r.integer_coverage {
+        s.push_str(&c.human(ui));
+    }
+    s.push('\n');
     let mut t = Table::new(&["input", "dtype", "shape", "from"], &[Align::Left; 4]);
     for i in &r.inputs {
         t.row(vec![

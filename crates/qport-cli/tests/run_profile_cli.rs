@@ -43,6 +43,18 @@ fn integer_profile_runs_the_lowered_model_bit_identically() {
         j["lowered_groups"]
     );
     assert_eq!(j["outputs"][0]["shape"], serde_json::json!([1, 1000]));
+    // onnxruntime's u8s8 EfficientNet-Lite0: every Conv and the Gemm in
+    // integers, so every MAC
+    let c = &j["integer_coverage"];
+    assert_eq!(c["groups_lowered"], j["lowered_groups"], "{c}");
+    assert!(
+        c["groups_found"].as_u64() >= c["groups_lowered"].as_u64(),
+        "{c}"
+    );
+    assert_eq!(c["macs_integer"], c["macs_total"], "{c}");
+    assert!(c["macs_total"].as_u64().unwrap() > 300_000_000, "{c}");
+    assert_eq!(c["mac_share"], 1.0, "{c}");
+    assert_eq!(c["lowered_by_op"]["QLinearConv"], 49, "{c}");
     run_json(&m, &inp, &["--profile", "GEMMLOWP", "--output", &s(&o2)]);
     let (a, b) = (
         qport_data::npz::read(&o1).unwrap(),
@@ -55,6 +67,7 @@ fn integer_profile_runs_the_lowered_model_bit_identically() {
         let f = run_json(&m, &inp, extra);
         assert_eq!(f["profile"], "fp32");
         assert!(f["lowered_groups"].is_null());
+        assert!(f["integer_coverage"].is_null());
         assert_eq!(f["outputs"][0]["shape"], j["outputs"][0]["shape"]);
     }
 

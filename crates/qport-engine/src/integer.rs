@@ -1,14 +1,19 @@
 //! Integer execution of a QDQ artifact under an arithmetic profile.
 //!
 //! [`IntegerPlan`] lowers the artifact's QDQ groups to integer operators
-//! ([`crate::lower_qdq`]: `QLinearConv`, `QLinearMatMul`, `QGemm`,
-//! `QLinearAdd`, `QLinearMul`, `QLinearGlobalAveragePool`, integer
-//! `Clip`, data movement on integers) and compiles them with a
+//! ([`crate::lower_qdq`]: the groups onnxruntime's CPU execution provider
+//! fuses, `QLinearConv`, `QLinearMatMul`, `QGemm`, `QLinearAdd`,
+//! `QLinearMul`, the pooling, table and Softmax ops, data movement on
+//! integers) and compiles them with a
 //! [`PlanOptions::arith`] profile, so int8 tensors flow between the
 //! quantized operators and the profile's accumulator, requantization,
 //! rounding, bias and epilogue policies are the only free variables. Groups
 //! the lowering leaves alone (an operator with no integer form) run in float
 //! between their dequantize and quantize nodes, as onnxruntime runs them.
+//! [`IntegerPlan::coverage`] and [`IntegerPlan::run_with_coverage`] say how
+//! much ran in integers: groups found and lowered, the share of Conv /
+//! MatMul / Gemm multiply-accumulates, and each group left in float with
+//! the reason.
 //!
 //! ```no_run
 //! use qport_core::arith::ArithProfile;
@@ -21,7 +26,7 @@
 //! ```
 
 use crate::error::EngineError;
-use crate::lower::lower_qdq;
+use crate::lower::{count_macs, lower_qdq, needed_values, Coverage, FloatGroup, MacNode};
 use crate::plan::{Plan, PlanOptions};
 use qport_core::arith::ArithProfile;
 use qport_core::Tensor;
@@ -44,6 +49,8 @@ pub fn quantized_node_count(model: &Model) -> usize {
 pub struct IntegerPlan {
     plan: Plan,
     lowered: Vec<(String, String)>,
+    float: Vec<FloatGroup>,
+    mac_nodes: Vec<MacNode>,
     model: Model,
     profile: ArithProfile,
 }
@@ -80,6 +87,8 @@ impl IntegerPlan {
         Ok(IntegerPlan {
             plan,
             lowered: low.lowered,
+            float: low.float,
+            mac_nodes: low.mac_nodes,
             model: low.model,
             profile: profile.clone(),
         })
@@ -93,6 +102,57 @@ impl IntegerPlan {
     /// `(node name, integer operator)` for every lowered QDQ group.
     pub fn lowered(&self) -> &[(String, String)] {
         &self.lowered
+    }
+
+    /// The quantized groups left in float, each with the reason.
+    pub fn float_groups(&self) -> &[FloatGroup] {
+        &self.float
+    }
+
+    /// Groups found, lowered and left in float (without MACs, which need
+    /// the shapes of a run: [`IntegerPlan::run_with_coverage`]).
+    pub fn coverage(&self) -> Coverage {
+        let mut by_op = std::collections::BTreeMap::new();
+        for (_, op) in &self.lowered {
+            *by_op.entry(op.clone()).or_insert(0) += 1;
+        }
+        Coverage {
+            groups_found: self.lowered.len() + self.float.len(),
+            groups_lowered: self.lowered.len(),
+            lowered_by_op: by_op,
+            float: self.float.clone(),
+            macs: None,
+        }
+    }
+
+    /// Runs the plan like [`IntegerPlan::run`] and counts the
+    /// multiply-accumulates of Conv / MatMul / Gemm that ran in integers
+    /// and in all, from the shapes of this run (dynamic dimensions
+    /// included).
+    pub fn run_with_coverage(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+    ) -> Result<(Vec<(String, Tensor)>, Coverage), EngineError> {
+        let wanted: std::collections::HashSet<&str> = needed_values(&self.mac_nodes).collect();
+        let mut shapes = std::collections::HashMap::new();
+        for (name, t) in &inputs {
+            if wanted.contains(name.as_str()) {
+                shapes.insert(name.clone(), t.shape().to_vec());
+            }
+        }
+        let outputs = self.plan.run_with_tap(inputs, &mut |name, t| {
+            if wanted.contains(name) {
+                shapes.insert(name.to_string(), t.shape().to_vec());
+            }
+        })?;
+        for (name, t) in &outputs {
+            if wanted.contains(name.as_str()) {
+                shapes.insert(name.clone(), t.shape().to_vec());
+            }
+        }
+        let mut c = self.coverage();
+        c.macs = Some(count_macs(&self.mac_nodes, &shapes));
+        Ok((outputs, c))
     }
 
     /// The lowered model the plan was compiled from.

@@ -22,7 +22,7 @@ pub mod plan;
 
 pub use error::{EngineError, OpError};
 pub use integer::{quantized_node_count, IntegerPlan};
-pub use lower::{lower_qdq, Lowered};
+pub use lower::{lower_qdq, Coverage, FloatGroup, Lowered, MacCount};
 pub use ops::{BuildCtx, Op, OpBuilder, Registry};
 pub use optimize::fold_batch_norms;
 pub use plan::{unsupported_ops, Plan, PlanOptions};

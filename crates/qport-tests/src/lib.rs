@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod conformance;
+pub mod parity;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

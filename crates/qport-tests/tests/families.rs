@@ -15,55 +15,12 @@
 use qport_core::{metrics, Tensor};
 use qport_engine::Plan;
 use qport_tests::fixture;
+use qport_tests::parity::samples;
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 const FAMILIES: [&str; 3] = ["nhwc-classifier", "yolo-detector", "text-encoder"];
 const VARIANTS: [&str; 2] = ["qdq-u8s8", "qdq-s8s8"];
-
-/// One parity sample: the model's inputs by name, onnxruntime's outputs by name.
-struct Sample {
-    inputs: Vec<(String, Tensor)>,
-    reference: Vec<(String, Tensor)>,
-}
-
-/// The samples of `parity/<dir>/`, read as `META.json` lists them
-/// (`NN.input.npy` or `NN.input_K.npy`, `NN.output_J.npy`).
-fn samples(dir: &Path) -> Vec<Sample> {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("META.json")).unwrap()).unwrap();
-    let names = |key: &str| -> Vec<(String, String)> {
-        meta[key]
-            .as_array()
-            .unwrap_or_else(|| panic!("{}: META.json has no {key}", dir.display()))
-            .iter()
-            .map(|v| {
-                (
-                    v["name"].as_str().unwrap().to_string(),
-                    v["file"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    };
-    let (inputs, outputs) = (names("inputs"), names("outputs"));
-    let count = meta["count"].as_u64().unwrap() as usize;
-    assert!(count > 0, "{}: no samples", dir.display());
-    let read = |n: usize, list: &[(String, String)]| -> Vec<(String, Tensor)> {
-        list.iter()
-            .map(|(name, file)| {
-                let path = dir.join(file.replace("NN", &format!("{n:02}")));
-                (name.clone(), qport_data::npy::read(&path).unwrap())
-            })
-            .collect()
-    };
-    (0..count)
-        .map(|n| Sample {
-            inputs: read(n, &inputs),
-            reference: read(n, &outputs),
-        })
-        .collect()
-}
 
 /// Per output name: the worst max |Δ| and max |Δ| / max |reference| over the
 /// samples, and the slowest qport run.
@@ -270,6 +227,13 @@ fn every_family_fixture_exists() {
         for v in VARIANTS {
             fixture(&format!("models/families/{family}.{v}.ort-optimized.onnx"));
             fixture(&format!("models/families/{family}.{v}.ort-optimized.json"));
+            let dir = format!("parity/{family}.{v}.ort-default");
+            let meta = qport_tests::parity::meta(&fixture(&dir));
+            assert_eq!(meta["model"], format!("models/families/{family}.{v}.onnx"));
+            assert_eq!(
+                meta["session_options"]["graph_optimization_level"], "ORT_ENABLE_ALL",
+                "{dir}/META.json"
+            );
         }
     }
 }

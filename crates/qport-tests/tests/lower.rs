@@ -40,12 +40,14 @@ fn lowered_onnxruntime_u8s8_qdq_model_matches_onnxruntime_bit_for_bit() {
 }
 
 #[test]
-fn lowered_onnxruntime_s8s8_qdq_model_runs_every_conv_in_integers() {
-    // onnxruntime 1.32 fuses only 35 of the 49 Convs and none of the Adds
-    // of the s8s8 model on this host (the rest run in float between DQ and
-    // Q), so qport's all-integer plan is not expected to match it bit for
-    // bit; the groups still lower.
+fn lowered_onnxruntime_s8s8_qdq_model_fuses_what_onnxruntime_fuses() {
+    // onnxruntime 1.32 on x86 fuses only 35 of the 49 Convs and none of
+    // the Adds of the s8s8 model: a Conv whose int8 input is read twice
+    // (a residual branch) keeps int8 activations, which it fuses on ARM
+    // only. The lowering follows the same rules.
     let (convs, groups, identical) = check("qdq-s8s8");
     println!("qdq-s8s8: {groups} groups lowered ({convs} QLinearConv), {identical}/16 outputs bit-identical to onnxruntime");
-    assert_eq!(convs, 49);
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(convs, 35);
+    }
 }

@@ -13,9 +13,11 @@
 //!   `sum - zX * pixels` with `sX / (sY * pixels)`, as MLAS does;
 //! - unary ops use a lookup table over all input values (dequantize, apply,
 //!   quantize), as onnxruntime does;
-//! - `QLinearMul`, `QLinearAveragePool`, `QLinearConcat` and
-//!   `QLinearSoftmax` dequantize, compute in f32 and quantize (within one
-//!   step of onnxruntime; not checked bit for bit).
+//! - `QLinearSoftmax` uses onnxruntime's exponent table and f32 division
+//!   (see [`build_softmax`]);
+//! - `QLinearMul`, `QLinearAveragePool` and `QLinearConcat` dequantize,
+//!   compute in f32 and quantize (within one step of onnxruntime; not
+//!   checked bit for bit).
 //!
 //! Under the plan's profile ([`crate::PlanOptions::arith`]): `QLinearAdd`
 //! keeps the formula above with the profile's rounding
@@ -571,9 +573,24 @@ pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
+/// onnxruntime's exponent table of `QLinearSoftmax` for input scale
+/// `x_scale` and reduction length `len`: entry `i` is `e^((i − 255) · s)`
+/// times a common factor `e^shift` that keeps a sum of `len` entries below
+/// f32's maximum (`shift = max(0, ln(f32::MAX / len) − 5)`), computed in
+/// f64 and stored as f32.
+fn softmax_table(x_scale: f32, len: usize) -> [f32; 256] {
+    let ln_room = f64::from((f32::MAX / len as f32).ln());
+    let shift = (ln_room - 5.0).max(0.0) / f64::from(x_scale);
+    std::array::from_fn(|i| ((i as f64 - 255.0 + shift) * f64::from(x_scale)).exp() as f32)
+}
+
 /// `QLinearSoftmax` (`axis`, default -1; `opset` attribute: below 13 the
-/// input is flattened to 2-D at `axis`). Computed in f32 from integer
-/// differences to each row's maximum, then quantized.
+/// input is flattened to 2-D at `axis`), with onnxruntime's arithmetic: the
+/// exponent of `x − max(row)` read from [`softmax_table`] (indexed by
+/// `255 − (max − x)`), summed in f32 in order, and each output
+/// `round_half_even(e · floor(1 / y_scale) / sum) + y_zero_point` in f32,
+/// saturated above at 255 and then stored in the output type (onnxruntime
+/// keeps the low byte for int8, so 128 wraps to -128).
 pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", -1)?;
     let opset = ctx.node.attr_int("opset", 13)?;
@@ -601,18 +618,30 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         };
         let xv = i32_values(x, "X")?;
         let mut out = vec![0i32; xv.len()];
-        let mut e = vec![0f32; dim];
+        if xv.is_empty() {
+            return Ok(vec![Tensor::new(shape.to_vec(), qy.pack(out))?]);
+        }
+        let table = softmax_table(px.scale, dim.max(1));
+        let y_mult = (1.0f32 / py.scale).floor();
         for o in 0..outer {
             for i in 0..inner {
                 let at = |k: usize| (o * dim + k) * inner + i;
                 let mx = (0..dim).map(|k| xv[at(k)]).max().unwrap_or(0);
+                let e = |k: usize| table[(255 - (mx - xv[at(k)])) as usize];
                 let mut sum = 0.0f32;
-                for (k, ek) in e.iter_mut().enumerate() {
-                    *ek = ((xv[at(k)] - mx) as f32 * px.scale).exp();
-                    sum += *ek;
+                for k in 0..dim {
+                    sum += e(k);
                 }
-                for (k, &ek) in e.iter().enumerate() {
-                    out[at(k)] = quantize(ek / sum, py.scale, py.zero, qy);
+                if sum == 0.0 {
+                    continue; // onnxruntime leaves such a row unwritten
+                }
+                for k in 0..dim {
+                    let r = round_half_even(e(k) * y_mult / sum) as i32 + py.zero;
+                    let r = r.min(255);
+                    out[at(k)] = match qy {
+                        Grid::I8 => i32::from(r as i8),
+                        _ => r,
+                    };
                 }
             }
         }
@@ -837,5 +866,22 @@ mod tests {
         assert_eq!(&v[..3], &[85, 85, 85]);
         assert_eq!(v[3], 255);
         assert_eq!(&v[4..], &[0, 0]);
+    }
+
+    /// onnxruntime's int8 QLinearSoftmax keeps the low byte of
+    /// `round(e · 256 / sum) + zero_point`: a certain 1.0 with zero point
+    /// -128 is 128, stored as -128.
+    #[test]
+    fn int8_softmax_wraps_as_onnxruntime_does() {
+        let x = t(&[1, 2], vec![100i8, -100]);
+        let (sx, zx, sy, zy) = (
+            s(1.0),
+            Tensor::scalar(0i8),
+            s(1.0 / 256.0),
+            Tensor::scalar(-128i8),
+        );
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
+        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-128, -128]);
     }
 }
