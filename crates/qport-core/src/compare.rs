@@ -158,6 +158,73 @@ pub fn select_outputs(all: &[String], requested: &[String]) -> Result<Vec<usize>
         .collect())
 }
 
+/// Which outputs a command compares and along which axis it takes top-1
+/// (`--output`, `--argmax-axis`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OutputChoice {
+    /// Output names (each may be a comma-separated list); empty: every
+    /// output.
+    pub names: Vec<String>,
+    /// The top-1 axis for every chosen output (negative counts from the
+    /// end); `None`: [`default_argmax_axis`].
+    pub argmax_axis: Option<ArgmaxAxis>,
+}
+
+/// `--argmax-axis`: an axis, or no top-1 at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgmaxAxis {
+    /// Along this axis (negative counts from the end).
+    Axis(i64),
+    /// No top-1 for any output.
+    None,
+}
+
+impl std::str::FromStr for ArgmaxAxis {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ArgmaxAxis, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("none") {
+            return Ok(ArgmaxAxis::None);
+        }
+        s.parse().map(ArgmaxAxis::Axis).map_err(|_| {
+            format!("'{s}' is not an axis (an integer, negative from the end) or `none`")
+        })
+    }
+}
+
+impl OutputChoice {
+    /// The chosen outputs of a run (`outputs`: names and values of one
+    /// sample, in graph order), each with its index and [`OutputSpec`];
+    /// `step(name)` gives an output's quantization step when known. Fails
+    /// for an unknown name or an axis an output does not have.
+    pub fn specs(
+        &self,
+        outputs: &[(String, Tensor)],
+        step: impl Fn(&str) -> Option<f64>,
+    ) -> Result<Vec<(usize, OutputSpec)>, String> {
+        let names: Vec<String> = outputs.iter().map(|(n, _)| n.clone()).collect();
+        select_outputs(&names, &self.names)?
+            .into_iter()
+            .map(|i| {
+                let (name, t) = &outputs[i];
+                let argmax_axis = match self.argmax_axis {
+                    None => default_argmax_axis(t.shape()),
+                    Some(ArgmaxAxis::None) => None,
+                    Some(ArgmaxAxis::Axis(a)) => Some(resolve_axis(a, name, t.shape())?),
+                };
+                Ok((
+                    i,
+                    OutputSpec {
+                        name: name.clone(),
+                        argmax_axis,
+                        step: step(name),
+                    },
+                ))
+            })
+            .collect()
+    }
+}
+
 /// True when `a` and `b` have the same dtype, shape and element bits
 /// (`-0.0` differs from `0.0`; a NaN equals a NaN of the same bits).
 pub fn bit_identical(a: &Tensor, b: &Tensor) -> bool {
@@ -254,7 +321,7 @@ pub struct NonFiniteOutput {
     /// True for NaN, false for an infinity.
     pub nan: bool,
     /// The first node that produced a non-finite value.
-    pub origin: Option<NonFiniteOrigin>,
+    pub origin: Option<Box<NonFiniteOrigin>>,
 }
 
 impl NonFiniteOutput {
@@ -317,6 +384,26 @@ impl FloatDiff {
     /// True when every row has the same top-1 index (also with no rows).
     pub fn top1_agrees(&self) -> bool {
         self.rows_agree == self.rows
+    }
+
+    /// The top-1 record of this one sample along `axis` (`None` without
+    /// an axis).
+    pub fn top1(&self, axis: Option<usize>) -> Option<Top1> {
+        axis.map(|axis| top1_record(axis, self.rows, self.rows_agree, self.top5_sum))
+    }
+}
+
+fn top1_record(axis: usize, rows: usize, agree: usize, top5_sum: f64) -> Top1 {
+    Top1 {
+        axis,
+        rows,
+        agree,
+        rate: ratio(agree, rows),
+        top5_overlap: if rows == 0 {
+            1.0
+        } else {
+            top5_sum / rows as f64
+        },
     }
 }
 
@@ -621,17 +708,9 @@ impl OutputAcc {
                 _ => None,
             },
             top1: match (float, self.spec.argmax_axis) {
-                (true, Some(axis)) => Some(Top1 {
-                    axis,
-                    rows: self.rows,
-                    agree: self.rows_agree,
-                    rate: ratio(self.rows_agree, self.rows),
-                    top5_overlap: if self.rows == 0 {
-                        1.0
-                    } else {
-                        self.top5_sum / self.rows as f64
-                    },
-                }),
+                (true, Some(axis)) => {
+                    Some(top1_record(axis, self.rows, self.rows_agree, self.top5_sum))
+                }
                 _ => None,
             },
             name: self.spec.name,

@@ -203,3 +203,40 @@ fn thresholds_fail_per_output() {
     assert_eq!(w.len(), 1);
     assert!(w[0].contains("'b'") && w[0].contains("0.5000"), "{w:?}");
 }
+
+#[test]
+fn choices_give_specs() {
+    let outs = vec![
+        ("boxes".to_string(), t(&[1, 4, 3], &[0.0; 12])),
+        ("logits".to_string(), t(&[1, 3], &[0.0; 3])),
+    ];
+    let step = |n: &str| (n == "logits").then_some(0.5);
+    let all = OutputChoice::default().specs(&outs, step).unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!((all[0].1.argmax_axis, all[0].1.step), (None, None));
+    assert_eq!((all[1].1.argmax_axis, all[1].1.step), (Some(1), Some(0.5)));
+    let c = OutputChoice {
+        names: vec!["boxes".into()],
+        argmax_axis: Some("-2".parse().unwrap()),
+    };
+    let one = c.specs(&outs, step).unwrap();
+    assert_eq!((one[0].0, one[0].1.argmax_axis), (0, Some(1)));
+    let none = OutputChoice {
+        names: vec![],
+        argmax_axis: Some("none".parse().unwrap()),
+    };
+    assert!(none
+        .specs(&outs, step)
+        .unwrap()
+        .iter()
+        .all(|(_, s)| s.argmax_axis.is_none()));
+    let bad = OutputChoice {
+        names: vec![],
+        argmax_axis: Some(ArgmaxAxis::Axis(2)),
+    };
+    assert!(bad
+        .specs(&outs, step)
+        .unwrap_err()
+        .contains("'logits' has rank 2"));
+    assert!("x".parse::<ArgmaxAxis>().is_err());
+}
