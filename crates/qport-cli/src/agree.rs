@@ -505,7 +505,12 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
     s += "\n";
     s += &if bad_self.is_empty() {
         format!(
-            "determinism: every profile {} bit-identical against its second run\n",
+            "determinism: every profile {}{} bit-identical against its second run\n",
+            if a.has_top1() {
+                format!("{} top-1 and ", frac(n, n))
+            } else {
+                String::new()
+            },
             frac(n, n)
         )
     } else {

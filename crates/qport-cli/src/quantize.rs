@@ -39,7 +39,14 @@ names) file whose first axis is the sample axis.
 Writes OUT/model.qdq.onnx, OUT/quant_config.json (resolved per node, with
 scales and zero points) and OUT/report.json; prints a summary (--format json
 prints the report, schema qport.quantize/1). --out must be new or empty
-(--force replaces the three files); it is checked before any work. Off a
+(--force replaces the three files); it is checked before any work.
+
+The summary compares every model output with FP32 on its own (--output
+NAME chooses): cosine, SQNR, max |diff|, top-1 along --argmax-axis (default:
+the class axis of an [N, C] output; none for other shapes). Exit 1 when an
+output is below --min-cosine / --min-sqnr (the files are written) or holds
+NaN or an infinity (the first node that produced one is named; nothing is
+written). Off a
 terminal each phase prints a `qport: PHASE` line on stderr (not with -q).
 Templates and config keys: docs/quant-config.md.";
 

@@ -242,7 +242,9 @@ fn human_summary_names_platform_and_files() {
         &[
             "for j6p (nash-p)",
             "precision mix",
-            "top-1 agreement",
+            "cosine mean",
+            "SQNR dB",
+            "(axis 1)",
             "model.qdq.onnx",
         ],
     );

@@ -574,9 +574,14 @@ impl AgreeStudy {
                 sample: sample.origin.clone(),
                 source: e,
             })?;
+            let run = if FP32_PATHS.contains(&who) {
+                format!("the FP32 control `{who}`")
+            } else {
+                format!("profile `{who}`")
+            };
             return Err(StudyError::NonFiniteOutput(NonFiniteOutput {
                 output: named[i].0.clone(),
-                run: who.to_string(),
+                run,
                 sample: sample.origin.clone(),
                 nan: v.nan,
                 origin: origin.map(Box::new),
