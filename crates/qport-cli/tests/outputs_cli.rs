@@ -95,8 +95,6 @@ fn assert_float_stats(o: &Value) {
 
 #[test]
 fn agree_on_the_detector_compares_boxes_and_scores_separately() {
-    let (qdq, fp32) = detector();
-    let x = detector_input();
     let dir = temp_dir("outputs-agree-det");
     let out = s(&dir.join("out"));
     let o = agree_det(
@@ -142,7 +140,7 @@ fn agree_on_the_detector_compares_boxes_and_scores_separately() {
 
 #[test]
 fn argmax_axis_and_output_choose_what_is_compared() {
-    let (qdq, fp32) = detector();
+    let (qdq, _) = detector();
     let x = detector_input();
     let dir = temp_dir("outputs-agree-axis");
     let out = s(&dir.join("out"));
@@ -204,7 +202,7 @@ fn assert_exit_2_loosely(o: &Out, words: &[&str]) {
 
 #[test]
 fn thresholds_exit_1_naming_the_output() {
-    let (qdq, fp32) = detector();
+    let (qdq, _) = detector();
     let x = detector_input();
     let dir = temp_dir("outputs-thresholds");
     let out = s(&dir.join("out"));
