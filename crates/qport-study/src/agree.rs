@@ -55,7 +55,12 @@
 //!     .run(samples.into_iter().map(Ok), &mut |done| eprintln!("{done} samples"))
 //!     .unwrap();
 //! for p in &result.pairs {
-//!     println!("{} vs {}: {}/{} top-1", p.a, p.b, p.top1_agree, p.n);
+//!     if let Some(k) = p.top1_agree {
+//!         println!("{} vs {}: {k}/{} top-1", p.a, p.b, p.n);
+//!     }
+//!     for o in &p.outputs {
+//!         println!("  {}: cosine {:?}, SQNR {:?} dB", o.name, o.cosine_mean, o.sqnr_db);
+//!     }
 //! }
 //! ```
 
