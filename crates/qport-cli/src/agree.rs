@@ -16,41 +16,46 @@
 //!   "fp32_model": { "path": str, "size_bytes": int, "sha256": str } | null,
 //!   "data": { "path": str, "description": str, "sha256": str, "preprocess": str | null },
 //!   "n": int,
-//!   "output": { "name": str, "elements": int },
+//!   "outputs": [ { "name": str, "kind": "float" | "integer" | "pass-through",
+//!                  "passes_input": str | null, "dtype": str, "shape": [int],
+//!                  "argmax_axis": int | null, "step": float | null } ],
 //!   "pot": { "mode": "ceil" | "nearest", "scales": int, "scale_elements_changed": int,
 //!            "weights": int, "biases": int, "integers_changed": int, "clamped": int } | null,
 //!   "threads": int,
 //!   "profile_files": [ { "path": str, "size_bytes": int, "sha256": str } ],
 //!   "profiles": [ Profile ],            // as in qport.profiles/1, in study order
-//!   "matrix": { "profiles": [str], "top1_agree": [[int]], "bit_identical": [[int]] },
+//!   "matrix": { "profiles": [str], "top1_agree": [[int]] | null, "bit_identical": [[int]] },
 //!   "pairs": [ Pair ],                  // every pair of different profiles
 //!   "self": [ Pair ],                   // each profile vs its own second run
 //!   "vs_fp32": [ Pair ],                // each profile vs the fp32 control
 //!   "fp32_controls": [ Pair ],          // fp32 / fp32-generic / fp32-2threads
 //!   "any_flip": { "count": int, "samples": [int], "margin_auc": float | null },
-//!   "samples": [ { "index": int, "id": str, "fp32_top1": int, "fp32_margin": float,
-//!                  "top1": [int] } ],   // top1 in profile order
+//!   "samples": [ { "index": int, "id": str, "fp32_top1": [int], "fp32_margin": float | null,
+//!                  "top1": [[int]] } ],  // top1 in profile order, each the top-1 rows
 //!   "min_agreement": { "threshold": float, "passed": bool,
 //!                      "failing": [ { "a": str, "b": str, "top1_rate": float } ] } | null,
+//!   "check": Check | null,              // --min-cosine / --min-sqnr on each profile vs fp32
 //!   "warnings": [str],
 //!   "seconds": float
 //! }
-//! Pair = { "a": str, "b": str, "n": int, "top1_agree": int, "top1_rate": float,
-//!          "bit_identical": int, "cosine_mean": float, "cosine_min": float,
-//!          "max_abs_diff": float | null, "top5_overlap": float,
-//!          "margin_auc": float | null,
-//!          "flips": [ { "index": int, "margin": float | null, "top1_a": int, "top1_b": int } ] }
+//! Pair = { "a": str, "b": str, "n": int, "top1_agree": int | null, "top1_rate": float | null,
+//!          "bit_identical": int, "outputs": [ OutputStats ],
+//!          "flips": [ { "index": int, "margin": float | null, "output": str, "row": int,
+//!                       "top1_a": int, "top1_b": int } ],
+//!          "margin_auc": float | null }
+//! OutputStats and Check: docs/cli-json.md (as in qport.quantize/1)
 //! ```
 
 use crate::args::{DataArgs, ProfileFilesArg, ProfileList};
 use crate::data::{self, LastSample};
 use crate::model_file;
 use crate::out_dir::OutDirArg;
-use crate::output::{self, Align, Format, Style, Table, Ui};
+use crate::output::{Align, Format, Style, Table, Ui};
 use crate::report::{emit, FileJson, Header, ProfileJson, Render};
 use crate::ExitStatus;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use qport_core::compare::{OutputKind, OutputStats};
 use qport_quant::pot::{self, PotMode};
 use qport_study::agree::report::{DataJson, PotJson, Provenance, Report};
 use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement};
@@ -73,11 +78,17 @@ Runs every sample through every profile's integer plan twice (the second
 run must be bit-identical: a determinism check), and through three FP32
 controls on the float model (fp32: default kernels on one thread;
 fp32-generic: portable scalar kernels; fp32-2threads: samples split across
-two threads). Compares the model's first output. The matrix counts top-1
-agreement between profiles (diagonal: a profile against its second run). A
-flip is a sample whose top-1 class differs between two profiles; margin AUC
-is the ROC-AUC of the FP32 top-1 minus top-2 logit as a predictor of a flip
-(1: flips happen only at small margins; 0.5: chance).
+two threads). Every model output is compared on its own (--output NAME
+chooses): cosine, SQNR, max |diff|, the share within one quantization step
+when the artifact states the output's step, top-1 along --argmax-axis
+(default: the class axis of an [N, C] output; no top-1 for other shapes).
+Integer outputs and outputs that repeat a model input are listed but never
+count as agreement. The matrix counts samples whose top-1 classes agree
+between profiles (diagonal: a profile against its second run). A flip is a
+sample whose top-1 class differs between two profiles; margin AUC is the
+ROC-AUC of the FP32 top-1 minus top-2 logit as a predictor of a flip (1:
+flips happen only at small margins; 0.5: chance). A NaN or an infinity in
+any output is an error naming the first node that produced one (exit 1).
 
 Data (--data): a folder of images (PNG, JPEG) with --preprocess, or a .npy /
 .npz file (first axis = samples). The FP32 controls run the float graph
@@ -86,8 +97,10 @@ recovered from the artifact unless --fp32 gives the original model.
 weights and biases re-derived) before measuring.
 
 Writes OUT/agree.json (schema qport.agree/1, docs/cli-json.md). Exit codes:
-0 done, 1 --min-agreement not met (the failing pairs are named), 2 input
-error (unknown profile, float model, data that does not fit the model).";
+0 done, 1 --min-agreement not met (the failing pairs are named), an output
+of a profile below --min-cosine / --min-sqnr against FP32, or a non-finite
+output, 2 input error (unknown profile or output, float model, data that
+does not fit the model).";
 
 /// `--pot` on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -124,6 +137,8 @@ pub struct AgreeArgs {
     /// this fraction of the samples (0 to 1).
     #[arg(long, value_name = "X", value_parser = parse_fraction)]
     pub min_agreement: Option<f64>,
+    #[command(flatten)]
+    pub compare: crate::args::OutputArgs,
     /// Worker threads (default: every core); results do not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -278,7 +293,8 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         },
     )
     .map_err(study_err)
-    .with_context(|| format!("cannot run '{}'", args.model.display()))?;
+    .with_context(|| format!("cannot run '{}'", args.model.display()))?
+    .with_outputs(args.compare.choice());
     drop(sp);
     let pb = ui.progress(src.len() as u64, "samples", "running every profile");
     let last = LastSample::default();
@@ -286,6 +302,18 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         .run(src.samples(&last), &mut |n| pb.set_position(n as u64))
         .map_err(study_err)?;
     drop(pb);
+    if args.min_agreement.is_some() && !result.has_top1() {
+        bail!(
+            "--min-agreement needs top-1 classes, but no compared output has an arg-max axis \
+             (outputs: {}); give --argmax-axis, or --output a [N, C] output",
+            result
+                .outputs
+                .iter()
+                .map(|o| format!("'{}' {:?}", o.name, o.shape))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
 
     let reg = &loaded.registry;
     let provenance = Provenance {
@@ -310,6 +338,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         &result,
         provenance,
         args.min_agreement,
+        &args.compare.thresholds(),
         t0.elapsed().as_secs_f64(),
     );
     let json = serde_json::to_string_pretty(&report).context("cannot encode agree.json")? + "\n";
@@ -323,7 +352,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         path,
     };
     emit(&doc, args.format, ui)?;
-    Ok(match &doc.report.min_agreement {
+    let agreement = match &doc.report.min_agreement {
         Some(c) if !c.passed => {
             for f in &c.failing {
                 eprintln!(
@@ -337,6 +366,12 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
             ExitStatus::Failure
         }
         _ => ExitStatus::Success,
+    };
+    let thresholds = crate::compare::status(doc.report.check.as_ref());
+    Ok(if agreement == ExitStatus::Success {
+        thresholds
+    } else {
+        agreement
     })
 }
 
@@ -351,32 +386,54 @@ fn opt3(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{v:.3}"))
 }
 
+/// `A vs B`.
+fn vs(p: &qport_study::agree::PairStats) -> String {
+    format!("{} vs {}", p.a, p.b)
+}
+
 fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> String {
     use Align::{Left, Right};
     let n = a.n();
+    let described: Vec<String> = a
+        .outputs
+        .iter()
+        .map(|o| match o.kind {
+            OutputKind::Float => format!("'{}' {:?}", o.name, o.shape),
+            OutputKind::Integer => format!("'{}' ({}, not compared)", o.name, o.dtype),
+            OutputKind::PassThrough => format!(
+                "'{}' (repeats input '{}', not compared)",
+                o.name,
+                o.passes_input.as_deref().unwrap_or("?")
+            ),
+        })
+        .collect();
     let mut s = format!(
-        "agreement of {} profile{} on {} ({}), output '{}' ({} values){}\n",
+        "agreement of {} profile{} on {} ({}), output{} {}{}\n",
         a.profiles.len(),
         if a.profiles.len() == 1 { "" } else { "s" },
         r.data.path,
         r.data.description,
-        a.output,
-        a.classes,
+        if a.outputs.len() == 1 { "" } else { "s" },
+        described.join(", "),
         r.pot
             .as_ref()
             .map(|p| format!(", scales rewritten to powers of two (--pot {})", p.mode))
             .unwrap_or_default()
     );
-    // the matrix
-    let mut header = vec!["top-1"];
+    // the matrix: top-1 when measured, else bit-identical outputs
+    let (what, matrix) = match a.top1_matrix() {
+        Some(m) => ("top-1", m),
+        None => ("bit-identical", a.bit_identical_matrix()),
+    };
+    let mut header = vec![what];
     header.extend(a.profiles.iter().map(String::as_str));
     let mut align = vec![Left];
     align.extend(std::iter::repeat_n(Right, a.profiles.len()));
     let mut t = Table::new(&header, &align);
-    for (i, row) in a.top1_matrix().iter().enumerate() {
+    for (i, row) in matrix.iter().enumerate() {
         let mut cells = vec![(a.profiles[i].clone(), Style::Bold)];
         for (j, &k) in row.iter().enumerate() {
-            let style = if k < n {
+            let style = if k < n && (i == j || what == "top-1") {
                 Style::Bad
             } else if i == j {
                 Style::Dim
@@ -387,57 +444,60 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
         }
         t.styled_row(cells);
     }
-    s += &format!(
-        "\ntop-1 agreement of {n} samples (diagonal: each profile against its own second run)\n"
-    );
+    s += &if what == "top-1" {
+        format!(
+            "\ntop-1 agreement of {n} samples, every top-1 row of every compared output \
+             (diagonal: each profile against its own second run)\n"
+        )
+    } else {
+        format!(
+            "\nbit-identical compared outputs on {n} samples (no output has a top-1 axis; \
+             --argmax-axis gives one) (diagonal: each profile against its own second run)\n"
+        )
+    };
     s += &t.render(ui, "  ");
-    // the pairs
+    // the pairs, then each output of each pair
     if !a.pairs.is_empty() {
         let mut t = Table::new(
-            &[
-                "a",
-                "b",
-                "top-1",
-                "bit-identical",
-                "cosine mean",
-                "cosine min",
-                "max |diff|",
-                "top-5",
-                "margin AUC",
-            ],
-            &[Left, Left, Right, Right, Right, Right, Right, Right, Right],
+            &["a", "b", "top-1", "bit-identical", "margin AUC"],
+            &[Left, Left, Right, Right, Right],
         );
         for p in &a.pairs {
-            let style = if p.top1_agree < p.n {
-                Style::Bad
-            } else {
-                Style::Plain
-            };
+            let top1 = p.top1_agree.map_or(("-".into(), Style::Dim), |k| {
+                (
+                    frac(k, p.n),
+                    if k < p.n { Style::Bad } else { Style::Plain },
+                )
+            });
             t.styled_row(vec![
                 (p.a.clone(), Style::Plain),
                 (p.b.clone(), Style::Plain),
-                (frac(p.top1_agree, p.n), style),
+                top1,
                 (frac(p.bit_identical, p.n), Style::Plain),
-                (format!("{:.6}", p.cosine_mean), Style::Plain),
-                (format!("{:.6}", p.cosine_min), Style::Plain),
-                (output::fmt_num(f64::from(p.max_abs_diff)), Style::Plain),
-                (format!("{:.4}", p.top5_overlap), Style::Plain),
                 (opt3(p.margin_auc), Style::Plain),
             ]);
         }
-        s += "\npairs of profiles\n";
+        s += "\npairs of profiles (samples)\n";
         s += &t.render(ui, "  ");
+        let groups: Vec<(String, &[OutputStats])> =
+            a.pairs.iter().map(|p| (vs(p), &p.outputs[..])).collect();
+        s += "\npairs of profiles, each output (the first profile is the reference)\n";
+        s += &crate::compare::grouped_table(Some("pair"), &groups, ui, "  ");
     }
+    let groups: Vec<(String, &[OutputStats])> =
+        a.vs_fp32.iter().map(|p| (vs(p), &p.outputs[..])).collect();
+    s += "\neach profile against fp32, each output\n";
+    s += &crate::compare::grouped_table(Some("pair"), &groups, ui, "  ");
     // determinism and FP32 controls
     let bad_self: Vec<String> = a
         .selves
         .iter()
-        .filter(|p| p.bit_identical < p.n || p.top1_agree < p.n)
+        .filter(|p| p.bit_identical < p.n || p.top1_agree.is_some_and(|k| k < p.n))
         .map(|p| {
             format!(
                 "{} {} top-1, {} bit-identical",
                 p.a,
-                frac(p.top1_agree, p.n),
+                p.top1_agree.map_or("-".into(), |k| frac(k, p.n)),
                 frac(p.bit_identical, p.n)
             )
         })
@@ -445,8 +505,12 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
     s += "\n";
     s += &if bad_self.is_empty() {
         format!(
-            "determinism: every profile {} top-1 and {} bit-identical against its second run\n",
-            frac(n, n),
+            "determinism: every profile {}{} bit-identical against its second run\n",
+            if a.has_top1() {
+                format!("{} top-1 and ", frac(n, n))
+            } else {
+                String::new()
+            },
             frac(n, n)
         )
     } else {
@@ -458,26 +522,34 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
     let controls: Vec<String> = a
         .fp32_controls
         .iter()
-        .map(|p| {
-            format!(
+        .map(|p| match p.top1_agree {
+            Some(k) => format!(
                 "{} vs {} {} top-1 ({} bit-identical)",
                 p.a,
                 p.b,
-                frac(p.top1_agree, p.n),
+                frac(k, p.n),
                 p.bit_identical
-            )
+            ),
+            None => format!(
+                "{} vs {} {} bit-identical",
+                p.a,
+                p.b,
+                frac(p.bit_identical, p.n)
+            ),
         })
         .collect();
     s += &format!("FP32 controls: {}\n", controls.join(", "));
-    let vs: Vec<String> = a
-        .vs_fp32
-        .iter()
-        .map(|p| format!("{} {}", p.a, frac(p.top1_agree, p.n)))
-        .collect();
-    s += &format!("top-1 vs fp32: {}\n", vs.join(", "));
+    if a.has_top1() {
+        let vs: Vec<String> = a
+            .vs_fp32
+            .iter()
+            .map(|p| format!("{} {}", p.a, frac(p.top1_agree.unwrap_or(0), p.n)))
+            .collect();
+        s += &format!("top-1 vs fp32: {}\n", vs.join(", "));
+    }
     // flips
     let flips = &a.any_flip.samples;
-    if a.profiles.len() > 1 {
+    if a.profiles.len() > 1 && a.has_top1() {
         s += &format!(
             "\nflips: {} of {n} samples change top-1 class between some pair of profiles; \
              FP32 margin AUC {}\n",
@@ -497,13 +569,25 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
             let id = std::path::Path::new(&rec.id)
                 .strip_prefix(&r.data.path)
                 .map_or(rec.id.clone(), |p| p.display().to_string());
+            // one top-1 row: its class; several: how many differ from fp32
+            let fp = &rec.fp32_top1;
+            let cell = |c: &[usize]| match (c, fp.len()) {
+                ([k], 1) => k.to_string(),
+                _ => format!(
+                    "{} differ",
+                    c.iter().zip(fp).filter(|(x, y)| x != y).count()
+                ),
+            };
             let mut row = vec![
                 i.to_string(),
                 id,
                 format!("{:.4}", rec.fp32_margin),
-                rec.fp32_top1.to_string(),
+                match fp[..] {
+                    [k] => k.to_string(),
+                    _ => format!("{} rows", fp.len()),
+                },
             ];
-            row.extend(rec.top1.iter().map(|c| c.to_string()));
+            row.extend(rec.top1.iter().map(|c| cell(c)));
             t.row(row);
         }
         s += &t.render(ui, "  ");
@@ -540,6 +624,7 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
             )
         };
     }
+    s += &crate::compare::check_lines(r.check.as_ref(), ui);
     s += &format!("\nwrote {} in {:.1} s\n", path.display(), r.seconds);
     s
 }

@@ -1,9 +1,11 @@
 //! The argument groups commands share, each with one type everywhere:
 //! `--overrides` (platforms), `--profile-file` and `--profiles`
 //! (arithmetic profiles), the layout and deployment flags, and the data
-//! group (`--data`, `--preprocess`, `--pp`). `--out`/`--force` live in
+//! group (`--data`, `--preprocess`, `--pp`). The output-comparison group
+//! ([`OutputArgs`]) lives in [`crate::compare`]. `--out`/`--force` live in
 //! [`crate::out_dir`], `--format` is [`crate::output::Format`].
 
+pub use crate::compare::OutputArgs;
 use crate::data::{self, Source};
 use crate::model_file::FileFacts;
 use crate::output::Ui;

@@ -27,6 +27,8 @@
 //!     "stage": str | null, "primary": Stage | null,
 //!     "first": [ { "node": str, "op": str, "inputs": int } ]
 //!   },
+//!   "outputs": [ OutputStats ],        // each chosen output, B against A (A the reference)
+//!   "check": Check | null,             // --min-cosine / --min-sqnr over those outputs
 //!   "layers": [ {
 //!     "node": str, "op": str, "dtype": str, "unit": "lsb" | "value", "elements": int,
 //!     "isolated": View, "end_to_end": View,
@@ -43,9 +45,10 @@
 //!     "id": str, "first_layer": str | null, "first_op": str | null,
 //!     "stage": str | null, "layers_diverging": int,
 //!     "outputs": [ {
-//!       "name": str,
+//!       "name": str, "kind": "float" | "integer" | "pass-through",
 //!       "diff": { "elements": int, "differing": int, "max_diff": float | null },
-//!       "top1_a": int | null, "top1_b": int | null
+//!       "top1": { "axis": int, "rows": int, "agree": int, "rate": float,
+//!                 "top5_overlap": float } | null
 //!     } ]
 //!   } ],
 //!   "seconds": float
@@ -54,6 +57,7 @@
 //! View = { "inputs_diverging": int, "mean_share": float, "max_share": float, "max_diff": float }
 //! Stage = "accumulation" | "requantization-scale" | "rounding" | "bias" | "epilogue" | "non-gemm"
 //! Profile = an entry of qport.profiles/1
+//! OutputStats, Check = as in qport.quantize/1 (docs/cli-json.md)
 //! ```
 //!
 //! Shares are fractions in `[0, 1]`; `mean_share` averages over all inputs.
@@ -95,7 +99,16 @@ rounding, bias, epilogue, non-GEMM arithmetic).
 Data (--data): a folder of images with --preprocess (a preset or TOML file),
 or a .npy / .npz whose first axis is the sample axis; the first --n samples
 are used. --out DIR writes DIR/diverge.json (the --format json document).
-Exit code 2 for an unknown profile, not exactly two profiles, a float model
+
+Every chosen output (--output NAME; default all) is also compared end to
+end, B against A: cosine, SQNR, max |diff|, the share within one
+quantization step, top-1 along --argmax-axis (default: the class axis of an
+[N, C] output). Integer outputs and outputs that repeat a model input are
+listed, never counted as agreement.
+
+Exit code 1 when an output is below --min-cosine / --min-sqnr or holds NaN
+or an infinity (the first node that produced one is named); 2 for an
+unknown profile or output, not exactly two profiles, a float model
 (quantize it first) or data that does not fit the model's inputs.";
 
 /// Arguments of `qport diverge`.
@@ -120,6 +133,8 @@ pub struct DivergeArgs {
     /// profiles.
     #[arg(long)]
     pub all_layers: bool,
+    #[command(flatten)]
+    pub compare: crate::args::OutputArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -163,7 +178,8 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
     let loaded = model_file::load(&args.model)?;
     spinner.set_message("lowering to integer operators");
     let mut loc = Localizer::new(&loaded.model, &a, &b)
-        .with_context(|| format!("cannot localize divergence on '{}'", args.model.display()))?;
+        .with_context(|| format!("cannot localize divergence on '{}'", args.model.display()))?
+        .with_outputs(args.compare.choice());
     drop(spinner);
 
     let inputs = data::model_inputs(&loaded.model);
@@ -212,6 +228,7 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
         [reg.origin(&a.name), reg.origin(&b.name)],
         &summary,
         &results,
+        &args.compare.thresholds(),
         t0.elapsed().as_secs_f64(),
     );
     let written = match out_dir {
@@ -228,7 +245,7 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
         written,
     };
     emit(&doc, args.format, ui)?;
-    Ok(ExitStatus::Success)
+    Ok(crate::compare::status(doc.report.check.as_ref()))
 }
 
 /// `name [1, 3, 224, 224]` for each declared input.
@@ -298,6 +315,12 @@ fn render_human(s: &Summary, r: &Report, all: bool, ui: &Ui) -> String {
             policies.join("; ")
         }
     ));
+    let not_compared: Vec<String> = r
+        .outputs
+        .iter()
+        .filter(|o| !o.is_compared())
+        .map(|o| format!("'{}'", o.name))
+        .collect();
     out.push_str(&format!(
         "outputs: bit-identical on {}/{} inputs",
         s.outputs_identical, s.inputs
@@ -308,7 +331,17 @@ fn render_human(s: &Summary, r: &Report, all: bool, ui: &Ui) -> String {
             s.top1_agree, s.top1_compared
         ));
     }
-    out.push_str("\n\n");
+    out.push('\n');
+    if !not_compared.is_empty() {
+        out.push_str(&format!(
+            "not compared (integer, or repeating a model input): {}\n",
+            not_compared.join(", ")
+        ));
+    }
+    out.push_str(&format!("\neach output, {} against {}\n", s.b, s.a));
+    out.push_str(&crate::compare::table(&r.outputs, ui, "  "));
+    out.push_str(&crate::compare::check_lines(r.check.as_ref(), ui));
+    out.push('\n');
     let mut t = Table::new(
         &[
             "layer",

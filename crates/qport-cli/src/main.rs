@@ -2,7 +2,8 @@
 //! models. This file owns the command line (clap), the exit-code contract
 //! and the one place where errors and panics are printed.
 //!
-//! Exit codes: `0` success; `1` a check ran and failed its threshold; `2`
+//! Exit codes: `0` success; `1` a check ran and failed its threshold (or
+//! a compared model output holds NaN or an infinity); `2`
 //! usage or input error (bad flags, missing or malformed files, wrong input
 //! shapes). A closed stdout (`qport info m.onnx | head -1`) exits `0`
 //! quietly. A panic is a bug in qport: it prints a short report request and
@@ -11,6 +12,7 @@
 mod agree;
 mod args;
 mod bench;
+mod compare;
 mod data;
 mod demo;
 mod deploy;
@@ -181,9 +183,20 @@ fn main() -> ExitCode {
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             report_error(&err, &ui);
-            ExitCode::from(EXIT_ERROR)
+            if is_non_finite(&err) {
+                ExitStatus::Failure.into()
+            } else {
+                ExitCode::from(EXIT_ERROR)
+            }
         }
     }
+}
+
+/// True when the error is a model output holding NaN or an infinity: the
+/// measurement ran and its result is unusable, a failed check (exit 1).
+fn is_non_finite(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|c| c.is::<qport_core::compare::NonFiniteOutput>())
 }
 
 /// True when the error comes from writing to a closed stdout.

@@ -14,6 +14,7 @@ use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use qport_core::compare::{self, ThresholdCheck};
 use qport_quant::fp16::{self, Float16Finding};
 use qport_quant::ptq::{self, Evaluation, PrecisionMix, Sample};
 use qport_quant::template::{self, Template};
@@ -39,7 +40,14 @@ names) file whose first axis is the sample axis.
 Writes OUT/model.qdq.onnx, OUT/quant_config.json (resolved per node, with
 scales and zero points) and OUT/report.json; prints a summary (--format json
 prints the report, schema qport.quantize/1). --out must be new or empty
-(--force replaces the three files); it is checked before any work. Off a
+(--force replaces the three files); it is checked before any work.
+
+The summary compares every model output with FP32 on its own (--output
+NAME chooses): cosine, SQNR, max |diff|, top-1 along --argmax-axis (default:
+the class axis of an [N, C] output; none for other shapes). Exit 1 when an
+output is below --min-cosine / --min-sqnr (the files are written) or holds
+NaN or an infinity (the first node that produced one is named; nothing is
+written). Off a
 terminal each phase prints a `qport: PHASE` line on stderr (not with -q).
 Templates and config keys: docs/quant-config.md.";
 
@@ -92,6 +100,8 @@ pub struct QuantizeArgs {
     pub fp32: Option<PathBuf>,
     #[command(flatten)]
     pub overrides: crate::args::OverridesArg,
+    #[command(flatten)]
+    pub compare: crate::args::OutputArgs,
     #[command(flatten)]
     pub out: OutDirArg,
     /// Output format on stdout: the summary, or the report as JSON.
@@ -158,9 +168,11 @@ struct CandidateJson {
 struct EvalJson {
     data: String,
     data_sha256: String,
+    /// `samples` and `outputs` (one record per compared output).
     #[serde(flatten)]
     eval: Evaluation,
-    top1_rate: f64,
+    /// `--min-cosine` / `--min-sqnr`, when given.
+    check: Option<ThresholdCheck>,
     seconds: f64,
 }
 
@@ -314,43 +326,46 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     let qplan = qport_engine::Plan::new(&chosen.exported.model)?;
     drop(sp);
-    let evaluation = match (&args.eval, &eval_src) {
+    let qmodel = &chosen.exported.model;
+    let choice = args.compare.choice();
+    let thresholds = args.compare.thresholds();
+    let te = Instant::now();
+    let (ev, data, data_sha256) = match (&args.eval, &eval_src) {
         (Some(p), Some(src)) => {
-            let te = Instant::now();
             let pb = ui.progress(src.len() as u64, "samples", "evaluating against FP32");
             let last = crate::data::LastSample::default();
-            let ev = ptq::evaluate(&fp32, &qplan, src.samples(&last), &mut |n| {
-                pb.set_position(n as u64)
-            })
+            let ev = ptq::evaluate(
+                &fp32,
+                &qplan,
+                qmodel,
+                &choice,
+                src.samples(&last),
+                &mut |n| pb.set_position(n as u64),
+            )
             .map_err(|e| last.explain(e, &inputs))?;
             drop(pb);
-            Some(EvalJson {
-                data: describe_data(p, src),
-                data_sha256: src.fingerprint()?,
-                top1_rate: ev.top1_rate(),
-                eval: ev,
-                seconds: te.elapsed().as_secs_f64(),
-            })
+            (ev, describe_data(p, src), src.fingerprint()?)
         }
         _ => {
-            let te = Instant::now();
             let _sp = ui.spinner("evaluating against FP32 on the calibration samples");
             let sel: Vec<Result<Sample, QuantError>> =
                 calib.selection.iter().cloned().map(Ok).collect();
-            let ev =
-                ptq::evaluate(&fp32, &qplan, sel.into_iter(), &mut |_| {}).map_err(quant_err)?;
-            Some(EvalJson {
-                data: format!(
-                    "first {} calibration samples (no --eval given)",
-                    calib.selection.len()
-                ),
-                data_sha256: String::new(),
-                top1_rate: ev.top1_rate(),
-                eval: ev,
-                seconds: te.elapsed().as_secs_f64(),
-            })
+            let ev = ptq::evaluate(&fp32, &qplan, qmodel, &choice, sel.into_iter(), &mut |_| {})
+                .map_err(quant_err)?;
+            let data = format!(
+                "first {} calibration samples (no --eval given)",
+                calib.selection.len()
+            );
+            (ev, data, String::new())
         }
     };
+    let evaluation = Some(EvalJson {
+        data,
+        data_sha256,
+        check: thresholds.check([(RUNS.to_string(), &ev.outputs[..])]),
+        eval: ev,
+        seconds: te.elapsed().as_secs_f64(),
+    });
 
     // outputs
     // the config of the chosen calibrator and symmetry
@@ -374,6 +389,16 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     if args.eval.is_none() {
         warnings.push("no --eval data: agreement was measured on calibration samples".into());
+    }
+    if let Some(e) = &evaluation {
+        warnings.extend(compare::low_cosine_warnings(RUNS, &e.eval.outputs));
+        if !e.eval.outputs.iter().any(|o| o.is_compared()) {
+            warnings.push(
+                "no float output was compared against FP32 (every chosen output is an integer \
+                 or passes an input through): the evaluation measured nothing"
+                    .into(),
+            );
+        }
     }
     let report = Report {
         header: Header::with_command("qport.quantize/1"),
@@ -420,8 +445,13 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         ui.warn(w);
     }
     emit(&report, args.format, ui)?;
-    Ok(ExitStatus::Success)
+    Ok(crate::compare::status(
+        report.evaluation.as_ref().and_then(|e| e.check.as_ref()),
+    ))
 }
+
+/// Who the evaluation compares, in messages.
+const RUNS: &str = "quantized vs FP32";
 
 /// The files `quantize` writes into `--out`.
 const OUT_FILES: [&str; 3] = ["model.qdq.onnx", "quant_config.json", "report.json"];
@@ -535,25 +565,8 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
     }
     if let Some(e) = &r.evaluation {
         s += &format!("\nvs FP32 on {} ({} samples)\n", e.data, e.eval.samples);
-        let mut t = Table::new(
-            &["output", "cosine mean", "cosine min", "SQNR dB"],
-            &[Align::Left, Align::Right, Align::Right, Align::Right],
-        );
-        for o in &e.eval.outputs {
-            t.row(vec![
-                o.name.clone(),
-                format!("{:.5}", o.cosine_mean),
-                format!("{:.5}", o.cosine_min),
-                format!("{:.2}", o.sqnr_db),
-            ]);
-        }
-        s += &t.render(ui, "  ");
-        s += &format!(
-            "  top-1 agreement: {}/{} ({:.1}%)\n",
-            e.eval.top1_agree,
-            e.eval.samples,
-            100.0 * e.top1_rate
-        );
+        s += &crate::compare::table(&e.eval.outputs, ui, "  ");
+        s += &crate::compare::check_lines(e.check.as_ref(), ui);
     }
     s += &format!(
         "\nwrote {}/{{model.qdq.onnx, quant_config.json, report.json}} in {:.1} s\n",

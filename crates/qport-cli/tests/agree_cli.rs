@@ -56,8 +56,12 @@ fn json_report_on_stdout_and_in_the_output_folder() {
     let j: Value = serde_json::from_str(&file).unwrap();
     assert_eq!(j["schema"], "qport.agree/1");
     assert_eq!(j["n"], 3);
-    assert_eq!(j["output"]["name"], "logits");
-    assert_eq!(j["output"]["elements"], 1000);
+    let outputs = j["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1);
+    assert_eq!(outputs[0]["name"], "logits");
+    assert_eq!(outputs[0]["shape"], serde_json::json!([1, 1000]));
+    assert_eq!(outputs[0]["kind"], "float");
+    assert_eq!(outputs[0]["argmax_axis"], 1);
     assert_eq!(j["model"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(j["fp32_model"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(j["data"]["sha256"].as_str().unwrap().len(), 64);
@@ -89,15 +93,21 @@ fn json_report_on_stdout_and_in_the_output_folder() {
         "top1_agree",
         "top1_rate",
         "bit_identical",
-        "cosine_mean",
-        "cosine_min",
-        "max_abs_diff",
-        "top5_overlap",
+        "outputs",
         "margin_auc",
         "flips",
     ] {
         assert!(p.get(k).is_some(), "pair lacks {k}: {p}");
     }
+    let o = &p["outputs"][0];
+    assert_eq!(o["name"], "logits");
+    for k in ["cosine_mean", "cosine_min", "max_abs_diff", "top1"] {
+        assert!(
+            o.get(k).is_some_and(|v| !v.is_null()),
+            "output lacks {k}: {o}"
+        );
+    }
+    assert_eq!(o["top1"]["rows"], 3);
     assert_eq!(
         (p["a"].as_str(), p["b"].as_str()),
         (Some("f32-rne"), Some("gemmlowp"))

@@ -77,7 +77,15 @@ fn json_names_the_layer_and_stage_and_out_writes_the_same_document() {
     let per = &j["per_input"][0];
     assert_eq!(per["first_layer"], first);
     assert!(per["layers_diverging"].as_u64().unwrap() >= 1);
-    assert!(per["outputs"][0]["top1_a"].is_u64(), "{per}");
+    let out0 = &per["outputs"][0];
+    assert_eq!(out0["kind"], "float", "{per}");
+    // the [1, 1000] logits: one top-1 row along the class axis
+    assert_eq!(
+        (out0["top1"]["axis"].as_u64(), out0["top1"]["rows"].as_u64()),
+        (Some(1), Some(1)),
+        "{per}"
+    );
+    assert_eq!(j["outputs"][0]["name"], out0["name"]);
 
     let written = std::fs::read_to_string(out.join("diverge.json")).unwrap();
     assert_eq!(written, o.stdout);

@@ -156,11 +156,20 @@ fn ppocr_on_j6m_writes_qdq_config_and_report_and_config_round_trips() {
     let ev = &r["evaluation"];
     assert_eq!(ev["samples"], 8);
     assert!(ev["data"].as_str().unwrap().contains(&e), "{ev}");
-    let top1 = ev["top1_agree"].as_u64().unwrap();
-    assert!(top1 <= 8);
-    assert!((ev["top1_rate"].as_f64().unwrap() - top1 as f64 / 8.0).abs() < 1e-12);
     let o0 = &ev["outputs"][0];
     assert_eq!(o0["name"], "save_infer_model/scale_0.tmp_1");
+    assert_eq!(o0["kind"], "float");
+    assert_eq!(o0["shape"], serde_json::json!([1, 2]));
+    // a [1, 2] output: top-1 along its class axis, one row per sample
+    let top1 = &o0["top1"];
+    assert_eq!(
+        (top1["axis"].as_u64(), top1["rows"].as_u64()),
+        (Some(1), Some(8))
+    );
+    let agree = top1["agree"].as_u64().unwrap();
+    assert!(agree <= 8);
+    assert!((top1["rate"].as_f64().unwrap() - agree as f64 / 8.0).abs() < 1e-12);
+    assert!(ev["check"].is_null());
     let cos = o0["cosine_mean"].as_f64().unwrap();
     assert!(cos > 0.9 && cos <= 1.0 + 1e-9, "{o0}");
     assert!(o0["cosine_min"].as_f64().unwrap() <= cos + 1e-12);
@@ -233,7 +242,9 @@ fn human_summary_names_platform_and_files() {
         &[
             "for j6p (nash-p)",
             "precision mix",
-            "top-1 agreement",
+            "cosine mean",
+            "SQNR dB",
+            "(axis 1)",
             "model.qdq.onnx",
         ],
     );

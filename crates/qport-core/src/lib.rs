@@ -1,6 +1,7 @@
 //! Core data types shared by every qport crate: [`DType`], [`Tensor`],
 //! shape helpers (broadcasting, strides), the core [`Error`] type,
-//! comparison metrics used to judge numerical agreement, and the integer
+//! comparison metrics used to judge numerical agreement (and their
+//! per-output form, [`compare`]), and the integer
 //! arithmetic profiles ([`arith`]) that say how a target computes quantized
 //! operators. ONNX's low-precision storage types (float8, float4, int4,
 //! int2) live in [`minifloat`] and [`subbyte`]; conversions between all
@@ -13,6 +14,7 @@
 
 pub mod arith;
 pub mod cast;
+pub mod compare;
 pub mod dtype;
 pub mod error;
 pub mod metrics;

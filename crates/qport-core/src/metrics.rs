@@ -1,5 +1,6 @@
 //! Comparison metrics between two numeric outputs: cosine similarity,
-//! absolute and relative differences, SQNR and top-k helpers.
+//! absolute and relative differences, SQNR, top-k helpers and the rows of
+//! an array along one axis.
 
 /// Cosine similarity of two vectors, computed in f64. Two all-zero vectors
 /// are identical (1.0); one zero vector against a non-zero one gives 0.0.
@@ -82,6 +83,32 @@ pub fn top_k(a: &[f32], k: usize) -> Vec<usize> {
     idx.sort_by(|&i, &j| a[j].total_cmp(&a[i]).then(i.cmp(&j)));
     idx.truncate(k);
     idx
+}
+
+/// The 1-D slices ("rows") of a row-major array of `shape` along `axis`,
+/// copied, in row-major order of the other axes: `[N, C]` along axis 1
+/// gives the `N` rows of `C` values. Empty for an axis the shape lacks or
+/// a slice shorter than `shape` says.
+///
+/// ```
+/// let rows = qport_core::metrics::lanes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], 0);
+/// assert_eq!(rows, vec![vec![1.0, 4.0], vec![2.0, 5.0], vec![3.0, 6.0]]);
+/// ```
+pub fn lanes(a: &[f32], shape: &[usize], axis: usize) -> Vec<Vec<f32>> {
+    if axis >= shape.len() || shape.iter().product::<usize>() > a.len() {
+        return vec![];
+    }
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let outer: usize = shape[..axis].iter().product();
+    let mut rows = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        for i in 0..inner {
+            let base = o * len * inner + i;
+            rows.push((0..len).map(|k| a[base + k * inner]).collect());
+        }
+    }
+    rows
 }
 
 /// Numerically stable softmax in f64, returned as f32.

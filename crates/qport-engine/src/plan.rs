@@ -18,6 +18,7 @@ use crate::error::EngineError;
 use crate::ops::{registry, BuildCtx, Op};
 use crate::optimize;
 use qport_core::arith::ArithProfile;
+use qport_core::compare::NonFiniteOrigin;
 use qport_core::Tensor;
 use qport_onnx::{Model, ValueInfo};
 use std::collections::{BTreeMap, HashMap};
@@ -293,6 +294,40 @@ impl Plan {
         inputs: Vec<(String, Tensor)>,
         tap: &mut dyn FnMut(&str, &Tensor),
     ) -> Result<Vec<(String, Tensor)>, EngineError> {
+        self.run_steps(inputs, &mut |_, name, t| tap(name, t))
+    }
+
+    /// Runs the plan on `inputs` capturing every intermediate value, and
+    /// returns the first step (in execution order) that wrote a NaN or an
+    /// infinity, with the value; `None` when every value a node produced is
+    /// finite. With fusion on, a fused step carries its first node's name
+    /// (build the plan with [`PlanOptions::unfused`] to see every node).
+    pub fn first_non_finite(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+    ) -> Result<Option<NonFiniteOrigin>, EngineError> {
+        let mut first: Option<NonFiniteOrigin> = None;
+        self.run_steps(inputs, &mut |st, name, t| {
+            if first.is_some() {
+                return;
+            }
+            if let Some(v) = qport_core::compare::non_finite(t) {
+                first = Some(NonFiniteOrigin {
+                    node: st.node.clone(),
+                    op: st.op_type.clone(),
+                    value: name.to_string(),
+                    nan: v.nan,
+                });
+            }
+        })?;
+        Ok(first)
+    }
+
+    fn run_steps(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+        tap: &mut dyn FnMut(&Step, &str, &Tensor),
+    ) -> Result<Vec<(String, Tensor)>, EngineError> {
         let mut vals: Vec<Option<Arc<Tensor>>> = vec![None; self.n_slots];
         for (s, t) in &self.constants {
             vals[*s] = Some(t.clone());
@@ -356,7 +391,7 @@ impl Plan {
             for (s, name) in st.outputs.iter().zip(&st.output_names) {
                 let Some(s) = s else { continue };
                 match vals[*s].as_deref() {
-                    Some(t) => tap(name, t),
+                    Some(t) => tap(st, name, t),
                     None => {
                         return Err(EngineError::Node {
                             node: st.node.clone(),
@@ -385,5 +420,40 @@ impl Plan {
                 )
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qport_core::DType;
+    use qport_onnx::graph::ModelBuilder;
+
+    /// y = Relu(x) + Log(x - 3): NaN for x < 3, from the Log.
+    fn log_model() -> Model {
+        ModelBuilder::new(13)
+            .input("x", DType::F32, &[2])
+            .initializer("three", Tensor::scalar(3.0f32))
+            .op("Relu", ["x"], ["r"])
+            .op("Sub", ["x", "three"], ["d"])
+            .op("Log", ["d"], ["l"])
+            .op("Add", ["r", "l"], ["y"])
+            .output("y", DType::F32, &[2])
+            .build()
+    }
+
+    #[test]
+    fn the_first_non_finite_value_names_its_node() {
+        let plan = Plan::new(&log_model()).unwrap();
+        let x = |v: Vec<f32>| vec![("x".to_string(), Tensor::from_vec(vec![2], v).unwrap())];
+        assert_eq!(plan.first_non_finite(x(vec![4.0, 5.0])).unwrap(), None);
+        let o = plan.first_non_finite(x(vec![4.0, 1.0])).unwrap().unwrap();
+        assert_eq!(
+            (o.node.as_str(), o.op.as_str(), o.value.as_str(), o.nan),
+            ("Log_l", "Log", "l", true)
+        );
+        // log(0) = -inf
+        let o = plan.first_non_finite(x(vec![3.0, 4.0])).unwrap().unwrap();
+        assert_eq!((o.node.as_str(), o.nan), ("Log_l", false));
     }
 }

@@ -229,6 +229,51 @@ impl Graph {
             .collect();
         self.value_info.retain(|v| produced.contains(&v.name));
     }
+
+    /// The quantization step of `value` when it holds dequantized
+    /// integers: the output of a DequantizeLinear with one (per-tensor)
+    /// constant scale, directly or through operators that keep values on
+    /// its grid ([`crate::opclass::moves_integers`], Identity). `None`
+    /// otherwise.
+    ///
+    /// ```
+    /// use qport_core::{DType, Tensor};
+    /// use qport_onnx::graph::ModelBuilder;
+    /// let m = ModelBuilder::new(13)
+    ///     .input("q", DType::U8, &[1, 4])
+    ///     .initializer("s", Tensor::scalar(0.25f32))
+    ///     .initializer("z", Tensor::scalar(128u8))
+    ///     .op("DequantizeLinear", ["q", "s", "z"], ["d"])
+    ///     .op("Flatten", ["d"], ["y"])
+    ///     .op("Relu", ["d"], ["r"])
+    ///     .build();
+    /// assert_eq!(m.graph.dequantize_step("y"), Some(0.25));
+    /// assert_eq!(m.graph.dequantize_step("r"), None);
+    /// ```
+    pub fn dequantize_step(&self, value: &str) -> Option<f64> {
+        let mut v = value;
+        // each step moves to an earlier node: at most one per node
+        for _ in 0..=self.nodes.len() {
+            let n = self
+                .nodes
+                .iter()
+                .find(|n| n.outputs.iter().any(|o| o == v))?;
+            if n.is_onnx("DequantizeLinear") {
+                let s = self.initializers.get(n.inputs.get(1)?)?;
+                if s.len() != 1 {
+                    return None;
+                }
+                return s.to_f32_vec().ok()?.first().map(|&x| f64::from(x));
+            }
+            if !(n.is_onnx("Identity")
+                || (n.in_default_domain() && crate::opclass::moves_integers(&n.op_type)))
+            {
+                return None;
+            }
+            v = n.inputs.first()?;
+        }
+        None
+    }
 }
 
 impl Model {

@@ -36,6 +36,14 @@ pub enum QuantError {
         /// How many values.
         count: usize,
     },
+    /// A model output holds NaN or an infinity (names the first node that
+    /// produced one).
+    #[error("{0}")]
+    NonFiniteOutput(#[from] qport_core::compare::NonFiniteOutput),
+    /// The outputs to compare cannot be compared as asked (an unknown
+    /// `--output`, an axis an output lacks, runs that disagree on them).
+    #[error("{0}")]
+    Outputs(String),
     /// The calibration set is empty.
     #[error("the calibration set is empty: give at least one sample")]
     EmptyCalibration,

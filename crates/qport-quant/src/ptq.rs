@@ -29,6 +29,7 @@ use crate::qdq::{self, ExportOptions, Exported, NodePrecision, ValueFacts};
 use crate::resolve::Resolved;
 use crate::types::{CalibMethod, Grid, Precision, QParams};
 use crate::QuantError;
+use qport_core::compare::{self, NonFiniteOutput, OutputAcc, OutputChoice, OutputStats};
 use qport_core::{metrics, DType, Tensor};
 use qport_engine::{Plan, PlanOptions};
 use qport_onnx::Model;
@@ -450,36 +451,14 @@ pub fn quantize(
     })
 }
 
-/// Agreement of one output between FP32 and the quantized model.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct OutputStats {
-    /// Output name.
-    pub name: String,
-    /// Mean cosine similarity over samples.
-    pub cosine_mean: f64,
-    /// Smallest cosine similarity.
-    pub cosine_min: f64,
-    /// Signal-to-quantization-noise ratio in dB over all samples pooled:
-    /// `10·log10(Σ x² / Σ (x - y)²)` (200 when the outputs are identical).
-    pub sqnr_db: f64,
-}
-
-/// Evaluation of a quantized model against FP32.
+/// Evaluation of a quantized model against FP32: every chosen output
+/// compared on its own ([`qport_core::compare`]).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Evaluation {
     /// Number of samples.
     pub samples: usize,
-    /// Per-output statistics.
+    /// Per-output statistics, in graph order.
     pub outputs: Vec<OutputStats>,
-    /// Samples whose top-1 class (argmax of the first output) is the same.
-    pub top1_agree: usize,
-}
-
-impl Evaluation {
-    /// Top-1 agreement as a fraction.
-    pub fn top1_rate(&self) -> f64 {
-        fraction(self.top1_agree, self.samples, 0.0)
-    }
 }
 
 /// `part / whole`, or `empty` when `whole` is 0.
@@ -491,58 +470,76 @@ pub fn fraction(part: usize, whole: usize, empty: f64) -> f64 {
     }
 }
 
-/// Runs both plans on every sample and compares outputs.
+/// The error for a non-finite output of `plan` (run `run`) on `sample`,
+/// naming the first node that produced a non-finite value.
+fn non_finite_error(
+    plan: &Plan,
+    run: &str,
+    sample: &Sample,
+    outputs: &[(String, Tensor)],
+) -> Result<Option<QuantError>, QuantError> {
+    let Some((k, v)) = compare::non_finite_output(outputs) else {
+        return Ok(None);
+    };
+    let origin = plan.first_non_finite(sample.inputs.clone())?;
+    Ok(Some(QuantError::NonFiniteOutput(NonFiniteOutput {
+        output: outputs[k].0.clone(),
+        run: run.to_string(),
+        sample: sample.origin.clone(),
+        nan: v.nan,
+        origin: origin.map(Box::new),
+    })))
+}
+
+/// Runs both plans on every sample and compares the outputs `choice`
+/// selects, each on its own, the quantized run against FP32 (`quant_model`
+/// gives the outputs' quantization steps). Fails with
+/// [`QuantError::NonFiniteOutput`] when either run gives NaN or an
+/// infinity in any output, and with [`QuantError::Outputs`] for an unknown
+/// output or axis, or runs whose outputs differ in type or shape.
 pub fn evaluate(
     fp32: &Plan,
     quant: &Plan,
+    quant_model: &Model,
+    choice: &OutputChoice,
     samples: impl Iterator<Item = Result<Sample, QuantError>>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Evaluation, QuantError> {
     let mut ev = Evaluation::default();
-    // per output: cosine sum, cosine min, signal power, noise power
-    let mut sums: Vec<(f64, f64, f64, f64)> = Vec::new();
+    let mut accs: Vec<(usize, OutputAcc)> = vec![];
     for s in samples {
         let s = s?;
         let a = fp32.run(s.inputs.clone())?;
-        let b = quant.run(s.inputs)?;
-        if sums.is_empty() {
-            sums = vec![(0.0, f64::INFINITY, 0.0, 0.0); a.len()];
-            ev.outputs = a
-                .iter()
-                .map(|(n, _)| OutputStats {
-                    name: n.clone(),
-                    ..Default::default()
-                })
+        if let Some(e) = non_finite_error(fp32, "the FP32 model", &s, &a)? {
+            return Err(e);
+        }
+        let b = quant.run(s.inputs.clone())?;
+        if let Some(e) = non_finite_error(quant, "the quantized model", &s, &b)? {
+            return Err(e);
+        }
+        if ev.samples == 0 {
+            accs = choice
+                .specs(&a, |n| quant_model.graph.dequantize_step(n))
+                .map_err(QuantError::Outputs)?
+                .into_iter()
+                .map(|(i, spec)| (i, OutputAcc::new(spec)))
                 .collect();
         }
-        for (k, ((_, x), (_, y))) in a.iter().zip(&b).enumerate() {
-            let (Ok(x), Ok(y)) = (x.to_f32_vec(), y.to_f32_vec()) else {
-                continue;
-            };
-            let c = metrics::cosine(&x, &y);
-            sums[k].0 += c;
-            sums[k].1 = sums[k].1.min(c);
-            for (&u, &v) in x.iter().zip(&y) {
-                sums[k].2 += (u as f64) * (u as f64);
-                sums[k].3 += (u as f64 - v as f64).powi(2);
-            }
-            if k == 0 && metrics::argmax(&x) == metrics::argmax(&y) {
-                ev.top1_agree += 1;
-            }
+        if a.len() != b.len() {
+            return Err(QuantError::Outputs(format!(
+                "the FP32 model has {} outputs, the quantized model {}",
+                a.len(),
+                b.len()
+            )));
+        }
+        for (i, acc) in &mut accs {
+            acc.add(&a[*i].1, &b[*i].1, &s.inputs)
+                .map_err(QuantError::Outputs)?;
         }
         ev.samples += 1;
         progress(ev.samples);
     }
-    for (o, (c, m, sig, noise)) in ev.outputs.iter_mut().zip(&sums) {
-        let n = ev.samples.max(1) as f64;
-        o.cosine_mean = c / n;
-        o.cosine_min = *m;
-        o.sqnr_db = if *noise > 0.0 {
-            (10.0 * (sig / noise).log10()).min(200.0)
-        } else {
-            200.0
-        };
-    }
+    ev.outputs = accs.into_iter().map(|(_, a)| a.finish()).collect();
     Ok(ev)
 }
 

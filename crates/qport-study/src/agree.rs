@@ -16,16 +16,24 @@
 //!   indices, running concurrently). FP32 predictions should not depend on
 //!   the kernel path or the thread count.
 //!
-//! Only the **first graph output** of each model is compared (for a
-//! classifier, its logits); further outputs are ignored, and the report
-//! names the output used. For every pair of members (profiles, or FP32
-//! paths) the study reports top-1 agreement, bit-identical outputs, mean
-//! and minimum cosine, maximum absolute difference and top-5 overlap
+//! Every graph output is compared on its own (or the ones chosen with
+//! [`AgreeStudy::with_outputs`]), as `qport_core::compare` describes:
+//! float outputs with every statistic, integer outputs and outputs that
+//! pass a model input through reported as such and never counted as
+//! agreement. Top-1 is taken along each output's arg-max axis (by default
+//! the class axis of a `[N, C]` output; none for other shapes). For every
+//! pair of members (profiles, or FP32 paths) the study reports, per
+//! sample, top-1 agreement over every top-1 row of the compared outputs and
+//! bit-identical compared outputs, and per output cosine, SQNR, largest
+//! difference, the share within one quantization step and top-1/top-5
 //! ([`PairStats`]); for every sample the FP32 logit margin (top-1 minus
-//! top-2 of the `fp32` output, [`logit_margin`]); for every pair the
-//! samples whose top-1 classes differ (a *flip*) with their margins, and
-//! the ROC-AUC of the margin as a predictor of a flip ([`margin_auc`]), per
-//! pair and for "any pair of profiles flips".
+//! top-2 of the `fp32` output, the smallest over the top-1 rows,
+//! [`sample_margin`]); for every pair the samples whose top-1 classes
+//! differ (a *flip*) with their margins, and the ROC-AUC of the margin as a
+//! predictor of a flip ([`margin_auc`]), per pair and for "any pair of
+//! profiles flips". A NaN or an infinity in any output of any run is an
+//! error naming the first node that produced one
+//! ([`StudyError::NonFiniteOutput`]).
 //!
 //! Memory stays bounded: samples are read in chunks of
 //! [`AgreeOptions::chunk`], run on [`AgreeOptions::threads`] worker
@@ -47,7 +55,12 @@
 //!     .run(samples.into_iter().map(Ok), &mut |done| eprintln!("{done} samples"))
 //!     .unwrap();
 //! for p in &result.pairs {
-//!     println!("{} vs {}: {}/{} top-1", p.a, p.b, p.top1_agree, p.n);
+//!     if let Some(k) = p.top1_agree {
+//!         println!("{} vs {}: {k}/{} top-1", p.a, p.b, p.n);
+//!     }
+//!     for o in &p.outputs {
+//!         println!("  {}: cosine {:?}, SQNR {:?} dB", o.name, o.cosine_mean, o.sqnr_db);
+//!     }
 //! }
 //! ```
 
@@ -55,12 +68,13 @@ pub mod report;
 mod stats;
 
 pub use stats::{
-    compare, logit_margin, margin_auc, top5_overlap, Compared, Flip, PairAcc, PairStats,
+    logit_margin, margin_auc, sample_margin, top1_rows, Flip, PairAcc, PairStats, Run,
 };
 
 use crate::StudyError;
 use qport_core::arith::ArithProfile;
-use qport_core::metrics;
+use qport_core::compare::{self, NonFiniteOutput, OutputChoice, OutputKind, OutputSpec};
+use qport_core::Tensor;
 use qport_data::{DataError, Sample};
 use qport_engine::{EngineError, IntegerPlan, Plan};
 use qport_onnx::Model;
@@ -92,17 +106,38 @@ impl Default for AgreeOptions {
     }
 }
 
-/// The first output of one sample under every member of the study.
+/// One sample's top-1 classes under every member of the study: the rows
+/// of every compared output with an arg-max axis, in output and row order
+/// (empty when no output has one).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SampleRecord {
     /// The sample's id (where it came from: an image file, `FILE[i]`).
     pub id: String,
-    /// Top-1 class of the `fp32` output.
-    pub fp32_top1: usize,
-    /// FP32 logit margin ([`logit_margin`] of the `fp32` output).
+    /// Top-1 classes of the `fp32` run.
+    pub fp32_top1: Vec<usize>,
+    /// FP32 logit margin ([`sample_margin`]; NaN without top-1 rows).
     pub fp32_margin: f32,
-    /// Top-1 class under each profile (first run), in profile order.
-    pub top1: Vec<usize>,
+    /// Top-1 classes under each profile (first run), in profile order.
+    pub top1: Vec<Vec<usize>>,
+}
+
+/// One compared output of the study.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutputInfo {
+    /// The graph output's name.
+    pub name: String,
+    /// What it is (decided on the first profile against `fp32`).
+    pub kind: OutputKind,
+    /// For a pass-through output, the input it repeats.
+    pub passes_input: Option<String>,
+    /// Its element type.
+    pub dtype: String,
+    /// Its shape on the first sample.
+    pub shape: Vec<usize>,
+    /// The axis top-1 is taken along (`None`: no top-1).
+    pub argmax_axis: Option<usize>,
+    /// Its quantization step in the artifact, when stated.
+    pub step: Option<f64>,
 }
 
 /// Samples on which not every profile predicts the same top-1 class.
@@ -118,10 +153,8 @@ pub struct AnyFlip {
 /// The result of an agreement study.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Agreement {
-    /// Name of the compared output (the quantized model's first output).
-    pub output: String,
-    /// Number of elements of that output (classes, for a classifier).
-    pub classes: usize,
+    /// The chosen outputs, in graph order.
+    pub outputs: Vec<OutputInfo>,
     /// Profile names, in the order given.
     pub profiles: Vec<String>,
     /// Worker threads used (informational: results do not depend on it).
@@ -158,11 +191,21 @@ impl Agreement {
             .find(|p| (p.a == a && p.b == b) || (p.a == b && p.b == a))
     }
 
+    /// True when some compared output has an arg-max axis (top-1 is
+    /// measured).
+    pub fn has_top1(&self) -> bool {
+        self.pairs
+            .iter()
+            .chain(&self.selves)
+            .any(|p| p.top1_agree.is_some())
+    }
+
     /// The top-1 agreement matrix, in profile order: row `i`, column `j`
     /// counts the samples on which profiles `i` and `j` agree; the diagonal
-    /// is each profile against its own second run.
-    pub fn top1_matrix(&self) -> Vec<Vec<usize>> {
-        self.matrix(|p| p.top1_agree)
+    /// is each profile against its own second run. `None` without top-1.
+    pub fn top1_matrix(&self) -> Option<Vec<Vec<usize>>> {
+        self.has_top1()
+            .then(|| self.matrix(|p| p.top1_agree.unwrap_or(0)))
     }
 
     /// Like [`Agreement::top1_matrix`], counting bit-identical outputs.
@@ -184,11 +227,11 @@ impl Agreement {
     }
 
     /// The pairs of different profiles whose top-1 agreement rate is below
-    /// `min_rate`, in pair order.
+    /// `min_rate`, in pair order (none without top-1).
     pub fn pairs_below(&self, min_rate: f64) -> Vec<&PairStats> {
         self.pairs
             .iter()
-            .filter(|p| p.top1_rate() < min_rate)
+            .filter(|p| p.top1_rate().is_some_and(|r| r < min_rate))
             .collect()
     }
 }
@@ -201,10 +244,16 @@ pub struct AgreeStudy {
     fp32_generic: Plan,
     threads: usize,
     chunk: usize,
+    choice: OutputChoice,
+    /// Each graph output's quantization step in the artifact, when stated.
+    steps: Vec<Option<f64>>,
+    /// For each graph output of the quantized model, its index among the
+    /// float model's outputs.
+    fp32_index: Vec<usize>,
 }
 
-/// What one run produces: the first output, flattened to f32.
-type Output = Result<Vec<f32>, EngineError>;
+/// What one run produces: every graph output, in the model's order.
+type Output = Result<Vec<Tensor>, EngineError>;
 
 /// A job of the worker pool.
 #[derive(Debug, Clone, Copy)]
@@ -215,13 +264,14 @@ enum Job {
     Generic { s: usize },
 }
 
-/// The outputs of one chunk of samples.
+/// The outputs of one chunk of samples (the FP32 paths' in the quantized
+/// model's output order).
 struct ChunkOut {
     /// `[sample][profile][rep]`.
-    int: Vec<Vec<[Vec<f32>; 2]>>,
-    fp32: Vec<Vec<f32>>,
-    generic: Vec<Vec<f32>>,
-    two: Vec<Vec<f32>>,
+    int: Vec<Vec<[Vec<Tensor>; 2]>>,
+    fp32: Vec<Vec<Tensor>>,
+    generic: Vec<Vec<Tensor>>,
+    two: Vec<Vec<Tensor>>,
 }
 
 impl AgreeStudy {
@@ -254,10 +304,29 @@ impl AgreeStudy {
             .collect::<Result<Vec<_>, _>>()?;
         let fp32_plan = Plan::new(fp32)?;
         let fp32_generic = qport_kernels::with_generic_kernels(|| Plan::new(fp32))?;
+        let fp32_names: Vec<&str> = fp32_plan.output_names().collect();
+        let fp32_index = plans[0]
+            .plan()
+            .output_names()
+            .map(|n| {
+                fp32_names.iter().position(|f| *f == n).ok_or_else(|| {
+                    StudyError::Input(format!(
+                        "the float model has no output '{n}' (its outputs: {}); it must have \
+                         the quantized model's outputs",
+                        fp32_names.join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let threads = match options.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             t => t,
         };
+        let steps = plans[0]
+            .plan()
+            .output_names()
+            .map(|n| qdq.graph.dequantize_step(n))
+            .collect();
         Ok(AgreeStudy {
             profiles: profiles.to_vec(),
             plans,
@@ -265,7 +334,17 @@ impl AgreeStudy {
             fp32_generic,
             threads,
             chunk: options.chunk.max(2),
+            choice: OutputChoice::default(),
+            steps,
+            fp32_index,
         })
+    }
+
+    /// Compares the outputs `choice` names, with its top-1 axis (default:
+    /// every output, [`compare::default_argmax_axis`]).
+    pub fn with_outputs(mut self, choice: OutputChoice) -> AgreeStudy {
+        self.choice = choice;
+        self
     }
 
     /// The profiles, in study order.
@@ -282,8 +361,11 @@ impl AgreeStudy {
     /// statistics. `progress(done)` is called once per finished sample,
     /// with the number finished so far. Fails on the first sample that
     /// cannot be read ([`StudyError::Data`]) or run
-    /// ([`StudyError::Sample`], naming the sample), on outputs of
-    /// different sizes ([`StudyError::Input`]), or with no samples.
+    /// ([`StudyError::Sample`], naming the sample), on an output holding
+    /// NaN or an infinity ([`StudyError::NonFiniteOutput`], naming the
+    /// first node that produced one), on an unknown output or axis or
+    /// outputs that differ between members ([`StudyError::Input`]), or with
+    /// no samples.
     pub fn run<I>(
         &self,
         samples: I,
@@ -294,22 +376,14 @@ impl AgreeStudy {
     {
         let np = self.profiles.len();
         let names: Vec<&str> = self.profiles.iter().map(|p| p.name.as_str()).collect();
+        // built on the first sample, when the outputs' shapes are known
+        let mut specs: Vec<(usize, OutputSpec)> = vec![];
         let mut pairs: Vec<(usize, usize, PairAcc)> = vec![];
-        for i in 0..np {
-            for j in i + 1..np {
-                pairs.push((i, j, PairAcc::new(names[i], names[j])));
-            }
-        }
-        let mut selves: Vec<PairAcc> = names.iter().map(|n| PairAcc::new(n, n)).collect();
-        let mut vs_fp32: Vec<PairAcc> = names.iter().map(|n| PairAcc::new(n, "fp32")).collect();
-        let mut controls = [
-            PairAcc::new(FP32_PATHS[0], FP32_PATHS[1]),
-            PairAcc::new(FP32_PATHS[0], FP32_PATHS[2]),
-            PairAcc::new(FP32_PATHS[1], FP32_PATHS[2]),
-        ];
+        let mut selves: Vec<PairAcc> = vec![];
+        let mut vs_fp32: Vec<PairAcc> = vec![];
+        let mut controls: Vec<PairAcc> = vec![];
         let mut records: Vec<SampleRecord> = vec![];
         let mut any_flips: Vec<usize> = vec![];
-        let mut classes: Option<usize> = None;
         let mut iter = samples.into_iter();
         loop {
             let mut chunk: Vec<Sample> = Vec::with_capacity(self.chunk);
@@ -324,43 +398,74 @@ impl AgreeStudy {
             }
             let out = self.run_chunk(&chunk)?;
             for (k, sample) in chunk.iter().enumerate() {
+                self.check_finite(sample, &out, k)?;
+                if records.is_empty() {
+                    specs = self.specs(&out.int[k][0][0])?;
+                    let sp: Vec<OutputSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
+                    for i in 0..np {
+                        for j in i + 1..np {
+                            pairs.push((i, j, PairAcc::new(names[i], names[j], &sp)));
+                        }
+                    }
+                    selves = names.iter().map(|n| PairAcc::new(n, n, &sp)).collect();
+                    vs_fp32 = names
+                        .iter()
+                        .map(|n| PairAcc::new(n, FP32_PATHS[0], &sp).with_reference_b())
+                        .collect();
+                    controls = [(0, 1), (0, 2), (1, 2)]
+                        .iter()
+                        .map(|&(x, y)| PairAcc::new(FP32_PATHS[x], FP32_PATHS[y], &sp))
+                        .collect();
+                }
                 let index = records.len();
-                let fp = &out.fp32[k];
-                let want = *classes.get_or_insert(out.int[k][0][0].len());
-                self.check_size(sample, want, &out, k)?;
-                let margin = logit_margin(fp);
+                let pick = |outs: &[Tensor]| -> Vec<Tensor> {
+                    specs.iter().map(|(i, _)| outs[*i].clone()).collect()
+                };
+                let sp: Vec<OutputSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
+                let fp = pick(&out.fp32[k]);
+                // outputs that pass an input through in the fp32 run have no top-1
+                let skip: Vec<bool> = fp
+                    .iter()
+                    .map(|t| compare::passed_input(t, &sample.inputs).is_some())
+                    .collect();
+                let margin = sample_margin(&fp, &sp, &skip);
+                let member = |outs: Vec<Tensor>| {
+                    let top1 = top1_rows(&outs, &sp, &skip);
+                    (outs, top1)
+                };
+                let ints: Vec<[Member; 2]> = out.int[k]
+                    .iter()
+                    .map(|[x, y]| [member(pick(x)), member(pick(y))])
+                    .collect();
+                let fp = member(fp);
+                let gen = member(pick(&out.generic[k]));
+                let two = member(pick(&out.two[k]));
+                let input = |e: String| StudyError::Input(format!("{}: {e}", sample.origin));
+                let inputs = &sample.inputs;
                 for (i, j, acc) in &mut pairs {
-                    acc.add(
-                        index,
-                        margin,
-                        &compare(&out.int[k][*i][0], &out.int[k][*j][0]),
-                    );
+                    acc.add(index, margin, run(&ints[*i][0]), run(&ints[*j][0]), inputs)
+                        .map_err(input)?;
                 }
                 for (p, acc) in selves.iter_mut().enumerate() {
-                    acc.add(
-                        index,
-                        margin,
-                        &compare(&out.int[k][p][0], &out.int[k][p][1]),
-                    );
+                    acc.add(index, margin, run(&ints[p][0]), run(&ints[p][1]), inputs)
+                        .map_err(input)?;
                 }
                 for (p, acc) in vs_fp32.iter_mut().enumerate() {
-                    acc.add(index, margin, &compare(&out.int[k][p][0], fp));
+                    acc.add(index, margin, run(&ints[p][0]), run(&fp), inputs)
+                        .map_err(input)?;
                 }
-                let gen = &out.generic[k];
-                let two = &out.two[k];
-                controls[0].add(index, margin, &compare(fp, gen));
-                controls[1].add(index, margin, &compare(fp, two));
-                controls[2].add(index, margin, &compare(gen, two));
-                let top1: Vec<usize> = out.int[k]
-                    .iter()
-                    .map(|r| metrics::argmax(&r[0]).unwrap_or(0))
-                    .collect();
-                if top1.iter().any(|&t| t != top1[0]) {
+                let paths = [&fp, &gen, &two];
+                for (acc, (x, y)) in controls.iter_mut().zip([(0, 1), (0, 2), (1, 2)]) {
+                    acc.add(index, margin, run(paths[x]), run(paths[y]), inputs)
+                        .map_err(input)?;
+                }
+                let top1: Vec<Vec<usize>> = ints.iter().map(|r| r[0].1.concat()).collect();
+                if top1.iter().any(|t| *t != top1[0]) {
                     any_flips.push(index);
                 }
                 records.push(SampleRecord {
                     id: sample.origin.clone(),
-                    fp32_top1: metrics::argmax(fp).unwrap_or(0),
+                    fp32_top1: fp.1.concat(),
                     fp32_margin: margin,
                     top1,
                 });
@@ -377,23 +482,31 @@ impl AgreeStudy {
         for &i in &any_flips {
             flipped[i] = true;
         }
+        let finish = |v: Vec<PairAcc>| -> Vec<PairStats> {
+            v.into_iter().map(|a| a.finish(&margins)).collect()
+        };
+        let vs_fp32 = finish(vs_fp32);
+        let outputs = specs
+            .iter()
+            .zip(&vs_fp32[0].outputs)
+            .map(|((_, spec), o)| OutputInfo {
+                name: o.name.clone(),
+                kind: o.kind,
+                passes_input: o.passes_input.clone(),
+                dtype: o.dtype.clone(),
+                shape: o.shape.clone(),
+                argmax_axis: spec.argmax_axis,
+                step: spec.step,
+            })
+            .collect();
         Ok(Agreement {
-            output: self.plans[0]
-                .plan()
-                .output_names()
-                .next()
-                .unwrap_or_default()
-                .to_string(),
-            classes: classes.unwrap_or(0),
+            outputs,
             profiles: names.iter().map(|s| s.to_string()).collect(),
             threads: self.threads,
-            pairs: pairs
-                .into_iter()
-                .map(|(_, _, a)| a.finish(&margins))
-                .collect(),
-            selves: selves.into_iter().map(|a| a.finish(&margins)).collect(),
-            vs_fp32: vs_fp32.into_iter().map(|a| a.finish(&margins)).collect(),
-            fp32_controls: controls.into_iter().map(|a| a.finish(&margins)).collect(),
+            pairs: finish(pairs.into_iter().map(|(_, _, a)| a).collect()),
+            selves: finish(selves),
+            vs_fp32,
+            fp32_controls: finish(controls),
             any_flip: AnyFlip {
                 margin_auc: margin_auc(&margins, &flipped),
                 samples: any_flips,
@@ -402,30 +515,99 @@ impl AgreeStudy {
         })
     }
 
-    /// Every output of sample `k` of a chunk has `want` elements.
-    fn check_size(
-        &self,
-        sample: &Sample,
-        want: usize,
-        out: &ChunkOut,
-        k: usize,
-    ) -> Result<(), StudyError> {
-        let mut sizes: Vec<(&str, usize)> = vec![];
+    /// The chosen outputs (index among the quantized model's outputs, and
+    /// how each is compared), from one run's outputs.
+    fn specs(&self, outs: &[Tensor]) -> Result<Vec<(usize, OutputSpec)>, StudyError> {
+        let named: Vec<(String, Tensor)> = self.plans[0]
+            .plan()
+            .output_names()
+            .zip(outs)
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect();
+        let specs = self
+            .choice
+            .specs(&named, |n| {
+                let i = named.iter().position(|(m, _)| m == n)?;
+                self.steps.get(i).copied().flatten()
+            })
+            .map_err(StudyError::Input)?;
+        if !specs.iter().any(|(i, _)| outs[*i].dtype().is_float()) {
+            return Err(StudyError::Input(format!(
+                "no float output to compare among {}: integer outputs are not a measure of \
+                 agreement",
+                specs
+                    .iter()
+                    .map(|(_, s)| format!("'{}'", s.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(specs)
+    }
+
+    /// Fails when any output of sample `k` holds NaN or an infinity under
+    /// any member, naming the first node of that member's run that
+    /// produced one (the FP32 reference first, then each profile).
+    fn check_finite(&self, sample: &Sample, out: &ChunkOut, k: usize) -> Result<(), StudyError> {
+        let fp32_names: Vec<&str> = self.plans[0].plan().output_names().collect();
+        let mut runs: Vec<(&str, &[Tensor], &Plan, bool)> = vec![
+            (FP32_PATHS[0], &out.fp32[k], &self.fp32, false),
+            (FP32_PATHS[1], &out.generic[k], &self.fp32_generic, true),
+            (FP32_PATHS[2], &out.two[k], &self.fp32, false),
+        ];
         for (p, r) in out.int[k].iter().enumerate() {
-            sizes.push((&self.profiles[p].name, r[0].len()));
-            sizes.push((&self.profiles[p].name, r[1].len()));
+            for rep in r {
+                runs.push((&self.profiles[p].name, rep, self.plans[p].plan(), false));
+            }
         }
-        sizes.push(("fp32", out.fp32[k].len()));
-        sizes.push(("fp32-generic", out.generic[k].len()));
-        sizes.push(("fp32-2threads", out.two[k].len()));
-        match sizes.iter().find(|(_, n)| *n != want) {
-            None => Ok(()),
-            Some((who, n)) => Err(StudyError::Input(format!(
-                "{}: the first output has {n} elements under {who} but {want} under {} \
-                 (the float model must have the quantized model's outputs)",
-                sample.origin, self.profiles[0].name
-            ))),
+        for (who, outs, plan, generic) in runs {
+            let named: Vec<(String, Tensor)> = fp32_names
+                .iter()
+                .zip(outs)
+                .map(|(n, t)| (n.to_string(), t.clone()))
+                .collect();
+            let Some((i, v)) = compare::non_finite_output(&named) else {
+                continue;
+            };
+            let find = || plan.first_non_finite(sample.inputs.clone());
+            let origin = if generic {
+                qport_kernels::with_generic_kernels(find)
+            } else {
+                find()
+            }
+            .map_err(|e| StudyError::Sample {
+                sample: sample.origin.clone(),
+                source: e,
+            })?;
+            let run = if FP32_PATHS.contains(&who) {
+                format!("the FP32 control `{who}`")
+            } else {
+                format!("profile `{who}`")
+            };
+            return Err(StudyError::NonFiniteOutput(NonFiniteOutput {
+                output: named[i].0.clone(),
+                run,
+                sample: sample.origin.clone(),
+                nan: v.nan,
+                origin: origin.map(Box::new),
+            }));
         }
+        Ok(())
+    }
+
+    /// A float model's outputs in the quantized model's output order.
+    fn reorder(&self, r: Output) -> Output {
+        let mut outs: Vec<Option<Tensor>> = r?.into_iter().map(Some).collect();
+        self.fp32_index
+            .iter()
+            .map(|&i| {
+                outs.get_mut(i).and_then(Option::take).ok_or_else(|| {
+                    EngineError::Graph(
+                        "the float model returned fewer outputs than it declares".into(),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Runs one chunk of samples through every member, in parallel.
@@ -444,13 +626,13 @@ impl AgreeStudy {
         let next = AtomicUsize::new(0);
         let run_job = |job: Job| -> Output {
             match job {
-                Job::Int { s, p, .. } => first_output(self.plans[p].run(chunk[s].inputs.clone())),
+                Job::Int { s, p, .. } => outputs(self.plans[p].run(chunk[s].inputs.clone())),
                 Job::Generic { s } => qport_kernels::with_generic_kernels(|| {
-                    first_output(self.fp32_generic.run(chunk[s].inputs.clone()))
+                    self.reorder(outputs(self.fp32_generic.run(chunk[s].inputs.clone())))
                 }),
             }
         };
-        let fp32_run = |s: usize| first_output(self.fp32.run(chunk[s].inputs.clone()));
+        let fp32_run = |s: usize| self.reorder(outputs(self.fp32.run(chunk[s].inputs.clone())));
         let (pool, seq, halves) = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..self.threads)
                 .map(|_| {
@@ -505,7 +687,7 @@ impl AgreeStudy {
             generic: vec![],
             two: vec![],
         };
-        let take = |o: Option<Output>, s: usize| -> Result<Vec<f32>, StudyError> {
+        let take = |o: Option<Output>, s: usize| -> Result<Vec<Tensor>, StudyError> {
             match o {
                 Some(Ok(v)) => Ok(v),
                 Some(Err(e)) => Err(StudyError::Sample {
@@ -540,12 +722,18 @@ fn join<T>(r: std::thread::Result<T>) -> T {
     }
 }
 
-/// The first output of a run, flattened to f32.
-fn first_output(r: Result<Vec<(String, qport_core::Tensor)>, EngineError>) -> Output {
-    let outs = r?;
-    let Some((name, t)) = outs.into_iter().next() else {
-        return Err(EngineError::Graph("the model has no outputs".into()));
-    };
-    t.to_f32_vec()
-        .map_err(|e| EngineError::Graph(format!("output '{name}' cannot be read as numbers: {e}")))
+/// A member's chosen outputs of one sample and their top-1 rows.
+type Member = (Vec<Tensor>, Vec<Vec<usize>>);
+
+/// A member's run of one sample as a pair compares it.
+fn run(m: &Member) -> Run<'_> {
+    Run {
+        outputs: &m.0,
+        top1: &m.1,
+    }
+}
+
+/// Every output of a run, in the model's order.
+fn outputs(r: Result<Vec<(String, Tensor)>, EngineError>) -> Output {
+    Ok(r?.into_iter().map(|(_, t)| t).collect())
 }

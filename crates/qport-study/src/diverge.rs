@@ -52,6 +52,9 @@ pub use summary::{summarize, FirstCount, LayerSummary, Summary, SwapSummary, Ver
 use crate::StudyError;
 use node::{is_quantized_op, NodeRunner, Variant};
 use qport_core::arith::ArithProfile;
+use qport_core::compare::{
+    self as cmp, NonFiniteOutput, OutputAcc, OutputChoice, OutputKind, OutputStats, Top1,
+};
 use qport_core::{DType, Tensor};
 use qport_engine::IntegerPlan;
 use qport_onnx::Model;
@@ -89,17 +92,19 @@ pub struct Layer {
     pub attribution: Option<Attribution>,
 }
 
-/// One graph output under both profiles.
+/// One chosen graph output under both profiles, on one input.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OutputDiff {
     /// Graph output name.
     pub name: String,
+    /// What it is on this input (a pass-through output repeats a model
+    /// input under both profiles; only float outputs count as agreement).
+    pub kind: OutputKind,
     /// B against A, end to end.
     pub diff: Diff,
-    /// Arg-max under A, for a `[1, K]` output.
-    pub top1_a: Option<usize>,
-    /// Arg-max under B, for a `[1, K]` output.
-    pub top1_b: Option<usize>,
+    /// Top-1 agreement along the output's arg-max axis (float outputs
+    /// with one).
+    pub top1: Option<Top1>,
 }
 
 /// The divergence of profile B from profile A on one input.
@@ -123,9 +128,26 @@ impl Divergence {
         self.first.map(|i| &self.layers[i])
     }
 
-    /// True when every graph output is bit-identical under both profiles.
+    /// True when every chosen output that does not repeat a model input
+    /// is bit-identical under both profiles (integer outputs count here:
+    /// this study measures integers in LSBs).
     pub fn outputs_identical(&self) -> bool {
-        self.outputs.iter().all(|o| o.diff.is_identical())
+        self.outputs
+            .iter()
+            .filter(|o| o.kind != OutputKind::PassThrough)
+            .all(|o| o.diff.is_identical())
+    }
+
+    /// Whether every top-1 row of every compared output agrees; `None`
+    /// when no output has an arg-max axis.
+    pub fn top1_agrees(&self) -> Option<bool> {
+        let tops: Vec<&Top1> = self
+            .outputs
+            .iter()
+            .filter(|o| o.kind.is_compared())
+            .filter_map(|o| o.top1.as_ref())
+            .collect();
+        (!tops.is_empty()).then(|| tops.iter().all(|t| t.agree == t.rows))
     }
 }
 
@@ -137,6 +159,12 @@ pub struct Localizer {
     plan_a: IntegerPlan,
     plan_b: IntegerPlan,
     nodes: NodeRunner,
+    choice: OutputChoice,
+    /// Each graph output's quantization step in the artifact, when stated.
+    steps: Vec<Option<f64>>,
+    /// Per chosen output (its index among the graph outputs), B against A
+    /// over every input so far; built on the first input.
+    outputs: Vec<(usize, OutputAcc)>,
 }
 
 /// Localizes the divergence of `b` from `a` on `model` for one input (see
@@ -164,13 +192,57 @@ impl Localizer {
     pub fn new(model: &Model, a: &ArithProfile, b: &ArithProfile) -> Result<Localizer, StudyError> {
         let plan_a = IntegerPlan::with_fusion(model, a, false)?;
         let plan_b = IntegerPlan::with_fusion(model, b, false)?;
+        let steps = plan_a
+            .plan()
+            .output_names()
+            .map(|n| model.graph.dequantize_step(n))
+            .collect();
         Ok(Localizer {
             a: a.clone(),
             b: b.clone(),
             plan_a,
             plan_b,
             nodes: NodeRunner::new(),
+            choice: OutputChoice::default(),
+            steps,
+            outputs: vec![],
         })
+    }
+
+    /// Compares the outputs `choice` names, with its top-1 axis (default:
+    /// every output, [`qport_core::compare::default_argmax_axis`]).
+    pub fn with_outputs(mut self, choice: OutputChoice) -> Localizer {
+        self.choice = choice;
+        self
+    }
+
+    /// Every chosen output, B against A, over every input localized so far
+    /// (A is the reference).
+    pub fn output_stats(&self) -> Vec<OutputStats> {
+        self.outputs
+            .iter()
+            .map(|(_, acc)| acc.clone().finish())
+            .collect()
+    }
+
+    /// Fails when an output of `plan`'s run holds NaN or an infinity,
+    /// naming the first node that produced one.
+    fn check_finite(
+        plan: &IntegerPlan,
+        inputs: &[(String, Tensor)],
+        outputs: &[(String, Tensor)],
+    ) -> Result<(), StudyError> {
+        let Some((i, v)) = cmp::non_finite_output(outputs) else {
+            return Ok(());
+        };
+        let origin = plan.plan().first_non_finite(inputs.to_vec())?;
+        Err(StudyError::NonFiniteOutput(NonFiniteOutput {
+            output: outputs[i].0.clone(),
+            run: format!("profile `{}`", plan.profile().name),
+            sample: "this input".into(),
+            nan: v.nan,
+            origin: origin.map(Box::new),
+        }))
     }
 
     /// Profile A.
@@ -249,6 +321,7 @@ impl Localizer {
             .collect();
         let mut e2e: Vec<Diff> = vec![Diff::default(); layers.len()];
         let mut mismatch: Option<String> = None;
+        let inputs_kept = inputs.clone();
         let outputs_b = self.plan_b.plan().run_with_tap(inputs, &mut |name, t| {
             let (Some(&k), Some(ta)) = (owner.get(name), values.get(name)) else {
                 return;
@@ -260,6 +333,8 @@ impl Localizer {
                 }
             }
         })?;
+        Self::check_finite(&self.plan_a, &inputs_kept, &outputs_a)?;
+        Self::check_finite(&self.plan_b, &inputs_kept, &outputs_b)?;
         if let Some(m) = mismatch {
             return Err(StudyError::Inconsistent(m));
         }
@@ -273,15 +348,37 @@ impl Localizer {
         }
         let first = layers.iter().position(|(_, l)| !l.isolated.is_identical());
 
+        if self.outputs.is_empty() {
+            let steps = &self.steps;
+            self.outputs = self
+                .choice
+                .specs(&outputs_a, |n| {
+                    let i = outputs_a.iter().position(|(m, _)| m == n)?;
+                    steps.get(i).copied().flatten()
+                })
+                .map_err(StudyError::Input)?
+                .into_iter()
+                .map(|(i, spec)| (i, OutputAcc::new(spec)))
+                .collect();
+        }
         let mut outputs = vec![];
-        for ((name, ta), (_, tb)) in outputs_a.iter().zip(&outputs_b) {
-            let diff = compare::compare(ta, tb)
-                .map_err(|e| StudyError::Inconsistent(format!("graph output '{name}': {e}")))?;
+        for (i, acc) in &mut self.outputs {
+            let ((name, ta), (_, tb)) = (&outputs_a[*i], &outputs_b[*i]);
+            let inconsistent =
+                |e: String| StudyError::Inconsistent(format!("graph output '{name}': {e}"));
+            let diff = compare::compare(ta, tb).map_err(inconsistent)?;
+            let float = acc.add(ta, tb, &inputs_kept).map_err(inconsistent)?;
+            let passes =
+                cmp::passed_input(ta, &inputs_kept).is_some() && cmp::bit_identical(ta, tb);
             outputs.push(OutputDiff {
                 name: name.clone(),
+                kind: match (passes, float) {
+                    (true, _) => OutputKind::PassThrough,
+                    (false, Some(_)) => OutputKind::Float,
+                    (false, None) => OutputKind::Integer,
+                },
                 diff,
-                top1_a: compare::top1(ta),
-                top1_b: compare::top1(tb),
+                top1: float.and_then(|d| d.top1(acc.spec().argmax_axis)),
             });
         }
         Ok(Divergence {

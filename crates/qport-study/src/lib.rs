@@ -39,6 +39,10 @@ pub enum StudyError {
         #[source]
         source: EngineError,
     },
+    /// A model output holds NaN or an infinity under some run (names the
+    /// first node that produced one).
+    #[error("{0}")]
+    NonFiniteOutput(#[from] qport_core::compare::NonFiniteOutput),
     /// A study's internal cross-check failed (names what did not match):
     /// a bug in qport, not in the input.
     #[error("internal check failed: {0}; this is a bug in qport, please report it")]

@@ -5,6 +5,7 @@
 //! the results must not depend on the thread count or the chunking.
 
 use qport_core::arith::ArithProfile;
+use qport_core::compare::OutputKind;
 use qport_core::{DType, Tensor};
 use qport_data::Sample;
 use qport_engine::EngineError;
@@ -51,22 +52,29 @@ fn self_agreement_is_bit_identical_and_fp32_is_invariant() {
     eprintln!("study: {:.1} s", t.elapsed().as_secs_f64());
     let n = samples.len();
     assert_eq!(a.n(), n);
-    assert_eq!((a.output.as_str(), a.classes), ("logits", 1000));
+    assert_eq!(a.outputs.len(), 1);
+    let o = &a.outputs[0];
+    assert_eq!((o.name.as_str(), &o.shape[..]), ("logits", &[1, 1000][..]));
+    assert_eq!((o.kind, o.argmax_axis), (OutputKind::Float, Some(1)));
     assert_eq!(a.profiles, ["f32-rne", "avx2-u8s8", "gemmlowp"]);
     for p in &a.selves {
-        assert_eq!((p.top1_agree, p.bit_identical), (n, n), "{} vs itself", p.a);
-        assert_eq!((p.cosine_min, p.max_abs_diff), (1.0, 0.0), "{}", p.a);
+        assert_eq!(
+            (p.top1_agree, p.bit_identical),
+            (Some(n), n),
+            "{} vs itself",
+            p.a
+        );
+        let o = &p.outputs[0];
+        assert_eq!(
+            (o.cosine_min, o.max_abs_diff, o.sqnr_db),
+            (Some(1.0), Some(0.0), None)
+        );
         assert!(p.flips.is_empty() && p.margin_auc.is_none());
     }
     for p in &a.fp32_controls {
-        assert_eq!(p.top1_agree, n, "{} vs {}", p.a, p.b);
-        assert!(
-            p.cosine_min > 0.99999,
-            "{} vs {}: {}",
-            p.a,
-            p.b,
-            p.cosine_min
-        );
+        assert_eq!(p.top1_agree, Some(n), "{} vs {}", p.a, p.b);
+        let c = p.outputs[0].cosine_min.unwrap();
+        assert!(c > 0.99999, "{} vs {}: {c}", p.a, p.b);
     }
     // the same plan on one thread and on two: bit for bit
     let two = &a.fp32_controls[1];
@@ -85,14 +93,18 @@ fn self_agreement_is_bit_identical_and_fp32_is_invariant() {
             .map(|(k, _)| k)
             .collect();
         assert_eq!(p.flips.iter().map(|f| f.index).collect::<Vec<_>>(), flips);
-        assert_eq!(p.top1_agree + flips.len(), n);
-        assert!(p.cosine_min <= p.cosine_mean && p.cosine_mean <= 1.0 + 1e-12);
-        assert!((0.0..=1.0).contains(&p.top5_overlap));
+        assert_eq!(p.top1_agree.unwrap() + flips.len(), n);
+        let o = &p.outputs[0];
+        let (cmin, cmean) = (o.cosine_min.unwrap(), o.cosine_mean.unwrap());
+        assert!(cmin <= cmean && cmean <= 1.0 + 1e-12);
+        let top1 = o.top1.unwrap();
+        assert_eq!((top1.rows, top1.agree), (n, n - flips.len()));
+        assert!((0.0..=1.0).contains(&top1.top5_overlap));
         for f in &p.flips {
             assert_eq!(f.margin, a.samples[f.index].fp32_margin);
         }
     }
-    let m = a.top1_matrix();
+    let m = a.top1_matrix().unwrap();
     for (i, row) in m.iter().enumerate() {
         assert_eq!(row[i], n);
         for (j, &k) in row.iter().enumerate() {

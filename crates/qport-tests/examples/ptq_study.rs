@@ -9,6 +9,7 @@
 //! Run: `cargo run --release -p qport-tests --example ptq_study [CALIB EVAL]`
 //! (defaults 200 500). Writes `target/ptq-study/result.json`.
 
+use qport_core::compare::OutputChoice;
 use qport_core::Tensor;
 use qport_engine::Plan;
 use qport_quant::ptq::{self, Sample};
@@ -90,15 +91,26 @@ fn main() {
         let path = out.join(format!("qport-{m}.onnx"));
         qport_onnx::save(&q.exported.model, &path).unwrap();
         let plan = Plan::new(&q.exported.model).unwrap();
-        let ev = ptq::evaluate(&fp32, &plan, eval.iter().cloned().map(Ok), &mut |_| {}).unwrap();
+        let ev = ptq::evaluate(
+            &fp32,
+            &plan,
+            &q.exported.model,
+            &OutputChoice::default(),
+            eval.iter().cloned().map(Ok),
+            &mut |_| {},
+        )
+        .unwrap();
+        // the logits: top-1 along the class axis
+        let logits = &ev.outputs[0];
+        let top1 = logits.top1.expect("a [1, 1000] output has a class axis");
+        let cosine = logits.cosine_mean.unwrap_or(f64::NAN);
         println!(
-            "| qport {m} | {}/{} ({:.1}%) | {:.5} |",
-            ev.top1_agree,
-            ev.samples,
-            100.0 * ev.top1_rate(),
-            ev.outputs[0].cosine_mean
+            "| qport {m} | {}/{} ({:.1}%) | {cosine:.5} |",
+            top1.agree,
+            top1.rows,
+            100.0 * top1.rate,
         );
-        rows.push(serde_json::json!({"calibrator": m.name(), "top1_agree": ev.top1_agree, "samples": ev.samples, "cosine_mean": ev.outputs[0].cosine_mean}));
+        rows.push(serde_json::json!({"calibrator": m.name(), "top1_agree": top1.agree, "samples": ev.samples, "cosine_mean": cosine}));
         py.arg(format!("--model=qport-{m}={}", path.display()));
         if m == CalibMethod::Max {
             let sims: Vec<Tensor> = eval

@@ -249,8 +249,9 @@ fn onnxruntime_runs_the_ppocr_artifact_like_the_simulation() {
 
 fn mean_cosine(fp32: &Plan, q: &Model, eval: &[Sample]) -> f64 {
     let plan = Plan::new(q).unwrap();
-    let ev = ptq::evaluate(fp32, &plan, ok(eval), &mut |_| {}).unwrap();
-    ev.outputs[0].cosine_mean
+    let choice = qport_core::compare::OutputChoice::default();
+    let ev = ptq::evaluate(fp32, &plan, q, &choice, ok(eval), &mut |_| {}).unwrap();
+    ev.outputs[0].cosine_mean.expect("a float output")
 }
 
 #[test]

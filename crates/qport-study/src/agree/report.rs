@@ -24,11 +24,12 @@
 //!     profiles: vec![],
 //!     warnings: vec![],
 //! };
-//! let report = Report::new(&result, provenance, Some(0.99), 1.5);
+//! let report = Report::new(&result, provenance, Some(0.99), &Default::default(), 1.5);
 //! println!("{}", serde_json::to_string_pretty(&report).unwrap());
 //! ```
 
-use super::{Agreement, AnyFlip, PairStats, SampleRecord};
+use super::{Agreement, AnyFlip, OutputInfo, PairStats, SampleRecord};
+use qport_core::compare::{low_cosine_warnings, ThresholdCheck, Thresholds};
 use qport_core::report::{FileJson, Header, ProfileJson};
 use qport_quant::pot::PotSummary;
 use serde::Serialize;
@@ -46,15 +47,6 @@ pub struct DataJson {
     pub preprocess: Option<String>,
 }
 
-/// The compared output.
-#[derive(Debug, Serialize)]
-pub struct OutputJson {
-    /// Its name (the quantized model's first output).
-    pub name: String,
-    /// Its number of elements.
-    pub elements: usize,
-}
-
 /// The power-of-two rewrite of the artifact's scales, when one was made.
 #[derive(Debug, Serialize)]
 pub struct PotJson {
@@ -70,8 +62,8 @@ pub struct PotJson {
 pub struct MatrixJson {
     /// Row and column names.
     pub profiles: Vec<String>,
-    /// Samples with the same top-1 class.
-    pub top1_agree: Vec<Vec<usize>>,
+    /// Samples with the same top-1 classes (`None` without top-1).
+    pub top1_agree: Option<Vec<Vec<usize>>>,
     /// Samples with bit-identical outputs.
     pub bit_identical: Vec<Vec<usize>>,
 }
@@ -94,7 +86,7 @@ pub struct PairJson<'a> {
     #[serde(flatten)]
     pub stats: &'a PairStats,
     /// [`PairStats::top1_rate`].
-    pub top1_rate: f64,
+    pub top1_rate: Option<f64>,
 }
 
 impl PairJson<'_> {
@@ -141,6 +133,11 @@ pub struct FailingJson {
     pub top1_rate: f64,
 }
 
+/// `A vs B`: who a pair compares, in messages.
+fn runs(p: &PairStats) -> String {
+    format!("{} vs {}", p.a, p.b)
+}
+
 /// The minimum-agreement check.
 #[derive(Debug, Serialize)]
 pub struct CheckJson {
@@ -162,7 +159,8 @@ impl CheckJson {
             .map(|p| FailingJson {
                 a: p.a.clone(),
                 b: p.b.clone(),
-                top1_rate: p.top1_rate(),
+                // pairs_below gives only pairs that measured top-1
+                top1_rate: p.top1_rate().unwrap_or(1.0),
             })
             .collect();
         CheckJson {
@@ -210,8 +208,8 @@ pub struct Report<'a> {
     pub data: DataJson,
     /// Number of samples.
     pub n: usize,
-    /// The compared output.
-    pub output: OutputJson,
+    /// The chosen outputs.
+    pub outputs: &'a [OutputInfo],
     /// The power-of-two rewrite, when one was made.
     pub pot: Option<PotJson>,
     /// Worker threads used.
@@ -237,6 +235,9 @@ pub struct Report<'a> {
     pub samples: Vec<SampleJson<'a>>,
     /// The minimum-agreement check, when one was asked for.
     pub min_agreement: Option<CheckJson>,
+    /// `--min-cosine` / `--min-sqnr` over each profile against `fp32`,
+    /// when asked for.
+    pub check: Option<ThresholdCheck>,
     /// Warnings given.
     pub warnings: Vec<String>,
     /// Wall time of the whole run, in seconds.
@@ -245,23 +246,28 @@ pub struct Report<'a> {
 
 impl<'a> Report<'a> {
     /// The report of `result` with what it ran on (`p`), checked against
-    /// `min_agreement` when given; `seconds` is the wall time to record.
+    /// `min_agreement` and `thresholds` (each profile's outputs against
+    /// `fp32`) when given; `seconds` is the wall time to record. Adds a
+    /// warning for each output whose mean cosine against `fp32` is below
+    /// [`qport_core::compare::LOW_COSINE`].
     pub fn new(
         result: &'a Agreement,
         p: Provenance,
         min_agreement: Option<f64>,
+        thresholds: &Thresholds,
         seconds: f64,
     ) -> Report<'a> {
+        let mut warnings = p.warnings;
+        for v in &result.vs_fp32 {
+            warnings.extend(low_cosine_warnings(&runs(v), &v.outputs));
+        }
         Report {
             header: p.header,
             model: p.model,
             fp32_model: p.fp32_model,
             data: p.data,
             n: result.n(),
-            output: OutputJson {
-                name: result.output.clone(),
-                elements: result.classes,
-            },
+            outputs: &result.outputs,
             pot: p.pot,
             threads: result.threads,
             profile_files: p.profile_files,
@@ -282,7 +288,8 @@ impl<'a> Report<'a> {
                 .map(|(index, record)| SampleJson { index, record })
                 .collect(),
             min_agreement: min_agreement.map(|t| CheckJson::new(result, t)),
-            warnings: p.warnings,
+            check: thresholds.check(result.vs_fp32.iter().map(|v| (runs(v), &v.outputs[..]))),
+            warnings,
             seconds,
         }
     }

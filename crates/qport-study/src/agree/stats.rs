@@ -1,69 +1,13 @@
-//! The statistics of an agreement study: how two outputs of one sample
-//! compare ([`compare`]), their aggregation over samples ([`PairStats`],
-//! built by [`PairAcc`]), the FP32 logit margin ([`logit_margin`]) and the
-//! ROC-AUC of the margin as a predictor of a top-1 flip ([`margin_auc`]).
+//! The statistics of an agreement study: how two members' outputs of one
+//! sample compare, aggregated over samples ([`PairStats`], built by
+//! [`PairAcc`]: per output through `qport_core::compare`, and per sample
+//! the top-1 agreement over every top-1 row of the compared outputs), the
+//! FP32 logit margin ([`logit_margin`]) and the ROC-AUC of the margin as a
+//! predictor of a top-1 flip ([`margin_auc`]).
 
-use qport_core::metrics;
+use qport_core::compare::{OutputAcc, OutputSpec, OutputStats};
+use qport_core::{metrics, Tensor};
 use serde::Serialize;
-
-/// How two outputs of the same sample compare.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Compared {
-    /// Top-1 class of the first output (first index on ties).
-    pub top1_a: usize,
-    /// Top-1 class of the second output.
-    pub top1_b: usize,
-    /// Same length and every element has the same bits.
-    pub bit_identical: bool,
-    /// Cosine similarity (f64; exactly 1 for bit-identical outputs and for
-    /// two zero vectors).
-    pub cosine: f64,
-    /// Largest absolute element-wise difference (NaN when one side has NaN
-    /// where the other does not).
-    pub max_abs_diff: f32,
-    /// Top-5 overlap: `|top5(a) ∩ top5(b)| / k` with `k = min(5, len)`.
-    pub top5_overlap: f64,
-}
-
-/// Top-`k` overlap of two outputs, `k = min(5, len)`: the share of the five
-/// largest classes of `a` that are also among the five largest of `b` (ties
-/// broken by lower index). 1 for empty outputs.
-///
-/// ```
-/// use qport_study::agree::top5_overlap;
-/// let a = [9.0, 8.0, 7.0, 6.0, 5.0, 0.0];
-/// let b = [9.0, 8.0, 7.0, 6.0, 0.0, 5.0];
-/// assert_eq!(top5_overlap(&a, &b), 0.8);
-/// ```
-pub fn top5_overlap(a: &[f32], b: &[f32]) -> f64 {
-    let k = 5.min(a.len()).min(b.len());
-    if k == 0 {
-        return 1.0;
-    }
-    let ta = metrics::top_k(a, k);
-    let tb = metrics::top_k(b, k);
-    let common = ta.iter().filter(|i| tb.contains(i)).count();
-    common as f64 / k as f64
-}
-
-/// Compares two outputs of one sample.
-pub fn compare(a: &[f32], b: &[f32]) -> Compared {
-    let bit_identical =
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-    Compared {
-        top1_a: metrics::argmax(a).unwrap_or(0),
-        top1_b: metrics::argmax(b).unwrap_or(0),
-        bit_identical,
-        // exactly 1 for identical outputs (the f64 sum may round below)
-        cosine: if bit_identical && !a.is_empty() {
-            1.0
-        } else {
-            metrics::cosine(a, b)
-        },
-        max_abs_diff: metrics::max_abs_diff(a, b),
-        top5_overlap: top5_overlap(a, b),
-    }
-}
 
 /// The FP32 logit margin of an output: its largest value minus its second
 /// largest. NaN for an output with fewer than two elements.
@@ -118,13 +62,18 @@ pub fn margin_auc(margins: &[f32], flipped: &[bool]) -> Option<f64> {
     Some(score / (pos.len() as f64 * neg.len() as f64))
 }
 
-/// One sample on which a pair's top-1 classes differ.
+/// One sample on which a pair's top-1 classes differ: the first output
+/// and row (in output order, then row order) where they do.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Flip {
     /// Index of the sample in the study (0-based).
     pub index: usize,
     /// FP32 logit margin of the sample.
     pub margin: f32,
+    /// The output.
+    pub output: String,
+    /// The row of that output (0 for a `[1, C]` output).
+    pub row: usize,
     /// Top-1 class of the pair's first member.
     pub top1_a: usize,
     /// Top-1 class of the pair's second member.
@@ -134,25 +83,20 @@ pub struct Flip {
 /// How two members (profiles, or FP32 paths) agree over all samples.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairStats {
-    /// First member.
+    /// First member (the reference of the per-output statistics).
     pub a: String,
     /// Second member (the same name as `a` for a profile against its own
     /// repeat run).
     pub b: String,
     /// Number of samples.
     pub n: usize,
-    /// Samples with the same top-1 class.
-    pub top1_agree: usize,
-    /// Samples whose outputs are bit-identical.
+    /// Samples on which every top-1 row of every compared output has the
+    /// same class; `None` when no compared output has an arg-max axis.
+    pub top1_agree: Option<usize>,
+    /// Samples on which every compared (float) output is bit-identical.
     pub bit_identical: usize,
-    /// Mean cosine similarity of the outputs.
-    pub cosine_mean: f64,
-    /// Smallest cosine similarity.
-    pub cosine_min: f64,
-    /// Largest absolute difference over every sample and element.
-    pub max_abs_diff: f32,
-    /// Mean top-5 overlap ([`top5_overlap`]).
-    pub top5_overlap: f64,
+    /// Every chosen output compared on its own, in graph order.
+    pub outputs: Vec<OutputStats>,
     /// The samples whose top-1 classes differ, in sample order.
     pub flips: Vec<Flip>,
     /// ROC-AUC of the FP32 margin as a predictor of this pair's flips
@@ -161,10 +105,63 @@ pub struct PairStats {
 }
 
 impl PairStats {
-    /// `top1_agree / n` (1 for no samples).
-    pub fn top1_rate(&self) -> f64 {
-        qport_quant::ptq::fraction(self.top1_agree, self.n, 1.0)
+    /// `top1_agree / n` (1 for no samples); `None` without top-1.
+    pub fn top1_rate(&self) -> Option<f64> {
+        self.top1_agree
+            .map(|k| qport_quant::ptq::fraction(k, self.n, 1.0))
     }
+}
+
+/// One member's run of one sample, as a pair compares it: the chosen
+/// outputs (in spec order) and their top-1 classes ([`top1_rows`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    /// The chosen outputs, in spec order.
+    pub outputs: &'a [Tensor],
+    /// Per output, the top-1 class of each row (empty for an output
+    /// without an arg-max axis or not compared on this sample).
+    pub top1: &'a [Vec<usize>],
+}
+
+/// The top-1 class of every row of every output that has an arg-max axis
+/// and is compared on this sample (`skip[k]` false: a float output that
+/// does not pass an input through); an empty list for the others.
+pub fn top1_rows(outputs: &[Tensor], specs: &[OutputSpec], skip: &[bool]) -> Vec<Vec<usize>> {
+    outputs
+        .iter()
+        .zip(specs)
+        .zip(skip)
+        .map(|((t, spec), &skip)| match spec.argmax_axis {
+            Some(axis) if !skip && t.dtype().is_float() => t
+                .to_f32_vec()
+                .map(|v| {
+                    metrics::lanes(&v, t.shape(), axis)
+                        .iter()
+                        .map(|r| metrics::argmax(r).unwrap_or(0))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => vec![],
+        })
+        .collect()
+}
+
+/// The FP32 logit margin of a sample: the smallest [`logit_margin`] over
+/// every top-1 row of every compared output (the `fp32` run's values); NaN
+/// when there is no such row.
+pub fn sample_margin(outputs: &[Tensor], specs: &[OutputSpec], skip: &[bool]) -> f32 {
+    let mut m = f32::NAN;
+    for ((t, spec), &skip) in outputs.iter().zip(specs).zip(skip) {
+        let (Some(axis), false) = (spec.argmax_axis, skip) else {
+            continue;
+        };
+        let Ok(v) = t.to_f32_vec() else { continue };
+        for row in metrics::lanes(&v, t.shape(), axis) {
+            // f32::min keeps the number when one side is NaN
+            m = m.min(logit_margin(&row));
+        }
+    }
+    m
 }
 
 /// Accumulates [`PairStats`] sample by sample, in sample order (so sums,
@@ -172,69 +169,90 @@ impl PairStats {
 #[derive(Debug, Clone)]
 pub struct PairAcc {
     stats: PairStats,
-    cosine_sum: f64,
-    top5_sum: f64,
+    outputs: Vec<OutputAcc>,
+    reference_b: bool,
 }
 
 impl PairAcc {
-    /// An empty accumulator for members `a` and `b`.
-    pub fn new(a: &str, b: &str) -> PairAcc {
+    /// An empty accumulator for members `a` and `b` comparing the outputs
+    /// `specs` describe.
+    pub fn new(a: &str, b: &str, specs: &[OutputSpec]) -> PairAcc {
         PairAcc {
             stats: PairStats {
                 a: a.to_string(),
                 b: b.to_string(),
                 n: 0,
-                top1_agree: 0,
+                top1_agree: specs.iter().any(|s| s.argmax_axis.is_some()).then_some(0),
                 bit_identical: 0,
-                cosine_mean: 1.0,
-                cosine_min: 1.0,
-                max_abs_diff: 0.0,
-                top5_overlap: 1.0,
+                outputs: vec![],
                 flips: vec![],
                 margin_auc: None,
             },
-            cosine_sum: 0.0,
-            top5_sum: 0.0,
+            outputs: specs.iter().cloned().map(OutputAcc::new).collect(),
+            reference_b: false,
         }
     }
 
-    /// Adds the next sample (index `index`, FP32 margin `margin`).
-    pub fn add(&mut self, index: usize, margin: f32, c: &Compared) {
+    /// Takes member `b` as the reference of the per-output statistics
+    /// (SQNR is relative to the reference's signal; by default `a`).
+    pub fn with_reference_b(mut self) -> PairAcc {
+        self.reference_b = true;
+        self
+    }
+
+    /// Adds the next sample (index `index`, FP32 margin `margin`, model
+    /// inputs `inputs`): member `a`'s run and member `b`'s. Fails when the
+    /// runs disagree on an output's type or shape.
+    pub fn add(
+        &mut self,
+        index: usize,
+        margin: f32,
+        a: Run,
+        b: Run,
+        inputs: &[(String, Tensor)],
+    ) -> Result<(), String> {
         let s = &mut self.stats;
         s.n += 1;
-        if c.top1_a == c.top1_b {
-            s.top1_agree += 1;
-        } else {
-            s.flips.push(Flip {
-                index,
-                margin,
-                top1_a: c.top1_a,
-                top1_b: c.top1_b,
-            });
+        let mut identical = true;
+        let (r, t) = if self.reference_b { (b, a) } else { (a, b) };
+        for ((acc, x), y) in self.outputs.iter_mut().zip(r.outputs).zip(t.outputs) {
+            if let Some(d) = acc.add(x, y, inputs)? {
+                identical &= d.bit_identical;
+            }
         }
-        s.bit_identical += usize::from(c.bit_identical);
-        self.cosine_sum += c.cosine;
-        self.top5_sum += c.top5_overlap;
-        s.cosine_min = if s.n == 1 {
-            c.cosine
-        } else {
-            s.cosine_min.min(c.cosine)
-        };
-        if c.max_abs_diff.is_nan() || s.max_abs_diff.is_nan() {
-            s.max_abs_diff = f32::NAN;
-        } else {
-            s.max_abs_diff = s.max_abs_diff.max(c.max_abs_diff);
+        s.bit_identical += usize::from(identical);
+        if let Some(agree) = &mut s.top1_agree {
+            let first = a
+                .top1
+                .iter()
+                .zip(b.top1)
+                .enumerate()
+                .find_map(|(k, (ra, rb))| {
+                    ra.iter()
+                        .zip(rb)
+                        .position(|(p, q)| p != q)
+                        .map(|row| (k, row, ra[row], rb[row]))
+                });
+            match first {
+                None => *agree += 1,
+                Some((k, row, top1_a, top1_b)) => s.flips.push(Flip {
+                    index,
+                    margin,
+                    output: self.outputs[k].spec().name.clone(),
+                    row,
+                    top1_a,
+                    top1_b,
+                }),
+            }
         }
+        Ok(())
     }
 
     /// The statistics; `margins` holds every sample's FP32 margin, by
     /// index, for the ROC-AUC.
     pub fn finish(self, margins: &[f32]) -> PairStats {
         let mut s = self.stats;
-        if s.n > 0 {
-            s.cosine_mean = self.cosine_sum / s.n as f64;
-            s.top5_overlap = self.top5_sum / s.n as f64;
-        }
+        s.outputs = self.outputs.into_iter().map(OutputAcc::finish).collect();
         let mut flipped = vec![false; margins.len()];
         for f in &s.flips {
             if let Some(x) = flipped.get_mut(f.index) {
@@ -320,59 +338,99 @@ mod tests {
     }
 
     #[test]
-    fn top5_overlap_and_margin() {
-        let a = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-        assert_eq!(top5_overlap(&a, &a), 1.0);
-        let mut b = a;
-        b.reverse(); // top-5 of b: 0..=4, of a: 2..=6 -> 2, 3, 4 shared
-        assert_eq!(top5_overlap(&a, &b), 0.6);
-        // fewer than five classes: k = len
-        assert_eq!(top5_overlap(&[1.0, 2.0], &[2.0, 1.0]), 1.0);
-        assert_eq!(top5_overlap(&[], &[]), 1.0);
+    fn margins() {
         assert_eq!(logit_margin(&[1.0, 4.0, 3.5]), 0.5);
         assert_eq!(logit_margin(&[2.0, 2.0]), 0.0);
         assert!(logit_margin(&[1.0]).is_nan());
+        // two rows: the smaller margin; outputs without an axis are skipped
+        let t = Tensor::from_vec(vec![2, 3], vec![0.0f32, 3.0, 1.0, 5.0, 4.5, 0.0]).unwrap();
+        let boxes = Tensor::from_vec(vec![1, 2, 2], vec![0.0f32; 4]).unwrap();
+        let specs = [
+            OutputSpec::new("s", &[2, 3]),
+            OutputSpec::new("b", &[1, 2, 2]),
+        ];
+        let outs = [t.clone(), boxes];
+        assert_eq!(sample_margin(&outs, &specs, &[false, false]), 0.5);
+        assert!(sample_margin(&outs, &specs, &[true, false]).is_nan());
+        assert_eq!(
+            top1_rows(&outs, &specs, &[false, false]),
+            vec![vec![1, 0], vec![]]
+        );
+    }
+
+    fn run<'a>(outputs: &'a [Tensor], top1: &'a [Vec<usize>]) -> Run<'a> {
+        Run { outputs, top1 }
     }
 
     #[test]
-    fn compare_and_accumulate() {
-        let a = [1.0f32, 2.0, 3.0];
-        let c = compare(&a, &a);
-        assert!(c.bit_identical && c.top1_a == 2 && c.top1_b == 2);
-        assert_eq!((c.cosine, c.max_abs_diff, c.top5_overlap), (1.0, 0.0, 1.0));
-        // -0.0 and 0.0 are equal but not bit-identical
-        assert!(!compare(&[0.0], &[-0.0]).bit_identical);
-        let b = [1.0f32, 3.5, 3.0];
-        let d = compare(&a, &b);
-        assert!(!d.bit_identical);
-        assert_eq!((d.top1_a, d.top1_b, d.max_abs_diff), (2, 1, 1.5));
-
-        let mut acc = PairAcc::new("x", "y");
-        acc.add(0, 2.0, &c);
-        acc.add(1, 0.5, &d);
-        acc.add(2, 1.0, &c);
+    fn pairs_accumulate_per_output_and_per_sample() {
+        let specs = [
+            OutputSpec::new("logits", &[1, 3]),
+            OutputSpec::new("boxes", &[1, 2, 2]),
+        ];
+        let t = |shape: &[usize], v: &[f32]| Tensor::from_vec(shape.to_vec(), v.to_vec()).unwrap();
+        let a = [
+            t(&[1, 3], &[1.0, 2.0, 3.0]),
+            t(&[1, 2, 2], &[1.0, 2.0, 3.0, 4.0]),
+        ];
+        let b = [
+            t(&[1, 3], &[1.0, 3.5, 3.0]),
+            t(&[1, 2, 2], &[1.0, 2.0, 3.0, 4.0]),
+        ];
+        let c = [
+            t(&[1, 3], &[1.0, 2.0, 3.0]),
+            t(&[1, 2, 2], &[1.0, 2.0, 3.0, 4.5]),
+        ];
+        let no = [false, false];
+        let (ta, tb, tc) = (
+            top1_rows(&a, &specs, &no),
+            top1_rows(&b, &specs, &no),
+            top1_rows(&c, &specs, &no),
+        );
+        let mut acc = PairAcc::new("x", "y", &specs);
+        acc.add(0, 2.0, run(&a, &ta), run(&a, &ta), &[]).unwrap();
+        acc.add(1, 0.5, run(&a, &ta), run(&b, &tb), &[]).unwrap();
+        acc.add(2, 1.0, run(&a, &ta), run(&c, &tc), &[]).unwrap();
         let s = acc.finish(&[2.0, 0.5, 1.0]);
-        assert_eq!((s.n, s.top1_agree, s.bit_identical), (3, 2, 2));
-        assert_eq!(s.top1_rate(), 2.0 / 3.0);
-        assert_eq!(s.max_abs_diff, 1.5);
-        assert_eq!(s.cosine_min, d.cosine);
-        assert!((s.cosine_mean - (2.0 + d.cosine) / 3.0).abs() < 1e-15);
+        assert_eq!((s.n, s.top1_agree, s.bit_identical), (3, Some(2), 1));
+        assert_eq!(s.top1_rate(), Some(2.0 / 3.0));
         assert_eq!(
             s.flips,
             vec![Flip {
                 index: 1,
                 margin: 0.5,
+                output: "logits".into(),
+                row: 0,
                 top1_a: 2,
                 top1_b: 1
             }]
         );
         // the flip has the smallest margin
         assert_eq!(s.margin_auc, Some(1.0));
+        // per output: logits differ on sample 1 only, boxes on sample 2 only
+        let (l, bx) = (&s.outputs[0], &s.outputs[1]);
+        assert_eq!((l.name.as_str(), l.bit_identical), ("logits", 2));
+        assert_eq!(l.top1.unwrap().agree, 2);
+        assert_eq!(l.max_abs_diff, Some(1.5));
+        assert_eq!((bx.bit_identical, bx.top1), (2, None));
+        assert_eq!(bx.max_abs_diff, Some(0.5));
 
-        // NaN differences stick
-        let mut acc = PairAcc::new("x", "y");
-        acc.add(0, 1.0, &compare(&[f32::NAN], &[1.0]));
-        acc.add(1, 1.0, &c);
-        assert!(acc.finish(&[1.0, 1.0]).max_abs_diff.is_nan());
+        // no output with an axis: no top-1 at all
+        let specs = [OutputSpec::new("boxes", &[1, 2, 2])];
+        let mut acc = PairAcc::new("x", "y", &specs);
+        acc.add(
+            0,
+            f32::NAN,
+            run(&a[1..], &[vec![]]),
+            run(&c[1..], &[vec![]]),
+            &[],
+        )
+        .unwrap();
+        let s = acc.finish(&[f32::NAN]);
+        assert_eq!(
+            (s.top1_agree, s.top1_rate(), s.bit_identical),
+            (None, None, 0)
+        );
+        assert!(s.flips.is_empty());
     }
 }

@@ -99,26 +99,6 @@ pub(crate) fn compare(a: &Tensor, b: &Tensor) -> Result<Diff, String> {
     }
 }
 
-/// Index of the largest element of a `[1, K]` (or `[K]`) numeric tensor,
-/// the lower index on ties, NaN skipped; `None` for other shapes.
-pub(crate) fn top1(t: &Tensor) -> Option<usize> {
-    let k = match t.shape() {
-        [k] | [1, k] if *k > 0 => *k,
-        _ => return None,
-    };
-    let v = t.cast(DType::F64).ok()?.into_vec::<f64>().ok()?;
-    let mut best: Option<usize> = None;
-    for (i, &x) in v.iter().enumerate().take(k) {
-        if x.is_nan() {
-            continue;
-        }
-        if best.is_none_or(|b| x > v[b]) {
-            best = Some(i);
-        }
-    }
-    best
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,13 +116,5 @@ mod tests {
         assert_eq!((d.differing, d.max_diff), (1, f64::INFINITY));
         let s = Tensor::from_vec(vec![2, 2], vec![1u8, 2, 3, 4]).unwrap();
         assert!(compare(&a, &s).is_err());
-    }
-
-    #[test]
-    fn top1_of_row_vectors() {
-        let t = Tensor::from_vec(vec![1, 4], vec![0.1f32, 0.9, 0.9, f32::NAN]).unwrap();
-        assert_eq!(top1(&t), Some(1));
-        let t = Tensor::from_vec(vec![2, 2], vec![0.1f32, 0.9, 0.9, 0.0]).unwrap();
-        assert_eq!(top1(&t), None);
     }
 }

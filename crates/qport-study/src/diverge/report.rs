@@ -31,12 +31,14 @@
 //!     },
 //!     profile_files: vec![],
 //! };
-//! let report = Report::new(provenance, &loc, [None, None], &summary, &results, 0.5);
+//! let thresholds = Default::default();
+//! let report = Report::new(provenance, &loc, [None, None], &summary, &results, &thresholds, 0.5);
 //! println!("{}", serde_json::to_string_pretty(&report).unwrap());
 //! ```
 
 use super::{Divergence, LayerSummary, Localizer, OutputDiff, Stage, Summary};
 use qport_core::arith::ArithProfile;
+use qport_core::compare::{OutputStats, ThresholdCheck, Thresholds};
 use qport_core::report::{FileJson, Header, ProfileJson};
 use serde::Serialize;
 
@@ -158,6 +160,11 @@ pub struct Report<'a> {
     pub lowered_groups: usize,
     /// The headline numbers.
     pub summary: &'a Summary,
+    /// Every chosen graph output, B against A (A the reference), over all
+    /// inputs.
+    pub outputs: Vec<OutputStats>,
+    /// `--min-cosine` / `--min-sqnr` over those outputs, when asked for.
+    pub check: Option<ThresholdCheck>,
     /// Every layer over all inputs.
     pub layers: &'a [LayerSummary],
     /// Every input's result, in order.
@@ -169,17 +176,21 @@ pub struct Report<'a> {
 impl<'a> Report<'a> {
     /// The report of `results` (each input's id and localization) and
     /// their `summary`, made by `loc`; `files` names the file each of its
-    /// profiles A and B was read from (`None` for a preset); `seconds` is
-    /// the wall time to record.
+    /// profiles A and B was read from (`None` for a preset); the outputs
+    /// are checked against `thresholds`; `seconds` is the wall time to
+    /// record.
     pub fn new(
         p: Provenance,
         loc: &Localizer,
         files: [Option<&str>; 2],
         summary: &'a Summary,
         results: &'a [(String, Divergence)],
+        thresholds: &Thresholds,
         seconds: f64,
     ) -> Report<'a> {
         let (a, b) = (loc.profile_a(), loc.profile_b());
+        let outputs = loc.output_stats();
+        let check = thresholds.check([(format!("{} vs {}", b.name, a.name), &outputs[..])]);
         Report {
             provenance: p,
             profiles: PairJson {
@@ -189,6 +200,8 @@ impl<'a> Report<'a> {
             differing_policies: PolicyJson::differing(a, b),
             lowered_groups: loc.lowered().len(),
             summary,
+            outputs,
+            check,
             layers: &summary.layers,
             per_input: results
                 .iter()

@@ -121,11 +121,12 @@ pub struct Summary {
     pub inputs: usize,
     /// Inputs on which some layer diverges in isolation.
     pub inputs_diverging: usize,
-    /// Inputs whose graph outputs are bit-identical under both profiles.
+    /// Inputs whose chosen graph outputs (but those repeating a model
+    /// input) are bit-identical under both profiles.
     pub outputs_identical: usize,
-    /// Inputs with a `[1, K]` output to take an arg-max of.
+    /// Inputs with a compared output that has an arg-max axis.
     pub top1_compared: usize,
-    /// Of those, inputs where every such output has the same arg-max.
+    /// Of those, inputs where every top-1 row of every such output agrees.
     pub top1_agree: usize,
     /// The most common first diverging layer.
     pub first_layer: Option<String>,
@@ -165,16 +166,9 @@ pub fn summarize(results: &[Divergence]) -> Summary {
         if d.outputs_identical() {
             outputs_identical += 1;
         }
-        let tops: Vec<_> = d
-            .outputs
-            .iter()
-            .filter_map(|o| o.top1_a.zip(o.top1_b))
-            .collect();
-        if !tops.is_empty() {
+        if let Some(agrees) = d.top1_agrees() {
             top1_compared += 1;
-            if tops.iter().all(|(x, y)| x == y) {
-                top1_agree += 1;
-            }
+            top1_agree += usize::from(agrees);
         }
         for l in &d.layers {
             let k = *by_name.entry(l.node.clone()).or_insert_with(|| {
