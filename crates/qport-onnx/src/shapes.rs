@@ -21,7 +21,8 @@
 //! `value_info`.
 //!
 //! ```
-//! //! use qport_onnx::{graph::ModelBuilder, shapes, Attribute, Dim, Node};
+//! use qport_core::DType;
+//! use qport_onnx::{graph::ModelBuilder, shapes, Attribute, Dim, Node};
 //! let mut m = ModelBuilder::new(13)
 //!     .input("x", DType::F32, &[1, 3, 0, 0])
 //!     .node(Node::new("pool", "MaxPool", ["x"], ["y"])
