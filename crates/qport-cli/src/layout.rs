@@ -150,6 +150,7 @@ mod tests {
             input_type: t,
             input_source: s,
             no_padding: np,
+            shapes: Default::default(),
         }
     }
 

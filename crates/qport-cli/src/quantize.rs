@@ -47,6 +47,8 @@ Templates and config keys: docs/quant-config.md.";
 pub struct QuantizeArgs {
     /// The FP32 ONNX model (or a QDQ model with --calibration load).
     pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: crate::args::InputShapeArgs,
     /// Target platform (`qport platforms` lists them).
     #[arg(long, short)]
     pub platform: String,
@@ -177,8 +179,16 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         None => (None, None),
     };
     let sp = ui.spinner(&format!("loading {}", args.model.display()));
-    let loaded = model_file::load(&args.model)?;
+    let mut loaded = model_file::load(&args.model)?;
     let load_mode = args.calibration == Some(CalibMethod::Load);
+    // synthetic calibration samples need static input shapes
+    let synthetic = args.calib.is_none() && (args.fast_perf || load_mode);
+    if synthetic {
+        args.shapes
+            .apply_static(&mut loaded.model, &args.model, false)?;
+    } else {
+        args.shapes.apply(&mut loaded.model, &args.model)?;
+    }
     let (float_model, imported) = if load_mode {
         let imp = qport_quant::import::import(&loaded.model).map_err(quant_err)?;
         if imp.activations.is_empty() {

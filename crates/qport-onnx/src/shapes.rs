@@ -87,8 +87,7 @@ impl std::str::FromStr for InputShape {
 
 impl std::fmt::Display for InputShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let d: Vec<String> = self.dims.iter().map(u64::to_string).collect();
-        write!(f, "{}={}", self.name, d.join(","))
+        write!(f, "{}={}", self.name, join(&self.dims))
     }
 }
 
@@ -206,7 +205,7 @@ pub enum ShapeError {
         name: String,
     },
     /// The rank differs from the declared one.
-    #[error("input `{name}` has rank {declared_rank} ({declared}), the shape given {given:?} has rank {}", given.len())]
+    #[error("input `{name}` has rank {declared_rank} ({declared}), the shape given [{}] has rank {}", join(given), given.len())]
     Rank {
         /// The input.
         name: String,
@@ -258,6 +257,11 @@ pub enum ShapeError {
         /// Inferred shape.
         inferred: String,
     },
+}
+
+fn join(dims: &[u64]) -> String {
+    let d: Vec<String> = dims.iter().map(u64::to_string).collect();
+    d.join(",")
 }
 
 fn is_static(v: &ValueInfo) -> bool {

@@ -10,7 +10,8 @@
 //! - [`template`]: the starting configuration of each platform.
 //! - [`resolve`]: per-node precisions from template < model < op < node.
 //! - [`ops`]: which inputs of an operator are quantized, and how.
-//! - [`qdq`]: QDQ ONNX export; [`import`]: reading a QDQ model back.
+//! - [`qdq`]: QDQ ONNX export; [`import`]: reading a QDQ model back;
+//!   [`lineage`]: whether an artifact is a quantization of a float model.
 //! - [`opset`]: raising a model's opset when the export needs it.
 //! - [`ptq`]: calibrate, export per calibrator, choose, evaluate.
 #![deny(missing_docs)]
@@ -19,6 +20,7 @@ pub mod calib;
 pub mod config;
 pub mod error;
 pub mod import;
+pub mod lineage;
 pub mod observer;
 pub mod ops;
 pub mod opset;

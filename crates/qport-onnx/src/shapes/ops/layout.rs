@@ -3,6 +3,7 @@
 
 use super::*;
 use spatial::merge_dims;
+
 pub(super) fn reshape(c: &Ctx) -> R {
     let x = c.shape(0)?;
     let target = c.value(1)?;

@@ -2,6 +2,7 @@
 //! Resize/Upsample, DepthToSpace/SpaceToDepth, MatMul and Gemm.
 
 use super::*;
+
 /// DepthToSpace (channels / b², spatial · b) or SpaceToDepth (the reverse).
 pub(super) fn space_depth(c: &Ctx, to_space: bool) -> R {
     let x = c.shape(0)?;
