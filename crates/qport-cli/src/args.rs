@@ -183,8 +183,16 @@ impl InputShapeArgs {
     /// (and with `outputs`, every output dimension) to be static, except a
     /// first (batch) dimension, which the command sets. The error names
     /// the first dynamic dimension and, for an output, the node that stops
-    /// shape inference, and shows the `--input-shape` to give.
-    pub fn apply_static(&self, model: &mut Model, path: &Path, outputs: bool) -> Result<()> {
+    /// shape inference, says `need` (why static shapes are needed and any
+    /// other way out, e.g. `synthetic inputs need static sizes: give --data
+    /// or`) and shows the `--input-shape` to give.
+    pub fn apply_static(
+        &self,
+        model: &mut Model,
+        path: &Path,
+        outputs: bool,
+        need: &str,
+    ) -> Result<()> {
         self.apply(model, path)?;
         let g = &model.graph;
         for v in g
@@ -194,7 +202,7 @@ impl InputShapeArgs {
         {
             if let Some(axis) = dynamic_axis(v) {
                 bail!(
-                    "model '{}': input `{}` {} {}; this command needs static shapes: give them with --input-shape {}",
+                    "model '{}': input `{}` {} {}; {need} --input-shape {}",
                     path.display(),
                     v.name,
                     describe_axis(v, axis),
@@ -216,7 +224,7 @@ impl InputShapeArgs {
                 _ => String::new(),
             };
             bail!(
-                "model '{}': output `{}` {} {} is not known statically{why}; this command needs static shapes (--input-shape NAME=D0,D1,... fixes the inputs)",
+                "model '{}': output `{}` {} {} is not known statically{why}; {need} --input-shape NAME=D0,D1,... for the inputs",
                 path.display(),
                 v.name,
                 describe_axis(v, axis),
@@ -473,8 +481,9 @@ impl LayoutFlags {
     pub fn compute(&self, model: &Model, platform: &Platform, path: &str) -> Result<ModelLayout> {
         let opts = self.options()?;
         let mut model = model.clone();
+        let need = "a layout needs static shapes: give";
         self.shapes
-            .apply_static(&mut model, Path::new(path), true)?;
+            .apply_static(&mut model, Path::new(path), true, need)?;
         let mut layout = model_layout(&model.graph, platform, &opts).with_context(|| {
             format!(
                 "cannot lay out model '{path}' on {} with --input-type {}",

@@ -350,7 +350,10 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     // synthetic inputs need static shapes; --data brings its own
     let fix = |m: &mut qport_onnx::Model, p: &Path| match &args.data {
-        None => args.shapes.apply_static(m, p, false),
+        None => {
+            let need = "synthetic inputs need static sizes: give --data FILE.npy|FILE.npz or";
+            args.shapes.apply_static(m, p, false, need)
+        }
         Some(_) => args.shapes.apply(m, p),
     };
     fix(&mut fp32.model, &args.model)?;

@@ -25,6 +25,7 @@ pub const AFTER_HELP: &str = "\
 Examples:
   qport quantize model.onnx --platform j6m --calib photos/ --preprocess effnet-lite --out q/
   qport quantize model.onnx --platform j6p --calib calib.npz --eval eval.npz --out q/
+  qport quantize yolo.onnx --platform j6m --fast-perf --input-shape images=1,3,640,640 --out q/
   qport quantize model.onnx --platform j6e --calib photos/ --preprocess imagenet \\
       --config quant_config.json --calibration kl --out q/
   qport quantize model.onnx --platform x86-vnni --fast-perf --out q/
@@ -184,8 +185,9 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     // synthetic calibration samples need static input shapes
     let synthetic = args.calib.is_none() && (args.fast_perf || load_mode);
     if synthetic {
+        let need = "synthetic calibration samples need static sizes: give --calib data or";
         args.shapes
-            .apply_static(&mut loaded.model, &args.model, false)?;
+            .apply_static(&mut loaded.model, &args.model, false, need)?;
     } else {
         args.shapes.apply(&mut loaded.model, &args.model)?;
     }

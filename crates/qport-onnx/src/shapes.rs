@@ -40,6 +40,7 @@
 //! ```
 
 mod ops;
+pub mod window;
 
 use crate::infer::{concrete_shape, value_types};
 use crate::model::{Dim, Model, ValueInfo};

@@ -2,6 +2,7 @@
 //! Resize/Upsample, DepthToSpace/SpaceToDepth, MatMul and Gemm.
 
 use super::*;
+use crate::shapes::window::{extent, AutoPad};
 
 /// DepthToSpace (channels / b², spatial · b) or SpaceToDepth (the reverse).
 pub(super) fn space_depth(c: &Ctx, to_space: bool) -> R {
@@ -69,41 +70,28 @@ impl Window {
         })
     }
 
-    /// Output sizes along the spatial axes (onnxruntime's rules: `SAME_*`
-    /// gives `ceil(in / stride)`, `ceil_mode` drops a last window that
-    /// would start in the end padding).
+    /// Output sizes along the spatial axes ([`super::super::window::extent`]).
     fn out(&self, input: &[Dim]) -> Result<Vec<Dim>, Fail> {
+        let auto_pad = AutoPad::parse(&self.auto_pad).map_err(Fail::Invalid)?;
         let mut out = vec![];
         for (i, d) in input.iter().enumerate() {
             let (Some(x), Some(k)) = (known(d), self.kernel[i]) else {
                 out.push(Dim::Unknown);
                 continue;
             };
-            let s = self.strides[i];
-            let span = (k.max(1) - 1) * self.dilations[i] + 1;
-            let (pb, pe) = match self.auto_pad.as_str() {
-                "VALID" => (0, 0),
-                "SAME_UPPER" | "SAME_LOWER" => {
-                    out.push(Dim::Known(x.div_ceil(s)));
-                    continue;
-                }
-                _ => self.pads[i],
-            };
-            let padded = x + pb + pe;
-            if padded < span {
-                return invalid(format!(
-                    "spatial size {x} with pads ({pb}, {pe}) is smaller than the kernel span {span}"
-                ));
-            }
-            let num = padded - span;
-            let mut o = num / s + 1;
-            if self.ceil_mode && self.auto_pad == "NOTSET" {
-                o = num.div_ceil(s) + 1;
-                if (o - 1) * s >= x + pb {
-                    o -= 1;
-                }
-            }
-            out.push(Dim::Known(o));
+            let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+            let (pb, pe) = self.pads[i];
+            let e = extent(
+                n(x),
+                n(k.max(1)),
+                n(self.strides[i]),
+                n(self.dilations[i]),
+                (n(pb), n(pe)),
+                auto_pad,
+                self.ceil_mode,
+            )
+            .map_err(Fail::Invalid)?;
+            out.push(Dim::Known(e.out as u64));
         }
         Ok(out)
     }
