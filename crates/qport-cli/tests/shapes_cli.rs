@@ -201,3 +201,62 @@ fn help_teaches_the_flag() {
         &["--data <FILE.npy|FILE.npz>", "quantization of MODEL"],
     );
 }
+
+#[test]
+fn run_feeds_against_the_fixed_shape() {
+    let dir = temp_dir("shapes-run");
+    let npy = dir.join("x.npy");
+    let v = vec![0.5f32; 3 * 64 * 64];
+    qport_data::npy::write(&npy, &Tensor::from_vec(vec![1, 3, 64, 64], v).unwrap()).unwrap();
+    let (m, x) = (detector(), format!("images={}", s(&npy)));
+    let j = json_stdout(&qport(&[
+        "run",
+        &m,
+        "--input",
+        &x,
+        "--input-shape",
+        "images=1,3,64,64",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(j["outputs"][0]["shape"], serde_json::json!([1, 4, 80]));
+    // the model now takes 96x96 only
+    let o = qport(&[
+        "run",
+        &m,
+        "--input",
+        &x,
+        "--input-shape",
+        "images=1,3,96,96",
+    ]);
+    assert_input_error(&o, &["images", "[1,3,96,96]", "[1, 3, 64, 64]"]);
+}
+
+#[test]
+fn an_output_inference_cannot_reach_names_the_node() {
+    use qport_onnx::graph::ModelBuilder;
+    let dir = temp_dir("shapes-stop");
+    let path = dir.join("nz.onnx");
+    let mut m = ModelBuilder::new(13)
+        .input("x", qport_core::DType::F32, &[1, 4])
+        .op("NonZero", ["x"], ["nz"])
+        .op("Cast", ["nz"], ["y"])
+        .output("y", qport_core::DType::F32, &[2, 1])
+        .build();
+    m.graph.nodes[1] = m.graph.nodes[1]
+        .clone()
+        .with_attr("to", qport_onnx::Attribute::Int(1));
+    m.graph.outputs[0].shape = Some(vec![
+        qport_onnx::Dim::Known(2),
+        qport_onnx::Dim::Param("n".into()),
+    ]);
+    qport_onnx::save(&m, &path).unwrap();
+    let o = qport(&["layout", &s(&path), "-p", "j6m"]);
+    assert_input_error(
+        &o,
+        &[
+            "output `y` has dynamic dimension 1 (`n`)",
+            "node `NonZero_nz` (NonZero) stops shape inference: its output shape depends on the input values",
+        ],
+    );
+}
