@@ -117,6 +117,8 @@ pub struct AgreeArgs {
     /// The quantized (QDQ) model.
     pub model: PathBuf,
     #[command(flatten)]
+    pub shapes: crate::args::InputShapeArgs,
+    #[command(flatten)]
     pub data: DataArgs,
     /// Comma-separated profile names, or `all` (`qport profiles` lists them).
     #[arg(long, default_value = "all", value_name = "P1,P2,...|all")]
@@ -212,7 +214,8 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     let out_dir = args.out.check(&["agree.json"])?;
     let loaded = args.files.load()?;
     let profiles = args.profiles.select(&loaded.registry)?;
-    let qdq = model_file::load(&args.model)?;
+    let mut qdq = model_file::load(&args.model)?;
+    args.shapes.apply(&mut qdq.model, &args.model)?;
     if qport_engine::quantized_node_count(&qdq.model) == 0 {
         return Err(anyhow::Error::new(qport_engine::EngineError::NotQuantized {
             model: qdq.model.graph.name.clone(),
@@ -222,7 +225,8 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     let mut warnings = vec![];
     let (fp32_model, fp32_facts) = match &args.fp32 {
         Some(p) => {
-            let m = model_file::load(p)?;
+            let mut m = model_file::load(p)?;
+            args.shapes.apply(&mut m.model, p)?;
             (m.model, Some(m.facts))
         }
         None => {

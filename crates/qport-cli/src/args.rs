@@ -1,8 +1,9 @@
 //! The argument groups commands share, each with one type everywhere:
 //! `--overrides` (platforms), `--profile-file` and `--profiles`
-//! (arithmetic profiles), the layout and deployment flags, and the data
-//! group (`--data`, `--preprocess`, `--pp`). The output-comparison group
-//! ([`OutputArgs`]) lives in [`crate::compare`]. `--out`/`--force` live in
+//! (arithmetic profiles), the layout and deployment flags, the data
+//! group (`--data`, `--preprocess`, `--pp`) and `--input-shape`. The
+//! output-comparison group ([`OutputArgs`]) lives in [`crate::compare`].
+//! `--out`/`--force` live in
 //! [`crate::out_dir`], `--format` is [`crate::output::Format`].
 
 pub use crate::compare::OutputArgs;
@@ -14,7 +15,8 @@ use crate::report::FileJson;
 use anyhow::{bail, Context, Result};
 use qport_core::arith::{ArithProfile, ProfileFormat, ProfileRegistry};
 use qport_data::dataset::InputSpec;
-use qport_onnx::Model;
+use qport_onnx::shapes::{fix_input_shapes, infer_shapes, InputShape, Origin};
+use qport_onnx::{Dim, Model, ValueInfo};
 use qport_platform::{
     model_layout, parse_runtime_l2m, DeployRequest, InputSource, InputType, Ip, LayoutOptions,
     ModelLayout, Platform, Registry,
@@ -131,6 +133,160 @@ impl DataArgs {
     pub fn path(&self) -> &Path {
         &self.data
     }
+}
+
+/// `--input-shape NAME=D0,D1,...` (repeatable): fixes dynamic input
+/// dimensions, as onnxruntime's `make_dynamic_shape_fixed` and vendor
+/// compilers' `input_shape` do, for every command that needs static shapes
+/// or runs a model.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct InputShapeArgs {
+    /// Fix a model input's shape, e.g. `--input-shape images=1,3,640,640`
+    /// (repeatable, one per input; `qport info` shows the inputs and their
+    /// dynamic dimensions). Every output and intermediate shape is then
+    /// inferred statically from it.
+    #[arg(
+        long = "input-shape",
+        value_name = "NAME=D0,D1,...",
+        requires = "model"
+    )]
+    pub input_shape: Vec<InputShape>,
+}
+
+impl InputShapeArgs {
+    /// Fixes the given input shapes in `model` and writes the inferred
+    /// output shapes into it; a shape that does not fit the model is an
+    /// input error naming the flag. Without `--input-shape`, a model whose
+    /// inputs and outputs are already static is left as it is, and one
+    /// with dynamic dimensions gets the output shapes inference can derive.
+    pub fn apply(&self, model: &mut Model, path: &Path) -> Result<()> {
+        if self.input_shape.is_empty() {
+            let g = &model.graph;
+            if g.inputs.iter().chain(&g.outputs).all(is_static) {
+                return Ok(());
+            }
+            if let Ok((fixed, _)) = fix_input_shapes(model, &[]) {
+                *model = fixed;
+            }
+            return Ok(());
+        }
+        let given: Vec<String> = self.input_shape.iter().map(|s| s.to_string()).collect();
+        let (fixed, _) = fix_input_shapes(model, &self.input_shape).with_context(|| {
+            format!(
+                "--input-shape {} does not fit model '{}'",
+                given.join(" --input-shape "),
+                path.display()
+            )
+        })?;
+        *model = fixed;
+        Ok(())
+    }
+
+    /// [`InputShapeArgs::apply`], then requires every input dimension
+    /// (and with `outputs`, every output dimension) to be static, except a
+    /// first (batch) dimension, which the command sets. The error names
+    /// the first dynamic dimension and, for an output, the node that stops
+    /// shape inference, says `need` (why static shapes are needed and any
+    /// other way out, e.g. `synthetic inputs need static sizes: give --data
+    /// or`) and shows the `--input-shape` to give.
+    pub fn apply_static(
+        &self,
+        model: &mut Model,
+        path: &Path,
+        outputs: bool,
+        need: &str,
+    ) -> Result<()> {
+        self.apply(model, path)?;
+        let g = &model.graph;
+        for v in g
+            .inputs
+            .iter()
+            .filter(|v| !g.initializers.contains_key(&v.name))
+        {
+            if let Some(axis) = dynamic_axis(v) {
+                bail!(
+                    "model '{}': input `{}` {} {}; {need} --input-shape {}",
+                    path.display(),
+                    v.name,
+                    describe_axis(v, axis),
+                    v.shape_string(),
+                    suggestion(v)
+                );
+            }
+        }
+        if !outputs {
+            return Ok(());
+        }
+        let inferred = infer_shapes(model);
+        for v in &g.outputs {
+            let Some(axis) = dynamic_axis(v) else {
+                continue;
+            };
+            let why = match inferred.origin(&v.name) {
+                Some(o @ Origin::Node { .. }) => format!(": {o}"),
+                _ => String::new(),
+            };
+            bail!(
+                "model '{}': output `{}` {} {} is not known statically{why}; {need} --input-shape NAME=D0,D1,... for the inputs",
+                path.display(),
+                v.name,
+                describe_axis(v, axis),
+                v.shape_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// One assumption line per fixed input, for reports.
+    pub fn notes(&self) -> Vec<String> {
+        self.input_shape
+            .iter()
+            .map(|s| format!("`{}`: shape fixed by --input-shape {s}", s.name))
+            .collect()
+    }
+}
+
+fn is_static(v: &ValueInfo) -> bool {
+    qport_onnx::infer::concrete_shape(v).is_some()
+}
+
+/// The first dynamic dimension of `v` after the batch (`Some(0)` when the
+/// rank itself is unknown).
+fn dynamic_axis(v: &ValueInfo) -> Option<usize> {
+    match &v.shape {
+        None => Some(0),
+        Some(d) => d
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, d)| !matches!(d, Dim::Known(_)))
+            .map(|(a, _)| a),
+    }
+}
+
+fn describe_axis(v: &ValueInfo, axis: usize) -> String {
+    match v.shape.as_ref().and_then(|d| d.get(axis)) {
+        Some(d) => format!("has dynamic dimension {axis} (`{d}`) in"),
+        None => "has no declared rank:".into(),
+    }
+}
+
+/// `images=1,3,<height>,<width>`: the flag's value with the fixed sizes
+/// filled in.
+fn suggestion(v: &ValueInfo) -> String {
+    let dims: Vec<String> = match &v.shape {
+        None => vec!["D0".into(), "D1".into(), "...".into()],
+        Some(d) => d
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match d {
+                Dim::Known(k) => k.to_string(),
+                Dim::Param(p) if p != "?" => format!("<{p}>"),
+                _ => format!("<D{i}>"),
+            })
+            .collect(),
+    };
+    format!("{}={}", v.name, dims.join(","))
 }
 
 /// `--overrides`, shared by every platform command.
@@ -272,6 +428,8 @@ pub enum NoPaddingArg {
 /// The layout flags, shared by `layout`, `migrate` and `deploy-check`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LayoutFlags {
+    #[command(flatten)]
+    pub shapes: InputShapeArgs,
     /// Runtime type of every model input (input_type_rt).
     #[arg(long, value_enum, default_value_t = InputType::Featuremap)]
     pub input_type: InputType,
@@ -320,16 +478,24 @@ impl LayoutFlags {
         })
     }
 
-    /// The layout of `model` on `platform`; errors name the model and platform.
+    /// The layout of `model` on `platform`, with `--input-shape` applied
+    /// (every non-batch dimension must be static); errors name the model
+    /// and platform.
     pub fn compute(&self, model: &Model, platform: &Platform, path: &str) -> Result<ModelLayout> {
         let opts = self.options()?;
-        model_layout(&model.graph, platform, &opts).with_context(|| {
+        let mut model = model.clone();
+        let need = "a layout needs static shapes: give";
+        self.shapes
+            .apply_static(&mut model, Path::new(path), true, need)?;
+        let mut layout = model_layout(&model.graph, platform, &opts).with_context(|| {
             format!(
                 "cannot lay out model '{path}' on {} with --input-type {}",
                 platform.name,
                 self.input_type.name()
             )
-        })
+        })?;
+        layout.assumptions.splice(0..0, self.shapes.notes());
+        Ok(layout)
     }
 }
 

@@ -1,7 +1,9 @@
 //! `qport bench MODEL [--int8 QDQ]`: is INT8 faster than FP32 on this
 //! machine? Times the FP32 model and, with `--int8`, the QDQ artifact under
 //! each arithmetic profile (`qport_study::bench`), interleaved round by
-//! round on deterministic synthetic inputs; prints the ISA features, the
+//! round on deterministic synthetic inputs (or the samples of `--data`,
+//! one per round in turn); `--int8` must be a quantization of MODEL
+//! (`qport_quant::lineage`). Prints the ISA features, the
 //! latency table with each INT8/FP32 ratio, the peak RSS and what the
 //! kernel table predicts for other ISAs. `--out DIR` writes the JSON
 //! atomically.
@@ -24,6 +26,7 @@
 //!                "isa_class": "x86-avx2" | "x86-vnni" | "arm-dotprod" | "arm-neon" | null },
 //!   "settings": { "threads": int, "concurrent": int, "batch": int, "warmup": int, "runs": int, "seed": int,
 //!                 "order": "interleaved" | "blocked",
+//!                 "data": { "path": str, "size_bytes": int, "sha256": str, "samples": int } | null,
 //!                 "inputs": [ { "name": str, "dtype": str, "shape": [int] } ],
 //!                 "int8_inputs": [ { "name": str, "dtype": str, "shape": [int] } ] | null },
 //!   "results": [ {
@@ -48,7 +51,9 @@
 //! batch, using `threads` intra-op threads), over `runs × concurrent`
 //! samples; `throughput_per_s` counts inferences per second of all
 //! concurrent inferences together. `vs_fp32.ratio` is the
-//! INT8 median over the FP32 median (below 1: faster).
+//! INT8 median over the FP32 median (below 1: faster). `settings.inputs`
+//! describes the first input set (synthetic, or the first sample of
+//! `data`, whose `samples` are run one per round in turn).
 
 use crate::args::{ProfileFilesArg, ProfileList};
 use crate::model_file;
@@ -71,12 +76,19 @@ Examples:
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles all --threads 2 --runs 50
   qport bench model.onnx --int8 q/model.qdq.onnx --format json --out bench/
+  qport bench detector.onnx --input-shape images=1,3,640,640
+  qport bench model.onnx --int8 q/model.qdq.onnx --data inputs.npz
 
 Times MODEL in FP32 and, with --int8, the quantized artifact under each
-profile (default: all; `qport profiles` lists them). Inputs are synthetic
-and deterministic (floats uniform in [-1, 1) from a fixed seed, integers 0);
-a dynamic first dimension is set by --batch, any other dynamic dimension is
-an error. After --warmup rounds, --runs rounds are measured; every round
+profile (default: all; `qport profiles` lists them); the artifact must be a
+quantization of MODEL (same inputs and outputs, same convolution and
+matrix-multiply layers with the same weight shapes), else exit 2.
+Inputs are synthetic and deterministic (floats uniform in [-1, 1) from a
+fixed seed, integers 0): a dynamic first dimension is set by --batch, any
+other dynamic dimension needs --input-shape (e.g. --input-shape
+images=1,3,640,640). --data FILE.npy|FILE.npz times real inputs instead:
+the first axis indexes samples (an .npz holds one array per input name),
+and round r runs sample r modulo their number. After --warmup rounds, --runs rounds are measured; every round
 runs FP32 and each profile once, in turn, so drift affects all equally
 (--order blocked runs each variant's rounds back to back instead, so its
 caches stay warm with its own weights).
@@ -88,14 +100,23 @@ at once instead; latencies are per inference, throughput counts them all.
 The ratio column is INT8 median / FP32 median. The kernel table below it
 shows the sign an ISA-specific runtime would expect from the dot-product
 instruction; the note under it says which of qport's kernels use it.
-Exit code 2 for a missing file, a float model given to --int8, an unknown
-profile, --runs 0 or a --batch the model cannot take.";
+Exit code 2 for a missing file, a float model given to --int8, an --int8
+artifact of another model, an unknown profile, --runs 0, a --batch the
+model cannot take, an --input-shape that does not fit, or --data that does
+not match the inputs.";
 
 /// Arguments of `qport bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// The FP32 ONNX model.
     pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: crate::args::InputShapeArgs,
+    /// Time on real inputs: a .npy (one-input models) or an .npz keyed by
+    /// input name, the first axis indexing samples; each round runs the
+    /// next sample.
+    #[arg(long, value_name = "FILE.npy|FILE.npz")]
+    pub data: Option<PathBuf>,
     /// A quantized (QDQ) artifact of MODEL to time under each profile.
     #[arg(long, value_name = "QDQ.onnx")]
     pub int8: Option<PathBuf>,
@@ -118,8 +139,8 @@ pub struct BenchArgs {
     /// own weights, as onnxruntime's timing loops are).
     #[arg(long, value_enum, default_value_t = OrderArg::Interleaved)]
     pub order: OrderArg,
-    /// Size of a dynamic first (batch) input dimension.
-    #[arg(long, default_value_t = 1, value_parser = positive)]
+    /// Size of a dynamic first (batch) input dimension (synthetic inputs).
+    #[arg(long, default_value_t = 1, value_parser = positive, conflicts_with = "data")]
     pub batch: usize,
     /// Unmeasured warm-up rounds.
     #[arg(long, default_value_t = 3)]
@@ -168,8 +189,17 @@ struct SettingsJson {
     runs: usize,
     seed: u64,
     order: &'static str,
+    data: Option<DataJson>,
     inputs: Vec<InputJson>,
     int8_inputs: Option<Vec<InputJson>>,
+}
+
+/// `--data`: the file and how many of its samples the rounds cycle over.
+#[derive(Debug, Serialize)]
+struct DataJson {
+    #[serde(flatten)]
+    file: FileJson,
+    samples: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -245,6 +275,37 @@ fn synthetic(
         .with_context(|| format!("cannot build inputs for '{}'", path.display()))
 }
 
+/// The samples of `--data` (a .npy or .npz) for `model`'s inputs, at most
+/// `limit` of them (the rounds that will run), with the file's facts.
+fn data_inputs(
+    path: &Path,
+    model: &qport_onnx::Model,
+    limit: usize,
+) -> Result<(Vec<bench::InputSet>, DataJson)> {
+    if !crate::data::is_tensor_file(path) {
+        anyhow::bail!(
+            "--data '{}': bench takes a .npy or .npz of input tensors (first axis = samples)",
+            path.display()
+        );
+    }
+    let inputs = crate::data::model_inputs(model);
+    let src = crate::data::Source::open(path, &inputs, None, Some(limit))?;
+    let last = crate::data::LastSample::default();
+    let sets = src
+        .samples::<qport_data::DataError>(&last)
+        .map(|s| s.map(|s| s.inputs))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("cannot read --data '{}'", path.display()))?;
+    if sets.is_empty() {
+        anyhow::bail!("--data '{}' holds no samples", path.display());
+    }
+    let json = DataJson {
+        file: FileJson::from(&model_file::file_facts(path)?),
+        samples: sets.len(),
+    };
+    Ok((sets, json))
+}
+
 /// Runs `qport bench`.
 pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
@@ -273,13 +334,40 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
     };
 
     let sp = ui.spinner("loading models");
-    let fp32 = model_file::load(&args.model)?;
-    let fp32_plan = Plan::new(&fp32.model)
-        .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
-    let fp32_inputs = synthetic(&fp32_plan, &opts, &args.model)?;
-    let int8 = match &args.int8 {
+    let mut fp32 = model_file::load(&args.model)?;
+    let mut int8 = match &args.int8 {
         Some(p) => Some(model_file::load(p)?),
         None => None,
+    };
+    if let (Some(q), Some(p)) = (&int8, &args.int8) {
+        qport_quant::lineage::check_lineage(&fp32.model, &q.model).with_context(|| {
+            format!(
+                "--int8 '{}' is not a quantization of '{}'",
+                p.display(),
+                args.model.display()
+            )
+        })?;
+    }
+    // synthetic inputs need static shapes; --data brings its own
+    let fix = |m: &mut qport_onnx::Model, p: &Path| match &args.data {
+        None => {
+            let need = "synthetic inputs need static sizes: give --data FILE.npy|FILE.npz or";
+            args.shapes.apply_static(m, p, false, need)
+        }
+        Some(_) => args.shapes.apply(m, p),
+    };
+    fix(&mut fp32.model, &args.model)?;
+    if let (Some(q), Some(p)) = (&mut int8, &args.int8) {
+        fix(&mut q.model, p)?;
+    }
+    let fp32_plan = Plan::new(&fp32.model)
+        .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
+    let (fp32_inputs, data) = match &args.data {
+        Some(path) => {
+            let (sets, json) = data_inputs(path, &fp32.model, opts.warmup + opts.runs)?;
+            (sets, Some(json))
+        }
+        None => (vec![synthetic(&fp32_plan, &opts, &args.model)?], None),
     };
     let mut int8_plans: Vec<IntegerPlan> = vec![];
     if let (Some(q), Some(path)) = (&int8, &args.int8) {
@@ -296,7 +384,8 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         }
     }
     let int8_inputs = match (int8_plans.first(), &args.int8) {
-        (Some(ip), Some(path)) => Some(synthetic(ip.plan(), &opts, path)?),
+        (Some(_), Some(_)) if data.is_some() => Some(fp32_inputs.clone()),
+        (Some(ip), Some(path)) => Some(vec![synthetic(ip.plan(), &opts, path)?]),
         _ => None,
     };
     drop(sp);
@@ -349,8 +438,9 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
             runs: opts.runs,
             seed: opts.seed,
             order: opts.order.name(),
-            inputs: inputs_json(&fp32_inputs),
-            int8_inputs: int8_inputs.as_deref().map(inputs_json),
+            data,
+            inputs: inputs_json(&fp32_inputs[0]),
+            int8_inputs: int8_inputs.as_ref().map(|s| inputs_json(&s[0])),
         },
         results,
         peak_rss_bytes: bench::peak_rss_bytes(),
@@ -422,14 +512,23 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
         m.kernels.isa, m.kernels.int8_gemm, m.kernels.f32_simd
     );
     let st = &r.settings;
+    let feed = match &st.data {
+        Some(d) => format!(
+            "{} sample{} of {}",
+            d.samples,
+            if d.samples == 1 { "" } else { "s" },
+            name_of(&d.file.path)
+        ),
+        None => format!("batch {}", st.batch),
+    };
     s += &format!(
-        "\n{}{}: batch {}, {} thread{} per inference, {} at once, {} warm-up + {} measured rounds, {}\n",
+        "\n{}{}: {}, {} thread{} per inference, {} at once, {} warm-up + {} measured rounds, {}\n",
         name_of(&r.model.path),
         r.int8_model
             .as_ref()
             .map(|q| format!(" vs INT8 {}", name_of(&q.path)))
             .unwrap_or_default(),
-        st.batch,
+        feed,
         st.threads,
         if st.threads == 1 { "" } else { "s" },
         st.concurrent,

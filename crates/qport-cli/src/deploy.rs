@@ -41,6 +41,7 @@ pub const AFTER_HELP: &str = "\
 Examples:
   qport deploy-check --platform j6p --core-num 4 --max-l2m-size 6MiB --runtime-l2m 6:6:6:6
   qport deploy-check --platform s6p --ips bpu,dsp --format json
+  qport deploy-check --platform j6m --model yolo.onnx --input-shape images=1,3,640,640
   qport deploy-check --platform j6m --model model.onnx --input-type nv12
 
 --core-num is the compile-time core_num (default: the number of --cores,

@@ -117,6 +117,8 @@ pub struct DivergeArgs {
     /// The quantized (QDQ) ONNX model.
     pub model: PathBuf,
     #[command(flatten)]
+    pub shapes: crate::args::InputShapeArgs,
+    #[command(flatten)]
     pub data: DataArgs,
     /// The two arithmetic profiles to compare, A,B (`qport profiles` lists
     /// them).
@@ -175,7 +177,8 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     let out_dir = args.out.check(&["diverge.json"])?;
     let spinner = ui.spinner("loading model");
-    let loaded = model_file::load(&args.model)?;
+    let mut loaded = model_file::load(&args.model)?;
+    args.shapes.apply(&mut loaded.model, &args.model)?;
     spinner.set_message("lowering to integer operators");
     let mut loc = Localizer::new(&loaded.model, &a, &b)
         .with_context(|| format!("cannot localize divergence on '{}'", args.model.display()))?

@@ -48,14 +48,18 @@ Examples:
   qport layout model.onnx --platform j6p
   qport layout model.onnx --platform j6m --input-type nv12 --input-source pyramid
   qport layout model.onnx --platform j6p --no-padding both --format json
+  qport layout yolo.onnx --platform j6m --input-shape images=1,3,640,640
 
 Allocate alignedByteSize bytes per tensor and address elements through
 stride[] (bytes); -1 marks a dynamic entry (pyramid: stride, resizer: shape
 and stride) that the runtime fills from the actual image. NV12 inputs become
 two tensors, NAME_y and NAME_uv, and need an even height and width. The
 assumptions qport made (symbolic batch, tail output type, featuremap
-padding rule) are printed with the table. Exit code 2 for an unknown
-platform, a model that does not fit the input type, or a bad file.";
+padding rule) are printed with the table. Every dimension but a batch must
+be static: fix dynamic ones with --input-shape NAME=D0,D1,... (output
+shapes are inferred from it). Exit code 2 for an unknown platform, a model
+that does not fit the input type, a dynamic dimension without
+--input-shape, or a bad file.";
 
 /// Arguments of `qport layout`.
 #[derive(Debug, clap::Args)]
@@ -150,6 +154,7 @@ mod tests {
             input_type: t,
             input_source: s,
             no_padding: np,
+            shapes: Default::default(),
         }
     }
 

@@ -50,6 +50,7 @@ use std::path::{Path, PathBuf};
 pub const AFTER_HELP: &str = "\
 Examples:
   qport migrate --from j6m --to j6p --model model.onnx
+  qport migrate --from j6m --to j6p --model yolo.onnx --input-shape images=1,3,640,640
   qport migrate --from j6p --to s6p --max-l2m-size 24MiB --runtime-l2m 24 --ips bpu,dsp
   qport migrate --from j6e --to j6h --model model.onnx --input-type nv12 --format json
 

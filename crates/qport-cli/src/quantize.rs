@@ -27,6 +27,7 @@ pub const AFTER_HELP: &str = "\
 Examples:
   qport quantize model.onnx --platform j6m --calib photos/ --preprocess effnet-lite --out q/
   qport quantize model.onnx --platform j6p --calib calib.npz --eval eval.npz --out q/
+  qport quantize yolo.onnx --platform j6m --fast-perf --input-shape images=1,3,640,640 --out q/
   qport quantize model.onnx --platform j6e --calib photos/ --preprocess imagenet \\
       --config quant_config.json --calibration kl --out q/
   qport quantize model.onnx --platform x86-vnni --fast-perf --out q/
@@ -56,6 +57,8 @@ Templates and config keys: docs/quant-config.md.";
 pub struct QuantizeArgs {
     /// The FP32 ONNX model (or a QDQ model with --calibration load).
     pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: crate::args::InputShapeArgs,
     /// Target platform (`qport platforms` lists them).
     #[arg(long, short)]
     pub platform: String,
@@ -200,8 +203,17 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         None => (None, None),
     };
     let sp = ui.spinner(&format!("loading {}", args.model.display()));
-    let loaded = model_file::load(&args.model)?;
+    let mut loaded = model_file::load(&args.model)?;
     let load_mode = args.calibration == Some(CalibMethod::Load);
+    // synthetic calibration samples need static input shapes
+    let synthetic = args.calib.is_none() && (args.fast_perf || load_mode);
+    if synthetic {
+        let need = "synthetic calibration samples need static sizes: give --calib data or";
+        args.shapes
+            .apply_static(&mut loaded.model, &args.model, false, need)?;
+    } else {
+        args.shapes.apply(&mut loaded.model, &args.model)?;
+    }
     let (float_model, imported) = if load_mode {
         let imp = qport_quant::import::import(&loaded.model).map_err(quant_err)?;
         if imp.activations.is_empty() {

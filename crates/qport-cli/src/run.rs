@@ -91,6 +91,8 @@ given an integer profile.";
 pub struct RunArgs {
     /// The ONNX model file.
     pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: crate::args::InputShapeArgs,
     /// One graph input as NAME=FILE.npy (or NAME=FILE.npz holding NAME);
     /// repeat for each input.
     #[arg(
@@ -395,7 +397,8 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     let profile = pick_profile(args)?;
     let spinner = ui.spinner("loading model");
-    let loaded = model_file::load(&args.model)?;
+    let mut loaded = model_file::load(&args.model)?;
+    args.shapes.apply(&mut loaded.model, &args.model)?;
     spinner.set_message("building plan");
     let t_plan = Instant::now();
     let (integer, float) = match &profile {

@@ -499,7 +499,12 @@ fn fast_perf_on_dynamic_input_sizes_asks_for_calib_data() {
     // PP-OCR declares x as [?, 3, ?, ?]: synthetic samples need static sizes
     let work = temp_dir("fastperf-dyn");
     let (r, out) = fast_perf(&work, &ppocr(), &[]);
-    assert_input_error(&r, &["synthetic", "--calib", "dynamic", "'x'"], &out, &work);
+    assert_input_error(
+        &r,
+        &["synthetic", "--calib", "dynamic", "`x`", "--input-shape"],
+        &out,
+        &work,
+    );
     // with a few real samples it works
     let (o, out) = quantize_ppocr(
         &work,

@@ -2,10 +2,9 @@
 //!
 //! This module only collects what the file states: the types of graph
 //! inputs and outputs, `value_info` annotations, and the exact dtype and
-//! shape of every initializer (including folded `Constant`s). It does no
-//! op-level shape inference; shapes of intermediate values are computed at
-//! run time by the engine (`qport-engine`), from concrete input shapes.
-//! Symbolic dimensions ([`Dim::Param`]) stay symbolic here.
+//! shape of every initializer (including folded `Constant`s). Op-level
+//! shape inference is [`crate::shapes`]. Symbolic dimensions
+//! ([`Dim::Param`]) stay symbolic here.
 
 use crate::model::{Dim, Graph, Model, ValueInfo};
 use std::collections::BTreeMap;

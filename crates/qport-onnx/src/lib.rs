@@ -9,8 +9,10 @@
 //! - [`tensor`]: `TensorProto` ⇄ [`qport_core::Tensor`] and `.pb` tensor files.
 //! - [`mod@validate`]: structural checks (dangling inputs, cycles, duplicate
 //!   outputs, missing initializers) and topological ordering.
-//! - [`infer`]: the types and shapes a model declares (op-level shape
-//!   inference happens at run time in the engine).
+//! - [`infer`]: the types and shapes a model declares.
+//! - [`shapes`]: static shape inference through the graph (which node
+//!   stops it, where a dimension cannot be derived) and
+//!   [`shapes::fix_input_shapes`], which fixes dynamic input dimensions.
 //! - [`graph`]: the toolkit passes share: domains, node and model
 //!   constructors, the producer/consumer index, fresh names, pruning, and
 //!   [`graph::ModelBuilder`] for tests.
@@ -33,6 +35,7 @@ pub mod model;
 pub mod opclass;
 pub mod proto;
 pub mod save;
+pub mod shapes;
 pub mod tensor;
 pub mod validate;
 
@@ -42,5 +45,6 @@ pub use infer::value_types;
 pub use load::{from_bytes, load};
 pub use model::{Attribute, Dim, Graph, Model, Node, ValueInfo};
 pub use save::{save, to_bytes};
+pub use shapes::{fix_input_shapes, infer_shapes, InputShape};
 pub use tensor::{read_tensor_pb, tensor_from_proto, tensor_to_proto, write_tensor_pb};
 pub use validate::{sort_topologically, validate};

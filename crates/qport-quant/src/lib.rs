@@ -10,7 +10,8 @@
 //! - [`template`]: the starting configuration of each platform.
 //! - [`resolve`]: per-node precisions from template < model < op < node.
 //! - [`ops`]: which inputs of an operator are quantized, and how.
-//! - [`qdq`]: QDQ ONNX export; [`import`]: reading a QDQ model back.
+//! - [`qdq`]: QDQ ONNX export; [`import`]: reading a QDQ model back;
+//!   [`lineage`]: whether an artifact is a quantization of a float model.
 //! - [`opset`]: raising a model's opset when the export needs it.
 //! - [`ptq`]: calibrate, export per calibrator, choose, evaluate.
 //! - [`fp16`]: the float16 range guard (nodes float16 cannot hold kept wider).
@@ -21,6 +22,7 @@ pub mod config;
 pub mod error;
 pub mod fp16;
 pub mod import;
+pub mod lineage;
 pub mod observer;
 pub mod ops;
 pub mod opset;

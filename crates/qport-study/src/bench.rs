@@ -1,5 +1,6 @@
 //! Latency benchmark of compiled plans: deterministic synthetic inputs
-//! from a model's input declarations, interleaved warm measurements
+//! from a model's input declarations (or the caller's samples of real
+//! data, cycled round by round), interleaved warm measurements
 //! (every round runs each variant once, in order, so drift hits all
 //! equally), intra-op threads (one inference split over N threads) and
 //! optional concurrency (N threads each running whole inferences),
@@ -187,14 +188,19 @@ pub fn synthetic_inputs<'a>(
     Ok(out)
 }
 
+/// One run's inputs: `(graph input name, tensor)`.
+pub type InputSet = Vec<(String, Tensor)>;
+
 /// One thing to time: a compiled plan and the inputs it runs on.
 pub struct Variant<'a> {
     /// Name in the results (`fp32`, or a profile's name).
     pub name: String,
     /// The plan (for an integer plan, [`qport_engine::IntegerPlan::plan`]).
     pub plan: &'a Plan,
-    /// Its inputs, e.g. from [`synthetic_inputs`].
-    pub inputs: Vec<(String, Tensor)>,
+    /// The input sets it runs on, in turn (round `r` runs set
+    /// `r % len`): one from [`synthetic_inputs`], or samples of real data.
+    /// At least one.
+    pub inputs: Vec<InputSet>,
 }
 
 /// Latency statistics of one variant.
@@ -322,6 +328,12 @@ pub fn measure(
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<Latency>, StudyError> {
     opts.validate()?;
+    if let Some(v) = variants.iter().find(|v| v.inputs.is_empty()) {
+        return Err(StudyError::Input(format!(
+            "variant `{}` has no input sets to run on",
+            v.name
+        )));
+    }
     struct Restore(usize);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -357,7 +369,8 @@ pub fn measure(
         'rounds: for (step, &(round, vi)) in schedule.iter().enumerate() {
             let v = &variants[vi];
             {
-                let feed = v.inputs.clone();
+                let set = round % v.inputs.len();
+                let feed = v.inputs[set].clone();
                 barrier.wait();
                 let t0 = Instant::now();
                 let result = v.plan.run(feed);
@@ -366,7 +379,7 @@ pub fn measure(
                     abort.store(true, Ordering::SeqCst);
                     let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
                     f.get_or_insert(StudyError::Sample {
-                        sample: format!("synthetic inputs ({})", v.name),
+                        sample: format!("input set {} of {} ({})", set + 1, v.inputs.len(), v.name),
                         source,
                     });
                 }
@@ -536,12 +549,12 @@ mod tests {
             Variant {
                 name: "a".into(),
                 plan: &plan,
-                inputs: inputs.clone(),
+                inputs: vec![inputs.clone()],
             },
             Variant {
                 name: "b".into(),
                 plan: &plan,
-                inputs,
+                inputs: vec![inputs],
             },
         ];
         let opts = BenchOptions {
@@ -574,12 +587,12 @@ mod tests {
             Variant {
                 name: "a".into(),
                 plan: &plan,
-                inputs: x.clone(),
+                inputs: vec![x.clone()],
             },
             Variant {
                 name: "b".into(),
                 plan: &plan,
-                inputs: x,
+                inputs: vec![x],
             },
         ];
         let opts = BenchOptions {
@@ -602,10 +615,15 @@ mod tests {
             "x".to_string(),
             Tensor::zeros(DType::F32, vec![2, 5]).unwrap(),
         )];
+        let good = vec![(
+            "x".to_string(),
+            Tensor::zeros(DType::F32, vec![1, 4]).unwrap(),
+        )];
+        // the second input set is reached only because rounds cycle through them
         let variants = [Variant {
             name: "bad".into(),
             plan: &plan,
-            inputs: wrong,
+            inputs: vec![good, wrong],
         }];
         let opts = BenchOptions {
             concurrent: 3,
@@ -613,7 +631,14 @@ mod tests {
         };
         let e = measure(&variants, &opts, &mut |_| {}).unwrap_err();
         assert!(matches!(e, StudyError::Sample { .. }), "{e}");
-        assert!(e.to_string().contains("bad"), "{e}");
+        assert!(e.to_string().contains("input set 2 of 2 (bad)"), "{e}");
+        let none = [Variant {
+            name: "empty".into(),
+            plan: &plan,
+            inputs: vec![],
+        }];
+        let e = measure(&none, &opts, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("`empty` has no input sets"), "{e}");
     }
 
     #[test]

@@ -16,18 +16,7 @@ use qport_onnx::Node;
 /// arithmetic for tensors of up to [`qport_core::shape::MAX_ELEMENTS`].
 pub(crate) const MAX_PARAM: i64 = 1 << 24;
 
-/// The `auto_pad` attribute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AutoPad {
-    /// Explicit `pads`.
-    NotSet,
-    /// Output `ceil(in / stride)`, extra padding at the end.
-    SameUpper,
-    /// Output `ceil(in / stride)`, extra padding at the beginning.
-    SameLower,
-    /// No padding.
-    Valid,
-}
+pub(crate) use qport_onnx::shapes::window::AutoPad;
 
 /// The raw window attributes of a node, validated per axis later when the
 /// number of spatial axes is known.
@@ -43,17 +32,8 @@ pub(crate) struct WindowAttrs {
 impl WindowAttrs {
     /// Reads `auto_pad`, `kernel_shape`, `strides`, `dilations` and `pads`.
     pub fn parse(node: &Node) -> OpResult<Self> {
-        let auto_pad = match node.attr_string("auto_pad", "NOTSET")?.as_str() {
-            "NOTSET" | "" => AutoPad::NotSet,
-            "SAME_UPPER" => AutoPad::SameUpper,
-            "SAME_LOWER" => AutoPad::SameLower,
-            "VALID" => AutoPad::Valid,
-            other => {
-                return Err(OpError::invalid(format!(
-                "attribute auto_pad is '{other}', expected NOTSET, SAME_UPPER, SAME_LOWER or VALID"
-            )))
-            }
-        };
+        let auto_pad =
+            AutoPad::parse(&node.attr_string("auto_pad", "NOTSET")?).map_err(OpError::invalid)?;
         Ok(WindowAttrs {
             auto_pad,
             kernel_shape: node.attr_ints("kernel_shape")?,
@@ -218,11 +198,8 @@ pub(crate) struct Window {
     pub kernel: usize,
 }
 
-/// Output size and padding along one axis (onnxruntime's rules):
-/// `SAME_*` give `ceil(in / stride)` outputs with the needed padding split
-/// evenly (odd extra at the end for UPPER, at the start for LOWER); `VALID`
-/// pads nothing; explicit pads give `floor` (or `ceil` with `ceil_mode`,
-/// dropping a last window that would start in the end padding).
+/// Output size and padding along one axis: [`qport_onnx::shapes::window::extent`]
+/// (onnxruntime's rules, shared with static shape inference).
 pub(crate) fn window(
     input: usize,
     kernel: usize,
@@ -232,41 +209,14 @@ pub(crate) fn window(
     auto_pad: AutoPad,
     ceil_mode: bool,
 ) -> OpResult<Window> {
-    let span = (kernel - 1)
-        .checked_mul(dilation)
-        .and_then(|v| v.checked_add(1))
-        .ok_or_else(|| OpError::invalid("kernel span overflows"))?;
-    let (pb, pe) = match auto_pad {
-        AutoPad::NotSet => pads,
-        AutoPad::Valid => (0, 0),
-        AutoPad::SameUpper | AutoPad::SameLower => {
-            let target = input.div_ceil(stride);
-            let needed = (target.saturating_sub(1) * stride + span).saturating_sub(input);
-            if auto_pad == AutoPad::SameUpper {
-                (needed / 2, needed - needed / 2)
-            } else {
-                (needed - needed / 2, needed / 2)
-            }
-        }
-    };
-    let padded = input + pb + pe;
-    if padded < span {
-        return Err(OpError::invalid(format!(
-            "input size {input} with pads ({pb}, {pe}) is smaller than the kernel span {span}"
-        )));
-    }
-    let num = padded - span;
-    let mut out = num / stride + 1;
-    if ceil_mode && auto_pad == AutoPad::NotSet {
-        out = num.div_ceil(stride) + 1;
-        if (out - 1) * stride >= input + pb {
-            out -= 1;
-        }
-    }
+    let e = qport_onnx::shapes::window::extent(
+        input, kernel, stride, dilation, pads, auto_pad, ceil_mode,
+    )
+    .map_err(OpError::invalid)?;
     Ok(Window {
-        out,
-        pad_begin: pb,
-        pad_end: pe,
+        out: e.out,
+        pad_begin: e.pad_begin,
+        pad_end: e.pad_end,
         stride,
         dilation,
         kernel,
