@@ -62,6 +62,46 @@ fn run(args: &[&str]) -> Out {
 
 /// `qport agree` on the detector's u8s8 artifact with its FP32 model and
 /// one input, writing into `out` (replaced), plus `extra`.
+/// The detector's QDQ artifact and input, a fresh directory tagged `tag`
+/// and its `out` subdirectory.
+fn detector_case(tag: &str) -> (String, String, qport_tests::cli::TempDir, String) {
+    let dir = temp_dir(tag);
+    let out = s(&dir.join("out"));
+    (detector().0, detector_input(), dir, out)
+}
+
+/// `qport quantize MODEL --platform j6m --calib DATA --out OUT` plus `extra`.
+fn quantize_j6m(model: &str, data: &str, out: &str, extra: &[&str]) -> Out {
+    let mut args = vec![
+        "quantize",
+        model,
+        "--platform",
+        "j6m",
+        "--calib",
+        data,
+        "--out",
+        out,
+    ];
+    args.extend(extra);
+    run(&args)
+}
+
+/// `qport agree MODEL --data DATA --profiles exact --out OUT` plus `extra`.
+fn agree_exact(model: &str, data: &str, out: &str, extra: &[&str]) -> Out {
+    let mut args = vec![
+        "agree",
+        model,
+        "--data",
+        data,
+        "--profiles",
+        "exact",
+        "--out",
+        out,
+    ];
+    args.extend(extra);
+    run(&args)
+}
+
 fn agree_det(out: &str, extra: &[&str]) -> Out {
     let (qdq, fp32) = detector();
     let x = detector_input();
@@ -140,10 +180,7 @@ fn agree_on_the_detector_compares_boxes_and_scores_separately() {
 
 #[test]
 fn argmax_axis_and_output_choose_what_is_compared() {
-    let (qdq, _) = detector();
-    let x = detector_input();
-    let dir = temp_dir("outputs-agree-axis");
-    let out = s(&dir.join("out"));
+    let (qdq, x, _dir, out) = detector_case("outputs-agree-axis");
     let o = agree_det(
         &out,
         &[
@@ -202,10 +239,7 @@ fn assert_exit_2_loosely(o: &Out, words: &[&str]) {
 
 #[test]
 fn thresholds_exit_1_naming_the_output() {
-    let (qdq, _) = detector();
-    let x = detector_input();
-    let dir = temp_dir("outputs-thresholds");
-    let out = s(&dir.join("out"));
+    let (qdq, x, dir, out) = detector_case("outputs-thresholds");
     let agree = |extra: &[&str]| agree_det(&out, &[&["--profiles", "exact"], extra].concat());
     let o = agree(&["--min-cosine", "0.99", "--min-sqnr", "10"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -232,18 +266,19 @@ fn thresholds_exit_1_naming_the_output() {
     assert_exit_2(&o, &["between -1 and 1"]);
 
     // diverge: the same check, B against A
-    let o = run(&[
-        "diverge",
-        &qdq,
-        "--data",
-        &x,
-        "--profiles",
-        "exact,avx2-u8s8",
-        "--min-sqnr",
-        "200",
-        "--format",
-        "json",
-    ]);
+    let diverge = |extra: &[&str]| {
+        let mut args = vec![
+            "diverge",
+            &qdq,
+            "--data",
+            &x,
+            "--profiles",
+            "exact,avx2-u8s8",
+        ];
+        args.extend(extra);
+        run(&args)
+    };
+    let o = diverge(&["--min-sqnr", "200", "--format", "json"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     let j: Value = serde_json::from_str(&o.stdout).unwrap();
     let outs = by_name(&j["outputs"]);
@@ -254,18 +289,7 @@ fn thresholds_exit_1_naming_the_output() {
         "{}",
         o.stderr
     );
-    let o = run(&[
-        "diverge",
-        &qdq,
-        "--data",
-        &x,
-        "--profiles",
-        "exact,avx2-u8s8",
-        "--output",
-        "scores",
-        "--min-cosine",
-        "0.9",
-    ]);
+    let o = diverge(&["--output", "scores", "--min-cosine", "0.9"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stdout.contains("scores") && !o.stdout.contains("boxes   "),
@@ -280,20 +304,7 @@ fn quantize_reports_every_output_of_the_detector_and_the_encoder() {
     let det = fixture_arg("models/families/yolo-detector.onnx");
     let x = detector_input();
     let out = s(&dir.join("det"));
-    let o = run(&[
-        "quantize",
-        &det,
-        "--platform",
-        "j6m",
-        "--calib",
-        &x,
-        "--out",
-        &out,
-        "--argmax-axis",
-        "1",
-        "--format",
-        "json",
-    ]);
+    let o = quantize_j6m(&det, &x, &out, &["--argmax-axis", "1", "--format", "json"]);
     let j = json_stdout(&o);
     let ev = &j["evaluation"];
     let outs = by_name(&ev["outputs"]);
@@ -307,18 +318,7 @@ fn quantize_reports_every_output_of_the_detector_and_the_encoder() {
     }
     // an SQNR threshold no quantized model reaches: exit 1, files written
     let out2 = s(&dir.join("det2"));
-    let o = run(&[
-        "quantize",
-        &det,
-        "--platform",
-        "j6m",
-        "--calib",
-        &x,
-        "--out",
-        &out2,
-        "--min-sqnr",
-        "200",
-    ]);
+    let o = quantize_j6m(&det, &x, &out2, &["--min-sqnr", "200"]);
     assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
     assert!(
         o.stderr.contains("quantized vs FP32: output 'boxes'"),
@@ -330,18 +330,7 @@ fn quantize_reports_every_output_of_the_detector_and_the_encoder() {
     let enc = fixture_arg("models/families/text-encoder.onnx");
     let data = encoder_data(&dir);
     let out = s(&dir.join("enc"));
-    let o = run(&[
-        "quantize",
-        &enc,
-        "--platform",
-        "j6m",
-        "--calib",
-        &s(&data),
-        "--out",
-        &out,
-        "--format",
-        "json",
-    ]);
+    let o = quantize_j6m(&enc, &s(&data), &out, &["--format", "json"]);
     let j = json_stdout(&o);
     let outs = by_name(&j["evaluation"]["outputs"]);
     assert_eq!(outs.len(), 1);
@@ -408,16 +397,7 @@ fn a_nan_output_exits_1_naming_the_node() {
     let (m, data) = nan_artifact(&dir);
     let (m, data) = (s(&m), s(&data));
     let out = s(&dir.join("out"));
-    let o = run(&[
-        "agree",
-        &m,
-        "--data",
-        &data,
-        "--profiles",
-        "exact",
-        "--out",
-        &out,
-    ]);
+    let o = agree_exact(&m, &data, &out, &[]);
     assert_eq!(o.code, 1, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
     assert!(o.stderr.contains("output 'y' holds NaN"), "{}", o.stderr);
     assert!(o.stderr.contains("'Log_y' (Log)"), "{}", o.stderr);
@@ -455,18 +435,8 @@ fn a_nan_output_exits_1_naming_the_node() {
         })
         .collect();
     qport_data::npz::write(&first, &one).unwrap();
-    let o = run(&[
-        "agree",
-        &m,
-        "--data",
-        &s(&first),
-        "--profiles",
-        "exact",
-        "--out",
-        &out,
-        "--format",
-        "json",
-    ]);
+    let first = s(&first);
+    let o = agree_exact(&m, &first, &out, &["--format", "json"]);
     let j = json_stdout(&o);
     let outs = by_name(&j["outputs"]);
     let kinds: Vec<(&str, &str)> = outs
@@ -488,34 +458,10 @@ fn a_nan_output_exits_1_naming_the_node() {
     assert_eq!(per[2].1["max_abs_diff"], 0.0);
     // only 'y' could have failed the check: pass-through and integer
     // outputs are not compared
-    let o = run(&[
-        "agree",
-        &m,
-        "--data",
-        &s(&first),
-        "--profiles",
-        "exact",
-        "--out",
-        &out,
-        "--force",
-        "--min-cosine",
-        "0.999",
-    ]);
+    let o = agree_exact(&m, &first, &out, &["--force", "--min-cosine", "0.999"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains("pass-through of 'ids'"), "{}", o.stdout);
     // choosing only outputs that measure nothing is an input error
-    let o = run(&[
-        "agree",
-        &m,
-        "--data",
-        &s(&first),
-        "--profiles",
-        "exact",
-        "--out",
-        &out,
-        "--force",
-        "--output",
-        "ids_out,best",
-    ]);
+    let o = agree_exact(&m, &first, &out, &["--force", "--output", "ids_out,best"]);
     assert_exit_2_loosely(&o, &["no float output to compare"]);
 }

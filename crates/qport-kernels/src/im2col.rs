@@ -283,6 +283,12 @@ pub fn conv2d_direct_scratch(g: &ConvGeometry) -> Option<usize> {
     planes.checked_add(wq.checked_mul((4096 / wq.max(1)).clamp(1, g.output[0].max(1)))?)
 }
 
+/// An element type [`conv2d_direct`] accepts: copied, multiplied and
+/// accumulated (`f32`, `f64`, integers).
+pub trait DirectScalar: Copy + std::ops::Mul<Output = Self> + std::ops::AddAssign {}
+
+impl<T: Copy + std::ops::Mul<Output = T> + std::ops::AddAssign> DirectScalar for T {}
+
 /// Direct 2-D convolution of one image channel (`[H, W]`) with one kernel
 /// (`[KH, KW]`), added into `out` (`[OH, OW]`): the per-channel step of a
 /// depthwise convolution, with no column matrix.
@@ -299,16 +305,14 @@ pub fn conv2d_direct_scratch(g: &ConvGeometry) -> Option<usize> {
 /// Panics unless the geometry has two spatial axes and non-negative
 /// padding, the slices are as long as it requires and the scratch size
 /// ([`conv2d_direct_scratch`]) does not overflow.
-pub fn conv2d_direct<T>(
+pub fn conv2d_direct<T: DirectScalar>(
     g: &ConvGeometry,
     image: &[T],
     kernel: &[T],
     zero: T,
     out: &mut [T],
     scratch: &mut Vec<T>,
-) where
-    T: Copy + std::ops::Mul<Output = T> + std::ops::AddAssign,
-{
+) {
     g.validate();
     assert_eq!(g.rank(), 2, "conv2d_direct: needs two spatial axes");
     assert!(
@@ -334,34 +338,24 @@ pub fn conv2d_direct<T>(
     direct_body(g, image, kernel, zero, out, scratch);
 }
 
-/// [`direct_body`] compiled with AVX2 enabled (wider vectors, same
-/// operations and order, so the same results).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn direct_avx2<T>(
-    g: &ConvGeometry,
-    image: &[T],
-    kernel: &[T],
-    zero: T,
-    out: &mut [T],
-    scratch: &mut Vec<T>,
-) where
-    T: Copy + std::ops::Mul<Output = T> + std::ops::AddAssign,
-{
-    direct_body(g, image, kernel, zero, out, scratch)
+crate::arch::x86_64::recompiled! {
+    /// [`direct_body`] compiled with AVX2 enabled (wider vectors, same
+    /// operations and order, so the same results).
+    "avx2" fn direct_avx2<T: DirectScalar>(
+        g: &ConvGeometry, image: &[T], kernel: &[T], zero: T, out: &mut [T], scratch: &mut Vec<T>,
+    ) = direct_body;
 }
 
 #[inline(always)]
-fn direct_body<T>(
+fn direct_body<T: DirectScalar>(
     g: &ConvGeometry,
     image: &[T],
     kernel: &[T],
     zero: T,
     out: &mut [T],
     scratch: &mut Vec<T>,
-) where
-    T: Copy + std::ops::Mul<Output = T> + std::ops::AddAssign,
-{
+) {
     let (h, w) = (g.image[0], g.image[1]);
     let (kh, kw) = (g.kernel[0], g.kernel[1]);
     let (oh, ow) = (g.output[0], g.output[1]);

@@ -32,7 +32,9 @@ impl AutoPad {
     }
 }
 
-/// Output positions and the padding actually applied along one axis.
+/// One spatial axis of a sliding window: its output positions, the padding
+/// actually applied, and the kernel taps, stride and dilation it was
+/// computed from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
     /// Output positions.
@@ -41,6 +43,12 @@ pub struct Extent {
     pub pad_begin: usize,
     /// Padding after the input.
     pub pad_end: usize,
+    /// Stride.
+    pub stride: usize,
+    /// Dilation.
+    pub dilation: usize,
+    /// Kernel taps.
+    pub kernel: usize,
 }
 
 /// Output size and padding along one axis (onnxruntime's rules):
@@ -103,5 +111,42 @@ pub fn extent(
         out,
         pad_begin: pb,
         pad_end: pe,
+        stride,
+        dilation,
+        kernel,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_and_ceil_rules() {
+        // 5 wide, kernel 3, stride 2: SAME gives 3 outputs, 2 pad split 1/1
+        let w = extent(5, 3, 2, 1, (0, 0), AutoPad::SameUpper, false).unwrap();
+        assert_eq!((w.out, w.pad_begin, w.pad_end), (3, 1, 1));
+        // 4 wide, kernel 2, stride 1: 1 pad, at the end (UPPER) / start (LOWER)
+        let w = extent(4, 2, 1, 1, (0, 0), AutoPad::SameUpper, false).unwrap();
+        assert_eq!((w.out, w.pad_begin, w.pad_end), (4, 0, 1));
+        let w = extent(4, 2, 1, 1, (0, 0), AutoPad::SameLower, false).unwrap();
+        assert_eq!((w.out, w.pad_begin, w.pad_end), (4, 1, 0));
+        // ceil mode: 4 wide, k3 s2 -> floor 1, ceil 2
+        assert_eq!(
+            extent(4, 3, 2, 1, (0, 0), AutoPad::NotSet, false)
+                .unwrap()
+                .out,
+            1
+        );
+        assert_eq!(
+            extent(4, 3, 2, 1, (0, 0), AutoPad::NotSet, true)
+                .unwrap()
+                .out,
+            2
+        );
+        // ceil mode never starts a window in the end padding
+        let w = extent(2, 1, 2, 1, (0, 1), AutoPad::NotSet, true).unwrap();
+        assert_eq!(w.out, 1);
+        assert!(extent(2, 5, 1, 1, (0, 0), AutoPad::NotSet, false).is_err());
+    }
 }

@@ -435,13 +435,13 @@ impl Op for Global {
 
 #[cfg(test)]
 mod tests {
-    use super::super::spatial::{window, AutoPad};
+    use super::super::spatial::{extent, AutoPad};
     use super::*;
 
     #[test]
     fn table_counts_padding_and_dilation() {
         // 1-D: 4 inputs, kernel 2, dilation 2, pad 1 each side
-        let w = window(4, 2, 1, 2, (1, 1), AutoPad::NotSet, false).unwrap();
+        let w = extent(4, 2, 1, 2, (1, 1), AutoPad::NotSet, false).unwrap();
         assert_eq!(w.out, 4);
         let t = table(&[4], &[w]).unwrap();
         // windows start at -1, 0, 1, 2 and read p, p + 2
@@ -455,8 +455,8 @@ mod tests {
         // 2-D 3x3 stride 2 pad 1 windows (ResNet's stem pool) and a window
         // entirely in the padding, u8 and i8 planes
         let ws = [
-            window(9, 3, 2, 1, (1, 1), AutoPad::NotSet, false).unwrap(),
-            window(7, 3, 2, 1, (1, 1), AutoPad::NotSet, false).unwrap(),
+            extent(9, 3, 2, 1, (1, 1), AutoPad::NotSet, false).unwrap(),
+            extent(7, 3, 2, 1, (1, 1), AutoPad::NotSet, false).unwrap(),
         ];
         let t = table(&[9, 7], &ws).unwrap();
         let xu: Vec<u8> = (0..3 * 63).map(|i| ((i * 97 + 13) % 256) as u8).collect();
@@ -474,7 +474,7 @@ mod tests {
             .collect();
         let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
         assert_eq!(bits(max_values(&xf, &t, 3)), bits(max(&xf, &t, 3).0));
-        let w = window(2, 2, 1, 1, (3, 3), AutoPad::NotSet, false).unwrap();
+        let w = extent(2, 2, 1, 1, (3, 3), AutoPad::NotSet, false).unwrap();
         let t = table(&[2], &[w]).unwrap();
         assert_eq!(max_only(&[5u8, 9], &t, 1), max(&[5u8, 9], &t, 1).0);
     }

@@ -146,7 +146,7 @@ impl WindowAttrs {
         let pads = self.pads(r)?;
         (0..r)
             .map(|a| {
-                window(
+                extent(
                     input[a],
                     kernel[a],
                     strides[a],
@@ -181,47 +181,12 @@ fn positive(v: &[i64], rank: usize, what: &str) -> OpResult<Vec<usize>> {
         .collect()
 }
 
-/// One spatial axis of a sliding window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Window {
-    /// Output positions.
-    pub out: usize,
-    /// Padding before the input.
-    pub pad_begin: usize,
-    /// Padding after the input.
-    pub pad_end: usize,
-    /// Stride.
-    pub stride: usize,
-    /// Dilation.
-    pub dilation: usize,
-    /// Kernel taps.
-    pub kernel: usize,
-}
+/// One spatial axis of a sliding window (output size, padding, kernel,
+/// stride, dilation): the rule static shape inference uses too.
+pub(crate) use qport_onnx::shapes::window::Extent as Window;
 
-/// Output size and padding along one axis: [`qport_onnx::shapes::window::extent`]
-/// (onnxruntime's rules, shared with static shape inference).
-pub(crate) fn window(
-    input: usize,
-    kernel: usize,
-    stride: usize,
-    dilation: usize,
-    pads: (usize, usize),
-    auto_pad: AutoPad,
-    ceil_mode: bool,
-) -> OpResult<Window> {
-    let e = qport_onnx::shapes::window::extent(
-        input, kernel, stride, dilation, pads, auto_pad, ceil_mode,
-    )
-    .map_err(OpError::invalid)?;
-    Ok(Window {
-        out: e.out,
-        pad_begin: e.pad_begin,
-        pad_end: e.pad_end,
-        stride,
-        dilation,
-        kernel,
-    })
-}
+/// The output size and padding of one axis (onnxruntime's rules).
+pub(crate) use qport_onnx::shapes::window::extent;
 
 /// The attributes of a convolution: its window and `group`.
 #[derive(Clone, Debug)]
@@ -272,7 +237,7 @@ impl ConvAttrs {
         );
         let (mut output, mut pads_begin) = (Vec::with_capacity(r), Vec::with_capacity(r));
         for a in 0..r {
-            let w = window(
+            let w = extent(
                 input[a],
                 kernel[a],
                 strides[a],
@@ -420,38 +385,4 @@ pub(crate) struct ConvSizes {
     pub mg: usize,
     /// The reduction length, `cg · ks`.
     pub kdim: usize,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn same_and_ceil_rules() {
-        // 5 wide, kernel 3, stride 2: SAME gives 3 outputs, 2 pad split 1/1
-        let w = window(5, 3, 2, 1, (0, 0), AutoPad::SameUpper, false).unwrap();
-        assert_eq!((w.out, w.pad_begin, w.pad_end), (3, 1, 1));
-        // 4 wide, kernel 2, stride 1: 1 pad, at the end (UPPER) / start (LOWER)
-        let w = window(4, 2, 1, 1, (0, 0), AutoPad::SameUpper, false).unwrap();
-        assert_eq!((w.out, w.pad_begin, w.pad_end), (4, 0, 1));
-        let w = window(4, 2, 1, 1, (0, 0), AutoPad::SameLower, false).unwrap();
-        assert_eq!((w.out, w.pad_begin, w.pad_end), (4, 1, 0));
-        // ceil mode: 4 wide, k3 s2 -> floor 1, ceil 2
-        assert_eq!(
-            window(4, 3, 2, 1, (0, 0), AutoPad::NotSet, false)
-                .unwrap()
-                .out,
-            1
-        );
-        assert_eq!(
-            window(4, 3, 2, 1, (0, 0), AutoPad::NotSet, true)
-                .unwrap()
-                .out,
-            2
-        );
-        // ceil mode never starts a window in the end padding
-        let w = window(2, 1, 2, 1, (0, 1), AutoPad::NotSet, true).unwrap();
-        assert_eq!(w.out, 1);
-        assert!(window(2, 5, 1, 1, (0, 0), AutoPad::NotSet, false).is_err());
-    }
 }

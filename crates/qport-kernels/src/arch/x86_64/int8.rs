@@ -11,25 +11,6 @@ use crate::int8::elementwise::{
 };
 use qport_core::arith::Requantizer;
 
-/// `pub(crate) unsafe fn $name` running `$body` with `$features` enabled.
-macro_rules! recompiled {
-    ($(
-        $(#[doc = $doc:expr])*
-        $features:literal fn $name:ident$(<$t:ident: $bound:path>)?(
-            $($arg:ident: $ty:ty),* $(,)?
-        ) $(-> $ret:ty)? = $body:ident;
-    )*) => {$(
-        $(#[doc = $doc])*
-        ///
-        /// # Safety
-        #[doc = concat!("The CPU must support `", $features, "`.")]
-        #[target_feature(enable = $features)]
-        pub(crate) unsafe fn $name$(<$t: $bound>)?($($arg: $ty),*) $(-> $ret)? {
-            $body($($arg),*)
-        }
-    )*};
-}
-
 recompiled! {
     /// [`quantize_loop`] with AVX2.
     "avx2" fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> = quantize_loop;

@@ -5,6 +5,28 @@
 //! outer loops the two AVX2 u8×s8 GEMMs share, and the portable 8-bit
 //! loops compiled with AVX2 / AVX-512 enabled.
 
+/// Defines `pub(crate) unsafe fn $name` running the portable `#[inline(always)]`
+/// loop `$body` with `$features` enabled: the same operations in the same
+/// order, so the same bits, with wider vectors.
+macro_rules! recompiled {
+    ($(
+        $(#[doc = $doc:expr])*
+        $features:literal fn $name:ident$(<$t:ident: $bound:path>)?(
+            $($arg:ident: $ty:ty),* $(,)?
+        ) $(-> $ret:ty)? = $body:ident;
+    )*) => {$(
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("The CPU must support `", $features, "`.")]
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $name$(<$t: $bound>)?($($arg: $ty),*) $(-> $ret)? {
+            $body($($arg),*)
+        }
+    )*};
+}
+pub(crate) use recompiled;
+
 pub mod avx2q;
 pub(crate) mod depthwise;
 pub(crate) mod int8;
