@@ -137,10 +137,12 @@ pub struct AgreeArgs {
     pub pot: Option<PotArg>,
     /// Fail (exit 1) when any pair of profiles agrees on top-1 for less than
     /// this fraction of the samples (0 to 1).
-    #[arg(long, value_name = "X", value_parser = parse_fraction)]
+    #[arg(long, value_name = "X", value_parser = crate::args::parse_fraction)]
     pub min_agreement: Option<f64>,
     #[command(flatten)]
     pub compare: crate::args::OutputArgs,
+    #[command(flatten)]
+    pub coverage: crate::args::CoverageArg,
     /// Worker threads (default: every core); results do not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -149,19 +151,6 @@ pub struct AgreeArgs {
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
-}
-
-fn parse_fraction(s: &str) -> Result<f64, String> {
-    let x: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number"))?;
-    if !(0.0..=1.0).contains(&x) {
-        return Err(format!(
-            "{s} is not a fraction between 0 and 1 (0.99 means 99% of the samples)"
-        ));
-    }
-    Ok(x)
 }
 
 /// `qport.agree/1` with what the human form needs besides: the study's
@@ -372,11 +361,11 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         _ => ExitStatus::Success,
     };
     let thresholds = crate::compare::status(doc.report.check.as_ref());
-    Ok(if agreement == ExitStatus::Success {
-        thresholds
-    } else {
-        agreement
-    })
+    let coverage = args.coverage.status(&result.integer_coverage);
+    Ok([agreement, thresholds, coverage]
+        .into_iter()
+        .find(|s| *s != ExitStatus::Success)
+        .unwrap_or(ExitStatus::Success))
 }
 
 /// At most this many flipped samples are listed in the human output.
@@ -424,6 +413,7 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
             .map(|p| format!(", scales rewritten to powers of two (--pot {})", p.mode))
             .unwrap_or_default()
     );
+    s.push_str(&crate::run::coverage_human(&a.integer_coverage, ui));
     // the matrix: top-1 when measured, else bit-identical outputs
     let (what, matrix) = match a.top1_matrix() {
         Some(m) => ("top-1", m),
@@ -635,7 +625,7 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::args::parse_fraction;
 
     #[test]
     fn fractions_are_checked() {

@@ -634,3 +634,44 @@ mod tests {
         }
     }
 }
+
+/// `--min-integer-coverage`, shared by the commands that run an artifact in
+/// integers.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CoverageArg {
+    /// Fail (exit 1) when less than this fraction (0 to 1) of the model's
+    /// multiply-accumulates (Conv, MatMul, Gemm) ran in integers: a study
+    /// of a model that ran mostly in float says little about integer
+    /// portability.
+    #[arg(long, value_name = "X", value_parser = parse_fraction)]
+    pub min_integer_coverage: Option<f64>,
+}
+
+impl CoverageArg {
+    /// Exit 1 (with a message on stderr) when `c` is below the threshold.
+    pub fn status(&self, c: &qport_study::coverage::CoverageJson) -> crate::ExitStatus {
+        match self.min_integer_coverage {
+            Some(min) if c.mac_share.is_none_or(|v| v < min) => {
+                eprintln!(
+                    "qport: check failed: {} of the multiply-accumulates ran in integers, below --min-integer-coverage {min}",
+                    c.mac_share
+                        .map_or("an unknown share".into(), |v| format!("{:.1}%", 100.0 * v))
+                );
+                crate::ExitStatus::Failure
+            }
+            _ => crate::ExitStatus::Success,
+        }
+    }
+}
+
+/// A number between 0 and 1 (`--min-agreement`, `--min-integer-coverage`).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(0.0..=1.0).contains(&x) {
+        return Err(format!("{s} is not a fraction between 0 and 1"));
+    }
+    Ok(x)
+}

@@ -59,6 +59,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use qport_core::arith::{ArithProfile, ProfileError};
 use qport_core::{DType, Tensor};
 use qport_engine::{IntegerPlan, Plan};
+use qport_study::coverage::CoverageJson;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -152,93 +153,30 @@ impl Render for RunJson {
     }
 }
 
-/// How much of a model ran in integers under a profile (from
-/// [`qport_engine::Coverage`] of one run).
-#[derive(Debug, Serialize)]
-pub struct CoverageJson {
-    /// Quantized groups found.
-    pub groups_found: usize,
-    /// Groups lowered to integer operators.
-    pub groups_lowered: usize,
-    /// `groups_lowered / groups_found`.
-    pub group_share: Option<f64>,
-    /// Lowered groups per integer operator.
-    pub lowered_by_op: std::collections::BTreeMap<String, usize>,
-    /// Multiply-accumulates of Conv / MatMul / Gemm run in integers.
-    pub macs_integer: u64,
-    /// Multiply-accumulates of all Conv / MatMul / Gemm.
-    pub macs_total: u64,
-    /// `macs_integer / macs_total`.
-    pub mac_share: Option<f64>,
-    /// Multiply-accumulate nodes whose shapes the run did not report.
-    pub macs_uncounted_nodes: usize,
-    /// Groups left in float, each with the reason.
-    pub float_groups: Vec<FloatGroupJson>,
-}
-
-/// A quantized group left in float.
-#[derive(Debug, Serialize)]
-pub struct FloatGroupJson {
-    /// The operator node's name.
-    pub node: String,
-    /// Its op type.
-    pub op: String,
-    /// Why it was not lowered.
-    pub reason: String,
-}
-
-impl CoverageJson {
-    /// The JSON form of `c`.
-    pub fn new(c: &qport_engine::Coverage) -> CoverageJson {
-        let m = c.macs.unwrap_or_default();
-        CoverageJson {
-            groups_found: c.groups_found,
-            groups_lowered: c.groups_lowered,
-            group_share: c.group_share(),
-            lowered_by_op: c.lowered_by_op.clone(),
-            macs_integer: m.integer,
-            macs_total: m.total,
-            mac_share: m.share(),
-            macs_uncounted_nodes: m.uncounted,
-            float_groups: c
-                .float
-                .iter()
-                .map(|g| FloatGroupJson {
-                    node: g.node.clone(),
-                    op: g.op.clone(),
-                    reason: g.reason.clone(),
-                })
-                .collect(),
-        }
+/// The human form of an integer coverage: a summary line, a warning when
+/// under half of the MACs ran in integers, then one line per float group.
+pub fn coverage_human(c: &CoverageJson, ui: &Ui) -> String {
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
+    let mut s = format!(
+        "{}  {}/{} quantized groups lowered ({}), {} of {} MACs in integers ({})\n",
+        ui.paint("integer coverage", Style::Bold),
+        c.groups_lowered,
+        c.groups_found,
+        pct(c.group_share),
+        c.macs_integer,
+        c.macs_total,
+        pct(c.mac_share),
+    );
+    if let Some(w) = c.low_coverage_warning() {
+        s.push_str(&format!(
+            "{}\n",
+            ui.paint(&format!("warning: {w}"), Style::Bad)
+        ));
     }
-
-    /// The human form: a summary line, then one line per float group.
-    pub fn human(&self, ui: &Ui) -> String {
-        let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
-        let mut s = format!(
-            "{}  {}/{} quantized groups lowered ({}), {} of {} MACs in integers ({})\n",
-            ui.paint("integer coverage", Style::Bold),
-            self.groups_lowered,
-            self.groups_found,
-            pct(self.group_share),
-            self.macs_integer,
-            self.macs_total,
-            pct(self.mac_share),
-        );
-        if self.mac_share.is_some_and(|v| v < 0.5) {
-            s.push_str(&format!(
-                "{}\n",
-                ui.paint(
-                    "warning: under half of the model's MACs ran in integers; this run says little about integer arithmetic",
-                    Style::Bad
-                )
-            ));
-        }
-        for g in &self.float_groups {
-            s.push_str(&format!("  float {} ({}): {}\n", g.node, g.op, g.reason));
-        }
-        s
+    for g in &c.float_groups {
+        s.push_str(&format!("  float {} ({}): {}\n", g.node, g.op, g.reason));
     }
+    s
 }
 
 /// A tensor fed to the model.
@@ -591,7 +529,7 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
         r.profile
     ));
     if let Some(c) = &r.integer_coverage {
-        s.push_str(&c.human(ui));
+        s.push_str(&coverage_human(c, ui));
     }
     s.push('\n');
     let mut t = Table::new(&["input", "dtype", "shape", "from"], &[Align::Left; 4]);

@@ -71,6 +71,7 @@ pub use stats::{
     logit_margin, margin_auc, sample_margin, top1_rows, Flip, PairAcc, PairStats, Run,
 };
 
+use crate::coverage::CoverageJson;
 use crate::StudyError;
 use qport_core::arith::ArithProfile;
 use qport_core::compare::{self, NonFiniteOutput, OutputChoice, OutputKind, OutputSpec};
@@ -172,6 +173,10 @@ pub struct Agreement {
     pub fp32_controls: Vec<PairStats>,
     /// Samples on which some pair of profiles flips.
     pub any_flip: AnyFlip,
+    /// How much of the artifact ran in integers (the first profile's plan
+    /// on the first sample; which groups are lowered does not depend on
+    /// the profile).
+    pub integer_coverage: CoverageJson,
 }
 
 impl Agreement {
@@ -384,6 +389,7 @@ impl AgreeStudy {
         let mut controls: Vec<PairAcc> = vec![];
         let mut records: Vec<SampleRecord> = vec![];
         let mut any_flips: Vec<usize> = vec![];
+        let mut coverage = None;
         let mut iter = samples.into_iter();
         loop {
             let mut chunk: Vec<Sample> = Vec::with_capacity(self.chunk);
@@ -395,6 +401,10 @@ impl AgreeStudy {
             }
             if chunk.is_empty() {
                 break;
+            }
+            if coverage.is_none() {
+                let (_, c) = self.plans[0].run_with_coverage(chunk[0].inputs.clone())?;
+                coverage = Some(CoverageJson::new(&c));
             }
             let out = self.run_chunk(&chunk)?;
             for (k, sample) in chunk.iter().enumerate() {
@@ -512,6 +522,7 @@ impl AgreeStudy {
                 samples: any_flips,
             },
             samples: records,
+            integer_coverage: coverage.ok_or_else(|| StudyError::Input("no samples".into()))?,
         })
     }
 

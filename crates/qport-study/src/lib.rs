@@ -9,6 +9,7 @@
 
 pub mod agree;
 pub mod bench;
+pub mod coverage;
 pub mod diverge;
 
 use qport_core::arith::ProfileError;

@@ -29,6 +29,7 @@
 //! ```
 
 use super::{Agreement, AnyFlip, OutputInfo, PairStats, SampleRecord};
+use crate::coverage::CoverageJson;
 use qport_core::compare::{low_cosine_warnings, ThresholdCheck, Thresholds};
 use qport_core::report::{FileJson, Header, ProfileJson};
 use qport_quant::pot::PotSummary;
@@ -218,6 +219,8 @@ pub struct Report<'a> {
     pub profile_files: Vec<FileJson>,
     /// The profiles, in study order.
     pub profiles: Vec<ProfileJson>,
+    /// How much of the artifact ran in integers.
+    pub integer_coverage: &'a CoverageJson,
     /// The agreement matrices.
     pub matrix: MatrixJson,
     /// Every pair of different profiles.
@@ -258,6 +261,7 @@ impl<'a> Report<'a> {
         seconds: f64,
     ) -> Report<'a> {
         let mut warnings = p.warnings;
+        warnings.extend(result.integer_coverage.low_coverage_warning());
         for v in &result.vs_fp32 {
             warnings.extend(low_cosine_warnings(&runs(v), &v.outputs));
         }
@@ -272,6 +276,7 @@ impl<'a> Report<'a> {
             threads: result.threads,
             profile_files: p.profile_files,
             profiles: p.profiles,
+            integer_coverage: &result.integer_coverage,
             matrix: MatrixJson::new(result),
             pairs: PairJson::all(&result.pairs),
             selves: PairJson::all(&result.selves),
