@@ -657,21 +657,22 @@ mod tests {
         (inputs, attrs, acc, x_scale, w_scale)
     }
 
+    /// The nine `QLinearConv` inputs of [`to_float_case`]'s tensors, with
+    /// `y` (scale, zero point) or, for the float output, none.
+    fn conv_args<'t>(
+        ins: &'t [Tensor],
+        y: Option<(&'t Tensor, &'t Tensor)>,
+    ) -> [Option<&'t Tensor>; 9] {
+        let (ys, yz) = (y.map(|y| y.0), y.map(|y| y.1));
+        let i = |k: usize| Some(&ins[k]);
+        [i(0), i(1), i(2), i(3), i(4), i(5), ys, yz, i(6)]
+    }
+
     /// Runs `QLinearConvToFloat` on [`to_float_case`] under `profile`.
     fn run_to_float(profile: &str) -> (Vec<f32>, Vec<i64>, f32, Vec<f32>, usize) {
         let (ins, attrs, acc, sx, sw) = to_float_case();
         let p = qport_core::arith::ArithProfile::preset(profile).unwrap();
-        let args = [
-            Some(&ins[0]),
-            Some(&ins[1]),
-            Some(&ins[2]),
-            Some(&ins[3]),
-            Some(&ins[4]),
-            Some(&ins[5]),
-            None,
-            None,
-            Some(&ins[6]),
-        ];
+        let args = conv_args(&ins, None);
         let constant = [false, true, true, true, true, true, false, false, true];
         let y = crate::ops::quant::test_util::run_const(
             build_qlinear_conv_to_float,
@@ -744,17 +745,7 @@ mod tests {
         let (ins, attrs, ..) = to_float_case();
         let p = qport_core::arith::ArithProfile::preset("exact").unwrap();
         let (ys, yz) = (Tensor::scalar(0.37f32), Tensor::scalar(100u8));
-        let args = [
-            Some(&ins[0]),
-            Some(&ins[1]),
-            Some(&ins[2]),
-            Some(&ins[3]),
-            Some(&ins[4]),
-            Some(&ins[5]),
-            Some(&ys),
-            Some(&yz),
-            Some(&ins[6]),
-        ];
+        let args = conv_args(&ins, Some((&ys, &yz)));
         let q = crate::ops::quant::test_util::run_const(
             build_qlinear_conv,
             "QLinearConv",
