@@ -4,7 +4,9 @@
 //! ([`crate::lower_qdq`]: the groups onnxruntime's CPU execution provider
 //! fuses, `QLinearConv`, `QLinearMatMul`, `QGemm`, `QLinearAdd`,
 //! `QLinearMul`, the pooling, table and Softmax ops, data movement on
-//! integers) and compiles them with a
+//! integers; and qport's own: the normalization tables, and the int8-in /
+//! float-out Conv and MatMul groups of the float16 platform templates as
+//! integer products with a float epilogue) and compiles them with a
 //! [`PlanOptions::arith`] profile, so int8 tensors flow between the
 //! quantized operators and the profile's accumulator, requantization,
 //! rounding, bias and epilogue policies are the only free variables. Groups

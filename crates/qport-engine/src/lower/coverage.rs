@@ -127,7 +127,11 @@ pub(super) fn mac_nodes(ctx: &Ctx, lowered: &HashMap<usize, Vec<Node>>) -> Vec<M
         let (w, a, already) = match op {
             "Conv" | "MatMul" | "Gemm" if n.in_default_domain() => (1, 0, false),
             "ConvInteger" | "MatMulInteger" => (1, 0, true),
-            "QLinearConv" | "QLinearMatMul" | "QGemm" => (3, 0, true),
+            "QLinearConv"
+            | "QLinearMatMul"
+            | "QGemm"
+            | "QLinearConvToFloat"
+            | "QLinearMatMulToFloat" => (3, 0, true),
             _ => continue,
         };
         let Some(out) = n.outputs.first() else {
@@ -145,13 +149,17 @@ pub(super) fn mac_nodes(ctx: &Ctx, lowered: &HashMap<usize, Vec<Node>>) -> Vec<M
         }
         let wshape = n.inputs.get(w).and_then(|x| const_shape(ctx, x));
         let fixed = match (op, &wshape) {
-            ("Conv" | "ConvInteger" | "QLinearConv", Some(s)) if s.len() >= 2 => {
+            ("Conv" | "ConvInteger" | "QLinearConv" | "QLinearConvToFloat", Some(s))
+                if s.len() >= 2 =>
+            {
                 Some(s[1..].iter().product::<usize>() as u64)
             }
             ("Gemm" | "QGemm", Some(s)) if s.len() == 2 => {
                 Some(s[usize::from(n.attr_int("transB", 0).unwrap_or(0) != 0)] as u64)
             }
-            ("MatMul" | "MatMulInteger" | "QLinearMatMul", Some(s)) if s.len() >= 2 => {
+            ("MatMul" | "MatMulInteger" | "QLinearMatMul" | "QLinearMatMulToFloat", Some(s))
+                if s.len() >= 2 =>
+            {
                 Some(s[s.len() - 2] as u64)
             }
             _ => None,

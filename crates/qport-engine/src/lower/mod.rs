@@ -33,6 +33,28 @@
 //! | DQ(x) → Resize (nearest) → Q, same parameters | `Resize` on the integers |
 //! | DQ(x) → ArgMax (positive scale) | `ArgMax` of the integers |
 //! | DQ(x) → BatchNormalization (inference, constant f32 parameters) → Q | `ai.qport:QLinearLookup`: per channel, the output for each of the 256 input values (qport's own; onnxruntime has no such group) |
+//! | DQ(x), DQ(w)[, DQ(b)] → Conv whose output is not requantized (read by a float16 template's Cast, by several readers, a graph output, a Relu / Clip the Q does not make redundant) | `ai.qport:QLinearConvToFloat`: the same integer convolution, dequantized `(acc + b) · s_x · s_w[c]` in the profile's epilogue, float output (qport's own) |
+//! | DQ(a), DQ(b) → MatMul whose output is not requantized | `ai.qport:QLinearMatMulToFloat` (likewise) |
+//!
+//! The float-output groups are the int8-in / float16-out GEMMs of the
+//! float16 platform templates (`j6h`, `j6p`, `s6p`: `DQ → Conv →
+//! Cast(float16) → Cast(float) → float16 operators → Q → DQ → Conv`; see
+//! `qport_quant::qdq`). The platform accumulates them in integers and
+//! scales the accumulator in its epilogue; the epilogue is the profile's
+//! ([`qport_core::arith::dequantize_acc`]: `exact` computes it in f64 and
+//! rounds once to f32, `f32-rne` in f32, `fp16-epilogue` holds the scaled
+//! value and the bias in float16). The output stays float32: rounding it
+//! to float16 is the job of the template's Cast after it (a no-op after an
+//! `f16` epilogue). What runs between the Cast and the next Q (Clip, Add,
+//! Sigmoid, Mul, Concat, pooling on the float16 values) stays in float, as
+//! the platform runs it in float16; the Q then quantizes the float value
+//! and the next group's DQ folds into its integer operator, so these
+//! templates run every Conv / MatMul / Gemm MAC in integers. onnxruntime
+//! fuses none of these groups (it runs the Conv in float between the DQs
+//! and the Cast), so for them no profile reproduces onnxruntime's session
+//! bit for bit: the float Conv rounds its f32 sums, the integer one does
+//! not (a difference the Cast to float16 and the next Q can amplify to a
+//! quantization step).
 //!
 //! What stays in float, and why ([`Lowered::float`] gives the reason per
 //! group):
@@ -40,10 +62,11 @@
 //! | left in float | because |
 //! |---|---|
 //! | Sub, Div, Erf, LayerNormalization, ReduceSum, Pow, Sqrt, ... between DQ and Q | onnxruntime has no QDQ fusion for them |
-//! | Conv / MatMul with int8 activations (off ARM) | onnxruntime fuses them on ARM only (`QDQIsInt8Allowed`); int8 Q → DQ pairs read once are first made uint8 (module `ort`), so this is an int8 value read twice |
+//! | Conv / MatMul → Q with int8 activations (off ARM) | onnxruntime fuses them on ARM only (`QDQIsInt8Allowed`); int8 Q → DQ pairs read once are first made uint8 (module `ort`), so this is an int8 value read twice |
 //! | a group whose activation types differ (after that conversion) | onnxruntime fuses equal types only |
-//! | Conv / Add / ... → Relu / Clip → Q where the Q does not make the Relu / Clip redundant | onnxruntime then fuses nothing (`IsClipMadeRedundantByQ`) |
-//! | a group whose output has another reader, or is a graph output | onnxruntime's group selection requires the Q to be its only reader |
+//! | Add / Mul / ... → Relu / Clip → Q where the Q does not make the Relu / Clip redundant | onnxruntime then fuses nothing (`IsClipMadeRedundantByQ`); a Conv / MatMul there gets a float output instead (above) |
+//! | a group (other than Conv / MatMul / Gemm, which get a float output) whose output has another reader, or is a graph output | onnxruntime's group selection requires the Q to be its only reader |
+//! | a float operator whose output a Q reads but whose input is not dequantized (the float16 operators of a float16 template: Clip, Add, Concat, Flatten, ... between Casts) | it has no quantized input: it runs in float (float16 on the platform) |
 //! | Where | qport has no `QLinearWhere` yet |
 //! | Resize other than nearest | onnxruntime's integer interpolation is not modelled |
 //! | per-axis activation parameters, non-constant parameters, a bias that is not int32 with scale `s_x · s_w` | the integer kernels do not take them |
@@ -52,8 +75,8 @@
 //! `j6e`/`j6m`/`j6b` configs) are lowered too, to a `QLinearConv` on int16
 //! tensors: not an ONNX type combination, so such a lowered model is for
 //! qport's own plans only; the engine accumulates it exactly in i64. The
-//! other groups are lowered for 8-bit types only. Float16 groups are not
-//! lowered.
+//! other groups are lowered for 8-bit types only. Operators the templates
+//! put in float16 are float operators (between Casts), not groups.
 //!
 //! The lookup table of a normalization group is computed with the very
 //! functions the float path runs (the dequantize, the folded normalization
@@ -461,21 +484,28 @@ fn lower_conv(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
         }
         None => None,
     };
-    // the reader: Q, or a Relu/Clip the Q makes redundant, then Q
-    let (qj, clip) = ctx.out_q(out).ok()??;
-    let (sy, zy, _) = ctx.q_int(qj, true)?;
-    inputs.push(sy);
-    inputs.push(zy);
+    // the reader: Q, or a Relu/Clip the Q makes redundant, then Q; with
+    // none, a float output (qport's own group)
+    let (op, final_out, gone) = match quantized_output(ctx, out) {
+        Some((qj, clip)) => {
+            let (sy, zy, _) = ctx.q_int(qj, true)?;
+            inputs.push(sy);
+            inputs.push(zy);
+            let q_out = ctx.model.graph.nodes[qj].outputs[0].clone();
+            ("QLinearConv", q_out, group_nodes(i, qj, clip))
+        }
+        None => {
+            inputs.extend([String::new(), String::new()]);
+            ("QLinearConvToFloat", out.to_string(), vec![i])
+        }
+    };
     if let Some(b) = bias {
         inputs.push(b);
     }
-    let final_out = ctx.model.graph.nodes[qj].outputs[0].clone();
-    let mut conv = Node::new(
-        format!("{}_qlinear", n.name),
-        "QLinearConv",
-        inputs,
-        [&final_out],
-    );
+    let mut conv = Node::new(format!("{}_qlinear", n.name), op, inputs, [&final_out]);
+    if op == "QLinearConvToFloat" {
+        conv = conv.in_domain(QPORT_DOMAIN);
+    }
     copy_attrs(
         n,
         &mut conv,
@@ -488,7 +518,18 @@ fn lower_conv(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
             "strides",
         ],
     );
-    Some((vec![conv], group_nodes(i, qj, clip)))
+    Some((vec![conv], gone))
+}
+
+/// The QuantizeLinear that requantizes a Conv / MatMul output `out` (and
+/// a Relu / Clip it makes redundant), as [`Ctx::out_q`]; `None` when the
+/// output stays float: no such Q (another reader, a graph output, a float
+/// consumer such as the float16 Cast of a platform template, or a Relu /
+/// Clip the Q does not make redundant). Such a group is lowered to qport's
+/// float-output operator, the product in integers and its dequantize in
+/// the profile's epilogue.
+fn quantized_output(ctx: &Ctx, out: &str) -> Option<(usize, Option<usize>)> {
+    ctx.out_q(out).ok().flatten()
 }
 
 /// Copies the attributes `keys` that `from` has onto `to`.
@@ -536,8 +577,10 @@ fn lower_binary(ctx: &Ctx, i: usize, out: &str, op: &str, domain: &str) -> Optio
     }
     let a = ctx.dq(&n.inputs[0])?;
     let b = ctx.dq(&n.inputs[1])?;
-    let (qj, clip) = ctx.out_q(out).ok()??;
-    let (sy, zy, _) = ctx.q8(qj)?;
+    let q = quantized_output(ctx, out);
+    if q.is_none() && op != "QLinearMatMul" {
+        return None;
+    }
     let per_tensor = |d: &Dq| d.axis.is_none() && ctx.scalar_f32(&d.scale).is_some();
     if !per_tensor(&a) || !(per_tensor(&b) || op == "QLinearMatMul" && b.axis == Some(1)) {
         return None;
@@ -548,6 +591,28 @@ fn lower_binary(ctx: &Ctx, i: usize, out: &str, op: &str, domain: &str) -> Optio
             return None;
         }
     }
+    let name = format!("{}_qlinear", n.name);
+    let Some((qj, clip)) = q else {
+        // a MatMul whose output stays float
+        let m = Node::new(
+            name,
+            "QLinearMatMulToFloat",
+            [
+                a.x,
+                a.scale,
+                a.zp,
+                b.x,
+                b.scale,
+                b.zp,
+                String::new(),
+                String::new(),
+            ],
+            [out],
+        )
+        .in_domain(QPORT_DOMAIN);
+        return Some((vec![m], vec![i]));
+    };
+    let (sy, zy, _) = ctx.q8(qj)?;
     // QLinearAdd / QLinearMul take A, B and C of one 8-bit type
     // (QLinearMatMul allows u8 × s8).
     if op != "QLinearMatMul" {
@@ -559,7 +624,7 @@ fn lower_binary(ctx: &Ctx, i: usize, out: &str, op: &str, domain: &str) -> Optio
     }
     let q = &ctx.model.graph.nodes[qj];
     let m = Node::new(
-        format!("{}_qlinear", n.name),
+        name,
         op,
         [a.x, a.scale, a.zp, b.x, b.scale, b.zp, sy, zy],
         [&q.outputs[0]],

@@ -96,6 +96,10 @@ pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
         return None;
     }
     let ins = dq_inputs(ctx, i);
+    if ins.is_empty() {
+        // a float operator whose output is quantized: no group to fuse
+        return None;
+    }
     let out_ty = ctx
         .out_q(n.outputs.first()?)
         .ok()
@@ -108,6 +112,10 @@ pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
     };
     let x = in_ty(0);
     match op {
+        "Conv" | "MatMul" if super::quantized_output(ctx, n.outputs.first()?).is_none() => {
+            // a float output: qport's own group (onnxruntime fuses none),
+            // so onnxruntime's type conditions do not apply
+        }
         "Conv" | "MatMul" => {
             if x == Some(DType::I8) && !ctx.types.int8_allowed {
                 return Some(format!(
@@ -158,6 +166,9 @@ pub(super) fn why_float(ctx: &Ctx, i: usize) -> String {
     let op = n.op_type.as_str();
     if op == "Where" {
         return "qport does not implement QLinearWhere yet: runs in float".into();
+    }
+    if dq_inputs(ctx, i).is_empty() {
+        return "a float operator (no input is dequantized; e.g. one a float16 template keeps in float16) whose output is quantized: runs in float".into();
     }
     if !ort_fuses(op) && op != "BatchNormalization" {
         return format!(

@@ -237,3 +237,206 @@ fn int8_activations_follow_onnxruntimes_x86_rules() {
     let l = lower_groups(&build(true), ort::OrtTypes { int8_allowed: true });
     assert_eq!(l.lowered.len(), 1, "{:?}", l.float);
 }
+
+/// The float16 platform template's convolution: x (u8 [1, 3, 6, 5]) → DQ,
+/// int8 weights per output channel → DQ, int32 bias → DQ (scale `s_x ·
+/// s_w`) → Conv 3x3 (pads 1) → `c` → Cast(float16) → Cast(float) → `cf`
+/// → Clip(0, 6) → Q (u8) → y. `c`, `cf` and `y` are graph outputs. With
+/// the direct integer accumulators (bias included), the input scale and
+/// the weight scales.
+#[allow(clippy::type_complexity)]
+fn float16_template_conv() -> (Model, Tensor, Vec<i64>, f32, Vec<f32>) {
+    let (cin, cout, h, w) = (3usize, 4usize, 6usize, 5usize);
+    let wq: Vec<i8> = (0..cout * cin * 9)
+        .map(|i| ((i * 73 + 11) % 255) as i32 - 127)
+        .map(|v| v as i8)
+        .collect();
+    let ws: Vec<f32> = vec![0.0041, 0.0009, 0.0123, 0.0027];
+    let sx = 0.0213f32;
+    let zx = 117u8;
+    let bq: Vec<i32> = vec![-900, 35, 12_000, -4];
+    let bs: Vec<f32> = ws.iter().map(|&s| sx * s).collect();
+    let clip = |v: f32| Tensor::scalar(v);
+    let shape = [1, cout, h, w];
+    let model = ModelBuilder::new(13)
+        .input("x", DType::U8, &[1, cin, h, w])
+        .initializer("sx", Tensor::scalar(sx))
+        .initializer("zx", Tensor::scalar(zx))
+        .initializer(
+            "wq",
+            Tensor::from_vec(vec![cout, cin, 3, 3], wq.clone()).unwrap(),
+        )
+        .initializer("ws", Tensor::from_vec(vec![cout], ws.clone()).unwrap())
+        .initializer("wz", Tensor::from_vec(vec![cout], vec![0i8; cout]).unwrap())
+        .initializer("bq", Tensor::from_vec(vec![cout], bq.clone()).unwrap())
+        .initializer("bs", Tensor::from_vec(vec![cout], bs).unwrap())
+        .initializer(
+            "bz",
+            Tensor::from_vec(vec![cout], vec![0i32; cout]).unwrap(),
+        )
+        .initializer("lo", clip(0.0))
+        .initializer("hi", clip(6.0))
+        .initializer("sy", Tensor::scalar(0.0235f32))
+        .initializer("zy", Tensor::scalar(0u8))
+        .op("DequantizeLinear", ["x", "sx", "zx"], ["xf"])
+        .node(
+            Node::new("DQ_w", "DequantizeLinear", ["wq", "ws", "wz"], ["w"])
+                .with_attr("axis", Attribute::Int(0)),
+        )
+        .node(
+            Node::new("DQ_b", "DequantizeLinear", ["bq", "bs", "bz"], ["b"])
+                .with_attr("axis", Attribute::Int(0)),
+        )
+        .node(
+            Node::new("Conv_c", "Conv", ["xf", "w", "b"], ["c"])
+                .with_attr("pads", Attribute::Ints(vec![1, 1, 1, 1])),
+        )
+        .node(Node::new("Cast_h", "Cast", ["c"], ["ch"]).with_attr("to", Attribute::Int(10)))
+        .node(Node::new("Cast_f", "Cast", ["ch"], ["cf"]).with_attr("to", Attribute::Int(1)))
+        .node(Node::new("Clip_r", "Clip", ["cf", "lo", "hi"], ["r"]))
+        .op("QuantizeLinear", ["r", "sy", "zy"], ["y"])
+        .output("c", DType::F32, &shape)
+        .output("cf", DType::F32, &shape)
+        .output("y", DType::U8, &shape)
+        .build();
+    let xv: Vec<u8> = (0..cin * h * w).map(|i| (i * 151 % 256) as u8).collect();
+    let x = Tensor::from_vec(vec![1, cin, h, w], xv.clone()).unwrap();
+    // the direct convolution of the integers
+    let mut acc = vec![0i64; cout * h * w];
+    for m in 0..cout {
+        for oy in 0..h {
+            for ox in 0..w {
+                let mut s = i64::from(bq[m]);
+                for c in 0..cin {
+                    for ky in 0..3 {
+                        for kx in 0..3 {
+                            let (iy, ix) = (oy + ky, ox + kx);
+                            if iy < 1 || ix < 1 || iy > h || ix > w {
+                                continue;
+                            }
+                            let xv = i64::from(xv[(c * h + iy - 1) * w + ix - 1]) - i64::from(zx);
+                            s += xv * i64::from(wq[((m * cin + c) * 3 + ky) * 3 + kx]);
+                        }
+                    }
+                }
+                acc[(m * h + oy) * w + ox] = s;
+            }
+        }
+    }
+    (model, x, acc, sx, ws)
+}
+
+/// The int8-in / float-out convolution of a float16 template becomes
+/// `ai.qport:QLinearConvToFloat`, counted as integer MACs. Under `exact`
+/// its output is the exact accumulator dequantized in f64 (rounded once to
+/// f32), the Cast after it rounds that to float16, and the Q after the
+/// Clip quantizes the float16 value; under `fp16-epilogue` the output is
+/// already a float16 value, so the Cast changes nothing.
+#[test]
+fn float16_template_convolutions_run_in_integers_with_a_float_epilogue() {
+    let (model, x, acc, sx, ws) = float16_template_conv();
+    let low = lower_qdq(&model);
+    assert_eq!(
+        low.lowered,
+        vec![("Conv_c".to_string(), "QLinearConvToFloat".to_string())]
+    );
+    assert!(
+        low.mac_nodes.iter().all(|m| m.integer),
+        "{:?}",
+        low.mac_nodes
+    );
+    assert!(low.model.graph.nodes.iter().all(|n| n.op_type != "Conv"));
+    let run = |profile: &str| -> BTreeMap<String, Tensor> {
+        let p = qport_core::arith::ArithProfile::preset(profile).unwrap();
+        let plan = crate::IntegerPlan::new(&model, &p).unwrap();
+        plan.run(vec![("x".into(), x.clone())])
+            .unwrap()
+            .into_iter()
+            .collect()
+    };
+    let hw = 30;
+    let out = run("exact");
+    let (c, cf) = (
+        out["c"].to_f32_vec().unwrap(),
+        out["cf"].to_f32_vec().unwrap(),
+    );
+    let y = out["y"].as_slice::<u8>().unwrap();
+    for (i, &a) in acc.iter().enumerate() {
+        let want = (a as f64 * (f64::from(sx) * f64::from(ws[i / hw]))) as f32;
+        assert_eq!(c[i].to_bits(), want.to_bits(), "c[{i}]");
+        let h = qport_core::f16::from_f32(want).to_f32();
+        assert_eq!(cf[i].to_bits(), h.to_bits(), "cf[{i}]");
+        let q = crate::ops::quant::common::quantize(
+            h.clamp(0.0, 6.0),
+            0.0235,
+            0,
+            crate::ops::quant::common::Grid::U8,
+        );
+        assert_eq!(i32::from(y[i]), q, "y[{i}]");
+    }
+    let out = run("fp16-epilogue");
+    let (c, cf) = (
+        out["c"].to_f32_vec().unwrap(),
+        out["cf"].to_f32_vec().unwrap(),
+    );
+    assert_eq!(
+        c, cf,
+        "the float16 epilogue leaves the Cast nothing to round"
+    );
+    // and the float execution of the artifact agrees to float rounding
+    let float = crate::Plan::new(&model).unwrap();
+    let f = float.run(vec![("x".into(), x.clone())]).unwrap();
+    let fc = f[0].1.to_f32_vec().unwrap();
+    let exact = run("exact")["c"].to_f32_vec().unwrap();
+    for (a, b) in fc.iter().zip(&exact) {
+        assert!((a - b).abs() <= 1e-5 * a.abs().max(1.0), "{a} vs {b}");
+    }
+}
+
+/// A float-output MatMul group becomes `QLinearMatMulToFloat`; the float
+/// output is not a fusion of onnxruntime's, so its int8-activation rule
+/// (off ARM) does not keep it in float.
+#[test]
+fn float_output_matmul_groups_are_lowered_whatever_onnxruntime_fuses() {
+    let model = ModelBuilder::new(13)
+        .input("a", DType::I8, &[2, 3])
+        .initializer("sa", Tensor::scalar(0.1f32))
+        .initializer("za", Tensor::scalar(-3i8))
+        .initializer(
+            "bq",
+            Tensor::from_vec(vec![3, 2], vec![7i8, -2, 100, 5, -128, 9]).unwrap(),
+        )
+        .initializer("sb", Tensor::scalar(0.02f32))
+        .initializer("zb", Tensor::scalar(0i8))
+        .op("DequantizeLinear", ["a", "sa", "za"], ["af"])
+        .op("DequantizeLinear", ["bq", "sb", "zb"], ["bf"])
+        .node(Node::new("MatMul_m", "MatMul", ["af", "bf"], ["y"]))
+        .output("y", DType::F32, &[2, 2])
+        .build();
+    let l = lower_groups(
+        &model,
+        ort::OrtTypes {
+            int8_allowed: false,
+        },
+    );
+    assert_eq!(
+        l.lowered,
+        vec![("MatMul_m".to_string(), "QLinearMatMulToFloat".to_string())],
+        "{:?}",
+        l.float
+    );
+    let a = Tensor::from_vec(vec![2, 3], vec![1i8, -128, 127, 0, 55, -3]).unwrap();
+    let plan = crate::Plan::new(&l.model).unwrap();
+    let got = plan.run(vec![("a".into(), a.clone())]).unwrap()[0]
+        .1
+        .to_f32_vec()
+        .unwrap();
+    let float = crate::Plan::new(&model).unwrap();
+    let want = float.run(vec![("a".into(), a)]).unwrap()[0]
+        .1
+        .to_f32_vec()
+        .unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}

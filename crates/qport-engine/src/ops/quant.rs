@@ -5,6 +5,9 @@
 //!   float4e2m1, and i32 for dequantized biases) and `DynamicQuantizeLinear`.
 //! - `matmul`: `MatMulInteger`, `QLinearMatMul`, `com.microsoft.QGemm`.
 //! - `conv`: `ConvInteger`, `QLinearConv`.
+//! - qport's own (`ai.qport`), built by the QDQ lowering:
+//!   `QLinearConvToFloat` and `QLinearMatMulToFloat` (the integer products
+//!   with a float output, `conv` / `matmul`) and `QLinearLookup` (`contrib`).
 //! - `contrib`: onnxruntime's QOperator-format ops in `com.microsoft`
 //!   (`QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearLeakyRelu`,
 //!   `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat`,
@@ -39,10 +42,17 @@ pub(crate) fn register(r: &mut Registry) {
     r.register_in(MS, "QuantizeLinear", linear::build_quantize);
     r.register_in(MS, "DequantizeLinear", linear::build_dequantize);
     r.register_in(MS, "QGemm", matmul::build_qgemm);
+    let qport = crate::lower::QPORT_DOMAIN;
+    r.register_in(qport, "QLinearLookup", contrib::build_lookup);
     r.register_in(
-        crate::lower::QPORT_DOMAIN,
-        "QLinearLookup",
-        contrib::build_lookup,
+        qport,
+        "QLinearConvToFloat",
+        conv::build_qlinear_conv_to_float,
+    );
+    r.register_in(
+        qport,
+        "QLinearMatMulToFloat",
+        matmul::build_qlinear_matmul_to_float,
     );
     r.register_in(MS, "QLinearAdd", contrib::build_add);
     r.register_in(MS, "QLinearMul", contrib::build_mul);

@@ -1,4 +1,6 @@
-//! Integer convolutions: `ConvInteger` and `QLinearConv` (N-d, groups and
+//! Integer convolutions: `ConvInteger`, `QLinearConv` and qport's
+//! `ai.qport:QLinearConvToFloat` (the same convolution with a float
+//! output, see [`build_qlinear_conv_to_float`]) (N-d, groups and
 //! depthwise, pads / strides / dilations / `auto_pad` as in `Conv`), built on
 //! an integer im2col and the exact [`qport_kernels::igemm`] kernel.
 //!
@@ -25,7 +27,7 @@ use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
-use qport_core::arith::{Accumulator, Requantizer};
+use qport_core::arith::{self, Accumulator, Requantizer};
 use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_plane;
@@ -218,16 +220,39 @@ pub(crate) fn build_conv_integer(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// per output channel (see the module docs for the arithmetic).
 pub(crate) fn build_qlinear_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let attrs = ConvAttrs::parse(ctx.node)?;
-    let general = build_qlinear_conv_general(ctx, attrs.clone())?;
+    let general = build_qlinear_conv_general(ctx, attrs.clone(), false)?;
     Ok(match PreparedConv::try_new(ctx, &attrs)? {
         Some(prepared) => Box::new(WithFallback { prepared, general }),
         None => general,
     })
 }
 
+/// `ai.qport:QLinearConvToFloat`: `QLinearConv`'s inputs with `y_scale`
+/// and `y_zero_point` left empty, and a float32 output — the exact
+/// integer convolution plus the int32 bias `B`, scaled by `x_scale ·
+/// w_scale[c]` in the profile's epilogue ([`arith::dequantize_acc`]: the
+/// product in f32 under `requant = f32`, in f64 otherwise, held in the
+/// epilogue precision, so an `f16` epilogue gives float16 values). The
+/// QDQ lowering builds it for a `DQ(x), DQ(w)[, DQ(b)] → Conv` group whose
+/// output is not requantized (the int8-in / float-out convolutions of the
+/// float16 platform templates); the same accumulators as `QLinearConv`.
+pub(crate) fn build_qlinear_conv_to_float(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let present = |i: usize| ctx.node.input(i).is_some_and(|n| !n.is_empty());
+    if present(6) || present(7) {
+        return Err(OpError::invalid(
+            "QLinearConvToFloat has a float output: y_scale and y_zero_point must be empty",
+        ));
+    }
+    build_qlinear_conv_general(ctx, ConvAttrs::parse(ctx.node)?, true)
+}
+
 /// `QLinearConv` computed from its inputs at every call (any constant-ness,
-/// 16-bit operands).
-fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<dyn Op>> {
+/// 16-bit operands); with `float_out`, `QLinearConvToFloat`.
+fn build_qlinear_conv_general(
+    ctx: &BuildCtx,
+    attrs: ConvAttrs,
+    float_out: bool,
+) -> OpResult<Box<dyn Op>> {
     let p = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
         let x = input(inputs, 0)?;
@@ -238,18 +263,32 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
         let ws = input(inputs, 4)?;
         let w_scale = per_channel(f32_values(ws, "w_scale")?, ws.shape(), g.c_out, "w_scale")?;
         let w_zero = weight_zero_points(opt_input(inputs, 5), g.c_out)?;
-        let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
-        let yz = opt_input(inputs, 7);
+        // the quantized output's scale, zero point and type (None: float)
+        let y = if float_out {
+            None
+        } else {
+            let yz = opt_input(inputs, 7);
+            let qy = yz.map_or(x.dtype(), |t| t.dtype());
+            let q = if wide(x.dtype(), w.dtype()) {
+                Grid::from_dtype(qy).ok_or_else(|| OpError::dtype("y", qy))?
+            } else {
+                Grid::of8("y", qy)?
+            };
+            let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
+            Some((y_scale, scalar_zero(yz, "y_zero_point")?, q))
+        };
+        let den: &[f32] = match &y {
+            Some((y_scale, ..)) => std::slice::from_ref(y_scale),
+            None => &[],
+        };
         let m: Vec<f64> = w_scale
             .iter()
-            .map(|&s| p.gemm_multiplier(&[x_scale, s], &[y_scale]))
+            .map(|&s| p.gemm_multiplier(&[x_scale, s], den))
             .collect();
+        let os = g.spatial.output_size().max(1);
         if wide(x.dtype(), w.dtype()) {
             // 16-bit operands (qport's integer plan of int16 QDQ groups;
             // not an ONNX QLinearConv type): exact i64 accumulation.
-            let qy = yz.map_or(x.dtype(), |t| t.dtype());
-            let q = Grid::from_dtype(qy).ok_or_else(|| OpError::dtype("y", qy))?;
-            let y_zero = scalar_zero(yz, "y_zero_point")?;
             let bias = match opt_input(inputs, 8) {
                 Some(b) => Some(i32_values(b, "B (bias)")?),
                 None => None,
@@ -261,20 +300,32 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
                 x_zero,
                 &w_zero,
             )?;
-            let os = g.spatial.output_size().max(1);
-            let out: Vec<i32> = acc
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| {
-                    let c = (i / os) % g.c_out;
-                    let b = bias.as_ref().map_or(0.0, |b| f64::from(b[c]));
-                    Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p).apply(v)
-                })
-                .collect();
-            return Ok(vec![Tensor::new(g.y_shape(), q.pack(out))?]);
+            let bias_of = |i: usize| {
+                let c = (i / os) % g.c_out;
+                (c, bias.as_ref().map_or(0.0, |b| f64::from(b[c])))
+            };
+            let data = match y {
+                Some((_, y_zero, q)) => q.pack(
+                    acc.iter()
+                        .enumerate()
+                        .map(|(i, &v)| {
+                            let (c, b) = bias_of(i);
+                            Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p).apply(v)
+                        })
+                        .collect(),
+                ),
+                None => TensorData::F32(
+                    acc.iter()
+                        .enumerate()
+                        .map(|(i, &v)| {
+                            let (c, b) = bias_of(i);
+                            arith::dequantize_acc(v, b, m[c], &p)
+                        })
+                        .collect(),
+                ),
+            };
+            return Ok(vec![Tensor::new(g.y_shape(), data)?]);
         }
-        let q = Grid::of8("y", yz.map_or(x.dtype(), |t| t.dtype()))?;
-        let y_zero = scalar_zero(yz, "y_zero_point")?;
         let bias = match opt_input(inputs, 8) {
             Some(b) => {
                 let v = b
@@ -298,18 +349,27 @@ fn build_qlinear_conv_general(ctx: &BuildCtx, attrs: ConvAttrs) -> OpResult<Box<
         let mut acc = with_q8_pair!(x, w, "X", "W", |xv, wv| conv_accumulate_with(
             xv, wv, &g, x_zero, &w_zero, sat
         )?);
-        let os = g.spatial.output_size().max(1);
         let int_bias = int_bias(&p);
-        let rq: Vec<Requantizer> = (0..g.c_out)
-            .map(|c| {
-                let b = bias.filter(|_| !int_bias).map_or(0.0, |b| f64::from(b[c]));
-                Requantizer::new(b, m[c], y_zero, q.min(), q.max(), &p)
-            })
-            .collect();
         if let (true, Some(b)) = (int_bias, bias) {
             // the int32 bias joins the 32-bit accumulator
             add_int32_bias(&mut acc, b, os);
         }
+        // the bias left for the epilogue (float placement)
+        let float_bias = |c: usize| bias.filter(|_| !int_bias).map_or(0.0, |b| f64::from(b[c]));
+        let Some((_, y_zero, q)) = y else {
+            let mut out = vec![0f32; acc.len()];
+            for (i, (o, a)) in out.chunks_mut(os).zip(acc.chunks(os)).enumerate() {
+                let c = i % g.c_out;
+                let (b, mc) = (float_bias(c), m[c]);
+                for (o, &v) in o.iter_mut().zip(a) {
+                    *o = arith::dequantize_acc(i64::from(v), b, mc, &p);
+                }
+            }
+            return Ok(vec![Tensor::new(g.y_shape(), TensorData::F32(out))?]);
+        };
+        let rq: Vec<Requantizer> = (0..g.c_out)
+            .map(|c| Requantizer::new(float_bias(c), m[c], y_zero, q.min(), q.max(), &p))
+            .collect();
         let mut out = vec![0i32; acc.len()];
         for (i, (o, a)) in out.chunks_mut(os).zip(acc.chunks(os)).enumerate() {
             rq[i % g.c_out].apply_slice(a, o);
@@ -540,5 +600,185 @@ mod tests {
         // ch0: acc [7, -5] * 0.5 -> [3.5, -2.5] -> [4, -2] + 10
         // ch1: acc [-10, 10] * 0.125 -> [-1.25, 1.25] -> [-1, 1] + 10
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[14, 8, 9, 11]);
+    }
+
+    /// A 3x3 grouped convolution with padding and stride, u8 activations,
+    /// i8 weights with per-channel scales and zero points, and an int32
+    /// bias, as `QLinearConvToFloat` inputs; with the integer accumulators
+    /// (bias included) of a direct convolution and the scales.
+    #[allow(clippy::type_complexity)]
+    fn to_float_case() -> (
+        Vec<Tensor>,
+        Vec<(&'static str, Attribute)>,
+        Vec<i64>,
+        f32,
+        Vec<f32>,
+    ) {
+        let (xs, ws) = (vec![2usize, 4, 7, 6], vec![6usize, 2, 3, 3]);
+        let xv = bytes(11, xs.iter().product());
+        let wv: Vec<i8> = bytes(12, ws.iter().product())
+            .into_iter()
+            .map(|v| v as i8)
+            .collect();
+        let (x_zero, x_scale) = (121u8, 0.0173f32);
+        let w_zero: Vec<i8> = vec![0, 3, -2, 0, 1, -5];
+        let w_scale: Vec<f32> = (0..6).map(|c| 0.0031 + c as f32 * 0.00087).collect();
+        let bias: Vec<i32> = vec![-7000, 123, 45678, 0, -1, 999_999];
+        let attrs = vec![
+            ("group", Attribute::Int(2)),
+            ("strides", Attribute::Ints(vec![2, 1])),
+            ("pads", Attribute::Ints(vec![1, 1, 0, 1])),
+        ];
+        let node = qport_onnx::Node::new("n", "Conv", Vec::<String>::new(), ["y"])
+            .with_attrs(attrs.clone());
+        let g = ConvAttrs::parse(&node).unwrap().geometry(&xs, &ws).unwrap();
+        let xi: Vec<i32> = xv.iter().map(|&v| v as i32 - x_zero as i32).collect();
+        let ks = wv.len() / ws[0];
+        let wi: Vec<i32> = wv
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| v as i32 - w_zero[i / ks] as i32)
+            .collect();
+        let os: usize = g.spatial.output.iter().product();
+        let acc: Vec<i64> = naive(&xi, &wi, &g)
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| i64::from(a) + i64::from(bias[(i / os) % 6]))
+            .collect();
+        let inputs = vec![
+            t(&xs, xv),
+            Tensor::scalar(x_scale),
+            Tensor::scalar(x_zero),
+            t(&ws, wv),
+            t(&[6], w_scale.clone()),
+            t(&[6], w_zero),
+            t(&[6], bias),
+        ];
+        (inputs, attrs, acc, x_scale, w_scale)
+    }
+
+    /// The nine `QLinearConv` inputs of [`to_float_case`]'s tensors, with
+    /// `y` (scale, zero point) or, for the float output, none.
+    fn conv_args<'t>(
+        ins: &'t [Tensor],
+        y: Option<(&'t Tensor, &'t Tensor)>,
+    ) -> [Option<&'t Tensor>; 9] {
+        let (ys, yz) = (y.map(|y| y.0), y.map(|y| y.1));
+        let i = |k: usize| Some(&ins[k]);
+        [i(0), i(1), i(2), i(3), i(4), i(5), ys, yz, i(6)]
+    }
+
+    /// Runs `QLinearConvToFloat` on [`to_float_case`] under `profile`.
+    fn run_to_float(profile: &str) -> (Vec<f32>, Vec<i64>, f32, Vec<f32>, usize) {
+        let (ins, attrs, acc, sx, sw) = to_float_case();
+        let p = qport_core::arith::ArithProfile::preset(profile).unwrap();
+        let args = conv_args(&ins, None);
+        let constant = [false, true, true, true, true, true, false, false, true];
+        let y = crate::ops::quant::test_util::run_const(
+            build_qlinear_conv_to_float,
+            "QLinearConvToFloat",
+            attrs,
+            &args,
+            &constant,
+            Some(&p),
+        )
+        .unwrap();
+        assert_eq!(y[0].dtype(), DType::F32);
+        let os = acc.len() / (2 * 6);
+        (y[0].to_f32_vec().unwrap(), acc, sx, sw, os)
+    }
+
+    /// Under `exact` the float output is `(acc + b) · s_x · s_w[c]` of the
+    /// exact integer accumulator, in f64, rounded once to f32: bit for bit.
+    #[test]
+    fn conv_to_float_is_the_exact_accumulator_dequantized() {
+        let (y, acc, sx, sw, os) = run_to_float("exact");
+        assert_eq!(y.len(), acc.len());
+        for (i, (&got, &a)) in y.iter().zip(&acc).enumerate() {
+            let c = (i / os) % 6;
+            let want = (a as f64 * (f64::from(sx) * f64::from(sw[c]))) as f32;
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "element {i}: {got} vs {want}"
+            );
+        }
+    }
+
+    /// Under `fp16-epilogue` (f32 scale, float bias, f16 epilogue) every
+    /// output is a float16 value: `f16(f16(f32(acc)·f32(m)) + f16(b·m))`,
+    /// within the three float16 roundings of the exact result.
+    #[test]
+    fn conv_to_float_holds_the_fp16_epilogue_in_float16() {
+        use qport_core::f16;
+        let (y, acc_b, sx, sw, os) = run_to_float("fp16-epilogue");
+        let (.., exact_acc, _, _, _) = run_to_float("exact");
+        let (ins, ..) = to_float_case();
+        let bias = ins[6].as_slice::<i32>().unwrap().to_vec();
+        let h = |v: f64| f16::from_f64(v).to_f64();
+        for (i, &got) in y.iter().enumerate() {
+            let c = (i / os) % 6;
+            let (b, m32) = (f64::from(bias[c]), sx * sw[c]);
+            let acc = acc_b[i] - bias[c] as i64; // the float bias is separate
+            let m = f64::from(m32);
+            let want = h(h(f64::from(acc as f32 * m32)) + h(b * m)) as f32;
+            assert_eq!(got.to_bits(), want.to_bits(), "element {i}");
+            assert_eq!(f16::from_f32(got).to_f32(), got, "not a float16 value");
+            // three float16 roundings (the scaled accumulator, the scaled
+            // bias, their sum), each within half a unit in the last place
+            // (2^-11 of the value)
+            let exact = exact_acc[i] as f64 * f64::from(sx) * f64::from(sw[c]);
+            let bound = 2f64.powi(-11) * ((acc as f64 * m).abs() + (b * m).abs() + exact.abs());
+            assert!(
+                (f64::from(got) - exact).abs() <= bound + 1e-7,
+                "element {i}: {got} vs exact {exact}"
+            );
+        }
+    }
+
+    /// The float output and `QLinearConv`'s quantized one come from the
+    /// same accumulators: requantizing the `exact` float output with
+    /// `y_scale` gives `QLinearConv`'s result under `exact`.
+    #[test]
+    fn conv_to_float_and_qlinear_conv_share_the_accumulator() {
+        let (y, ..) = run_to_float("exact");
+        let (ins, attrs, ..) = to_float_case();
+        let p = qport_core::arith::ArithProfile::preset("exact").unwrap();
+        let (ys, yz) = (Tensor::scalar(0.37f32), Tensor::scalar(100u8));
+        let args = conv_args(&ins, Some((&ys, &yz)));
+        let q = crate::ops::quant::test_util::run_const(
+            build_qlinear_conv,
+            "QLinearConv",
+            attrs,
+            &args,
+            &[false, true, true, true, true, true, true, true, true],
+            Some(&p),
+        )
+        .unwrap();
+        let q = q[0].as_slice::<u8>().unwrap();
+        let mut near_tie = 0;
+        for (&f, &qv) in y.iter().zip(q) {
+            let r = f64::from(f) / 0.37f64;
+            let want = (r.round_ties_even() + 100.0).clamp(0.0, 255.0) as u8;
+            if (r - r.floor() - 0.5).abs() < 1e-4 {
+                near_tie += 1; // f32 rounding of the float output may move a tie
+                continue;
+            }
+            assert_eq!(qv, want, "{f}");
+        }
+        assert!(near_tie < y.len() / 100, "{near_tie} near ties");
+    }
+
+    #[test]
+    fn conv_to_float_refuses_an_output_scale() {
+        let node = qport_onnx::Node::new(
+            "n",
+            "QLinearConvToFloat",
+            ["x", "xs", "xz", "w", "ws", "wz", "ys", "", "b"],
+            ["y"],
+        );
+        let init = std::collections::BTreeMap::new();
+        let ctx = BuildCtx::new(&node, 21, &init);
+        assert!(build_qlinear_conv_to_float(&ctx).is_err());
     }
 }

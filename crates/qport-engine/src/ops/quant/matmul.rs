@@ -181,6 +181,26 @@ pub(crate) fn build_matmul_integer(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// `a_scale * b_scale / y_scale` (per-row `a` and per-column `b` scales and
 /// zero points accepted).
 pub(crate) fn build_qlinear_matmul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    build_qlinear_matmul_general(ctx, false)
+}
+
+/// `ai.qport:QLinearMatMulToFloat`: `QLinearMatMul`'s inputs with
+/// `y_scale` and `y_zero_point` left empty, and a float32 output: the
+/// exact integer product scaled by `a_scale · b_scale` in the profile's
+/// epilogue ([`arith::dequantize_acc`]). The QDQ lowering builds it for a
+/// `DQ(a), DQ(b) → MatMul` group whose output is not requantized.
+pub(crate) fn build_qlinear_matmul_to_float(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    let present = |i: usize| ctx.node.input(i).is_some_and(|n| !n.is_empty());
+    if present(6) || present(7) {
+        return Err(OpError::invalid(
+            "QLinearMatMulToFloat has a float output: y_scale and y_zero_point must be empty",
+        ));
+    }
+    build_qlinear_matmul_general(ctx, true)
+}
+
+/// `QLinearMatMul`, or with `float_out` `QLinearMatMulToFloat`.
+fn build_qlinear_matmul_general(ctx: &BuildCtx, float_out: bool) -> OpResult<Box<dyn Op>> {
     let p = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
         let a = input(inputs, 0)?;
@@ -192,18 +212,40 @@ pub(crate) fn build_qlinear_matmul(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         check_len(&b_scale, g.n, "b_scale")?;
         let za = BatchZero::new(opt_input(inputs, 2), g.a_batches, g.m, "a_zero_point")?;
         let zb = BatchZero::new(opt_input(inputs, 5), g.b_batches, g.n, "b_zero_point")?;
-        let y_scale = scalar_f32(input(inputs, 6)?, "y_scale")?;
-        let yz = opt_input(inputs, 7);
-        let q = Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?;
-        let y_zero = scalar_zero(yz, "y_zero_point")?;
+        // the quantized output's scale, zero point and type (None: float)
+        let y = if float_out {
+            None
+        } else {
+            let yz = opt_input(inputs, 7);
+            Some((
+                scalar_f32(input(inputs, 6)?, "y_scale")?,
+                scalar_zero(yz, "y_zero_point")?,
+                Grid::of8("y", yz.map_or(a.dtype(), |t| t.dtype()))?,
+            ))
+        };
         let sat = sat_pairs(&p, a, b);
         let acc = with_q8_pair!(a, b, "A", "B", |av, bv| batched_with(
             av, bv, &g, &za, &zb, sat
         ));
         let (m, n) = (g.m, g.n);
+        let multiplier = |i: usize, j: usize| {
+            let den: &[f32] = match &y {
+                Some((y_scale, ..)) => std::slice::from_ref(y_scale),
+                None => &[],
+            };
+            p.gemm_multiplier(&[pick(&a_scale, i), pick(&b_scale, j)], den)
+        };
+        let Some((_, y_zero, q)) = y else {
+            let mult: Vec<f64> = (0..m * n).map(|e| multiplier(e / n, e % n)).collect();
+            let out: Vec<f32> = acc
+                .iter()
+                .enumerate()
+                .map(|(e, &v)| arith::dequantize_acc(i64::from(v), 0.0, mult[e % (m * n)], &p))
+                .collect();
+            return Ok(vec![Tensor::new(g.out_shape, TensorData::F32(out))?]);
+        };
         let requantizer = |i: usize, j: usize| {
-            let mult = p.gemm_multiplier(&[pick(&a_scale, i), pick(&b_scale, j)], &[y_scale]);
-            Requantizer::new(0.0, mult, y_zero, q.min(), q.max(), &p)
+            Requantizer::new(0.0, multiplier(i, j), y_zero, q.min(), q.max(), &p)
         };
         let mut out = vec![0i32; acc.len()];
         if a_scale.len() == 1 && b_scale.len() == 1 {
@@ -656,5 +698,68 @@ mod tests {
         assert!(run_op("MatMulInteger", vec![], 10, &[Some(&a), Some(&b)]).is_err());
         let s = t(&[2], vec![0i8; 2]);
         assert!(run_op("MatMulInteger", vec![], 10, &[Some(&a), Some(&s)]).is_err());
+    }
+
+    /// `QLinearMatMulToFloat` under `exact`: a batched u8 × s8 product with
+    /// per-column weight scales is `acc · s_a · s_b[j]` of the exact
+    /// accumulator, in f64 rounded once to f32, bit for bit; under
+    /// `fp16-epilogue` every value is a float16 one.
+    #[test]
+    fn matmul_to_float_dequantizes_the_exact_accumulator() {
+        let (bt, m, k, n) = (3usize, 2usize, 37usize, 4usize);
+        let av = bytes(5, bt * m * k);
+        let bv: Vec<i8> = bytes(6, k * n).into_iter().map(|v| v as i8).collect();
+        let (za, sa) = (119u8, 0.021f32);
+        let sb: Vec<f32> = vec![0.004, 0.0013, 0.0071, 0.0002];
+        let (a, b) = (t(&[bt, m, k], av.clone()), t(&[k, n], bv.clone()));
+        let (tsa, tza, tsb, tzb) = (
+            Tensor::scalar(sa),
+            Tensor::scalar(za),
+            t(&[n], sb.clone()),
+            Tensor::scalar(0i8),
+        );
+        let args = [
+            Some(&a),
+            Some(&tsa),
+            Some(&tza),
+            Some(&b),
+            Some(&tsb),
+            Some(&tzb),
+            None,
+            None,
+        ];
+        let run_under = |name: &str| {
+            let p = ArithProfile::preset(name).unwrap();
+            let y = crate::ops::quant::test_util::run_const(
+                build_qlinear_matmul_to_float,
+                "QLinearMatMulToFloat",
+                vec![],
+                &args,
+                &[false; 8],
+                Some(&p),
+            )
+            .unwrap();
+            assert_eq!(y[0].shape(), &[bt, m, n]);
+            y[0].to_f32_vec().unwrap()
+        };
+        let exact = run_under("exact");
+        let half = run_under("fp16-epilogue");
+        for bi in 0..bt {
+            for i in 0..m {
+                for j in 0..n {
+                    let acc: i64 = (0..k)
+                        .map(|p| {
+                            (i64::from(av[(bi * m + i) * k + p]) - i64::from(za))
+                                * i64::from(bv[p * n + j])
+                        })
+                        .sum();
+                    let e = (bi * m + i) * n + j;
+                    let want = (acc as f64 * (f64::from(sa) * f64::from(sb[j]))) as f32;
+                    assert_eq!(exact[e].to_bits(), want.to_bits(), "{bi} {i} {j}");
+                    let h = qport_core::f16::from_f32(acc as f32 * (sa * sb[j])).to_f32();
+                    assert_eq!(half[e].to_bits(), h.to_bits(), "{bi} {i} {j}");
+                }
+            }
+        }
     }
 }
