@@ -402,11 +402,12 @@ impl AgreeStudy {
             if chunk.is_empty() {
                 break;
             }
+            let out = self.run_chunk(&chunk)?;
+            // after the chunk ran, so a bad sample is reported as such
             if coverage.is_none() {
                 let (_, c) = self.plans[0].run_with_coverage(chunk[0].inputs.clone())?;
                 coverage = Some(CoverageJson::new(&c));
             }
-            let out = self.run_chunk(&chunk)?;
             for (k, sample) in chunk.iter().enumerate() {
                 self.check_finite(sample, &out, k)?;
                 if records.is_empty() {
