@@ -17,6 +17,7 @@
 //! runs float32, else to int16 when it runs int16; each is reported with
 //! the observed range ([`Float16Finding`]).
 
+use crate::config::qtype_name;
 use crate::observer::{Observer, F16_MIN_NORMAL};
 use crate::ptq::Calibration;
 use crate::resolve::Resolved;
@@ -95,22 +96,13 @@ impl Float16Finding {
         };
         let kind = if self.constant { "constant" } else { "value" };
         let kept = match self.kept_at {
-            Some(p) => format!("kept at {}", precision_name(p)),
+            Some(p) => format!("kept at {}", qtype_name(p)),
             None => "left in float16: the platform runs nothing wider".into(),
         };
         format!(
             "{} ({}): {kind} '{}' {what}; {kept}",
             self.node, self.op_type, self.value
         )
-    }
-}
-
-fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::Int8 => "int8",
-        Precision::Int16 => "int16",
-        Precision::Float16 => "float16",
-        Precision::Float32 => "float32",
     }
 }
 
