@@ -50,7 +50,7 @@ use crate::args::{DataArgs, ProfileFilesArg, ProfileList};
 use crate::data::{self, LastSample};
 use crate::model_file;
 use crate::out_dir::OutDirArg;
-use crate::output::{Align, Format, Style, Table, Ui};
+use crate::output::{Format, Style, Table, Ui};
 use crate::report::{emit, FileJson, Header, ProfileJson, Render};
 use crate::ExitStatus;
 use anyhow::{bail, Context, Result};
@@ -385,7 +385,6 @@ fn vs(p: &qport_study::agree::PairStats) -> String {
 }
 
 fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> String {
-    use Align::{Left, Right};
     let n = a.n();
     let described: Vec<String> = a
         .outputs
@@ -421,8 +420,7 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
     };
     let mut header = vec![what];
     header.extend(a.profiles.iter().map(String::as_str));
-    let mut align = vec![Left];
-    align.extend(std::iter::repeat_n(Right, a.profiles.len()));
+    let align = format!("l{}", "r".repeat(a.profiles.len()));
     let mut t = Table::new(&header, &align);
     for (i, row) in matrix.iter().enumerate() {
         let mut cells = vec![(a.profiles[i].clone(), Style::Bold)];
@@ -452,10 +450,7 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
     s += &t.render(ui, "  ");
     // the pairs, then each output of each pair
     if !a.pairs.is_empty() {
-        let mut t = Table::new(
-            &["a", "b", "top-1", "bit-identical", "margin AUC"],
-            &[Left, Left, Right, Right, Right],
-        );
+        let mut t = Table::new(&["a", "b", "top-1", "bit-identical", "margin AUC"], "llrrr");
         for p in &a.pairs {
             let top1 = p.top1_agree.map_or(("-".into(), Style::Dim), |k| {
                 (
@@ -554,8 +549,7 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
     if !flips.is_empty() {
         let mut header = vec!["#", "sample", "fp32 margin", "fp32"];
         header.extend(a.profiles.iter().map(String::as_str));
-        let mut align = vec![Right, Left, Right, Right];
-        align.extend(std::iter::repeat_n(Right, a.profiles.len()));
+        let align = format!("rlrr{}", "r".repeat(a.profiles.len()));
         let mut t = Table::new(&header, &align);
         for &i in flips.iter().take(FLIPS_SHOWN) {
             let rec = &a.samples[i];

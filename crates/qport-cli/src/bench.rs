@@ -58,7 +58,7 @@
 use crate::args::{ProfileFilesArg, ProfileList};
 use crate::model_file;
 use crate::out_dir::OptOutDirArg;
-use crate::output::{fmt_bytes, Align, Format, Style, Table, Ui};
+use crate::output::{fmt_bytes, Format, Style, Table, Ui};
 use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{Context, Result};
@@ -481,7 +481,6 @@ fn name_of(path: &str) -> &str {
 }
 
 fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
-    use Align::{Left, Right};
     let m = &r.machine;
     let mut s = format!(
         "machine: {} ({}, {} logical core{})\n",
@@ -538,7 +537,7 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
     );
     let mut t = Table::new(
         &["variant", "median ms", "p10", "p90", "inf/s", "vs FP32"],
-        &[Left, Right, Right, Right, Right, Left],
+        "lrrrrl",
     );
     for res in &r.results {
         let l = &res.latency;
@@ -577,7 +576,7 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
     s += "\nwhat the kernel table predicts for INT8 (u8*s8) vs FP32 by ISA:\n";
     let mut t = Table::new(
         &["", "ISA class", "dot product", "INT8 vs FP32", "evidence"],
-        &[Left, Left, Left, Left, Left],
+        "lllll",
     );
     for p in &r.prediction.rows {
         let mark = if p.this_host { "*" } else { "" };

@@ -3,7 +3,7 @@
 //! `--argmax-axis`, `--min-cosine`, `--min-sqnr`), the human table with one
 //! row per output, and the threshold check's exit status.
 
-use crate::output::{fmt_num, Align, Style, Table, Ui};
+use crate::output::{fmt_num, Style, Table, Ui};
 use crate::ExitStatus;
 use qport_core::compare::{
     ArgmaxAxis, OutputChoice, OutputKind, OutputStats, ThresholdCheck, Thresholds,
@@ -85,12 +85,11 @@ pub fn grouped_table(
     ui: &Ui,
     indent: &str,
 ) -> String {
-    use Align::{Left, Right};
     let mut header = vec![];
-    let mut align = vec![];
+    let mut align = String::new();
     if let Some(l) = label {
         header.push(l);
-        align.push(Left);
+        align.push('l');
     }
     header.extend([
         "output",
@@ -103,7 +102,7 @@ pub fn grouped_table(
         "top-1",
         "bit-identical",
     ]);
-    align.extend([Left, Left, Right, Right, Right, Right, Right, Right, Right]);
+    align.push_str("llrrrrrrr");
     let mut t = Table::new(&header, &align);
     let dash = || ("-".to_string(), Style::Dim);
     for (who, o) in groups

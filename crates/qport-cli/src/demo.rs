@@ -30,7 +30,7 @@
 //! ```
 
 use crate::model_file::sha256_hex;
-use crate::output::{self, fmt_ms, Align, Format, Style, Table, Ui};
+use crate::output::{self, fmt_ms, Format, Style, Table, Ui};
 use crate::report::{emit, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
@@ -320,15 +320,7 @@ fn render_human(
             "ok",
             "latency",
         ],
-        &[
-            Align::Left,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Left,
-            Align::Right,
-        ],
+        "lrrrrlr",
     );
     for (c, lat) in r.crops.iter().zip(latencies) {
         let (mark, style) = match c.correct {

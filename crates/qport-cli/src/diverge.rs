@@ -71,7 +71,7 @@ use crate::args::{DataArgs, ProfileFilesArg, ProfileList};
 use crate::data::{self};
 use crate::model_file;
 use crate::out_dir::OptOutDirArg;
-use crate::output::{fmt_num, Align, Format, Style, Table, Ui};
+use crate::output::{fmt_num, Format, Style, Table, Ui};
 use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{bail, Context, Result};
@@ -355,15 +355,7 @@ fn render_human(s: &Summary, r: &Report, all: bool, ui: &Ui) -> String {
             "end-to-end",
             "stage",
         ],
-        &[
-            Align::Left,
-            Align::Left,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Left,
-        ],
+        "llrrrrl",
     );
     let mut hidden = 0;
     for l in &s.layers {

@@ -34,7 +34,7 @@
 //! size. Fields are only ever added within a schema version.
 
 use crate::model_file::{self, FileFacts};
-use crate::output::{fmt_bytes, fmt_count, Align, Format, Style, Table, Ui};
+use crate::output::{fmt_bytes, fmt_count, Format, Style, Table, Ui};
 use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::Result;
@@ -311,10 +311,7 @@ fn render_human(info: &InfoJson, ui: &Ui) -> String {
     );
     for (title, values) in [("inputs", &info.inputs), ("outputs", &info.outputs)] {
         s.push('\n');
-        let mut t = Table::new(
-            &[title, "dtype", "shape"],
-            &[Align::Left, Align::Left, Align::Left],
-        );
+        let mut t = Table::new(&[title, "dtype", "shape"], "lll");
         for v in values.iter() {
             t.row(vec![
                 v.name.clone(),
@@ -327,7 +324,7 @@ fn render_human(info: &InfoJson, ui: &Ui) -> String {
     s.push('\n');
     let unsupported: std::collections::HashSet<&str> =
         info.unsupported_ops.iter().map(|o| o.op.as_str()).collect();
-    let mut t = Table::new(&["op", "nodes"], &[Align::Left, Align::Right]);
+    let mut t = Table::new(&["op", "nodes"], "lr");
     for o in &info.op_histogram {
         let style = if unsupported.contains(o.op.as_str()) {
             Style::Bad

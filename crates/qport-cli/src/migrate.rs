@@ -31,7 +31,7 @@
 
 use crate::args::{DeployFlags, LayoutFlags, OverridesArg};
 use crate::model_file;
-use crate::output::{self, Align, Format, Style, Table, Ui};
+use crate::output::{self, Format, Style, Table, Ui};
 use crate::platform_report::{
     dims, join_blocks, render_assumptions, render_findings, severity_name, summarize, summary_text,
     tensor_type, OptionsJson, SummaryJson, TensorJson,
@@ -266,7 +266,6 @@ fn arrow(a: String, b: String) -> String {
 }
 
 fn render_tensors(pairs: &[TensorPair], ui: &Ui) -> String {
-    use Align::{Left, Right};
     let mut t = Table::new(
         &[
             "io",
@@ -276,7 +275,7 @@ fn render_tensors(pairs: &[TensorPair], ui: &Ui) -> String {
             "alignedByteSize",
             "change",
         ],
-        &[Left, Left, Left, Left, Right, Left],
+        "llllrl",
     );
     let get = |d: Option<&TensorDescriptor>, f: &dyn Fn(&TensorDescriptor) -> String| {
         d.map_or("absent".to_string(), f)

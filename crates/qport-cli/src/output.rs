@@ -229,11 +229,28 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table with these column headers and alignments.
-    pub fn new(header: &[&str], align: &[Align]) -> Table {
+    /// A table with these column headers; `align` has one letter a column,
+    /// `l` (text, padded on the right) or `r` (numbers, padded on the left).
+    ///
+    /// # Panics
+    /// Panics when `align` does not have one `l` or `r` per header.
+    pub fn new(header: &[&str], align: &str) -> Table {
+        let align: Vec<Align> = align
+            .chars()
+            .map(|c| match c {
+                'l' => Align::Left,
+                'r' => Align::Right,
+                _ => panic!("Table::new: alignment {c:?} is neither 'l' nor 'r'"),
+            })
+            .collect();
+        assert_eq!(
+            align.len(),
+            header.len(),
+            "Table::new: one alignment a column"
+        );
         Table {
             header: header.iter().map(|s| s.to_string()).collect(),
-            align: align.to_vec(),
+            align,
             rows: vec![],
         }
     }
@@ -382,7 +399,7 @@ mod tests {
 
     #[test]
     fn table_aligns_and_keeps_colour_out_of_widths() {
-        let mut t = Table::new(&["name", "n"], &[Align::Left, Align::Right]);
+        let mut t = Table::new(&["name", "n"], "lr");
         t.row(vec!["a".into(), "10".into()]);
         t.styled_row(vec![
             ("long".into(), Style::Good),

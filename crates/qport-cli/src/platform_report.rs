@@ -2,7 +2,7 @@
 //! `migrate`) share: tensor descriptors and layout options as JSON and as
 //! tables, findings and their summary.
 
-use crate::output::{self, Align, Style, Table, Ui};
+use crate::output::{self, Style, Table, Ui};
 use qport_platform::{
     Finding, ImageFormat, InputSource, ModelLayout, QuantiType, Severity, TensorDescriptor,
     TensorKind,
@@ -127,7 +127,6 @@ pub fn quant_text(d: &TensorDescriptor) -> String {
 
 /// The descriptor table of a layout, inputs then outputs.
 pub fn render_tensors(layout: &ModelLayout, ui: &Ui, indent: &str) -> String {
-    use Align::{Left, Right};
     let mut t = Table::new(
         &[
             "io",
@@ -140,7 +139,7 @@ pub fn render_tensors(layout: &ModelLayout, ui: &Ui, indent: &str) -> String {
             "alignedByteSize",
             "quant",
         ],
-        &[Left, Left, Left, Left, Left, Left, Left, Right, Left],
+        "lllllllrl",
     );
     for (io, list) in [("in", &layout.inputs), ("out", &layout.outputs)] {
         for d in list {
@@ -249,10 +248,7 @@ pub fn summary_text(s: &SummaryJson) -> String {
 /// Renders findings as an aligned table with each source on its own line.
 /// `what` names the second column (`rule`, `item`).
 pub fn render_findings(rows: &[(Severity, String, String, String)], what: &str, ui: &Ui) -> String {
-    let mut t = Table::new(
-        &["severity", what, "message"],
-        &[Align::Left, Align::Left, Align::Left],
-    );
+    let mut t = Table::new(&["severity", what, "message"], "lll");
     for (sev, rule, msg, src) in rows {
         t.styled_row(vec![
             (severity_name(*sev).into(), severity_style(*sev)),

@@ -21,7 +21,7 @@
 //! ```
 
 use crate::args::{fmt_mib, ip_name, LoadedRegistry, OverridesArg};
-use crate::output::{Align, Format, Style, Table, Ui};
+use crate::output::{Format, Style, Table, Ui};
 use crate::platform_report::wire_name;
 use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
@@ -114,7 +114,6 @@ impl Render for PlatformsJson<'_> {
 }
 
 fn render_human(reg: &LoadedRegistry, ui: &Ui) -> String {
-    use Align::{Left, Right};
     let mut t = Table::new(
         &[
             "platform",
@@ -128,9 +127,7 @@ fn render_human(reg: &LoadedRegistry, ui: &Ui) -> String {
             "l2m-cap",
             "ips",
         ],
-        &[
-            Left, Left, Left, Left, Left, Right, Right, Right, Right, Left,
-        ],
+        "lllllrrrrl",
     );
     for p in &reg.registry.platforms {
         let j = PlatformJson::from(p);

@@ -25,7 +25,7 @@
 //! ```
 
 use crate::args::{LoadedProfiles, ProfileFilesArg};
-use crate::output::{Align, Format, Style, Table, Ui};
+use crate::output::{Format, Style, Table, Ui};
 use crate::report::{emit, FileJson, Header, ProfileJson, Render};
 use crate::ExitStatus;
 use anyhow::Result;
@@ -83,7 +83,6 @@ impl Render for ProfilesJson<'_> {
 }
 
 fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
-    use Align::Left;
     let mut t = Table::new(
         &[
             "profile",
@@ -95,7 +94,7 @@ fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
             "non-gemm",
             "description",
         ],
-        &[Left; 8],
+        "llllllll",
     );
     let reg = &loaded.registry;
     for p in reg.profiles() {

@@ -9,7 +9,7 @@
 
 use crate::model_file;
 use crate::out_dir::OutDirArg;
-use crate::output::{self, Align, Format, Table, Ui};
+use crate::output::{self, Format, Table, Ui};
 use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
@@ -559,10 +559,7 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
             )
         }
     );
-    let mut t = Table::new(
-        &["precision", "nodes", "MACs"],
-        &[Align::Left, Align::Right, Align::Right],
-    );
+    let mut t = Table::new(&["precision", "nodes", "MACs"], "lrr");
     for (k, n) in &r.precision_mix.nodes {
         let macs = r.precision_mix.macs.get(k).copied().unwrap_or(0);
         t.row(vec![k.clone(), n.to_string(), output::fmt_count(macs)]);

@@ -52,7 +52,7 @@
 
 use crate::args::ProfileFilesArg;
 use crate::model_file;
-use crate::output::{self, fmt_ms, fmt_num, Align, Format, Style, Table, Ui};
+use crate::output::{self, fmt_ms, fmt_num, Format, Style, Table, Ui};
 use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
@@ -532,7 +532,7 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
         s.push_str(&coverage_human(c, ui));
     }
     s.push('\n');
-    let mut t = Table::new(&["input", "dtype", "shape", "from"], &[Align::Left; 4]);
+    let mut t = Table::new(&["input", "dtype", "shape", "from"], "llll");
     for i in &r.inputs {
         t.row(vec![
             i.name.clone(),
@@ -547,14 +547,7 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
     }
     let mut t = Table::new(
         &["output", "dtype", "shape", "min", "max", "mean"],
-        &[
-            Align::Left,
-            Align::Left,
-            Align::Left,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-        ],
+        "lllrrr",
     );
     for o in &r.outputs {
         t.row(vec![
