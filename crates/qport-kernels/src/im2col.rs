@@ -28,6 +28,32 @@ pub struct ConvGeometry {
 }
 
 impl ConvGeometry {
+    /// A two-dimensional geometry from `[height, width]` pairs.
+    ///
+    /// ```
+    /// use qport_kernels::im2col::ConvGeometry;
+    /// // a 3x3 image, 2x2 kernel, stride 2, one row/column of padding before
+    /// let g = ConvGeometry::new_2d([3, 3], [2, 2], [2, 2], [2, 2], [1, 1], [1, 1]);
+    /// assert_eq!((g.rank(), g.output_size()), (2, 4));
+    /// ```
+    pub fn new_2d(
+        image: [usize; 2],
+        kernel: [usize; 2],
+        output: [usize; 2],
+        strides: [usize; 2],
+        dilations: [usize; 2],
+        pads_begin: [isize; 2],
+    ) -> ConvGeometry {
+        ConvGeometry {
+            image: image.to_vec(),
+            kernel: kernel.to_vec(),
+            output: output.to_vec(),
+            strides: strides.to_vec(),
+            dilations: dilations.to_vec(),
+            pads_begin: pads_begin.to_vec(),
+        }
+    }
+
     /// Number of spatial axes.
     pub fn rank(&self) -> usize {
         self.image.len()
@@ -527,14 +553,7 @@ mod tests {
     #[test]
     fn two_d_with_padding() {
         // 1 channel 3x3 image, 2x2 kernel, stride 2, pad 1: 2x2 output
-        let g = ConvGeometry {
-            image: vec![3, 3],
-            kernel: vec![2, 2],
-            output: vec![2, 2],
-            strides: vec![2, 2],
-            dilations: vec![1, 1],
-            pads_begin: vec![1, 1],
-        };
+        let g = ConvGeometry::new_2d([3, 3], [2, 2], [2, 2], [2, 2], [1, 1], [1, 1]);
         let img: Vec<i32> = (1..=9).collect();
         let mut col = vec![0; 16];
         im2col(&g, 1, &img, 0, &mut col);

@@ -124,6 +124,13 @@ impl Registry {
             .insert((normalize_domain(domain).into(), op_type.into()), builder);
     }
 
+    /// Registers each `(op type, builder)` pair for `domain`.
+    pub fn register_all(&mut self, domain: &str, builders: &[(&str, OpBuilder)]) {
+        for &(op_type, builder) in builders {
+            self.register_in(domain, op_type, builder);
+        }
+    }
+
     /// The builder for `op_type` in `domain`, if supported.
     pub fn get(&self, domain: &str, op_type: &str) -> Option<OpBuilder> {
         self.map

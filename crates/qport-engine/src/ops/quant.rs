@@ -30,42 +30,49 @@ mod matmul;
 
 /// Registers this family's builders.
 pub(crate) fn register(r: &mut Registry) {
-    r.register("QuantizeLinear", linear::build_quantize);
-    r.register("DequantizeLinear", linear::build_dequantize);
-    r.register("DynamicQuantizeLinear", linear::build_dynamic);
-    r.register("MatMulInteger", matmul::build_matmul_integer);
-    r.register("QLinearMatMul", matmul::build_qlinear_matmul);
-    r.register("ConvInteger", conv::build_conv_integer);
-    r.register("QLinearConv", conv::build_qlinear_conv);
+    r.register_all(
+        "",
+        &[
+            ("QuantizeLinear", linear::build_quantize),
+            ("DequantizeLinear", linear::build_dequantize),
+            ("DynamicQuantizeLinear", linear::build_dynamic),
+            ("MatMulInteger", matmul::build_matmul_integer),
+            ("QLinearMatMul", matmul::build_qlinear_matmul),
+            ("ConvInteger", conv::build_conv_integer),
+            ("QLinearConv", conv::build_qlinear_conv),
+        ],
+    );
 
-    const MS: &str = "com.microsoft";
-    r.register_in(MS, "QuantizeLinear", linear::build_quantize);
-    r.register_in(MS, "DequantizeLinear", linear::build_dequantize);
-    r.register_in(MS, "QGemm", matmul::build_qgemm);
-    let qport = crate::lower::QPORT_DOMAIN;
-    r.register_in(qport, "QLinearLookup", contrib::build_lookup);
-    r.register_in(
-        qport,
-        "QLinearConvToFloat",
-        conv::build_qlinear_conv_to_float,
+    r.register_all(
+        "com.microsoft",
+        &[
+            ("QuantizeLinear", linear::build_quantize),
+            ("DequantizeLinear", linear::build_dequantize),
+            ("QGemm", matmul::build_qgemm),
+            ("QLinearAdd", contrib::build_add),
+            ("QLinearMul", contrib::build_mul),
+            ("QLinearSigmoid", contrib::build_sigmoid),
+            ("QLinearLeakyRelu", contrib::build_leaky_relu),
+            (
+                "QLinearGlobalAveragePool",
+                contrib::build_global_average_pool,
+            ),
+            ("QLinearAveragePool", contrib::build_average_pool),
+            ("QLinearConcat", contrib::build_concat),
+            ("QLinearSoftmax", contrib::build_softmax),
+        ],
     );
-    r.register_in(
-        qport,
-        "QLinearMatMulToFloat",
-        matmul::build_qlinear_matmul_to_float,
+    r.register_all(
+        crate::lower::QPORT_DOMAIN,
+        &[
+            ("QLinearLookup", contrib::build_lookup),
+            ("QLinearConvToFloat", conv::build_qlinear_conv_to_float),
+            (
+                "QLinearMatMulToFloat",
+                matmul::build_qlinear_matmul_to_float,
+            ),
+        ],
     );
-    r.register_in(MS, "QLinearAdd", contrib::build_add);
-    r.register_in(MS, "QLinearMul", contrib::build_mul);
-    r.register_in(MS, "QLinearSigmoid", contrib::build_sigmoid);
-    r.register_in(MS, "QLinearLeakyRelu", contrib::build_leaky_relu);
-    r.register_in(
-        MS,
-        "QLinearGlobalAveragePool",
-        contrib::build_global_average_pool,
-    );
-    r.register_in(MS, "QLinearAveragePool", contrib::build_average_pool);
-    r.register_in(MS, "QLinearConcat", contrib::build_concat);
-    r.register_in(MS, "QLinearSoftmax", contrib::build_softmax);
 }
 
 #[cfg(test)]

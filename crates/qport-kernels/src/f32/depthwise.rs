@@ -289,14 +289,8 @@ mod tests {
                         let span = (k - 1) * d + 1;
                         (i + p as usize + e).saturating_sub(span) / s + 1
                     };
-                    ConvGeometry {
-                        image: vec![h, w],
-                        kernel: vec![kh, kw],
-                        output: vec![out(h, kh, sh, dh, pt, eb), out(w, kw, sw, dw, pl, er)],
-                        strides: vec![sh, sw],
-                        dilations: vec![dh, dw],
-                        pads_begin: vec![pt, pl],
-                    }
+                    let output = [out(h, kh, sh, dh, pt, eb), out(w, kw, sw, dw, pl, er)];
+                    ConvGeometry::new_2d([h, w], [kh, kw], output, [sh, sw], [dh, dw], [pt, pl])
                 },
             )
     }
@@ -364,14 +358,7 @@ mod tests {
     #[test]
     fn same_padding_stride_two_5x5() {
         // the EfficientNet-Lite shape class: TF-SAME asymmetric padding
-        let g = ConvGeometry {
-            image: vec![14, 14],
-            kernel: vec![5, 5],
-            output: vec![7, 7],
-            strides: vec![2, 2],
-            dilations: vec![1, 1],
-            pads_begin: vec![1, 1],
-        };
+        let g = ConvGeometry::new_2d([14, 14], [5, 5], [7, 7], [2, 2], [1, 1], [1, 1]);
         let image: Vec<f32> = (0..196).map(|i| (i % 13) as f32 - 6.0).collect();
         let kern: Vec<f32> = (0..25).map(|i| (i % 5) as f32 - 2.0).collect();
         let mut want = vec![0.0; 49];

@@ -116,14 +116,15 @@ pub fn depthwise_exact_f32<X: QInt>(
     }
     assert!(x.len() >= channels * is && w_centered.len() >= channels * kh * kw);
     assert!(out.len() >= channels * os);
-    let geom = crate::im2col::ConvGeometry {
-        image: g.input.to_vec(),
-        kernel: g.kernel.to_vec(),
-        output: g.output.to_vec(),
-        strides: g.strides.to_vec(),
-        dilations: g.dilations.to_vec(),
-        pads_begin: g.pad_begin.iter().map(|&p| p as isize).collect(),
-    };
+    let pads = g.pad_begin.map(|p| p as isize);
+    let geom = crate::im2col::ConvGeometry::new_2d(
+        g.input,
+        g.kernel,
+        g.output,
+        g.strides,
+        g.dilations,
+        pads,
+    );
     F32_BUFS.with(|b| {
         let (plane, acc, scratch) = &mut *b.borrow_mut();
         plane.clear();

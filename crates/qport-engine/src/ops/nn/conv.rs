@@ -28,8 +28,13 @@ use qport_kernels::pgemm::{gemm_bias_act, PackedA};
 use std::borrow::Cow;
 
 pub(crate) fn register(r: &mut Registry) {
-    r.register("Conv", build_conv);
-    r.register("ConvTranspose", build_conv_transpose);
+    r.register_all(
+        "",
+        &[
+            ("Conv", build_conv),
+            ("ConvTranspose", build_conv_transpose),
+        ],
+    );
 }
 
 /// The checked shapes of a convolution's data and weight inputs.
@@ -540,14 +545,9 @@ mod tests {
             let (n, h, w) = (2, 7, 6);
             let span = (k - 1) * d + 1;
             let out = |i: usize| (i + 2 * p - span) / s + 1;
-            let geo = ConvGeometry {
-                image: vec![h, w],
-                kernel: vec![k, k],
-                output: vec![out(h), out(w)],
-                strides: vec![s, s],
-                dilations: vec![d, d],
-                pads_begin: vec![p as isize, p as isize],
-            };
+            let p = p as isize;
+            let geo =
+                ConvGeometry::new_2d([h, w], [k, k], [out(h), out(w)], [s, s], [d, d], [p, p]);
             let x: Vec<f64> = (0..n * c * h * w)
                 .map(|i| ((i * 7) % 11) as f64 - 5.0)
                 .collect();

@@ -13,8 +13,7 @@ use qport_core::{DType, Element, Tensor};
 use qport_kernels::gemm::{gemm, GemmScalar, MatRef};
 
 pub(crate) fn register(r: &mut Registry) {
-    r.register("Gemm", build_gemm);
-    r.register("MatMul", build_matmul);
+    r.register_all("", &[("Gemm", build_gemm), ("MatMul", build_matmul)]);
 }
 
 struct Gemm {

@@ -8,9 +8,14 @@ use qport_core::Tensor;
 use qport_kernels::gemm::GemmScalar;
 
 pub(crate) fn register(r: &mut Registry) {
-    r.register("BatchNormalization", build_batchnorm);
-    r.register("InstanceNormalization", build_instancenorm);
-    r.register("LRN", build_lrn);
+    r.register_all(
+        "",
+        &[
+            ("BatchNormalization", build_batchnorm),
+            ("InstanceNormalization", build_instancenorm),
+            ("LRN", build_lrn),
+        ],
+    );
 }
 
 struct BatchNorm {

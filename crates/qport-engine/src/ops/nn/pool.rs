@@ -15,9 +15,14 @@ use qport_core::shape::{checked_numel, strides};
 use qport_core::{bf16, f16, DType, Element, Tensor, TensorData};
 
 pub(crate) fn register(r: &mut Registry) {
-    r.register("MaxPool", build_max);
-    r.register("AveragePool", build_avg);
-    r.register("LpPool", build_lp);
+    r.register_all(
+        "",
+        &[
+            ("MaxPool", build_max),
+            ("AveragePool", build_avg),
+            ("LpPool", build_lp),
+        ],
+    );
     r.register("GlobalAveragePool", |_| {
         Ok(Box::new(Global(GlobalKind::Avg)))
     });

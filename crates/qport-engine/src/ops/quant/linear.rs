@@ -316,21 +316,15 @@ fn check_same_shape(z: &Tensor, s: &Tensor, zn: &str, sn: &str) -> OpResult<()> 
 #[cfg(test)]
 mod fast_tests {
     use super::*;
-    use crate::ops::quant::common::quantize;
+    use crate::ops::quant::common::{dequantize, quantize};
 
     #[test]
     fn vectorized_8bit_quantization_equals_quantize() {
+        // a grid with exact halves, then a spread over every exponent and
+        // sign: NaNs, tiny, huge and the infinities
         let mut xs: Vec<f32> = (-3000..3000).map(|i| i as f32 * 0.0625).collect();
-        xs.extend([
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            0.5,
-            1.5,
-            -0.5,
-            -2.5,
-            1e30,
-        ]);
+        xs.extend((0..=u32::MAX).step_by(65_521).map(f32::from_bits));
+        xs.extend([f32::INFINITY, f32::NEG_INFINITY]);
         for (scale, zero, q) in [
             (0.1f32, 128, Grid::U8),
             (0.5, 0, Grid::U8),
@@ -357,18 +351,12 @@ mod fast_tests {
     fn vectorized_8bit_dequantization_equals_the_general_loop() {
         let xu: Vec<u8> = (0..=255).collect();
         let xi: Vec<i8> = (-128..=127).collect();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         for (scale, zero) in [(0.1f32, 128), (0.003, 0), (7.5, -3), (1e-30, 255)] {
-            let want_u: Vec<f32> = xu
-                .iter()
-                .map(|&v| (v as i64 - zero as i64) as f32 * scale)
-                .collect();
-            let want_i: Vec<f32> = xi
-                .iter()
-                .map(|&v| (v as i64 - zero as i64) as f32 * scale)
-                .collect();
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&dequantize_8bit(&xu, scale, zero)), bits(&want_u));
-            assert_eq!(bits(&dequantize_8bit(&xi, scale, zero)), bits(&want_i));
+            // the general loop over -128..=255: i8 is its head, u8 its tail
+            let want: Vec<f32> = (-128..=255).map(|v| dequantize(v, zero, scale)).collect();
+            assert_eq!(bits(&dequantize_8bit(&xu, scale, zero)), bits(&want[128..]));
+            assert_eq!(bits(&dequantize_8bit(&xi, scale, zero)), bits(&want[..256]));
         }
     }
 }

@@ -6,8 +6,7 @@ use crate::ops::{fn_op, input, opt_input, BuildCtx, Op, Registry};
 use qport_core::{map_data, Element, Tensor};
 
 pub(super) fn register(r: &mut Registry) {
-    r.register("Concat", build_concat);
-    r.register("Split", build_split);
+    r.register_all("", &[("Concat", build_concat), ("Split", build_split)]);
 }
 
 fn concat_typed<T: Element>(

@@ -8,12 +8,17 @@ use qport_core::{CastOptions, DType, Element, RoundMode, Tensor, TensorData};
 use qport_onnx::Attribute;
 
 pub(super) fn register(r: &mut Registry) {
-    r.register("Cast", build_cast);
-    r.register("CastLike", build_cast_like);
-    r.register("Constant", build_constant);
-    r.register("ConstantOfShape", build_constant_of_shape);
-    r.register("Range", build_range);
-    r.register("EyeLike", build_eye_like);
+    r.register_all(
+        "",
+        &[
+            ("Cast", build_cast),
+            ("CastLike", build_cast_like),
+            ("Constant", build_constant),
+            ("ConstantOfShape", build_constant_of_shape),
+            ("Range", build_range),
+            ("EyeLike", build_eye_like),
+        ],
+    );
 }
 
 /// Casts with ONNX semantics (see [`qport_core::cast`]): `saturate` and

@@ -7,15 +7,20 @@ use crate::ops::{fn_op, input, opt_input, BuildCtx, Op, Registry};
 use qport_core::{map_data, match_data, Element, Tensor};
 
 pub(super) fn register(r: &mut Registry) {
-    r.register("Slice", build_slice);
-    r.register("Gather", build_gather);
-    r.register("GatherElements", build_gather_elements);
-    r.register("GatherND", build_gather_nd);
-    r.register("Compress", build_compress);
-    r.register("NonZero", build_nonzero);
-    r.register("ReverseSequence", build_reverse_sequence);
-    r.register("Trilu", build_trilu);
-    r.register("OneHot", build_onehot);
+    r.register_all(
+        "",
+        &[
+            ("Slice", build_slice),
+            ("Gather", build_gather),
+            ("GatherElements", build_gather_elements),
+            ("GatherND", build_gather_nd),
+            ("Compress", build_compress),
+            ("NonZero", build_nonzero),
+            ("ReverseSequence", build_reverse_sequence),
+            ("Trilu", build_trilu),
+            ("OneHot", build_onehot),
+        ],
+    );
 }
 
 /// Reads an index tensor (int32 or int64) as `i64`.

@@ -7,15 +7,20 @@ use crate::ops::{fn_op, input, opt_input, BuildCtx, Op, Registry};
 use qport_core::Tensor;
 
 pub(super) fn register(r: &mut Registry) {
-    r.register("Flatten", build_flatten);
-    r.register("Reshape", build_reshape);
-    r.register("Transpose", build_transpose);
-    r.register("Squeeze", build_squeeze);
-    r.register("Unsqueeze", build_unsqueeze);
-    r.register("Expand", build_expand);
-    r.register("Tile", build_tile);
-    r.register("DepthToSpace", build_depth_to_space);
-    r.register("SpaceToDepth", build_space_to_depth);
+    r.register_all(
+        "",
+        &[
+            ("Flatten", build_flatten),
+            ("Reshape", build_reshape),
+            ("Transpose", build_transpose),
+            ("Squeeze", build_squeeze),
+            ("Unsqueeze", build_unsqueeze),
+            ("Expand", build_expand),
+            ("Tile", build_tile),
+            ("DepthToSpace", build_depth_to_space),
+            ("SpaceToDepth", build_space_to_depth),
+        ],
+    );
 }
 
 fn reshaped(t: &Tensor, shape: Vec<usize>) -> OpResult<Tensor> {

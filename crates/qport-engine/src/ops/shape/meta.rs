@@ -6,10 +6,15 @@ use crate::ops::{fn_op, input, opt_input, BuildCtx, Op, Registry};
 use qport_core::Tensor;
 
 pub(super) fn register(r: &mut Registry) {
-    r.register("Identity", build_identity);
-    r.register("Dropout", build_dropout);
-    r.register("Shape", build_shape);
-    r.register("Size", build_size);
+    r.register_all(
+        "",
+        &[
+            ("Identity", build_identity),
+            ("Dropout", build_dropout),
+            ("Shape", build_shape),
+            ("Size", build_size),
+        ],
+    );
 }
 
 fn build_identity(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {

@@ -14,8 +14,10 @@ use qport_core::{DType, Tensor};
 use qport_onnx::Node;
 
 pub(super) fn register(r: &mut Registry) {
-    r.register("Resize", build_resize);
-    r.register("Upsample", build_upsample);
+    r.register_all(
+        "",
+        &[("Resize", build_resize), ("Upsample", build_upsample)],
+    );
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,9 +7,14 @@ use crate::ops::{fn_op, input, BuildCtx, Op, Registry};
 use qport_core::{bf16, f16, match_data, Element, Tensor, TensorData};
 
 pub(super) fn register(r: &mut Registry) {
-    r.register("ScatterND", build_scatter_nd);
-    r.register("ScatterElements", build_scatter_elements);
-    r.register("Scatter", build_scatter_elements);
+    r.register_all(
+        "",
+        &[
+            ("ScatterND", build_scatter_nd),
+            ("ScatterElements", build_scatter_elements),
+            ("Scatter", build_scatter_elements),
+        ],
+    );
 }
 
 /// How an update combines with the existing element.
