@@ -10,7 +10,8 @@ lives in ``$QPORT_FIXTURES`` (default ``~/.cache/qport/fixtures``)::
                 bench/{mobilenetv2,resnet50}.random.onnx (seeded random
                 weights, for latency benchmarks only), families/ (seeded
                 random-weight NHWC classifier, YOLO-style detector, text
-                encoder, their ORT QDQ artifacts and ORT's optimized graphs)
+                encoder, their ORT QDQ artifacts and ORT's optimized graphs;
+                the same artifacts of the two bench models)
     node/       ONNX backend node conformance cases
     datasets/   ppocr-lines/{0,180}/*.png, effnet-calib64/ (ORT's calibration set),
                 photo-crops/{calib,eval,study}/*.png (200 + 500 + 1000 crops,
@@ -20,8 +21,9 @@ lives in ``$QPORT_FIXTURES`` (default ``~/.cache/qport/fixtures``)::
     MANIFEST.json   sha256 and size of every file above
 
 Each step writes its outputs atomically and then a ``stamps/<step>.DONE``
-file holding its recipe version, the digest of the steps it depends on and a
-digest of what it produced. A step is skipped while its stamp matches and its
+file holding its recipe version, the digest of the steps it depends on (and,
+for steps that name their code, of that source) and a digest of what it
+produced. A step is skipped while its stamp matches and its
 outputs exist, so a second run is offline and takes about a second.
 
 Exit status: 0 success, 1 a check failed (sanity, hash, --verify), 2 usage.
@@ -30,6 +32,7 @@ Exit status: 0 success, 1 a check failed (sanity, hash, --verify), 2 usage.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import os
@@ -44,7 +47,7 @@ import numpy as np
 import onnx
 from PIL import Image
 
-from qport_fixtures import bench_models, effnet, families, wheels
+from qport_fixtures import bench_models, effnet, families, onnx_builder, parity, quantize, wheels
 from qport_fixtures.common import (
     FixtureError,
     commit_dir,
@@ -377,13 +380,6 @@ def step_bench_models(ctx: Context):
     return record, outs
 
 
-FAMILY_VARIANTS = ("qdq-u8s8", "qdq-s8s8")
-FAMILY_CALIBRATION_COUNT = 8
-# inputs per QDQ artifact run by onnxruntime's default session (its fused
-# integer kernels), the reference for qport's integer plans
-FAMILY_SESSION_COUNT = 32
-
-
 def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     """Node count per op type (``domain:Op`` outside the default domain), sorted."""
     counts: dict[str, int] = {}
@@ -393,31 +389,104 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def family_artifacts(ctx: Context, fam: families.Family, rel: str) -> tuple[dict, list[str]]:
+    """Everything the parity machinery makes of one family's FP32 model ``rel``.
+
+    Writes, in ``models/families/``: the ``quantize_static`` QDQ artifacts
+    ``<name>.<variant>.onnx`` (calibrated on ``FAMILY_CALIBRATION_COUNT``
+    seeded inputs: MinMax, per-channel weights), ``<name>.quant.json`` (the
+    settings and any op types left in float), and per artifact the graph
+    onnxruntime's default session (``ORT_ENABLE_ALL``) optimizes it into,
+    ``<name>.<variant>.ort-optimized.onnx``, with ``.ort-optimized.json``
+    holding its op counts, the session options and the CPU flags (the
+    optimized graph depends on the CPU, so it is a record of this host, not a
+    machine-independent fixture). Parity data (``parity/<name>/``,
+    ``parity/<name>.<variant>/``): 4 seeded inputs and onnxruntime's outputs
+    with graph optimizations disabled, for the FP32 model and for each QDQ
+    artifact executed as written; and (``parity/<name>.<variant>.ort-default/``)
+    ``FAMILY_SESSION_COUNT`` more seeded inputs through each QDQ artifact in
+    onnxruntime's default session (its QDQ fusions and integer kernels), the
+    reference for qport's integer plans. Input files are hard-linked between
+    folders holding the same inputs.
+
+    Returns the family's record and the cache-relative files and folders written.
+    """
+    out_dir = ctx.path("models/families")
+    model = onnx.load(str(ctx.path(rel)))
+    calib = fam.calibration_inputs(families.FAMILY_CALIBRATION_COUNT)
+    quant = quantize_variants(ctx.path(rel), out_dir, calib, stem=fam.name,
+                              variants=families.FAMILY_VARIANTS, exclude_op_types=fam.exclude_op_types)
+    quant.update({
+        "source": rel,
+        "calibration_seed": fam.calibration_seed,
+        "calibration_shapes": [{k: list(v.shape) for k, v in c.items()} for c in calib],
+        "excluded_op_types": list(fam.exclude_op_types),
+        "why_excluded": "nothing excluded: quantize_static accepted every op" if not
+                        fam.exclude_op_types else "see families.py"})
+    write_json_atomic(out_dir / f"{fam.name}.quant.json", quant)
+    outs = [f"models/families/{fam.name}.quant.json"]
+    inputs = fam.parity_inputs()
+    samples = [{"seed": fam.parity_seed, "index": i,
+                "shapes": {k: list(v.shape) for k, v in x.items()}} for i, x in enumerate(inputs)]
+    base = ctx.path(f"parity/{fam.name}")
+    meta = write_parity(base, ctx.path(rel), rel, inputs, "disable", samples,
+                        {"family": fam.name, "input_seed": fam.parity_seed})
+    outs.append(f"parity/{fam.name}")
+    data = ctx.path(rel).read_bytes()
+    rec = {"seed": fam.seed, "opset": fam.opset, "source": rel, "nodes": len(model.graph.node),
+           "op_types": op_counts(model), "bytes": len(data), "sha256": sha256_bytes(data),
+           "parity_output_shapes": meta.get("sample_shapes", meta["outputs"]), "variants": {}}
+    session_inputs = fam.session_inputs(families.FAMILY_SESSION_COUNT)
+    session_samples = [{"seed": fam.session_seed, "index": i,
+                        "shapes": {k: list(v.shape) for k, v in x.items()}}
+                       for i, x in enumerate(session_inputs)]
+    session_base = None  # the first variant's ort-default folder: its inputs are linked
+    for variant in families.FAMILY_VARIANTS:
+        qrel = f"models/families/{fam.name}.{variant}.onnx"
+        qmodel = onnx.load(str(ctx.path(qrel)))
+        opt_rel = f"models/families/{fam.name}.{variant}.ort-optimized.onnx"
+        staging = ctx.path(f"models/families/.{fam.name}.{variant}.ort-optimized.onnx.tmp")
+        sess, options = make_session(ctx.path(qrel), opt="all", optimized_model_path=staging)
+        for x in inputs:
+            ys = sess.run(None, x)
+            if not all(np.isfinite(y).all() for y in ys):
+                raise FixtureError(f"{qrel}: onnxruntime's default session gives non-finite outputs")
+        optimized = onnx.load(str(staging))
+        os.replace(staging, ctx.path(opt_rel))
+        opt_info = {"source": qrel, "source_sha256": sha256_bytes(ctx.path(qrel).read_bytes()),
+                    "session_options": options, "host": host_record(),
+                    "op_types": op_counts(optimized),
+                    "note": "onnxruntime's optimized graph depends on the CPU (and its "
+                            "version): a record of this host, not a portable fixture"}
+        write_json_atomic(ctx.path(opt_rel.replace(".onnx", ".json")), opt_info)
+        outs += [qrel, opt_rel, opt_rel.replace(".onnx", ".json")]
+        write_parity(ctx.path(f"parity/{fam.name}.{variant}"), ctx.path(qrel), qrel, inputs,
+                     "disable", samples, {"family": fam.name, "input_seed": fam.parity_seed},
+                     link_inputs_from=base)
+        outs.append(f"parity/{fam.name}.{variant}")
+        session_dir = ctx.path(f"parity/{fam.name}.{variant}.ort-default")
+        write_parity(session_dir, ctx.path(qrel), qrel, session_inputs, "all", session_samples,
+                     {"family": fam.name, "input_seed": fam.session_seed},
+                     link_inputs_from=session_base)
+        session_base = session_base or session_dir
+        outs.append(f"parity/{fam.name}.{variant}.ort-default")
+        rec["variants"][variant] = {"op_types": op_counts(qmodel),
+                                    "ort_optimized_op_types": opt_info["op_types"]}
+        log(f"  {qrel}: {len(qmodel.graph.node)} nodes; ORT optimized: "
+            f"{len(optimized.graph.node)} nodes")
+    return rec, outs
+
+
 def step_families(ctx: Context):
     """Build the NHWC classifier, YOLO-style detector and text encoder families
     with seeded random weights, their ORT QDQ artifacts, ORT's optimized graphs
     and parity data.
 
-    For each family of ``qport_fixtures/families.py`` (``models/families/``):
-    ``<name>.onnx`` (built twice: the bytes must match), ``quantize_static``
-    QDQ u8s8 / s8s8 artifacts calibrated on 8 seeded inputs (MinMax, per-channel
-    weights, ``<name>.quant.json`` records the settings and any op types left
-    in float), and for each artifact the graph onnxruntime's default session
-    (``ORT_ENABLE_ALL``) optimizes it into, ``<name>.<variant>.ort-optimized.onnx``,
-    with ``.ort-optimized.json`` holding its op counts, the session options and
-    the CPU flags (the optimized graph depends on the CPU, so it is a record
-    of this host, not a machine-independent fixture). Parity data
-    (``parity/<name>/``, ``parity/<name>.<variant>/``): 4 seeded inputs and
-    onnxruntime's outputs with graph optimizations disabled, for the FP32
-    model and for each QDQ artifact executed as written; and
-    (``parity/<name>.<variant>.ort-default/``) 32 more seeded inputs through
-    each QDQ artifact in onnxruntime's default session (``ORT_ENABLE_ALL``:
-    its QDQ fusions and integer kernels), the reference for qport's integer
-    plans.
+    For each family of ``qport_fixtures/families.py`` (``families.FAMILIES``):
+    ``models/families/<name>.onnx`` (built twice: the bytes must match), then
+    :func:`family_artifacts`.
     """
-    record, outs = {}, ["models/families"]
-    out_dir = ctx.path("models/families")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    record, outs = {}, []
     for fam in families.FAMILIES:
         rel = f"models/families/{fam.name}.onnx"
         model = fam.build(fam.seed)
@@ -425,69 +494,39 @@ def step_families(ctx: Context):
         if fam.build(fam.seed).SerializeToString() != data:
             raise FixtureError(f"{rel}: two builds from seed {fam.seed} differ")
         write_bytes_atomic(ctx.path(rel), data)
-        calib = fam.calibration_inputs(FAMILY_CALIBRATION_COUNT)
-        quant = quantize_variants(ctx.path(rel), out_dir, calib, stem=fam.name,
-                                  variants=FAMILY_VARIANTS, exclude_op_types=fam.exclude_op_types)
-        quant.update({
-            "calibration_seed": fam.calibration_seed,
-            "calibration_shapes": [{k: list(v.shape) for k, v in c.items()} for c in calib],
-            "excluded_op_types": list(fam.exclude_op_types),
-            "why_excluded": "nothing excluded: quantize_static accepted every op" if not
-                            fam.exclude_op_types else "see families.py"})
-        write_json_atomic(out_dir / f"{fam.name}.quant.json", quant)
-        inputs = fam.parity_inputs()
-        samples = [{"seed": fam.parity_seed, "index": i,
-                    "shapes": {k: list(v.shape) for k, v in x.items()}} for i, x in enumerate(inputs)]
-        base = ctx.path(f"parity/{fam.name}")
-        meta = write_parity(base, ctx.path(rel), rel, inputs, "disable", samples,
-                            {"family": fam.name, "input_seed": fam.parity_seed})
-        outs.append(f"parity/{fam.name}")
-        rec = {"seed": fam.seed, "opset": fam.opset, "nodes": len(model.graph.node),
-               "op_types": op_counts(model), "bytes": len(data), "sha256": sha256_bytes(data),
-               "parity_output_shapes": meta.get("sample_shapes", meta["outputs"]), "variants": {}}
-        for variant in FAMILY_VARIANTS:
-            qrel = f"models/families/{fam.name}.{variant}.onnx"
-            qmodel = onnx.load(str(ctx.path(qrel)))
-            opt_rel = f"models/families/{fam.name}.{variant}.ort-optimized.onnx"
-            staging = ctx.path(f"models/families/.{fam.name}.{variant}.ort-optimized.onnx.tmp")
-            sess, options = make_session(ctx.path(qrel), opt="all", optimized_model_path=staging)
-            for x in inputs:
-                ys = sess.run(None, x)
-                if not all(np.isfinite(y).all() for y in ys):
-                    raise FixtureError(f"{qrel}: onnxruntime's default session gives non-finite outputs")
-            optimized = onnx.load(str(staging))
-            os.replace(staging, ctx.path(opt_rel))
-            opt_info = {"source": qrel, "source_sha256": sha256_bytes(ctx.path(qrel).read_bytes()),
-                        "session_options": options, "host": host_record(),
-                        "op_types": op_counts(optimized),
-                        "note": "onnxruntime's optimized graph depends on the CPU (and its "
-                                "version): a record of this host, not a portable fixture"}
-            write_json_atomic(ctx.path(opt_rel.replace(".onnx", ".json")), opt_info)
-            write_parity(ctx.path(f"parity/{fam.name}.{variant}"), ctx.path(qrel), qrel, inputs,
-                         "disable", samples, {"family": fam.name, "input_seed": fam.parity_seed},
-                         link_inputs_from=base)
-            outs.append(f"parity/{fam.name}.{variant}")
-            session_inputs = fam.session_inputs(FAMILY_SESSION_COUNT)
-            session_samples = [{"seed": fam.session_seed, "index": i,
-                                "shapes": {k: list(v.shape) for k, v in x.items()}}
-                               for i, x in enumerate(session_inputs)]
-            write_parity(ctx.path(f"parity/{fam.name}.{variant}.ort-default"), ctx.path(qrel), qrel,
-                         session_inputs, "all", session_samples,
-                         {"family": fam.name, "input_seed": fam.session_seed})
-            outs.append(f"parity/{fam.name}.{variant}.ort-default")
-            rec["variants"][variant] = {"op_types": op_counts(qmodel),
-                                        "ort_optimized_op_types": opt_info["op_types"]}
-            log(f"  {qrel}: {len(qmodel.graph.node)} nodes; ORT optimized: "
-                f"{len(optimized.graph.node)} nodes")
-        record[fam.name] = rec
+        record[fam.name], fam_outs = family_artifacts(ctx, fam, rel)
+        outs += [rel, *fam_outs]
         log(f"  {rel}: {len(model.graph.node)} nodes, {len(data) / 1e3:.0f} kB, "
             f"sha256 {sha256_bytes(data)[:16]}")
     return record, outs
 
 
+def step_bench_families(ctx: Context):
+    """MobileNetV2 and ResNet-50 (random weights) through the families' machinery:
+    ORT QDQ artifacts, ORT's optimized graphs and parity data.
+
+    For each of ``families.BENCH_FAMILIES``: the FP32 model is the
+    ``bench-models`` step's ``models/bench/<name>.random.onnx`` (its sha256
+    must be the one that step recorded), then :func:`family_artifacts`.
+    """
+    record, outs = {}, []
+    for fam in families.BENCH_FAMILIES:
+        rel = bench_models.bench_model_rel(fam.name)
+        want = ctx.records["bench-models"][fam.name]["sha256"]
+        if sha256_bytes(ctx.path(rel).read_bytes()) != want:
+            raise FixtureError(f"{rel}: sha256 differs from the bench-models step's record; "
+                               "run with --force bench-models")
+        t0 = time.monotonic()
+        record[fam.name], fam_outs = family_artifacts(ctx, fam, rel)
+        outs += fam_outs
+        log(f"  {fam.name}: done in {time.monotonic() - t0:.1f} s")
+    return record, outs
+
+
 @dataclass(frozen=True)
 class Step:
-    """A pipeline step: bump ``recipe`` whenever its outputs would change."""
+    """A pipeline step: bump ``recipe`` whenever its outputs would change
+    (steps with ``code`` are also redone when that source changes)."""
 
     name: str
     recipe: str
@@ -496,7 +535,14 @@ class Step:
     # Whether the outputs depend on the venv's packages (onnx, onnxruntime,
     # numpy, ml_dtypes, pillow): such steps are redone when the lock changes.
     uses_venv: bool = True
+    # Modules and functions the outputs are computed by: when given, their
+    # source text and ``run``'s enter the stamp key, so editing any of them
+    # redoes the step (and, through ``needs``, the steps whose inputs then
+    # change) without a recipe bump.
+    code: tuple = ()
 
+
+FAMILY_CODE = (family_artifacts, op_counts, families, onnx_builder, quantize, parity)
 
 STEPS = (
     Step("wheels", "1", (), step_wheels, uses_venv=False),
@@ -507,8 +553,9 @@ STEPS = (
     Step("datasets", "1", ("extract",), step_datasets),
     Step("photo-crops", "2", ("extract",), step_photo_crops),
     Step("parity", "1", ("effnet", "quantize", "extract"), step_parity),
-    Step("bench-models", "1", (), step_bench_models),
-    Step("families", "2", (), step_families),
+    Step("bench-models", "1", (), step_bench_models, code=(bench_models, onnx_builder)),
+    Step("families", "3", (), step_families, code=FAMILY_CODE),
+    Step("bench-families", "1", ("bench-models",), step_bench_families, code=FAMILY_CODE),
 )
 
 
@@ -521,12 +568,19 @@ def lock_digest() -> str:
     """sha256 of scripts/venv/requirements.lock, the venv's only package list."""
     return sha256_bytes(LOCK_FILE.read_bytes())
 
+def code_digest(step: Step) -> str:
+    """sha256 of the source of ``step.run`` and of everything in ``step.code``."""
+    return sha256_bytes("\0".join(inspect.getsource(o) for o in (step.run, *step.code)).encode())
+
+
 def stamp_key(step: Step, stamps: dict) -> str:
-    """What a step's stamp must match: its recipe, its inputs' digests and,
-    for steps computed in the venv, the digest of the venv's lock file."""
+    """What a step's stamp must match: its recipe, its inputs' digests, for
+    steps computed in the venv the digest of the venv's lock file and, for
+    steps that name their ``code``, the digest of that source."""
     deps = ",".join(f"{d}={stamps[d]['outputs_digest']}" for d in step.needs)
     venv = f":lock={lock_digest()}" if step.uses_venv else ""
-    return sha256_bytes(f"{step.name}:{step.recipe}:{deps}{venv}".encode())
+    code = f":code={code_digest(step)}" if step.code else ""
+    return sha256_bytes(f"{step.name}:{step.recipe}:{deps}{venv}{code}".encode())
 
 
 def read_stamp(ctx: Context, step: Step) -> dict | None:
@@ -589,9 +643,10 @@ def print_summary(ctx: Context, rows: list[dict], manifest: dict | None) -> None
     for key, info in ctx.records.get("bench-models", {}).items():
         log(f"  bench model {key} (random weights): {info['nodes']} nodes, "
             f"{info['parameters']:,} parameters")
-    for key, info in ctx.records.get("families", {}).items():
-        log(f"  family {key} (random weights): {info['nodes']} nodes, opset {info['opset']}, "
-            f"{info['bytes'] / 1e3:.0f} kB")
+    for step in ("families", "bench-families"):
+        for key, info in ctx.records.get(step, {}).items():
+            log(f"  family {key} (random weights): {info['nodes']} nodes, opset {info['opset']}, "
+                f"{info['bytes'] / 1e3:.0f} kB")
     if manifest:
         log(f"  MANIFEST.json: {manifest['file_count']} files, {manifest['total_bytes'] / 1e6:.1f} MB")
     log("layout:")

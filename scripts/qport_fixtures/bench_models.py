@@ -26,8 +26,9 @@ GlobalAveragePool, Flatten, Gemm to 1000 classes. Input ``input``
 Weights are drawn from ``numpy.random.default_rng(seed)`` in graph order:
 conv weights N(0, sqrt(2 / fan_in)) (He), conv biases N(0, 0.01), the Gemm
 weight N(0, sqrt(1 / channels)), Gemm bias zero. The same seed gives the same
-bytes (checked by building twice), so the fixture manifest digest is stable;
-change anything here and bump the ``bench-models`` step's recipe.
+bytes (checked by building twice), so the fixture manifest digest is stable.
+The ``bench-models`` step's stamp holds a digest of this module's source: any
+change here redoes it, and the ``bench-families`` step when the bytes change.
 """
 
 from __future__ import annotations

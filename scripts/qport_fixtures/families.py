@@ -1,5 +1,5 @@
 """Seeded random-weight model families: NHWC classifier, YOLO-style detector,
-MiniLM-style text encoder.
+MiniLM-style text encoder; and the two benchmark networks as families.
 
 Issue 13 asks for model families qport was not developed on, each with
 onnxruntime's QDQ artifacts, to measure how much of a real network qport
@@ -59,8 +59,16 @@ Weights come from ``numpy.random.default_rng(seed)`` in build order: conv
 weights He-scaled as in the benchmark models, matrices N(0, sqrt(1/fan_in)),
 biases N(0, 0.01), BatchNormalization / LayerNormalization statistics near
 their neutral values. The same seed gives the same bytes (the fixture step
-builds every model twice and compares); change anything here and bump the
-``families`` step's recipe. Every model's IR version is 8.
+builds every model twice and compares). The ``families`` step's stamp holds a
+digest of this module's source, so any change here rebuilds it (and the
+``bench-families`` step). Every model's IR version is 8.
+
+``mobilenetv2`` and ``resnet50`` (:data:`BENCH_FAMILIES`) are the random-weight
+benchmark networks of :mod:`~qport_fixtures.bench_models` (seeds 2 and 50,
+opset 13, input ``input`` [1,3,224,224], written by the ``bench-models`` step
+to ``models/bench/<name>.random.onnx``) put through the same machinery by the
+``bench-families`` step: QDQ artifacts, onnxruntime's optimized graphs and
+parity data, with inputs uniform in [-1, 1).
 """
 
 from __future__ import annotations
@@ -73,7 +81,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from .bench_models import IMAGE_SIZE, MOBILENETV2_SEED, RESNET50_SEED, build_mobilenetv2, build_resnet50
 from .onnx_builder import Builder
+
+# The onnxruntime quantize_static variants made of every family, the
+# calibration inputs given to it, and the inputs per QDQ artifact run by
+# onnxruntime's default session (its fused integer kernels), the reference
+# for qport's integer plans.
+FAMILY_VARIANTS = ("qdq-u8s8", "qdq-s8s8")
+FAMILY_CALIBRATION_COUNT = 8
+FAMILY_SESSION_COUNT = 32
 
 IR_VERSION = 8
 PRODUCER = "qport-families"
@@ -318,6 +335,11 @@ def encoder_input(rng: np.random.Generator, seq: int = 16) -> dict[str, np.ndarr
     return {"input_ids": ids, "attention_mask": mask}
 
 
+def bench_input(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Uniform noise in [-1, 1) for the benchmark networks, [1,3,224,224]."""
+    return {"input": rng.uniform(-1, 1, (1, 3, IMAGE_SIZE, IMAGE_SIZE)).astype(np.float32)}
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family: its builder, calibration and parity inputs, and what
@@ -367,4 +389,10 @@ FAMILIES = (
     Family("text-encoder", build_text_encoder, ENCODER_SEED, 17, encoder_input,
            (encoder_input, encoder_input, lambda r: encoder_input(r, 9),
             lambda r: encoder_input(r, 9))),
+)
+
+# Built by the bench-models step (models/bench/<name>.random.onnx), not here.
+BENCH_FAMILIES = (
+    Family("mobilenetv2", build_mobilenetv2, MOBILENETV2_SEED, 13, bench_input, (bench_input,) * 4),
+    Family("resnet50", build_resnet50, RESNET50_SEED, 13, bench_input, (bench_input,) * 4),
 )

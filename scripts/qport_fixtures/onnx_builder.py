@@ -6,8 +6,9 @@ graphs with ``onnx.helper`` through :class:`Builder`: it numbers every value
 ``<prefix>_<counter>`` in build order and draws every random weight from ONE
 ``numpy.random.default_rng(seed)`` in that same order, so a model built twice
 from the same seed serializes to the same bytes. Changing the order of calls
-here changes the weights of every model built with it: bump the recipes of
-the ``bench-models`` and ``families`` fixture steps if you do.
+here changes the weights of every model built with it; the stamps of the
+``bench-models``, ``families`` and ``bench-families`` fixture steps hold a
+digest of this module's source, so editing it redoes them.
 """
 
 from __future__ import annotations

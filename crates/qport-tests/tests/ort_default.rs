@@ -1,7 +1,8 @@
 //! qport's integer plans of onnxruntime's QDQ artifacts against
 //! onnxruntime's default session (`ORT_ENABLE_ALL`: its QDQ fusions and
 //! integer kernels) on 32 seeded inputs per artifact
-//! (`parity/<family>.<variant>.ort-default/`).
+//! (`parity/<family>.<variant>.ort-default/`), for the families of the
+//! fixture steps `families` and `bench-families` (MobileNetV2, ResNet-50).
 
 use qport_core::arith::ArithProfile;
 use qport_core::Tensor;
@@ -153,60 +154,143 @@ fn text_encoder_integer_plan_matches_onnxruntime() {
     }
 }
 
+/// Where the s8s8 artifacts of MobileNetV2 and ResNet-50 fall short of
+/// bit identity, for one verified cause. onnxruntime's x86 rules leave 15
+/// of MobileNetV2's 52 Convs and 20 of ResNet-50's 53 in float (all 1x1;
+/// qport leaves the same groups in float: the coverage test below), and its
+/// float Conv, MLAS's SGEMM, sums K = Cin in slices of `StrideK`, each
+/// slice a chain of fused multiply-adds from zero that is then added to the
+/// output, the bias last. `StrideK` starts at 128 and `StrideN` at 128; when
+/// N (output pixels) >= K, `StrideK` halves while `StrideK / 2 >= K`, else it
+/// doubles while `StrideN > 16 && StrideN / 2 >= N` (halving `StrideN`):
+/// 128 for most layers here, 256 at 7x7. qport's f32 GEMM sums all of K in
+/// one chain, the same result only where K <= `StrideK` (11 of MobileNetV2's
+/// float Convs, 2 of ResNet-50's). In the others 42-96% of the elements
+/// differ in their last bits; some sit on a rounding boundary of the next
+/// QuantizeLinear and move a step, which then propagates. Verified on
+/// sample 0 of both: (1) comparing every intermediate value with
+/// onnxruntime's (its saved optimized graph run with every value as an
+/// output), the only values that differ while their inputs are equal are
+/// outputs of those float Convs; (2) recomputing each float Conv from
+/// onnxruntime's own inputs in MLAS's slice order reproduces all of its
+/// elements (3.4M in ResNet-50, 1.4M in MobileNetV2), qport's order 37% and
+/// 97%; and on all 32 samples (3) qport with its f32 GEMM summing in MLAS's
+/// slices (an uncommitted experiment) was bit-identical on 32/32 of both.
+/// So the counts below are the measured ones, asserted exactly: when the
+/// f32 GEMM follows MLAS's slices they become 32 and this must be changed
+/// to [`assert_bit_identical`].
+fn assert_measured_short_of_identity(family: &str, identical: usize, max_steps: f32) {
+    let variant = "qdq-s8s8";
+    check_host(family, variant);
+    let (_, tallies) = measure(family, variant, PROFILE);
+    for (name, t) in &tallies {
+        assert_eq!(
+            (t.identical, t.samples),
+            (identical, 32),
+            "{family}.{variant} output {name}: {t:?} (see the cause above)"
+        );
+        assert!(
+            t.max_steps <= max_steps,
+            "{family}.{variant} output {name}: {t:?}"
+        );
+    }
+}
+
+/// MobileNetV2 (random weights, step `bench-families`): 52 Convs, ReLU6 as
+/// `Clip`, residual `Add`s. u8s8 bit-identical on all 32 samples; s8s8
+/// measured 29/32, the other 3 with logits up to 3 output steps apart
+/// (99.73% of the elements within one), cause above.
+#[test]
+fn mobilenetv2_integer_plan_matches_onnxruntime() {
+    assert_bit_identical("mobilenetv2", "qdq-u8s8");
+    assert_measured_short_of_identity("mobilenetv2", 29, 3.0001);
+}
+
+/// ResNet-50 v1.5 (random weights, step `bench-families`): 53 Convs, a
+/// MaxPool, 16 residual `Add`s. u8s8 bit-identical on all 32 samples; s8s8
+/// measured 0/32, every logit within one output step, cause above.
+#[test]
+fn resnet50_integer_plan_matches_onnxruntime() {
+    assert_bit_identical("resnet50", "qdq-u8s8");
+    assert_measured_short_of_identity("resnet50", 0, 1.0001);
+}
+
 /// The integer operators qport lowers each artifact to are the ones in
 /// onnxruntime's optimized graph of it (`.ort-optimized.json`, op counts
 /// of its QLinear* / QGemm kernels), and the MAC share follows.
 #[test]
 fn integer_coverage_equals_what_onnxruntime_fuses() {
     for family in ["nhwc-classifier", "yolo-detector", "text-encoder"] {
-        for variant in ["qdq-u8s8", "qdq-s8s8"] {
-            let rec: serde_json::Value = serde_json::from_slice(
-                &std::fs::read(fixture(&format!(
-                    "models/families/{family}.{variant}.ort-optimized.json"
-                )))
-                .unwrap(),
-            )
-            .unwrap();
-            let mut ort: BTreeMap<String, u64> = BTreeMap::new();
-            for (k, v) in rec["op_types"].as_object().unwrap() {
-                let op = k.rsplit(':').next().unwrap();
-                if op.starts_with("QLinear") || op == "QGemm" {
-                    ort.insert(op.to_string(), v.as_u64().unwrap());
-                }
+        assert_coverage_is_onnxruntimes(family);
+    }
+}
+
+/// Measured: u8s8 52 QLinearConv, 10 QLinearAdd, QLinearGlobalAveragePool,
+/// QGemm (every group, 100% of the MACs); s8s8 37 QLinearConv,
+/// QLinearGlobalAveragePool, QGemm (67.9% of the MACs).
+#[test]
+fn mobilenetv2_integer_coverage_equals_what_onnxruntime_fuses() {
+    assert_coverage_is_onnxruntimes("mobilenetv2");
+}
+
+/// Measured: u8s8 53 QLinearConv, 16 QLinearAdd, QLinearGlobalAveragePool,
+/// QGemm (every group, 100% of the MACs); s8s8 33 QLinearConv,
+/// QLinearGlobalAveragePool, QGemm (68.3% of the MACs).
+#[test]
+fn resnet50_integer_coverage_equals_what_onnxruntime_fuses() {
+    assert_coverage_is_onnxruntimes("resnet50");
+}
+
+/// qport's QLinear* / QGemm operators of both QDQ artifacts of `family`
+/// are, by type and count, those of onnxruntime's optimized graph.
+fn assert_coverage_is_onnxruntimes(family: &str) {
+    for variant in ["qdq-u8s8", "qdq-s8s8"] {
+        let rec: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(fixture(&format!(
+                "models/families/{family}.{variant}.ort-optimized.json"
+            )))
+            .unwrap(),
+        )
+        .unwrap();
+        let mut ort: BTreeMap<String, u64> = BTreeMap::new();
+        for (k, v) in rec["op_types"].as_object().unwrap() {
+            let op = k.rsplit(':').next().unwrap();
+            if op.starts_with("QLinear") || op == "QGemm" {
+                ort.insert(op.to_string(), v.as_u64().unwrap());
             }
-            let rel = format!("models/families/{family}.{variant}.onnx");
-            let model = qport_onnx::load(fixture(&rel)).unwrap();
-            let plan = IntegerPlan::new(&model, &ArithProfile::preset(PROFILE).unwrap()).unwrap();
-            let c = plan.coverage();
-            let ours: BTreeMap<String, u64> = c
-                .lowered_by_op
-                .iter()
-                .filter(|(op, _)| op.starts_with("QLinear") || op.as_str() == "QGemm")
-                .map(|(op, n)| (op.clone(), *n as u64))
-                .collect();
-            assert_eq!(
-                ours, ort,
-                "{rel}: qport's integer operators vs onnxruntime's"
-            );
-            // MACs of one run: all of them in integers where onnxruntime
-            // fuses every Conv / MatMul / Gemm
-            let s = &samples(&fixture(&format!("parity/{family}.{variant}.ort-default")))[0];
-            let (_, c) = plan.run_with_coverage(s.inputs.clone()).unwrap();
-            let macs = c.macs.unwrap();
-            assert_eq!(macs.uncounted, 0, "{rel}");
-            assert!(macs.total > 0, "{rel}");
-            let float_macs = c
-                .float
-                .iter()
-                .any(|g| matches!(g.op.as_str(), "Conv" | "MatMul" | "Gemm"));
-            assert_eq!(macs.integer == macs.total, !float_macs, "{rel}: {macs:?}");
-            eprintln!(
-                "{rel}: {}/{} groups lowered, {:.1}% of {} MACs in integers, {ours:?}",
-                c.groups_lowered,
-                c.groups_found,
-                100.0 * macs.share().unwrap(),
-                macs.total
-            );
         }
+        let rel = format!("models/families/{family}.{variant}.onnx");
+        let model = qport_onnx::load(fixture(&rel)).unwrap();
+        let plan = IntegerPlan::new(&model, &ArithProfile::preset(PROFILE).unwrap()).unwrap();
+        let c = plan.coverage();
+        let ours: BTreeMap<String, u64> = c
+            .lowered_by_op
+            .iter()
+            .filter(|(op, _)| op.starts_with("QLinear") || op.as_str() == "QGemm")
+            .map(|(op, n)| (op.clone(), *n as u64))
+            .collect();
+        assert_eq!(
+            ours, ort,
+            "{rel}: qport's integer operators vs onnxruntime's"
+        );
+        // MACs of one run: all of them in integers where onnxruntime
+        // fuses every Conv / MatMul / Gemm
+        let s = &samples(&fixture(&format!("parity/{family}.{variant}.ort-default")))[0];
+        let (_, c) = plan.run_with_coverage(s.inputs.clone()).unwrap();
+        let macs = c.macs.unwrap();
+        assert_eq!(macs.uncounted, 0, "{rel}");
+        assert!(macs.total > 0, "{rel}");
+        let float_macs = c
+            .float
+            .iter()
+            .any(|g| matches!(g.op.as_str(), "Conv" | "MatMul" | "Gemm"));
+        assert_eq!(macs.integer == macs.total, !float_macs, "{rel}: {macs:?}");
+        eprintln!(
+            "{rel}: {}/{} groups lowered, {:.1}% of {} MACs in integers, {ours:?}",
+            c.groups_lowered,
+            c.groups_found,
+            100.0 * macs.share().unwrap(),
+            macs.total
+        );
     }
 }
