@@ -24,6 +24,7 @@
 //!   "threads": int,
 //!   "profile_files": [ { "path": str, "size_bytes": int, "sha256": str } ],
 //!   "profiles": [ Profile ],            // as in qport.profiles/1, in study order
+//!   "integer_coverage": Coverage,       // what ran in integers (docs/cli-json.md)
 //!   "matrix": { "profiles": [str], "top1_agree": [[int]] | null, "bit_identical": [[int]] },
 //!   "pairs": [ Pair ],                  // every pair of different profiles
 //!   "self": [ Pair ],                   // each profile vs its own second run
@@ -98,8 +99,9 @@ weights and biases re-derived) before measuring.
 
 Writes OUT/agree.json (schema qport.agree/1, docs/cli-json.md). Exit codes:
 0 done, 1 --min-agreement not met (the failing pairs are named), an output
-of a profile below --min-cosine / --min-sqnr against FP32, or a non-finite
-output, 2 input error (unknown profile or output, float model, data that
+of a profile below --min-cosine / --min-sqnr against FP32, less than
+--min-integer-coverage of the MACs in integers, or a non-finite output, 2
+input error (unknown profile or output, float model, data that
 does not fit the model).";
 
 /// `--pot` on the command line.
@@ -361,11 +363,8 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         _ => ExitStatus::Success,
     };
     let thresholds = crate::compare::status(doc.report.check.as_ref());
-    let coverage = args.coverage.status(&result.integer_coverage);
-    Ok([agreement, thresholds, coverage]
-        .into_iter()
-        .find(|s| *s != ExitStatus::Success)
-        .unwrap_or(ExitStatus::Success))
+    let coverage = args.coverage.status(Some(&result.integer_coverage));
+    Ok(ExitStatus::any_failed([agreement, thresholds, coverage]))
 }
 
 /// At most this many flipped samples are listed in the human output.

@@ -648,14 +648,15 @@ pub struct CoverageArg {
 }
 
 impl CoverageArg {
-    /// Exit 1 (with a message on stderr) when `c` is below the threshold.
-    pub fn status(&self, c: &qport_study::coverage::CoverageJson) -> crate::ExitStatus {
+    /// Exit 1 (with a message on stderr) when `c` is below the threshold,
+    /// or was not measured (`None`).
+    pub fn status(&self, c: Option<&qport_study::coverage::CoverageJson>) -> crate::ExitStatus {
+        let share = c.and_then(|c| c.mac_share);
         match self.min_integer_coverage {
-            Some(min) if c.mac_share.is_none_or(|v| v < min) => {
+            Some(min) if share.is_none_or(|v| v < min) => {
                 eprintln!(
                     "qport: check failed: {} of the multiply-accumulates ran in integers, below --min-integer-coverage {min}",
-                    c.mac_share
-                        .map_or("an unknown share".into(), |v| format!("{:.1}%", 100.0 * v))
+                    share.map_or("an unknown share".into(), |v| format!("{:.1}%", 100.0 * v))
                 );
                 crate::ExitStatus::Failure
             }

@@ -36,11 +36,13 @@
 //!       "throughput_per_s": float,
 //!       "vs_fp32": { "ratio": float, "speed": "faster" | "slower" | "same" } | null
 //!   } ],
+//!   "integer_coverage": Coverage | null,  // as in qport.agree/1; null without --int8
 //!   "peak_rss_bytes": int | null,
 //!   "prediction": { "rows": [ { "class": str, "isa": str, "instruction": str,
 //!                               "expect": "faster" | "slower", "evidence": str,
 //!                               "this_host": bool } ],
 //!                   "note": str },
+//!   "warnings": [str],
 //!   "seconds": float
 //! }
 //! ```
@@ -54,6 +56,11 @@
 //! INT8 median over the FP32 median (below 1: faster). `settings.inputs`
 //! describes the first input set (synthetic, or the first sample of
 //! `data`, whose `samples` are run one per round in turn).
+//! `integer_coverage` says how much of the `--int8` artifact the timed
+//! integer plans run in integers (the same under every profile), measured
+//! on the first input set; a warning says when under half of its
+//! multiply-accumulates do, since its "int8" latency then times mostly
+//! float operators.
 
 use crate::args::{ProfileFilesArg, ProfileList};
 use crate::model_file;
@@ -65,6 +72,7 @@ use anyhow::{Context, Result};
 use qport_engine::{IntegerPlan, Plan};
 use qport_study::bench::isa::{self, Machine, Prediction};
 use qport_study::bench::{self, BenchOptions, Latency, Variant, VsFp32};
+use qport_study::coverage::CoverageJson;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -97,6 +105,12 @@ split between them; outputs are bit-identical for every N), as
 onnxruntime's intra_op_num_threads does. --concurrent N runs N inferences
 at once instead; latencies are per inference, throughput counts them all.
 
+With --int8 the output says how much of the artifact runs in integers
+(quantized groups lowered, the share of Conv / MatMul / Gemm
+multiply-accumulates, each group left in float and why) and warns when
+under half of the MACs do: its int8 rows then time mostly float
+operators. --min-integer-coverage X exits 1 (after reporting) below X.
+
 The ratio column is INT8 median / FP32 median. The kernel table below it
 shows the sign an ISA-specific runtime would expect from the dot-product
 instruction; the note under it says which of qport's kernels use it.
@@ -125,6 +139,8 @@ pub struct BenchArgs {
     pub profiles: Option<ProfileList>,
     #[command(flatten)]
     pub files: ProfileFilesArg,
+    #[command(flatten)]
+    pub coverage: crate::args::CoverageArg,
     /// Intra-op threads: the threads ONE inference uses (its convolutions'
     /// GEMMs are split between them), like onnxruntime's
     /// intra_op_num_threads. Results do not depend on it.
@@ -241,8 +257,11 @@ struct Report {
     machine: Machine,
     settings: SettingsJson,
     results: Vec<ResultJson>,
+    /// How much of the `--int8` artifact runs in integers.
+    integer_coverage: Option<CoverageJson>,
     peak_rss_bytes: Option<u64>,
     prediction: PredictionJson,
+    warnings: Vec<String>,
     seconds: f64,
     /// `DIR/bench.json` once written, for the human output's last line.
     #[serde(skip)]
@@ -324,6 +343,9 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         },
     };
     opts.validate()?;
+    if args.int8.is_none() && args.coverage.min_integer_coverage.is_some() {
+        anyhow::bail!("--min-integer-coverage needs --int8 (the quantized artifact to measure)");
+    }
     let loaded = args.files.load()?;
     let profiles = match &args.int8 {
         Some(_) => crate::args::select_profiles(
@@ -388,6 +410,19 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         (Some(ip), Some(path)) => Some(vec![synthetic(ip.plan(), &opts, path)?]),
         _ => None,
     };
+    let coverage = match (int8_plans.first(), &int8_inputs, &args.int8) {
+        (Some(ip), Some(sets), Some(path)) => {
+            sp.set_message("measuring integer coverage");
+            Some(CoverageJson::measure(ip, sets[0].clone()).with_context(|| {
+                format!(
+                    "--int8 '{}': cannot run it under profile `{}`",
+                    path.display(),
+                    ip.profile().name
+                )
+            })?)
+        }
+        _ => None,
+    };
     drop(sp);
 
     let mut variants = vec![Variant {
@@ -443,6 +478,11 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
             int8_inputs: int8_inputs.as_ref().map(|s| inputs_json(&s[0])),
         },
         results,
+        warnings: coverage
+            .iter()
+            .filter_map(CoverageJson::low_coverage_warning)
+            .collect(),
+        integer_coverage: coverage,
         peak_rss_bytes: bench::peak_rss_bytes(),
         prediction: PredictionJson {
             rows: isa::predictions(machine.isa_class),
@@ -457,8 +497,11 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
             serde_json::to_string_pretty(&report).context("cannot encode the JSON report")? + "\n";
         report.written = Some(crate::out_dir::write(dir, "bench.json", json.as_bytes())?);
     }
+    for w in &report.warnings {
+        ui.warn(w);
+    }
     emit(&report, args.format, ui)?;
-    Ok(ExitStatus::Success)
+    Ok(args.coverage.status(report.integer_coverage.as_ref()))
 }
 
 fn latency_json(l: Latency) -> LatencyJson {
@@ -567,6 +610,9 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
         ]);
     }
     s += &t.render(ui, "  ");
+    if let Some(c) = &r.integer_coverage {
+        s += &crate::run::coverage_human(c, ui);
+    }
     s += &format!(
         "\npeak RSS: {}\n",
         r.peak_rss_bytes

@@ -20,6 +20,7 @@
 //!   "profiles": { "a": Profile, "b": Profile },
 //!   "differing_policies": [ { "stage": Stage, "field": str, "a": str, "b": str } ],
 //!   "lowered_groups": int,
+//!   "integer_coverage": Coverage,         // as in qport.agree/1 (docs/cli-json.md)
 //!   "summary": {
 //!     "inputs": int, "inputs_diverging": int, "outputs_identical": int,
 //!     "top1_compared": int, "top1_agree": int,
@@ -51,6 +52,7 @@
 //!                 "top5_overlap": float } | null
 //!     } ]
 //!   } ],
+//!   "warnings": [str],
 //!   "seconds": float
 //! }
 //!
@@ -58,6 +60,7 @@
 //! Stage = "accumulation" | "requantization-scale" | "rounding" | "bias" | "epilogue" | "non-gemm"
 //! Profile = an entry of qport.profiles/1
 //! OutputStats, Check = as in qport.quantize/1 (docs/cli-json.md)
+//! Coverage = as in qport.agree/1 (docs/cli-json.md)
 //! ```
 //!
 //! Shares are fractions in `[0, 1]`; `mean_share` averages over all inputs.
@@ -106,8 +109,15 @@ quantization step, top-1 along --argmax-axis (default: the class axis of an
 [N, C] output). Integer outputs and outputs that repeat a model input are
 listed, never counted as agreement.
 
+The report says how much of the artifact ran in integers (quantized groups
+lowered, the share of Conv / MatMul / Gemm multiply-accumulates, each group
+left in float and why), the same under both profiles; under half of the
+MACs in integers it warns that the comparison measures mostly float
+arithmetic.
+
 Exit code 1 when an output is below --min-cosine / --min-sqnr or holds NaN
-or an infinity (the first node that produced one is named); 2 for an
+or an infinity (the first node that produced one is named), or when less
+than --min-integer-coverage of the MACs ran in integers; 2 for an
 unknown profile or output, not exactly two profiles, a float model
 (quantize it first) or data that does not fit the model's inputs.";
 
@@ -137,6 +147,8 @@ pub struct DivergeArgs {
     pub all_layers: bool,
     #[command(flatten)]
     pub compare: crate::args::OutputArgs,
+    #[command(flatten)]
+    pub coverage: crate::args::CoverageArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -241,6 +253,9 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
         }
         None => None,
     };
+    for w in &report.warnings {
+        ui.warn(w);
+    }
     let doc = DivergeDoc {
         report,
         summary: &summary,
@@ -248,7 +263,10 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
         written,
     };
     emit(&doc, args.format, ui)?;
-    Ok(crate::compare::status(doc.report.check.as_ref()))
+    Ok(ExitStatus::any_failed([
+        crate::compare::status(doc.report.check.as_ref()),
+        args.coverage.status(doc.report.integer_coverage.as_ref()),
+    ]))
 }
 
 /// `name [1, 3, 224, 224]` for each declared input.
@@ -340,6 +358,9 @@ fn render_human(s: &Summary, r: &Report, all: bool, ui: &Ui) -> String {
             "not compared (integer, or repeating a model input): {}\n",
             not_compared.join(", ")
         ));
+    }
+    if let Some(c) = &r.integer_coverage {
+        out.push_str(&crate::run::coverage_human(c, ui));
     }
     out.push_str(&format!("\neach output, {} against {}\n", s.b, s.a));
     out.push_str(&crate::compare::table(&r.outputs, ui, "  "));

@@ -43,6 +43,18 @@ pub enum ExitStatus {
     Failure,
 }
 
+impl ExitStatus {
+    /// [`ExitStatus::Failure`] when any of `all` is, else success: the
+    /// outcome of a command with several checks.
+    pub fn any_failed(all: impl IntoIterator<Item = ExitStatus>) -> ExitStatus {
+        if all.into_iter().any(|s| s == ExitStatus::Failure) {
+            ExitStatus::Failure
+        } else {
+            ExitStatus::Success
+        }
+    }
+}
+
 /// Exit code for usage and input errors.
 const EXIT_ERROR: u8 = 2;
 

@@ -19,6 +19,7 @@ use qport_quant::fp16::{self, Float16Finding};
 use qport_quant::ptq::{self, Evaluation, PrecisionMix, Sample};
 use qport_quant::template::{self, Template};
 use qport_quant::{config::QuantConfig, resolve, CalibMethod, QuantError};
+use qport_study::coverage::CoverageJson;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -48,7 +49,14 @@ NAME chooses): cosine, SQNR, max |diff|, top-1 along --argmax-axis (default:
 the class axis of an [N, C] output; none for other shapes). Exit 1 when an
 output is below --min-cosine / --min-sqnr (the files are written) or holds
 NaN or an infinity (the first node that produced one is named; nothing is
-written). Off a
+written).
+
+The summary also says how much of the artifact runs in integers when
+lowered as onnxruntime's CPU execution provider fuses it (quantized groups
+lowered, the share of Conv / MatMul / Gemm multiply-accumulates, each group
+left in float and why; measured on the first calibration sample under the
+platform's arithmetic profile) and warns when under half of the MACs do.
+--min-integer-coverage X exits 1 below X (the files are written). Off a
 terminal each phase prints a `qport: PHASE` line on stderr (not with -q).
 Templates and config keys: docs/quant-config.md.";
 
@@ -106,6 +114,8 @@ pub struct QuantizeArgs {
     #[command(flatten)]
     pub compare: crate::args::OutputArgs,
     #[command(flatten)]
+    pub coverage: crate::args::CoverageArg,
+    #[command(flatten)]
     pub out: OutDirArg,
     /// Output format on stdout: the summary, or the report as JSON.
     #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -134,6 +144,12 @@ pub struct Report {
     float16_guard: Vec<Float16Finding>,
     quantized_tensors: usize,
     evaluation: Option<EvalJson>,
+    /// How much of the artifact runs in integers (`None` when it could not
+    /// be measured; a warning says why).
+    integer_coverage: Option<CoverageJson>,
+    /// The arithmetic profile the coverage was measured under (the
+    /// platform's default).
+    integer_coverage_profile: String,
     files: Vec<String>,
     warnings: Vec<String>,
     seconds: f64,
@@ -190,6 +206,13 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     let out_dir = args.out.check(&OUT_FILES)?;
     let registry = args.overrides.load()?;
     let platform = registry.get(&args.platform)?.clone();
+    let arith = qport_core::arith::ArithProfile::preset(&platform.default_arith_profile)
+        .with_context(|| {
+            format!(
+                "platform {}: default_arith_profile '{}' is not an arithmetic profile",
+                platform.name, platform.default_arith_profile
+            )
+        })?;
     let variant = if args.fast_perf {
         Template::FastPerf
     } else {
@@ -379,6 +402,14 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         seconds: te.elapsed().as_secs_f64(),
     });
 
+    let sp = ui.spinner(&format!(
+        "measuring integer coverage under `{}`",
+        arith.name
+    ));
+    let (integer_coverage, coverage_note) =
+        measure_coverage(qmodel, &arith, calib.selection.first());
+    drop(sp);
+
     // outputs
     // the config of the chosen calibrator and symmetry
     let mix = ptq::precision_mix(&prepared, &chosen.resolved, &calib.values);
@@ -402,6 +433,12 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     if args.eval.is_none() {
         warnings.push("no --eval data: agreement was measured on calibration samples".into());
     }
+    warnings.extend(coverage_note);
+    warnings.extend(
+        integer_coverage
+            .as_ref()
+            .and_then(CoverageJson::low_coverage_warning),
+    );
     if let Some(e) = &evaluation {
         warnings.extend(compare::low_cosine_warnings(RUNS, &e.eval.outputs));
         if !e.eval.outputs.iter().any(|o| o.is_compared()) {
@@ -445,6 +482,8 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         float16_guard,
         quantized_tensors: chosen.exported.tensors.len(),
         evaluation,
+        integer_coverage,
+        integer_coverage_profile: arith.name.clone(),
         files: OUT_FILES.iter().map(|f| f.to_string()).collect(),
         warnings,
         seconds: t0.elapsed().as_secs_f64(),
@@ -457,9 +496,43 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         ui.warn(w);
     }
     emit(&report, args.format, ui)?;
-    Ok(crate::compare::status(
-        report.evaluation.as_ref().and_then(|e| e.check.as_ref()),
-    ))
+    Ok(ExitStatus::any_failed([
+        crate::compare::status(report.evaluation.as_ref().and_then(|e| e.check.as_ref())),
+        args.coverage.status(report.integer_coverage.as_ref()),
+    ]))
+}
+
+/// The integer coverage of the exported artifact `model` under `arith`,
+/// measured on `sample`; `None` with a warning saying why when it cannot
+/// be measured (an artifact without a quantized operator, or one the
+/// integer lowering cannot compile).
+fn measure_coverage(
+    model: &qport_onnx::Model,
+    arith: &qport_core::arith::ArithProfile,
+    sample: Option<&Sample>,
+) -> (Option<CoverageJson>, Option<String>) {
+    let Some(sample) = sample else {
+        return (
+            None,
+            Some("no calibration sample to measure the integer coverage on".into()),
+        );
+    };
+    let measured = qport_engine::IntegerPlan::new(model, arith)
+        .and_then(|plan| CoverageJson::measure(&plan, sample.inputs.clone()));
+    match measured {
+        Ok(c) => (Some(c), None),
+        Err(qport_engine::EngineError::NotQuantized { .. }) => (
+            None,
+            Some("the artifact has no quantized operator: nothing runs in integers".into()),
+        ),
+        Err(e) => (
+            None,
+            Some(format!(
+                "cannot measure the integer coverage under `{}`: {e}",
+                arith.name
+            )),
+        ),
+    }
 }
 
 /// Who the evaluation compares, in messages.
@@ -571,6 +644,10 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
         for f in &r.float16_guard {
             s += &format!("  {}\n", f.describe());
         }
+    }
+    if let Some(c) = &r.integer_coverage {
+        s += "\n";
+        s += &crate::run::coverage_human(c, ui);
     }
     if let Some(e) = &r.evaluation {
         s += &format!("\nvs FP32 on {} ({} samples)\n", e.data, e.eval.samples);

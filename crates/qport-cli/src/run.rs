@@ -153,8 +153,10 @@ impl Render for RunJson {
     }
 }
 
-/// The human form of an integer coverage: a summary line, a warning when
-/// under half of the MACs ran in integers, then one line per float group.
+/// The human form of an integer coverage: a summary line, under half of
+/// the MACs in integers the low-coverage warning's text (as part of the
+/// result, which must not read as a portability result; the warning
+/// itself goes to stderr), then one line per float group.
 pub fn coverage_human(c: &CoverageJson, ui: &Ui) -> String {
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
     let mut s = format!(
@@ -168,10 +170,7 @@ pub fn coverage_human(c: &CoverageJson, ui: &Ui) -> String {
         pct(c.mac_share),
     );
     if let Some(w) = c.low_coverage_warning() {
-        s.push_str(&format!(
-            "{}\n",
-            ui.paint(&format!("warning: {w}"), Style::Bad)
-        ));
+        s.push_str(&format!("{}\n", ui.paint(&w, Style::Bad)));
     }
     for g in &c.float_groups {
         s.push_str(&format!("  float {} ({}): {}\n", g.node, g.op, g.reason));
@@ -427,6 +426,12 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     let run_time = t_run.elapsed();
     drop(spinner);
+    if let Some(w) = coverage
+        .as_ref()
+        .and_then(CoverageJson::low_coverage_warning)
+    {
+        ui.warn(&w);
+    }
 
     if let Some(out) = &args.output {
         qport_data::npz::write(out, &outputs)

@@ -210,7 +210,14 @@ fn issue12_quantize_labels_every_phase() {
     assert!(!o.stderr.contains("0/0"), "{}", o.stderr);
     let o = run(&s(&t.path().join("b")), true);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stderr.is_empty(), "-q: {}", o.stderr);
+    // -q silences the phases; warnings stay (j6m's int8 activations leave
+    // most of the classifier's MACs in float: the low-coverage warning)
+    assert!(
+        o.stderr.lines().all(|l| l.starts_with("qport: warning: ")),
+        "-q: {}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("qport: writing"), "-q: {}", o.stderr);
 }
 
 #[test]

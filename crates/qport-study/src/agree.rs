@@ -405,8 +405,10 @@ impl AgreeStudy {
             let out = self.run_chunk(&chunk)?;
             // after the chunk ran, so a bad sample is reported as such
             if coverage.is_none() {
-                let (_, c) = self.plans[0].run_with_coverage(chunk[0].inputs.clone())?;
-                coverage = Some(CoverageJson::new(&c));
+                coverage = Some(CoverageJson::measure(
+                    &self.plans[0],
+                    chunk[0].inputs.clone(),
+                )?);
             }
             for (k, sample) in chunk.iter().enumerate() {
                 self.check_finite(sample, &out, k)?;

@@ -69,6 +69,18 @@ impl CoverageJson {
         }
     }
 
+    /// Runs `plan` once on `inputs` and measures what ran in integers
+    /// ([`qport_engine::IntegerPlan::run_with_coverage`]). Which groups are
+    /// lowered does not depend on the plan's profile, so one plan speaks
+    /// for every profile of a study.
+    pub fn measure(
+        plan: &qport_engine::IntegerPlan,
+        inputs: Vec<(String, qport_core::Tensor)>,
+    ) -> Result<CoverageJson, qport_engine::EngineError> {
+        let (_, c) = plan.run_with_coverage(inputs)?;
+        Ok(CoverageJson::new(&c))
+    }
+
     /// True when a share of MACs is known and below `min`.
     pub fn mac_share_below(&self, min: f64) -> bool {
         self.mac_share.is_some_and(|v| v < min)

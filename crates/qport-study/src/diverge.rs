@@ -49,6 +49,7 @@ pub use compare::Diff;
 pub use stage::{Attribution, Stage, Swap};
 pub use summary::{summarize, FirstCount, LayerSummary, Summary, SwapSummary, VerdictCount, View};
 
+use crate::coverage::CoverageJson;
 use crate::StudyError;
 use node::{is_quantized_op, NodeRunner, Variant};
 use qport_core::arith::ArithProfile;
@@ -165,6 +166,8 @@ pub struct Localizer {
     /// Per chosen output (its index among the graph outputs), B against A
     /// over every input so far; built on the first input.
     outputs: Vec<(usize, OutputAcc)>,
+    /// What ran in integers, measured on the first input.
+    coverage: Option<CoverageJson>,
 }
 
 /// Localizes the divergence of `b` from `a` on `model` for one input (see
@@ -206,6 +209,7 @@ impl Localizer {
             choice: OutputChoice::default(),
             steps,
             outputs: vec![],
+            coverage: None,
         })
     }
 
@@ -265,6 +269,13 @@ impl Localizer {
         self.plan_a.model()
     }
 
+    /// How much of the artifact runs in integers (the same under A and B:
+    /// which groups are lowered does not depend on the profile), measured
+    /// on the first input localized; `None` before any.
+    pub fn coverage(&self) -> Option<&CoverageJson> {
+        self.coverage.as_ref()
+    }
+
     /// Localizes the divergence of B from A on one input (the graph inputs
     /// by name, as [`qport_engine::Plan::run`] takes them).
     pub fn localize(&mut self, inputs: Vec<(String, Tensor)>) -> Result<Divergence, StudyError> {
@@ -276,6 +287,10 @@ impl Localizer {
             .run_with_tap(inputs.clone(), &mut |name, t| {
                 values.insert(name.to_string(), t.clone());
             })?;
+        // after A ran, so inputs that do not fit fail as such
+        if self.coverage.is_none() {
+            self.coverage = Some(CoverageJson::measure(&self.plan_a, inputs.clone())?);
+        }
 
         // 2. The layers.
         let model = self.plan_a.model();

@@ -37,6 +37,7 @@
 //! ```
 
 use super::{Divergence, LayerSummary, Localizer, OutputDiff, Stage, Summary};
+use crate::coverage::CoverageJson;
 use qport_core::arith::ArithProfile;
 use qport_core::compare::{OutputStats, ThresholdCheck, Thresholds};
 use qport_core::report::{FileJson, Header, ProfileJson};
@@ -158,6 +159,9 @@ pub struct Report<'a> {
     pub differing_policies: Vec<PolicyJson>,
     /// Quantized groups lowered to integer operators.
     pub lowered_groups: usize,
+    /// How much of the artifact ran in integers (`None` when no input was
+    /// localized).
+    pub integer_coverage: Option<CoverageJson>,
     /// The headline numbers.
     pub summary: &'a Summary,
     /// Every chosen graph output, B against A (A the reference), over all
@@ -169,6 +173,8 @@ pub struct Report<'a> {
     pub layers: &'a [LayerSummary],
     /// Every input's result, in order.
     pub per_input: Vec<InputJson<'a>>,
+    /// Warnings given (under half of the MACs in integers).
+    pub warnings: Vec<String>,
     /// Wall time of the whole run, in seconds.
     pub seconds: f64,
 }
@@ -178,7 +184,8 @@ impl<'a> Report<'a> {
     /// their `summary`, made by `loc`; `files` names the file each of its
     /// profiles A and B was read from (`None` for a preset); the outputs
     /// are checked against `thresholds`; `seconds` is the wall time to
-    /// record.
+    /// record. Warns when under half of the artifact's MACs ran in integers
+    /// ([`CoverageJson::low_coverage_warning`]).
     pub fn new(
         p: Provenance,
         loc: &Localizer,
@@ -191,6 +198,7 @@ impl<'a> Report<'a> {
         let (a, b) = (loc.profile_a(), loc.profile_b());
         let outputs = loc.output_stats();
         let check = thresholds.check([(format!("{} vs {}", b.name, a.name), &outputs[..])]);
+        let coverage = loc.coverage().cloned();
         Report {
             provenance: p,
             profiles: PairJson {
@@ -199,6 +207,11 @@ impl<'a> Report<'a> {
             },
             differing_policies: PolicyJson::differing(a, b),
             lowered_groups: loc.lowered().len(),
+            warnings: coverage
+                .iter()
+                .filter_map(CoverageJson::low_coverage_warning)
+                .collect(),
+            integer_coverage: coverage,
             summary,
             outputs,
             check,
