@@ -181,6 +181,18 @@ impl Node {
 }
 
 impl Graph {
+    /// How many nodes have op type `op_type` (in any domain).
+    ///
+    /// ```
+    /// use qport_onnx::{Graph, Node};
+    /// let relu = |i: &str, o: &str| Node::new(o, "Relu", [i], [o]);
+    /// let g = Graph::new("g", vec![relu("x", "y"), relu("y", "z")], vec![], vec![]);
+    /// assert_eq!((g.count_op("Relu"), g.count_op("Conv")), (2, 0));
+    /// ```
+    pub fn count_op(&self, op_type: &str) -> usize {
+        self.nodes.iter().filter(|n| n.op_type == op_type).count()
+    }
+
     /// A graph named `name` with these nodes, inputs and outputs and no
     /// initializers.
     pub fn new(

@@ -47,12 +47,7 @@ struct Measured {
 const PROFILES: [&str; 3] = ["exact", "f32-rne", "fp16-epilogue"];
 
 fn measure(what: &str, artifact: &Model, eval: &[Sample]) -> Measured {
-    let casts = artifact
-        .graph
-        .nodes
-        .iter()
-        .filter(|n| n.op_type == "Cast")
-        .count();
+    let casts = artifact.graph.count_op("Cast");
     assert!(casts > 20, "{what}: {casts} Casts: not a float16 template");
     let float = Plan::new(artifact).unwrap();
     let mut mac_share = f64::NAN;

@@ -111,13 +111,10 @@ fn check(family: &str, platform: &str, least_cosine: f64) {
         artifact.graph.nodes.len(),
         "{family} {platform}"
     );
-    let quantized = back
-        .graph
-        .nodes
-        .iter()
-        .filter(|n| n.op_type == "QuantizeLinear")
-        .count();
-    assert!(quantized > 0, "{family} {platform}: no QuantizeLinear");
+    assert!(
+        back.graph.count_op("QuantizeLinear") > 0,
+        "{family} {platform}: no QuantizeLinear"
+    );
 
     let reg = qport_platform::Registry::builtin();
     let profile_name = &reg.get(platform).unwrap().default_arith_profile;

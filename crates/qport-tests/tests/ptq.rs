@@ -278,14 +278,7 @@ fn j6p_template_is_float16_with_int8_gemms_and_at_least_as_accurate() {
     );
     assert!(!mix.macs.contains_key("float16"), "{mix:?}");
     let q6p = ptq::quantize(&model, &r6p, &calib, None).unwrap();
-    let casts = q6p
-        .exported
-        .model
-        .graph
-        .nodes
-        .iter()
-        .filter(|n| n.op_type == "Cast")
-        .count();
+    let casts = q6p.exported.model.graph.count_op("Cast");
     assert!(casts > 50, "{casts} Cast nodes");
     let q6m = ptq::quantize(&model, &r6m, &calib, None).unwrap();
     let c6p = mean_cosine(&fp32, &q6p.exported.model, &eval);
@@ -340,7 +333,7 @@ fn int16_runs_in_integers(q: &Model, samples: &[Sample]) {
         .iter()
         .filter(|(_, op)| op == "QLinearConv")
         .count();
-    let n_conv = q.graph.nodes.iter().filter(|n| n.op_type == "Conv").count();
+    let n_conv = q.graph.count_op("Conv");
     assert_eq!(convs, n_conv, "every int16 Conv group lowered");
     let sim = Plan::new(q).unwrap();
     for s in samples {
