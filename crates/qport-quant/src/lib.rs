@@ -15,6 +15,9 @@
 //! - [`opset`]: raising a model's opset when the export needs it.
 //! - [`ptq`]: calibrate, export per calibrator, choose, evaluate.
 //! - [`fp16`]: the float16 range guard (nodes float16 cannot hold kept wider).
+//! - [`measure`]: scoring precision assignments against FP32 with one
+//!   calibration; [`sensitivity`]: per-node sensitivity; [`tune`]: mixed
+//!   precision to an accuracy target.
 #![deny(missing_docs)]
 
 pub mod calib;
@@ -23,6 +26,7 @@ pub mod error;
 pub mod fp16;
 pub mod import;
 pub mod lineage;
+pub mod measure;
 pub mod observer;
 pub mod ops;
 pub mod opset;
@@ -30,7 +34,9 @@ pub mod pot;
 pub mod ptq;
 pub mod qdq;
 pub mod resolve;
+pub mod sensitivity;
 pub mod template;
+pub mod tune;
 pub mod types;
 
 pub use error::QuantError;

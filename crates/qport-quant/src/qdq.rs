@@ -323,9 +323,10 @@ fn act_grid(q: Precision, signed: bool) -> Option<Grid> {
     Grid::for_qtype(q, signed)
 }
 
-/// Decides, for every node input, what the export will do. Returns for each
-/// node a vector of `(role, precision)` per input.
-fn plan_inputs(
+/// Decides, for every node input, what the export will do with the node
+/// precisions `precisions`: for each node a vector of `(role, precision)`
+/// per input, `None` for an input left as it is.
+pub fn quantized_inputs(
     model: &Model,
     precisions: &[NodePrecision],
     values: &ValueFacts,
@@ -400,7 +401,7 @@ pub fn export(
             g.nodes.len()
         )));
     }
-    let plan = plan_inputs(model, precisions, values, opts.weight_per_channel);
+    let plan = quantized_inputs(model, precisions, values, opts.weight_per_channel);
     let mut b = Builder {
         model,
         preset_integers: &opts.preset_integers,
