@@ -20,6 +20,7 @@ mod diverge;
 mod info;
 mod layout;
 mod migrate;
+mod mixed;
 mod model_file;
 mod out_dir;
 mod output;
@@ -29,6 +30,8 @@ mod profiles;
 mod quantize;
 mod report;
 mod run;
+mod sensitivity;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -156,6 +159,14 @@ enum Command {
     /// matrix, bit-identical outputs, FP32 controls, flips and margins.
     #[command(after_help = agree::AFTER_HELP)]
     Agree(agree::AgreeArgs),
+    /// Per-node quantization sensitivity: each node alone at the base
+    /// precision, each promoted alone to int16, ranked, with MAC shares.
+    #[command(after_help = sensitivity::AFTER_HELP)]
+    Sensitivity(sensitivity::SensitivityArgs),
+    /// Mixed precision to an accuracy target: promote the nodes that
+    /// matter to int16, write the tuned config, artifact and trajectory.
+    #[command(after_help = tune::AFTER_HELP)]
+    Tune(tune::TuneArgs),
     /// FP32 vs INT8 latency on this machine: ISA features, median/p10/p90
     /// per profile, INT8/FP32 ratios, peak RSS, the kernel table's
     /// prediction for other ISAs.
@@ -189,6 +200,8 @@ fn main() -> ExitCode {
         Command::Diverge(a) => diverge::run(a, &ui),
         Command::Agree(a) => agree::run(a, &ui),
         Command::Bench(a) => bench::run(a, &ui),
+        Command::Sensitivity(a) => sensitivity::run(a, &ui),
+        Command::Tune(a) => tune::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

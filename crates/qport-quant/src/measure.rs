@@ -53,8 +53,18 @@ impl Metric {
     }
 
     /// The metric's value in `s` (`+inf` SQNR for outputs identical to
-    /// FP32; 1 top-1 agreement without an arg-max output).
+    /// FP32; 1 top-1 agreement without an arg-max output). A score with
+    /// non-finite outputs gets the worst value: cosine −1, SQNR `−inf`,
+    /// MSE `+inf`, top-1 0.
     pub fn value(self, s: &Score) -> f64 {
+        if s.non_finite_samples > 0 {
+            return match self {
+                Metric::Cosine => -1.0,
+                Metric::Sqnr => f64::NEG_INFINITY,
+                Metric::Mse => f64::INFINITY,
+                Metric::Top1 => 0.0,
+            };
+        }
         match self {
             Metric::Cosine => s.cosine,
             Metric::Sqnr => s.sqnr_db.unwrap_or(f64::INFINITY),
@@ -97,6 +107,9 @@ pub struct Score {
     /// Top-1 agreement over the rows of outputs with an arg-max axis;
     /// `None` without such an output.
     pub top1: Option<f64>,
+    /// Samples whose quantized outputs held NaN or an infinity (left out
+    /// of the other fields; any makes [`Metric::value`] the worst).
+    pub non_finite_samples: usize,
 }
 
 /// Sums of per-sample comparisons.
@@ -109,6 +122,7 @@ struct Sums {
     elements: usize,
     rows: usize,
     rows_agree: usize,
+    non_finite: usize,
 }
 
 impl Sums {
@@ -136,6 +150,7 @@ impl Sums {
                 self.noise / self.elements as f64
             },
             top1: (self.rows > 0).then(|| ptq::fraction(self.rows_agree, self.rows, 1.0)),
+            non_finite_samples: self.non_finite,
         }
     }
 }
@@ -314,6 +329,9 @@ impl<'a> Scorer<'a> {
         let idx: Vec<usize> = (0..self.samples.len()).collect();
         let per_sample = par_map(&idx, self.threads, |&i| {
             let out = plan.run(self.samples[i].inputs.clone())?;
+            if compare::non_finite_output(&out).is_some() {
+                return Ok(None);
+            }
             let mut diffs = Vec::with_capacity(self.specs.len());
             for (k, spec) in &self.specs {
                 let (r, q) = (&self.reference[i][*k].1, &out[*k].1);
@@ -333,11 +351,14 @@ impl<'a> Scorer<'a> {
                     spec,
                 ));
             }
-            Ok(diffs)
+            Ok(Some(diffs))
         })?;
         let mut sums = Sums::default();
-        for d in per_sample.iter().flatten() {
-            sums.add(d);
+        for d in &per_sample {
+            match d {
+                Some(d) => d.iter().for_each(|d| sums.add(d)),
+                None => sums.non_finite += 1,
+            }
         }
         Ok(sums.score())
     }

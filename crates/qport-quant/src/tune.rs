@@ -12,8 +12,9 @@
 //!    inputs are quantized, [`promotion_candidates`]) at int16. If even
 //!    that misses the target, the search stops ([`Outcome::Unreachable`]).
 //! 3. **ranking**: each candidate promoted alone, scored on the first
-//!    `rank_samples` samples; ranked by the metric's gain over the
-//!    baseline, largest first (ties in graph order).
+//!    `rank_samples` samples; ranked by the gain over the baseline of the
+//!    target's metric ([`ranking_metric`]: mean cosine for a top-1
+//!    target), largest first (ties in graph order).
 //! 4. **greedy promotion**: the ranked candidates that fit the budget
 //!    (skipping any whose MACs would exceed it), promoted as a growing
 //!    prefix of the ranking: 1, 2, 4, ... nodes until the target holds,
@@ -247,7 +248,7 @@ pub struct Ranked {
     pub op_type: String,
     /// Share of the model's MACs.
     pub mac_share: f64,
-    /// The metric's gain when promoted alone (ranking samples).
+    /// The gain of [`ranking_metric`] when promoted alone (ranking samples).
     pub gain: f64,
     /// Left out of the promotion: it would exceed the budget.
     pub over_budget: bool,
@@ -402,6 +403,16 @@ impl Search<'_, '_> {
     }
 }
 
+/// The metric candidates are ranked by: the target's, except top-1,
+/// whose agreement on a few ranking samples rarely moves when one node
+/// changes; mean cosine ranks those.
+pub fn ranking_metric(target: Metric) -> Metric {
+    match target {
+        Metric::Top1 => Metric::Cosine,
+        m => m,
+    }
+}
+
 fn share_of(prec: &[NodePrecision], macs: &[u64], q: Precision) -> f64 {
     mac_shares(prec, macs)
         .get(crate::config::qtype_name(q))
@@ -466,10 +477,11 @@ pub fn tune(
     // ranking: each candidate promoted alone, on the ranking samples
     let rank_scorer = scorer.first(opts.rank_samples);
     let rank_base = rank_scorer.score(&s.base)?;
+    let rank_metric = ranking_metric(target.metric);
     let mut gains = Vec::with_capacity(candidates.len());
     for (i, &k) in candidates.iter().enumerate() {
         let sc = rank_scorer.score(&s.config(&[k]))?;
-        gains.push(gain(target.metric, &rank_base, &sc));
+        gains.push(gain(rank_metric, &rank_base, &sc));
         ranked(i + 1, candidates.len());
     }
     let mut order: Vec<usize> = (0..candidates.len()).collect();

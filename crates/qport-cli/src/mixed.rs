@@ -1,0 +1,222 @@
+//! What `qport sensitivity` and `qport tune` share: their arguments (model,
+//! platform, calibration and evaluation data, threads) and the setup both
+//! start with: load the model, resolve the platform's default template
+//! (and an optional user config), calibrate once, apply the float16 range
+//! guard, choose the calibrator as `qport quantize` does, and load the
+//! evaluation samples into a [`Scorer`].
+
+use crate::args::{InputShapeArgs, OverridesArg, PreprocessArgs};
+use crate::model_file::{self, FileFacts};
+use crate::output::Ui;
+use crate::report::FileJson;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use qport_quant::config::QuantConfig;
+use qport_quant::fp16::{self, Float16Finding};
+use qport_quant::measure::Scorer;
+use qport_quant::ptq::{self, Calibration, Sample};
+use qport_quant::resolve::{self, Resolved};
+use qport_quant::template::{self, Template};
+use qport_quant::QuantError;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `sensitivity` and `tune`.
+#[derive(Debug, Args)]
+pub struct MixedArgs {
+    /// The FP32 ONNX model.
+    pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: InputShapeArgs,
+    /// Target platform (`qport platforms` lists them).
+    #[arg(long, short)]
+    pub platform: String,
+    /// Calibration data: image folder, .npy or .npz.
+    #[arg(long)]
+    pub calib: PathBuf,
+    /// Evaluation data (same forms): every candidate is compared with FP32 on it.
+    #[arg(long)]
+    pub eval: PathBuf,
+    #[command(flatten)]
+    pub pre: PreprocessArgs,
+    /// Use at most this many calibration samples.
+    #[arg(long)]
+    pub calib_limit: Option<usize>,
+    /// Use at most this many evaluation samples.
+    #[arg(long)]
+    pub eval_limit: Option<usize>,
+    /// Threads the evaluation samples are split across (default: every
+    /// core); results do not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub overrides: OverridesArg,
+}
+
+/// The data a study used, for reports.
+#[derive(Debug, Serialize)]
+pub struct DataJson {
+    /// Path and what it holds.
+    pub data: String,
+    /// sha256 over the samples used.
+    pub data_sha256: String,
+    /// Samples used.
+    pub samples: usize,
+}
+
+/// Everything the two commands start from.
+pub struct Setup {
+    /// The model file.
+    pub model: FileFacts,
+    /// The platform.
+    pub platform: qport_platform::Platform,
+    /// The prepared float model.
+    pub prepared: qport_onnx::Model,
+    /// One calibration pass.
+    pub calib: Calibration,
+    /// The base config, narrowed to the chosen calibrator, after the guard.
+    pub base: Resolved,
+    /// Nodes the float16 range guard moved.
+    pub float16_guard: Vec<Float16Finding>,
+    /// The evaluation samples.
+    pub eval: Vec<Sample>,
+    /// Calibration data record.
+    pub calib_data: DataJson,
+    /// Evaluation data record.
+    pub eval_data: DataJson,
+    /// Threads.
+    pub threads: usize,
+    /// The user config file, when given.
+    pub config: Option<FileJson>,
+}
+
+impl Setup {
+    /// A scorer on every evaluation sample.
+    pub fn scorer(&self) -> Result<Scorer<'_>> {
+        Scorer::new(
+            &self.prepared,
+            &self.calib,
+            self.base.clone(),
+            self.eval.clone(),
+            &qport_core::compare::OutputChoice::default(),
+            self.threads,
+        )
+        .map_err(|e| anyhow!(e))
+    }
+}
+
+/// Loads, calibrates and chooses the calibrator (see the module docs);
+/// `config` is laid over the platform's default template.
+pub fn setup(args: &MixedArgs, config: Option<&Path>, ui: &Ui) -> Result<Setup> {
+    let registry = args.overrides.load()?;
+    let platform = registry.get(&args.platform)?.clone();
+    let user = config.map(QuantConfig::from_file).transpose()?;
+    let config_json = config
+        .map(|p| model_file::file_facts(p).map(|f| FileJson::from(&f)))
+        .transpose()?;
+    let sp = ui.spinner(&format!("loading {}", args.model.display()));
+    let mut loaded = model_file::load(&args.model)?;
+    args.shapes.apply(&mut loaded.model, &args.model)?;
+    let unsupported = qport_engine::unsupported_ops(&loaded.model);
+    if !unsupported.is_empty() {
+        let list: Vec<String> = unsupported
+            .iter()
+            .map(|(o, n)| format!("{o} ({n})"))
+            .collect();
+        bail!(
+            "the model uses ops qport cannot run yet: {}",
+            list.join(", ")
+        );
+    }
+    let prepared = ptq::prepare(&loaded.model);
+    let base = template::template(&platform, Template::Default);
+    let mut resolved =
+        resolve::resolve(&prepared, &platform, &base, user.as_ref()).map_err(|e| {
+            match (config, e) {
+                (Some(p), qport_quant::config::ConfigError::Invalid { errors }) => anyhow!(errors
+                    .iter()
+                    .map(|m| format!("{}: {m}", p.display()))
+                    .collect::<Vec<_>>()
+                    .join("\n")),
+                (_, e) => anyhow!(e),
+            }
+        })?;
+    sp.phase(ui, "opening the data");
+    let inputs = crate::data::model_inputs(&prepared);
+    let preprocess = args.pre.load()?;
+    if preprocess.is_some() {
+        crate::data::check_preprocess(&[("--calib", &args.calib), ("--eval", &args.eval)], ui)?;
+    }
+    let calib_src =
+        crate::data::Source::open(&args.calib, &inputs, preprocess.clone(), args.calib_limit)?;
+    let eval_src = crate::data::Source::open(&args.eval, &inputs, preprocess, args.eval_limit)?;
+    if calib_src.len() == 0 {
+        bail!("{}", QuantError::EmptyCalibration);
+    }
+    if eval_src.len() == 0 {
+        bail!("no evaluation samples in '{}'", args.eval.display());
+    }
+    drop(sp);
+    let pb = ui.progress(calib_src.len() as u64, "samples", "calibrating");
+    let last = crate::data::LastSample::default();
+    let calib = ptq::calibrate(
+        &prepared,
+        &resolved,
+        calib_src.samples(&last),
+        &ptq::CalibrateOptions::default(),
+        &mut |n| pb.set_position(n as u64),
+    )
+    .map_err(|e| last.explain(e, &inputs))?;
+    drop(pb);
+    let float16_guard = fp16::float16_guard(
+        &prepared,
+        &mut resolved,
+        &calib,
+        &platform,
+        &fp16::GuardOptions::default(),
+    );
+    let sp = ui.spinner("choosing the calibrator (each candidate exported and compared with FP32)");
+    let chosen = ptq::quantize(&prepared, &resolved, &calib, None).map_err(|e| anyhow!(e))?;
+    drop(sp);
+    let pb = ui.progress(
+        eval_src.len() as u64,
+        "samples",
+        "reading the evaluation data",
+    );
+    let last = crate::data::LastSample::default();
+    let mut eval = Vec::with_capacity(eval_src.len());
+    for s in eval_src.samples::<QuantError>(&last) {
+        eval.push(s.map_err(|e| last.explain(e, &inputs))?);
+        pb.set_position(eval.len() as u64);
+    }
+    drop(pb);
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    Ok(Setup {
+        model: loaded.facts,
+        platform,
+        calib_data: DataJson {
+            data: describe(&args.calib, &calib_src),
+            data_sha256: calib_src.fingerprint()?,
+            samples: calib.samples,
+        },
+        eval_data: DataJson {
+            data: describe(&args.eval, &eval_src),
+            data_sha256: eval_src.fingerprint()?,
+            samples: eval.len(),
+        },
+        prepared,
+        calib,
+        base: chosen.resolved,
+        float16_guard,
+        eval,
+        threads,
+        config: config_json,
+    })
+}
+
+fn describe(p: &Path, s: &crate::data::Source) -> String {
+    format!("{} ({})", p.display(), s.describe())
+}

@@ -1,0 +1,304 @@
+//! `qport tune`: mixed precision to an accuracy target (see
+//! `qport_quant::tune`), written as `qport quantize` writes its result.
+
+use crate::mixed::{self, DataJson, MixedArgs};
+use crate::output::{self, Format, Table, Ui};
+use crate::report::{emit, FileJson, Header, Render};
+use crate::ExitStatus;
+use anyhow::{anyhow, Result};
+use clap::Args;
+use qport_quant::config::qtype_name;
+use qport_quant::fp16::Float16Finding;
+use qport_quant::tune::{self, Budget, Outcome, Target, TuneOptions, Tuned};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  qport tune model.onnx --platform j6m --calib photos/ --eval held-out/ --preprocess effnet-lite \\
+      --target 'top1>=98%' --budget 'int16<=25%' --out tuned/
+  qport tune enc.onnx --platform j6p --calib calib.npz --eval eval.npz --target 'cosine>=0.995' --out tuned/
+
+--target: cosine>=X (mean output cosine vs FP32), top1>=P% (top-1
+agreement with FP32), sqnr>=DB dB. --budget PRECISION<=P% caps the share
+of MACs at int16. The search (one calibration, every step compared with
+FP32 on the --eval samples): the platform's default template (J6E/M/B
+int8; J6H/P/S6P float16 with int8 GEMMs, after the float16 range guard);
+every int8 node at int16 as the upper bound (if even that misses the
+target: both numbers, exit 1, nothing written); each int8 node promoted
+alone on the first --rank-samples samples to rank them; the most
+sensitive promoted as a growing prefix of the ranking until the target
+holds (skipping nodes over the budget); each promoted node returned to
+int8, least gain first, while the target holds.
+
+Writes OUT/model.qdq.onnx, OUT/quant_config.json (as `qport quantize`
+writes it; a valid --config) and OUT/tune.json (schema qport.tune/1: the
+trajectory, each step's metric and MAC share per precision, and the
+Pareto table). When the budget keeps the target out of reach, the best
+configuration within the budget is written and the command exits 1
+saying so. Bad input (an unparsable target or budget, a budget of 0%, a
+platform without int16) exits 2 before any work. Results do not depend
+on --threads.";
+
+/// `qport tune` arguments.
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    #[command(flatten)]
+    pub common: MixedArgs,
+    /// The accuracy target: cosine>=X, top1>=P%, sqnr>=DB dB.
+    #[arg(long)]
+    pub target: String,
+    /// A cap on the int16 share of MACs, e.g. int16<=25%.
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// A quant_config JSON applied over the platform template first.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Evaluation samples the candidates are ranked on (the first ones).
+    #[arg(long, default_value_t = 16)]
+    pub rank_samples: usize,
+    #[command(flatten)]
+    pub out: crate::out_dir::OutDirArg,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+/// `tune.json`, schema `qport.tune/1`.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    #[serde(flatten)]
+    header: Header,
+    model: FileJson,
+    config: Option<FileJson>,
+    platform: String,
+    calibration: CalibJson,
+    evaluation: DataJson,
+    threads: usize,
+    float16_guard: Vec<Float16Finding>,
+    #[serde(flatten)]
+    tuned: Tuned,
+    files: Vec<String>,
+    seconds: f64,
+    #[serde(skip)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Serialize)]
+struct CalibJson {
+    method: String,
+    asymmetric: bool,
+    #[serde(flatten)]
+    data: DataJson,
+}
+
+const FILES: [&str; 3] = ["model.qdq.onnx", "quant_config.json", "tune.json"];
+
+/// Runs `qport tune`.
+pub fn run(args: &TuneArgs, ui: &Ui) -> Result<ExitStatus> {
+    let t0 = Instant::now();
+    let ui = &ui.with_phase_lines();
+    // every check on the input before any work
+    let target = Target::parse(&args.target)?;
+    let budget = match &args.budget {
+        Some(b) => {
+            let parsed = Budget::parse(b)?;
+            parsed.check(&target, b)?;
+            Some(parsed)
+        }
+        None => None,
+    };
+    let registry = args.common.overrides.load()?;
+    let high = tune::high_precision(registry.get(&args.common.platform)?)?;
+    let out = args.out.check(&FILES)?;
+    let setup = mixed::setup(&args.common, args.config.as_deref(), ui)?;
+    let scorer = setup.scorer()?;
+    let opts = TuneOptions {
+        target,
+        budget,
+        high,
+        rank_samples: args.rank_samples.max(1),
+    };
+    let sp = ui.spinner(&format!("baseline vs {target}"));
+    let mut rank_bar: Option<output::Progress> = None;
+    let tuned = tune::tune(
+        &scorer,
+        &opts,
+        &mut |st| {
+            sp.phase(
+                ui,
+                &format!(
+                    "{}: {} {:.6} ({})",
+                    st.change,
+                    target.metric,
+                    st.value,
+                    if st.holds { "holds" } else { "misses" }
+                ),
+            )
+        },
+        &mut |done, total| {
+            let pb = rank_bar.get_or_insert_with(|| {
+                ui.progress(total as u64, "nodes", "ranking the int8 nodes")
+            });
+            pb.set_position(done as u64);
+        },
+    )
+    .map_err(|e| anyhow!(e))?;
+    drop(rank_bar);
+    drop(sp);
+    let unreachable = matches!(tuned.outcome, Outcome::Unreachable { .. });
+    let written = if unreachable {
+        None
+    } else {
+        let fin = &tuned.precisions;
+        let exported = scorer.export(fin).map_err(|e| anyhow!(e))?;
+        let qc = crate::quantize::resolved_config(&scorer.resolved_with(fin), &exported)?;
+        Some((exported.model, qc))
+    };
+    drop(scorer);
+    let report = Report {
+        header: Header::with_command("qport.tune/1"),
+        model: FileJson::from(&setup.model),
+        config: setup.config,
+        platform: setup.platform.name.clone(),
+        calibration: CalibJson {
+            method: setup.base.activation.methods[0].name().into(),
+            asymmetric: setup.base.activation.asymmetric,
+            data: setup.calib_data,
+        },
+        evaluation: setup.eval_data,
+        threads: setup.threads,
+        float16_guard: setup.float16_guard,
+        tuned,
+        files: if unreachable {
+            vec![]
+        } else {
+            FILES.iter().map(|f| f.to_string()).collect()
+        },
+        seconds: t0.elapsed().as_secs_f64(),
+        out: out.to_path_buf(),
+    };
+    let Some((qdq, qc)) = written else {
+        emit(&report, args.format, ui)?;
+        return Ok(ExitStatus::Failure);
+    };
+    let sp = ui.spinner(&format!("writing {}", out.display()));
+    crate::out_dir::write(out, FILES[0], &qport_onnx::to_bytes(&qdq))?;
+    crate::out_dir::write(
+        out,
+        FILES[1],
+        (serde_json::to_string_pretty(&qc)? + "\n").as_bytes(),
+    )?;
+    crate::out_dir::write(
+        out,
+        FILES[2],
+        (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
+    )?;
+    drop(sp);
+    if let Outcome::BudgetWon { best, upper_bound } = report.tuned.outcome {
+        ui.warn(&format!(
+            "the budget {} won over the target {target}: the best configuration within it reaches {best:.6}; every int8 node at {} would reach {upper_bound:.6}",
+            budget.map(|b| b.to_string()).unwrap_or_default(),
+            qtype_name(high)
+        ));
+    }
+    emit(&report, args.format, ui)?;
+    Ok(if report.tuned.outcome.reached() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
+}
+
+impl Render for Report {
+    fn human(&self, ui: &Ui) -> String {
+        let t = &self.tuned;
+        let hq = qtype_name(t.high);
+        let mut s = format!(
+            "{} {} for {} to {} ({} eval samples, ranking on {}; calibration {})\n",
+            ui.paint("tuned", output::Style::Bold),
+            self.model.path,
+            self.platform,
+            t.target,
+            t.samples,
+            t.rank_samples,
+            self.calibration.method
+        );
+        if let Some(b) = &t.budget {
+            s += &format!("budget {b}\n");
+        }
+        if !self.float16_guard.is_empty() {
+            s += "kept out of float16 first (values float16 cannot hold):\n";
+            for f in &self.float16_guard {
+                s += &format!("  {}\n", f.describe());
+            }
+        }
+        s += "\ntrajectory\n";
+        let mut tab = Table::new(
+            &[
+                "#",
+                "step",
+                "metric",
+                "target",
+                &format!("{hq} MACs"),
+                "kept",
+            ],
+            "rlrlrl",
+        );
+        for (i, st) in t.trajectory.iter().enumerate() {
+            tab.row(vec![
+                i.to_string(),
+                st.change.clone(),
+                format!("{:.6}", st.value),
+                if st.holds { "holds" } else { "misses" }.into(),
+                format!(
+                    "{:.1}%",
+                    100.0 * st.mac_share.get(hq).copied().unwrap_or(0.0)
+                ),
+                if st.kept { "yes" } else { "" }.into(),
+            ]);
+        }
+        s += &tab.render(ui, "  ");
+        let fin = t.final_config();
+        s += &format!(
+            "\nfinal (step {}): {} {:.6}; {} nodes at {hq}{}\n",
+            t.final_step,
+            t.target.metric,
+            fin.value,
+            fin.promoted.len(),
+            if fin.promoted.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", fin.promoted.join(", "))
+            }
+        );
+        let shares: Vec<String> = fin
+            .mac_share
+            .iter()
+            .map(|(k, v)| format!("{k} {:.1}%", 100.0 * v))
+            .collect();
+        s += &format!("MAC share: {}\n", shares.join(", "));
+        s += &match &t.outcome {
+            Outcome::BaselineHolds => "the base config already meets the target\n".to_string(),
+            Outcome::Reached => "target reached\n".to_string(),
+            Outcome::BudgetWon { best, upper_bound } => format!(
+                "the budget won: best within it {best:.6}, every int8 node at {hq} {upper_bound:.6}\n"
+            ),
+            Outcome::Unreachable {
+                baseline,
+                upper_bound,
+            } => {
+                return s + &format!(
+                    "the target is out of reach: the base config reaches {baseline:.6}, every int8 node at {hq} {upper_bound:.6}; nothing written\n"
+                );
+            }
+        };
+        s += &format!(
+            "\nwrote {}/{{model.qdq.onnx, quant_config.json, tune.json}} in {:.1} s\n",
+            self.out.display(),
+            self.seconds
+        );
+        s
+    }
+}

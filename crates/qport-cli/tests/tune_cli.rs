@@ -1,0 +1,256 @@
+//! `qport sensitivity` and `qport tune` (issue 14, items 1 and 2) on the
+//! text-encoder fixture with encoder parity inputs: ranking, results
+//! independent of `--threads`, bad input refused before any work (exit 2,
+//! nothing written), an out-of-reach target (exit 1, both numbers,
+//! nothing written); and a tune of EfficientNet-Lite0 on a few crops that
+//! writes the tuned config, artifact and trajectory.
+
+mod common;
+
+use common::{effnet, fixture_arg, photo_crops_eval, qport, s};
+use qport_core::Tensor;
+use qport_tests::cli::{assert_exit_2, temp_dir, Out};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Encoder samples `from..to` of the ORT parity set with sequence length
+/// 16, stacked into one `.npz`.
+fn encoder_npz(dir: &Path, name: &str, range: std::ops::Range<usize>) -> PathBuf {
+    let read = |k: usize, i: usize| {
+        qport_data::npy::read(Path::new(&fixture_arg(&format!(
+            "parity/text-encoder.qdq-u8s8.ort-default/{k:02}.input_{i}.npy"
+        ))))
+        .unwrap()
+    };
+    let keep: Vec<usize> = (0..32).filter(|&k| read(k, 0).shape() == [1, 16]).collect();
+    assert!(
+        keep.len() >= range.end,
+        "{} samples of length 16",
+        keep.len()
+    );
+    let stack = |i: usize| {
+        let mut v = vec![];
+        for &k in &keep[range.clone()] {
+            v.extend(read(k, i).to_i64_vec().unwrap());
+        }
+        Tensor::from_vec(vec![range.len(), 1, 16], v).unwrap()
+    };
+    let p = dir.join(name);
+    qport_data::npz::write(
+        &p,
+        &[
+            ("input_ids".to_string(), stack(0)),
+            ("attention_mask".to_string(), stack(1)),
+        ],
+    )
+    .unwrap();
+    p
+}
+
+fn encoder() -> String {
+    fixture_arg("models/families/text-encoder.onnx")
+}
+
+/// The JSON without what varies between runs (timings, command line, threads).
+fn stable(mut v: Value) -> Value {
+    for k in ["seconds", "command", "threads"] {
+        v.as_object_mut().unwrap().remove(k);
+    }
+    v
+}
+
+fn run_sensitivity(calib: &Path, eval: &Path, threads: &str) -> (Out, Value) {
+    let (m, c, e) = (encoder(), s(calib), s(eval));
+    let o = qport(&[
+        "sensitivity",
+        &m,
+        "--platform",
+        "j6m",
+        "--calib",
+        &c,
+        "--eval",
+        &e,
+        "--threads",
+        threads,
+        "--format",
+        "json",
+        "-q",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v = serde_json::from_str(&o.stdout).unwrap();
+    (o, v)
+}
+
+#[test]
+fn sensitivity_ranks_the_mask_and_softmax_first_whatever_the_threads() {
+    let d = temp_dir("sensitivity-enc");
+    let calib = encoder_npz(&d, "calib.npz", 0..4);
+    let eval = encoder_npz(&d, "eval.npz", 8..11);
+    let (_, one) = run_sensitivity(&calib, &eval, "1");
+    let (_, two) = run_sensitivity(&calib, &eval, "2");
+    assert_eq!(stable(one.clone()), stable(two));
+    assert_eq!(one["schema"], "qport.sensitivity/1");
+    assert_eq!(one["metric"], "cosine");
+    let nodes = one["nodes"].as_array().unwrap();
+    assert!(nodes.len() > 10, "{nodes:#?}");
+    // the mask multiply by -3.4e38 quantized alone gives NaN outputs: the
+    // worst; then the attention softmax
+    assert_eq!(nodes[0]["node"], "Mul_8", "{:#}", nodes[0]);
+    assert!(nodes[0]["alone"]["non_finite_samples"].as_u64().unwrap() > 0);
+    assert!(
+        nodes[1..4].iter().any(|n| n["op_type"] == "Softmax"),
+        "{nodes:#?}"
+    );
+    let losses: Vec<f64> = nodes
+        .iter()
+        .map(|n| n["alone_loss"].as_f64().unwrap_or(f64::INFINITY))
+        .collect();
+    assert!(losses.windows(2).all(|w| w[0] >= w[1]), "{losses:?}");
+    let share: f64 = nodes.iter().map(|n| n["mac_share"].as_f64().unwrap()).sum();
+    assert!(share > 0.5 && share <= 1.0 + 1e-9, "{share}");
+    assert!(one["base"]["cosine"].as_f64().unwrap() < 0.99);
+    assert!(!one["layers"].as_array().unwrap().is_empty());
+}
+
+fn tune_args<'a>(m: &'a str, c: &'a str, e: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec!["tune", m, "--calib", c, "--eval", e, "--out", out, "-q"]
+}
+
+#[test]
+fn bad_targets_budgets_and_platforms_exit_2_before_any_work() {
+    let d = temp_dir("tune-bad");
+    let (m, out) = (encoder(), d.join("out"));
+    let out_s = s(&out);
+    let missing = s(&d.join("no-such-data.npz"));
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["-p", "j6m", "--target", "top1>>9"],
+            "cannot parse target 'top1>>9'",
+        ),
+        (&["-p", "j6m", "--target", "drop<=0.5"], "no --labels yet"),
+        (
+            &[
+                "-p",
+                "j6m",
+                "--target",
+                "top1>=98%",
+                "--budget",
+                "int16<=0%",
+            ],
+            "contradicts the target",
+        ),
+        (
+            &[
+                "-p",
+                "j6m",
+                "--target",
+                "top1>=98%",
+                "--budget",
+                "int16<=25",
+            ],
+            "cannot parse budget",
+        ),
+        (
+            &["--target", "cosine>=0.99", "--platform", "x86-avx2"],
+            "does not run int16",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut a = tune_args(&m, &missing, &missing, &out_s);
+        a.extend_from_slice(extra);
+        let o = qport(&a);
+        assert_exit_2(&o, &[want]);
+        assert!(!out.exists(), "{extra:?} wrote {}", out.display());
+    }
+}
+
+#[test]
+fn an_out_of_reach_target_gives_both_numbers_and_writes_nothing() {
+    let d = temp_dir("tune-enc");
+    let calib = encoder_npz(&d, "calib.npz", 0..4);
+    let eval = encoder_npz(&d, "eval.npz", 8..11);
+    let (m, c, e, out) = (encoder(), s(&calib), s(&eval), d.join("out"));
+    let out_s = s(&out);
+    let mut a = tune_args(&m, &c, &e, &out_s);
+    a.extend(["-p", "j6m", "--target", "cosine>=0.99"]);
+    let o = qport(&a);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("the target is out of reach"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("nothing written"), "{}", o.stdout);
+    assert!(!out.exists());
+}
+
+fn tune_effnet(dir: &Path, threads: &str) -> (Out, PathBuf) {
+    let (m, crops) = (effnet(), photo_crops_eval());
+    let out = dir.join(format!("t{threads}"));
+    let out_s = s(&out);
+    let o = qport(&[
+        "tune",
+        &m,
+        "--platform",
+        "j6m",
+        "--calib",
+        &crops,
+        "--calib-limit",
+        "2",
+        "--eval",
+        &crops,
+        "--eval-limit",
+        "3",
+        "--preprocess",
+        "effnet-lite",
+        "--target",
+        "cosine>=0.99",
+        "--rank-samples",
+        "1",
+        "--threads",
+        threads,
+        "--out",
+        &out_s,
+        "-q",
+    ]);
+    (o, out)
+}
+
+#[test]
+fn effnet_tune_writes_a_valid_config_and_the_same_files_with_1_or_2_threads() {
+    let d = temp_dir("tune-effnet");
+    let (o1, out1) = tune_effnet(&d, "1");
+    assert!(o1.code == 0 || o1.code == 1, "{}", o1.stderr);
+    if o1.stdout.contains("out of reach") {
+        panic!(
+            "the int16 upper bound should reach cosine 0.99: {}",
+            o1.stdout
+        );
+    }
+    let (o2, out2) = tune_effnet(&d, "2");
+    assert_eq!(o1.code, o2.code, "{}", o2.stderr);
+    for f in ["model.qdq.onnx", "quant_config.json"] {
+        let (a, b) = (
+            std::fs::read(out1.join(f)).unwrap(),
+            std::fs::read(out2.join(f)).unwrap(),
+        );
+        assert!(a == b, "{f} differs between --threads 1 and 2");
+    }
+    let read = |p: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(p.join("tune.json")).unwrap()).unwrap()
+    };
+    let (t1, t2) = (read(&out1), read(&out2));
+    assert_eq!(stable(t1.clone()), stable(t2));
+    assert_eq!(t1["schema"], "qport.tune/1");
+    let traj = t1["trajectory"].as_array().unwrap();
+    assert_eq!(traj[0]["kind"], "baseline");
+    let fin = &traj[t1["final_step"].as_u64().unwrap() as usize];
+    assert_eq!(fin["holds"], o1.code == 0);
+    // the tuned config is a valid --config and names the promoted nodes int16
+    let qc: Value =
+        serde_json::from_slice(&std::fs::read(out1.join("quant_config.json")).unwrap()).unwrap();
+    for n in fin["promoted"].as_array().unwrap() {
+        assert_eq!(qc["node_config"][n.as_str().unwrap()]["qtype"], "int16");
+    }
+    assert!(!t1["pareto"].as_array().unwrap().is_empty());
+}
