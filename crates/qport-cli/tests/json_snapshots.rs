@@ -135,6 +135,28 @@ fn measured_documents_keep_their_shape() {
             "-q",
         ],
     );
+    snapshot_shape(
+        "sensitivity_shape",
+        &[
+            "sensitivity",
+            &ppocr,
+            "--platform",
+            "j6m",
+            "--calib",
+            &lines,
+            "--eval",
+            &lines,
+            "--preprocess",
+            "ppocr",
+            "--calib-limit",
+            "2",
+            "--eval-limit",
+            "2",
+            "--granularity",
+            "weight-activation",
+            "-q",
+        ],
+    );
     // the two studies on the QDQ model and the first `n` eval crops
     let study = |cmd: &'static str, profiles: &'static str, n: &'static str| -> Vec<&str> {
         vec![
