@@ -294,14 +294,7 @@ impl<'a> Scorer<'a> {
 
     /// The base config's node precisions.
     pub fn base_precisions(&self) -> Vec<NodePrecision> {
-        self.base
-            .nodes
-            .iter()
-            .map(|n| NodePrecision {
-                qtype: n.qtype,
-                input_types: n.input_types.clone(),
-            })
-            .collect()
+        ptq::precisions(&self.base)
     }
 
     /// `resolved` with the node precisions of `prec` (the config's

@@ -216,7 +216,8 @@ pub fn narrow(resolved: &Resolved, method: CalibMethod, asymmetric: bool) -> Res
     r
 }
 
-fn precisions(resolved: &Resolved) -> Vec<NodePrecision> {
+/// Every node's precisions in `resolved`, in graph order (what the export takes).
+pub fn precisions(resolved: &Resolved) -> Vec<NodePrecision> {
     resolved
         .nodes
         .iter()
