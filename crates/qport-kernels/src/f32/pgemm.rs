@@ -344,19 +344,25 @@ mod tests {
     use crate::dispatch::supported;
     use proptest::prelude::*;
 
+    /// Deterministic `A [m, k]`, `B [k, n]` and bias `[m]` of mixed signs.
+    fn operands(m: usize, k: usize, n: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let a = (0..m * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+            .collect();
+        let b = (0..k * n)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 13.0)
+            .collect();
+        let bias = (0..m).map(|i| i as f32 / 7.0).collect();
+        (a, b, bias)
+    }
+
     #[test]
     fn intra_op_threads_give_bit_identical_outputs() {
         let _g = crate::test_lock();
         // above par::MIN_WORK; n not a multiple of the 32-column panels;
         // a padded leading dimension for C
         let (m, k, n, ldc) = (40, 150, 700, 705);
-        let a: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
-            .collect();
-        let b: Vec<f32> = (0..k * n)
-            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 13.0)
-            .collect();
-        let bias: Vec<f32> = (0..m).map(|i| i as f32 / 7.0).collect();
+        let (a, b, bias) = operands(m, k, n);
         let pa = PackedA::new(&a, m, k);
         let run = |t: usize| {
             crate::par::set_threads(t);
@@ -396,13 +402,7 @@ mod tests {
     }
 
     fn check_blocks(m: usize, k: usize, n: usize) {
-        let a: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
-            .collect();
-        let b: Vec<f32> = (0..k * n)
-            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 13.0)
-            .collect();
-        let bias: Vec<f32> = (0..m).map(|i| i as f32 / 7.0).collect();
+        let (a, b, bias) = operands(m, k, n);
         let pa = PackedA::new(&a, m, k);
         for kb in [0, 1, 7, 128, 256, 300, 1000] {
             let mut c = vec![f32::NAN; m * n];
