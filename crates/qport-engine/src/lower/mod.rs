@@ -67,7 +67,7 @@
 //! | Add / Mul / ... → Relu / Clip → Q where the Q does not make the Relu / Clip redundant | onnxruntime then fuses nothing (`IsClipMadeRedundantByQ`); a Conv / MatMul there gets a float output instead (above) |
 //! | a group (other than Conv / MatMul / Gemm, which get a float output) whose output has another reader, or is a graph output | onnxruntime's group selection requires the Q to be its only reader |
 //! | a float operator whose output a Q reads but whose input is not dequantized (the float16 operators of a float16 template: Clip, Add, Concat, Flatten, ... between Casts) | it has no quantized input: it runs in float (float16 on the platform) |
-//! | Where | qport has no `QLinearWhere` yet |
+//! | Where | qport has no `QLinearWhere` yet (onnxruntime fuses `DQ, DQ → Where → Q`; none of the fixtures has a Where) |
 //! | Resize other than nearest | onnxruntime's integer interpolation is not modelled |
 //! | per-axis activation parameters, non-constant parameters, a bias that is not int32 with scale `s_x · s_w` | the integer kernels do not take them |
 //!
@@ -87,13 +87,14 @@
 //! The integer operators follow onnxruntime's CPU kernels (see
 //! [`crate::ops`]). Measured against onnxruntime's default session on this
 //! repository's fixtures (VNNI host, `f32-rne`): bit-identical on the
-//! EfficientNet-Lite0 u8s8 artifact and on the NHWC classifier and text
-//! encoder families; on the YOLO-style detector u8s8 31/32 samples (one
-//! step on one); the s8s8 detector, where onnxruntime keeps 15 of 19 Convs
-//! in float, differs where float Convs round differently. Not verified bit
-//! for bit: `QLinearAveragePool`, `QLinearConcat` with differing
-//! parameters, `QLinearLeakyRelu`, and onnxruntime's Sigmoid table (MLAS's
-//! logistic approximation, modelled by the exact function).
+//! EfficientNet-Lite0 u8s8 artifact and on the NHWC classifier, text
+//! encoder and YOLO-style detector families, both variants, every sample
+//! (the s8s8 detector, where onnxruntime keeps 15 of 19 Convs and their
+//! Sigmoids in float, through qport's float Conv and Sigmoid, which compute
+//! MLAS's bits on an AVX-512 host; its `QLinearSigmoid` tables are MLAS's
+//! logistic too). Not
+//! verified bit for bit: `QLinearAveragePool`, `QLinearConcat` with
+//! differing parameters and `QLinearLeakyRelu`.
 //!
 //! [`coverage`] measures what ran in integers.
 

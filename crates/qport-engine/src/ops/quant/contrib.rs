@@ -12,9 +12,10 @@
 //! - `QLinearGlobalAveragePool` sums the integers exactly and requantizes
 //!   `sum - zX * pixels` with `sX / (sY * pixels)`, as MLAS does;
 //! - unary ops use a lookup table over all input values (dequantize, apply,
-//!   quantize), as onnxruntime does;
-//! - `QLinearSoftmax` uses onnxruntime's exponent table and f32 division
-//!   (see [`build_softmax`]);
+//!   quantize), as onnxruntime does; `QLinearSigmoid` applies onnxruntime's
+//!   logistic function ([`qport_kernels::f32::logistic`]);
+//! - `QLinearSoftmax` uses onnxruntime's exponent table, an f32 sum and
+//!   an f64 quotient (see [`build_softmax`]);
 //! - `QLinearMul`, `QLinearAveragePool` and `QLinearConcat` dequantize,
 //!   compute in f32 and quantize (within one step of onnxruntime; not
 //!   checked bit for bit).
@@ -344,9 +345,10 @@ fn build_lut(f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> Box<dyn Op> {
     })
 }
 
-/// `QLinearSigmoid`.
+/// `QLinearSigmoid`: the table of onnxruntime's logistic function (MLAS's
+/// rational approximation, [`qport_kernels::f32::logistic`]).
 pub(crate) fn build_sigmoid(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_lut(|v| 1.0 / (1.0 + (-v).exp())))
+    Ok(build_lut(qport_kernels::f32::logistic::logistic))
 }
 
 /// `QLinearLeakyRelu` (`alpha`, default 0.01).
@@ -576,8 +578,9 @@ pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// onnxruntime's exponent table of `QLinearSoftmax` for input scale
 /// `x_scale` and reduction length `len`: entry `i` is `e^((i − 255) · s)`
 /// times a common factor `e^shift` that keeps a sum of `len` entries below
-/// f32's maximum (`shift = max(0, ln(f32::MAX / len) − 5)`), computed in
-/// f64 and stored as f32.
+/// f32's maximum (`shift = max(0, ln(f32::MAX / len) − 5)`, the logarithm
+/// taken in f32 as onnxruntime's `logf` call does), computed in f64 and
+/// stored as f32.
 fn softmax_table(x_scale: f32, len: usize) -> [f32; 256] {
     let ln_room = f64::from((f32::MAX / len as f32).ln());
     let shift = (ln_room - 5.0).max(0.0) / f64::from(x_scale);
@@ -585,12 +588,14 @@ fn softmax_table(x_scale: f32, len: usize) -> [f32; 256] {
 }
 
 /// `QLinearSoftmax` (`axis`, default -1; `opset` attribute: below 13 the
-/// input is flattened to 2-D at `axis`), with onnxruntime's arithmetic: the
-/// exponent of `x − max(row)` read from [`softmax_table`] (indexed by
-/// `255 − (max − x)`), summed in f32 in order, and each output
-/// `round_half_even(e · floor(1 / y_scale) / sum) + y_zero_point` in f32,
-/// saturated above at 255 and then stored in the output type (onnxruntime
-/// keeps the low byte for int8, so 128 wraps to -128).
+/// input is flattened to 2-D at `axis`), with onnxruntime's arithmetic (as
+/// its 1.32 CPU kernel computes it, read from the compiled kernel and
+/// checked on random rows): the exponent of `x − max(row)` read from
+/// [`softmax_table`] (indexed by `255 − (max − x)`), summed in f32 in
+/// order, and each output `round_half_even(e · floor(1 / y_scale) / sum) +
+/// y_zero_point` in f64 (the f32 exponent, the f32 `floor(1 / y_scale)`
+/// and the f32 sum widened, the product and quotient rounded to f64),
+/// saturated to the output type.
 pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", -1)?;
     let opset = ctx.node.attr_int("opset", 13)?;
@@ -622,7 +627,8 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             return Ok(vec![Tensor::new(shape.to_vec(), qy.pack(out))?]);
         }
         let table = softmax_table(px.scale, dim.max(1));
-        let y_mult = (1.0f32 / py.scale).floor();
+        let y_mult = f64::from((1.0f32 / py.scale).floor());
+        let (lo, hi) = (f64::from(qy.min()), f64::from(qy.max()));
         for o in 0..outer {
             for i in 0..inner {
                 let at = |k: usize| (o * dim + k) * inner + i;
@@ -635,13 +641,10 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 if sum == 0.0 {
                     continue; // onnxruntime leaves such a row unwritten
                 }
+                let sum = f64::from(sum);
                 for k in 0..dim {
-                    let r = round_half_even(e(k) * y_mult / sum) as i32 + py.zero;
-                    let r = r.min(255);
-                    out[at(k)] = match qy {
-                        Grid::I8 => i32::from(r as i8),
-                        _ => r,
-                    };
+                    let r = (f64::from(e(k)) * y_mult / sum).round_ties_even() + f64::from(py.zero);
+                    out[at(k)] = r.clamp(lo, hi) as i32;
                 }
             }
         }
@@ -868,11 +871,11 @@ mod tests {
         assert_eq!(&v[4..], &[0, 0]);
     }
 
-    /// onnxruntime's int8 QLinearSoftmax keeps the low byte of
+    /// onnxruntime 1.32's int8 QLinearSoftmax saturates
     /// `round(e · 256 / sum) + zero_point`: a certain 1.0 with zero point
-    /// -128 is 128, stored as -128.
+    /// -128 is 128, stored as 127 (its session gives `[127, -128]` here).
     #[test]
-    fn int8_softmax_wraps_as_onnxruntime_does() {
+    fn int8_softmax_saturates_as_onnxruntime_does() {
         let x = t(&[1, 2], vec![100i8, -100]);
         let (sx, zx, sy, zy) = (
             s(1.0),
@@ -882,6 +885,27 @@ mod tests {
         );
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
         let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
-        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-128, -128]);
+        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[127, -128]);
+    }
+
+    /// A quotient that is exactly `29.5` when the product `e · 254` is
+    /// first rounded to f32 is `29.4999985` in onnxruntime's f64
+    /// arithmetic: this row (the detector's, input scale 0.000977024, output
+    /// scale 1/255) gives 29 in its session, not 30.
+    #[test]
+    fn softmax_quotient_is_computed_in_f64() {
+        let x = t(&[1, 8], vec![134u8, 217, 95, 59, 181, 124, 156, 99]);
+        let (sx, zx, sy, zy) = (
+            s(f32::from_bits(0x3a80_0f7d)),
+            Tensor::scalar(124u8),
+            s(f32::from_bits(0x3b80_8081)),
+            Tensor::scalar(0u8),
+        );
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
+        assert_eq!(
+            y[0].as_slice::<u8>().unwrap(),
+            &[32, 34, 31, 29, 33, 31, 32, 31]
+        );
     }
 }
