@@ -498,7 +498,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     emit(&report, args.format, ui)?;
     Ok(ExitStatus::any_failed([
         crate::compare::status(report.evaluation.as_ref().and_then(|e| e.check.as_ref())),
-        args.coverage.status(report.integer_coverage.as_ref()),
+        args.coverage.status(report.integer_coverage.as_slice()),
     ]))
 }
 
@@ -647,7 +647,7 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
     }
     if let Some(c) = &r.integer_coverage {
         s += "\n";
-        s += &crate::run::coverage_human(c, ui);
+        s += &crate::run::coverage_human(std::slice::from_ref(c), ui);
     }
     if let Some(e) = &r.evaluation {
         s += &format!("\nvs FP32 on {} ({} samples)\n", e.data, e.eval.samples);

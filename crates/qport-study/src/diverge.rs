@@ -499,9 +499,9 @@ impl Localizer {
             match stage::swapped(stage, &self.a, &self.b) {
                 Err(why) => swap.skipped = Some(why),
                 Ok(p) => {
-                    let got =
-                        self.nodes
-                            .run(part(&p), index, Variant::Swap(stage), &p, values)?;
+                    let got = self
+                        .nodes
+                        .run(part(&p), index, Variant::Swap(stage), &p, values)?;
                     swap.vs_a = Some(diff_to(&got, &expected).map_err(inconsistent)?);
                     swap.vs_b = Some(diff_to(&got, &b_refs).map_err(inconsistent)?);
                 }

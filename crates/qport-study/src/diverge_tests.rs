@@ -332,7 +332,11 @@ fn a_group_lowered_under_one_profile_only_is_attributed_to_lowering() {
             (a.name.as_str(), b.name.as_str())
         );
         let lowered: Vec<usize> = c.iter().map(|c| c.groups_lowered).collect();
-        let want = if a.name == "ort-unfused" { [0, 1] } else { [1, 0] };
+        let want = if a.name == "ort-unfused" {
+            [0, 1]
+        } else {
+            [1, 0]
+        };
         assert_eq!(lowered, want);
     }
 }

@@ -60,7 +60,7 @@ fn profiles_differ_where_their_definitions_say() {
     let f32_rne = run("f32-rne");
     // onnxruntime's arithmetic (no profile) is f32-rne on this model
     let ort_like = {
-        let low = qport_engine::lower_qdq(&model);
+        let low = qport_engine::lower_qdq(&model, qport_core::arith::Lowering::Onnxruntime);
         let plan = qport_engine::Plan::new(&low.model).unwrap();
         crops
             .iter()

@@ -187,7 +187,10 @@ fn part_model(
     reads: &[String],
     values: &HashMap<String, Tensor>,
 ) -> Model {
-    let nodes: Vec<Node> = nodes.iter().map(|&i| model.graph.nodes[i].clone()).collect();
+    let nodes: Vec<Node> = nodes
+        .iter()
+        .map(|&i| model.graph.nodes[i].clone())
+        .collect();
     let initializers = nodes
         .iter()
         .flat_map(|n| n.inputs.iter())
