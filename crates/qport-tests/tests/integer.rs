@@ -4,20 +4,11 @@
 //! definitions say they should.
 
 use qport_core::arith::{presets, ArithProfile};
-use qport_core::Tensor;
 use qport_engine::IntegerPlan;
-use qport_tests::fixture;
+use qport_tests::{f32_bits as bits, fixture};
 
 fn model() -> qport_onnx::Model {
     qport_onnx::load::load(fixture("models/efficientnet-lite0.qdq-u8s8.onnx")).unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_f32_vec()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
 }
 
 #[test]

@@ -22,7 +22,7 @@ use qport_core::arith::{ArithProfile, Lowering};
 use qport_core::Tensor;
 use qport_engine::{IntegerPlan, Plan};
 use qport_tests::parity::samples;
-use qport_tests::{fixture, output_step};
+use qport_tests::{f32_bits as bits, fixture, output_step};
 use std::collections::BTreeMap;
 
 const VARIANTS: [&str; 2] = ["qdq-u8s8", "qdq-s8s8"];
@@ -36,14 +36,6 @@ struct Tally {
     max_steps: f32,
     differing: usize,
     elements: usize,
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_f32_vec()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
 }
 
 /// Runs every sample of `parity/<family>.<variant>` under `ort-unfused`:
