@@ -97,6 +97,12 @@ recovered from the artifact unless --fp32 gives the original model.
 --pot ceil|nearest rewrites the artifact's scales to powers of two (integer
 weights and biases re-derived) before measuring.
 
+Each profile also says which QDQ groups run in integers at all (its
+lowering): --profiles f32-rne,ort-unfused compares onnxruntime's default
+session (its QDQ fusions) with its session with graph optimizations
+disabled (the QDQ graph in float). The integer coverage is reported per
+profile; ort-unfused is unfused float execution and never warned about.
+
 Writes OUT/agree.json (schema qport.agree/2, docs/cli-json.md). Exit codes:
 0 done, 1 --min-agreement not met (the failing pairs are named), an output
 of a profile below --min-cosine / --min-sqnr against FP32, less than

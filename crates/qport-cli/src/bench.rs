@@ -109,10 +109,11 @@ onnxruntime's intra_op_num_threads does. --concurrent N runs N inferences
 at once instead; latencies are per inference, throughput counts them all.
 
 With --int8 the output says how much of the artifact runs in integers
-(quantized groups lowered, the share of Conv / MatMul / Gemm
-multiply-accumulates, each group left in float and why) and warns when
-under half of the MACs do: its int8 rows then time mostly float
-operators. --min-integer-coverage X exits 1 (after reporting) below X.
+under each profile (its lowering rule set decides: quantized groups
+lowered, the share of Conv / MatMul / Gemm multiply-accumulates, each group
+left in float and why) and warns when under half of the MACs do: that
+profile's int8 row then times mostly float operators (ort-unfused times the
+QDQ graph in float by definition). --min-integer-coverage X exits 1 (after reporting) below X.
 
 The ratio column is INT8 median / FP32 median. The kernel table below it
 shows the sign an ISA-specific runtime would expect from the dot-product

@@ -97,7 +97,11 @@ output elements that differ, 'max LSB' the largest difference in integer
 steps. 'end-to-end' compares the two profiles each running the whole graph.
 The stage is found by re-running a diverging layer under A with one of B's
 policies swapped in at a time (accumulation, requantization scale,
-rounding, bias, epilogue, non-GEMM arithmetic).
+rounding, bias, epilogue, non-GEMM arithmetic, lowering). When the profiles
+lower different QDQ groups to integers (e.g. f32-rne keeps onnxruntime's
+x86 float Convs, exact runs every Conv in integers), the layers are the
+values both compute, and a layer B runs in float is re-run as B's float
+nodes between A's operands and the layer's output.
 
 Data (--data): a folder of images with --preprocess (a preset or TOML file),
 or a .npy / .npz whose first axis is the sample axis; the first --n samples
@@ -109,11 +113,11 @@ quantization step, top-1 along --argmax-axis (default: the class axis of an
 [N, C] output). Integer outputs and outputs that repeat a model input are
 listed, never counted as agreement.
 
-The report says how much of the artifact ran in integers (quantized groups
-lowered, the share of Conv / MatMul / Gemm multiply-accumulates, each group
-left in float and why), the same under both profiles; under half of the
-MACs in integers it warns that the comparison measures mostly float
-arithmetic.
+The report says how much of the artifact ran in integers under each
+profile (quantized groups lowered, the share of Conv / MatMul / Gemm
+multiply-accumulates, each group left in float and why); under half of the
+MACs in integers under either it warns that the comparison measures mostly
+float arithmetic there.
 
 Exit code 1 when an output is below --min-cosine / --min-sqnr or holds NaN
 or an infinity (the first node that produced one is named), or when less

@@ -64,8 +64,11 @@ pub struct IntegerPlan {
 }
 
 impl IntegerPlan {
-    /// Lowers `model` and compiles it with plan-time fusion on. Fails with
-    /// [`EngineError::NotQuantized`] when the model has no quantized node.
+    /// Lowers `model` with the profile's rule set
+    /// ([`ArithProfile::lowering`]) and compiles it with plan-time fusion
+    /// on. Fails with [`EngineError::NotQuantized`] when the model has no
+    /// quantized node (also under [`qport_core::arith::Lowering::None`],
+    /// whose plan runs the quantized graph in float).
     pub fn new(model: &Model, profile: &ArithProfile) -> Result<IntegerPlan, EngineError> {
         Self::with_fusion(model, profile, true)
     }
