@@ -1,17 +1,31 @@
 //! Lowering a QDQ model to integer operators: the QuantizeLinear /
-//! DequantizeLinear groups that onnxruntime's CPU execution provider fuses
-//! become the integer operators it fuses them into, so that a plan built
+//! DequantizeLinear groups become integer operators, so that a plan built
 //! from the result keeps 8-bit tensors between quantized operators and
 //! does the arithmetic in integers instead of in float between a
-//! dequantize and a quantize. Which groups are lowered, and which are left
-//! alone, follows onnxruntime 1.32 (`qdq_selector_action_transformer.cc`,
-//! `qdq_selectors.cc`), so an [`crate::IntegerPlan`] under the profile that
-//! models its kernels computes what its default session computes.
+//! dequantize and a quantize.
 //!
-//! Before matching, Q/DQ pairs are propagated across data-movement
-//! operators as onnxruntime does (module `propagate`): `Conv → Transpose → Q`
-//! and `DQ → Transpose → Conv` lower like `Conv → Q` and `DQ → Conv`, the
-//! Transpose running on integers.
+//! Which groups are lowered is a rule set, the arithmetic profile's
+//! [`Lowering`] policy:
+//!
+//! - [`Lowering::Onnxruntime`]: the groups onnxruntime 1.32's CPU
+//!   execution provider fuses on this host's architecture
+//!   (`qdq_selector_action_transformer.cc`, `qdq_selectors.cc`), so an
+//!   [`crate::IntegerPlan`] under the profile that models its kernels
+//!   computes what its default session computes; the groups it declines
+//!   (by type, module `ort`) stay in float and say why;
+//! - [`Lowering::All`]: every group qport can lower, without
+//!   onnxruntime's type conditions (int8 and uint8 activations alike,
+//!   differing activation types): what integer hardware runs in integers;
+//! - [`Lowering::None`]: no group; the model is returned as written (no
+//!   propagation either) and runs in float, every QuantizeLinear and
+//!   DequantizeLinear computed, as onnxruntime runs it with graph
+//!   optimizations disabled. Every group is reported in float as unfused
+//!   float execution.
+//!
+//! Before matching (`onnxruntime` and `all`), Q/DQ pairs are propagated
+//! across data-movement operators as onnxruntime does (module
+//! `propagate`): `Conv → Transpose → Q` and `DQ → Transpose → Conv` lower
+//! like `Conv → Q` and `DQ → Conv`, the Transpose running on integers.
 //!
 //! Groups lowered (every scale and zero point a constant; activations
 //! per tensor; weights per tensor or per output channel; a Relu / Clip
@@ -57,13 +71,16 @@
 //! quantization step).
 //!
 //! What stays in float, and why ([`Lowered::float`] gives the reason per
-//! group):
+//! group); the rows marked *onnxruntime* apply under
+//! [`Lowering::Onnxruntime`] only, the others are what qport itself
+//! cannot lower:
 //!
 //! | left in float | because |
 //! |---|---|
-//! | Sub, Div, Erf, LayerNormalization, ReduceSum, Pow, Sqrt, ... between DQ and Q | onnxruntime has no QDQ fusion for them |
-//! | Conv / MatMul → Q with int8 activations (off ARM) | onnxruntime fuses them on ARM only (`QDQIsInt8Allowed`); int8 Q → DQ pairs read once are first made uint8 (module `ort`), so this is an int8 value read twice |
-//! | a group whose activation types differ (after that conversion) | onnxruntime fuses equal types only |
+//! | Sub, Div, Erf, LayerNormalization, ReduceSum, Pow, Sqrt, ... between DQ and Q | onnxruntime has no QDQ fusion for them, and qport no integer operator |
+//! | *onnxruntime*: Conv / MatMul → Q with int8 activations (off ARM) | onnxruntime fuses them on ARM only (`QDQIsInt8Allowed`); int8 Q → DQ pairs read once are first made uint8 (module `ort`), so this is an int8 value read twice |
+//! | *onnxruntime*: a group whose activation types differ (after that conversion) | onnxruntime fuses equal types only |
+//! | Add / Mul or GlobalAveragePool whose input and output types differ | qport's `QLinearAdd` / `QLinearMul` / `QLinearGlobalAveragePool` take one 8-bit type |
 //! | Add / Mul / ... → Relu / Clip → Q where the Q does not make the Relu / Clip redundant | onnxruntime then fuses nothing (`IsClipMadeRedundantByQ`); a Conv / MatMul there gets a float output instead (above) |
 //! | a group (other than Conv / MatMul / Gemm, which get a float output) whose output has another reader, or is a graph output | onnxruntime's group selection requires the Q to be its only reader |
 //! | a float operator whose output a Q reads but whose input is not dequantized (the float16 operators of a float16 template: Clip, Add, Concat, Flatten, ... between Casts) | it has no quantized input: it runs in float (float16 on the platform) |
@@ -86,18 +103,19 @@
 //!
 //! The integer operators follow onnxruntime's CPU kernels (see
 //! [`crate::ops`]). Measured against onnxruntime's default session on this
-//! repository's fixtures (VNNI host, `f32-rne`): bit-identical on the
-//! EfficientNet-Lite0 u8s8 artifact and on the NHWC classifier, text
-//! encoder and YOLO-style detector families, both variants, every sample
-//! (the s8s8 detector, where onnxruntime keeps 15 of 19 Convs and their
-//! Sigmoids in float, through qport's float Conv and Sigmoid, which compute
-//! MLAS's bits on an AVX-512 host; its `QLinearSigmoid` tables are MLAS's
-//! logistic too). Not
+//! repository's fixtures (VNNI host, `f32-rne`, lowering `onnxruntime`):
+//! bit-identical on the EfficientNet-Lite0 u8s8 artifact and on the
+//! MobileNetV2, ResNet-50, NHWC classifier, text encoder and YOLO-style
+//! detector families, both variants, every sample (the s8s8 artifacts,
+//! where onnxruntime keeps Convs and their Sigmoids in float, through
+//! qport's float Conv and Sigmoid, which compute MLAS's bits on an AVX-512
+//! host; its `QLinearSigmoid` tables are MLAS's logistic too). Not
 //! verified bit for bit: `QLinearAveragePool`, `QLinearConcat` with
 //! differing parameters and `QLinearLeakyRelu`.
 //!
 //! [`coverage`] measures what ran in integers.
 
+use qport_core::arith::Lowering;
 use qport_core::{DType, Tensor};
 use qport_onnx::graph::{GraphIndex, MS_DOMAIN};
 use qport_onnx::{opclass, Attribute, Model, Node};
@@ -137,6 +155,9 @@ struct Dq {
 struct Ctx<'m> {
     model: &'m Model,
     index: GraphIndex<'m>,
+    /// The rule set.
+    lowering: Lowering,
+    /// The types onnxruntime sees (for [`Lowering::Onnxruntime`]).
     types: ort::OrtTypes,
 }
 
@@ -190,9 +211,15 @@ impl<'m> Ctx<'m> {
         self.index.sole_consumer(value)
     }
 
-    /// The quantized type onnxruntime sees for `value` (see [`ort`]).
+    /// The quantized type of `value`: as onnxruntime sees it under
+    /// [`Lowering::Onnxruntime`] (see [`ort`]), else as written.
     fn ty(&self, value: &str) -> Option<DType> {
-        self.types.of(self.model, &self.index, value)
+        let written = ort::OrtTypes { int8_allowed: true };
+        let types = match self.lowering {
+            Lowering::Onnxruntime => &self.types,
+            _ => &written,
+        };
+        types.of(self.model, &self.index, value)
     }
 
     /// The QuantizeLinear reading `out` (the only reader), directly or
@@ -299,17 +326,24 @@ fn grid(dt: DType) -> (i64, i64) {
     }
 }
 
-/// Lowers `model`; see the [module docs](self).
-pub fn lower_qdq(model: &Model) -> Lowered {
+/// Lowers `model` under the rule set `lowering` (onnxruntime's on this
+/// host's architecture for [`Lowering::Onnxruntime`]); see the
+/// [module docs](self).
+pub fn lower_qdq(model: &Model, lowering: Lowering) -> Lowered {
+    let types = ort::OrtTypes::host();
+    if lowering == Lowering::None {
+        return lower_groups(model, lowering, types);
+    }
     let (model, _) = propagate::propagate(model);
-    lower_groups(&model, ort::OrtTypes::host())
+    lower_groups(&model, lowering, types)
 }
 
-fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
+fn lower_groups(model: &Model, lowering: Lowering, types: ort::OrtTypes) -> Lowered {
     let g = &model.graph;
     let ctx = Ctx {
         model,
         index: GraphIndex::new(g),
+        lowering,
         types,
     };
     let mut inits = g.initializers.clone();
@@ -336,7 +370,12 @@ fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
                 reason,
             })
         };
-        if let Some(reason) = more::ort_declines(&ctx, i) {
+        let declined = match lowering {
+            Lowering::None => Some(more::UNFUSED.to_string()),
+            Lowering::Onnxruntime => more::ort_declines(&ctx, i),
+            Lowering::All => None,
+        };
+        if let Some(reason) = declined {
             why(reason);
             continue;
         }
@@ -373,6 +412,15 @@ fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
         replace.insert(i, nodes);
     }
     let mac_nodes = coverage::mac_nodes(&ctx, &replace);
+    if lowering == Lowering::None {
+        // the graph as written
+        return Lowered {
+            model: model.clone(),
+            lowered,
+            float,
+            mac_nodes,
+        };
+    }
     let mut nodes = Vec::with_capacity(g.nodes.len());
     // a lowered group is emitted where its last node (the Q) stood, so
     // every integer input it reads is computed before it
@@ -693,7 +741,11 @@ fn lower_gap(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
     }
     ctx.scalar_f32(&x.scale)?;
     let qj = ctx.sole_reader(out)?;
-    let (sy, zy, _) = ctx.q8(qj)?;
+    let (sy, zy, ty) = ctx.q8(qj)?;
+    // the kernel takes one 8-bit type
+    if ctx.init(&x.zp)?.dtype() != ty {
+        return None;
+    }
     let m = Node::new(
         format!("{}_qlinear", n.name),
         "QLinearGlobalAveragePool",

@@ -1,5 +1,6 @@
 //! Which nodes form quantized groups, onnxruntime's type conditions for
-//! fusing them (and the reasons a group stays in float), and the groups
+//! fusing them (applied under [`qport_core::arith::Lowering::Onnxruntime`]
+//! only), the reasons a group stays in float, and the groups
 //! beyond GEMMs and element-wise arithmetic: the lookup-table activations,
 //! `Softmax`, `AveragePool`, `Concat`, `Split`, `ArgMax` and the operators
 //! that only move quantized values.
@@ -8,6 +9,9 @@ use super::{group_nodes, Ctx, Dq, Group};
 use qport_core::DType;
 use qport_onnx::graph::MS_DOMAIN;
 use qport_onnx::{Attribute, Node};
+
+/// The reason of every group under [`qport_core::arith::Lowering::None`].
+pub(super) const UNFUSED: &str = "unfused float execution: the profile's lowering is `none`, so the QDQ graph runs in float as written (onnxruntime with graph optimizations disabled)";
 
 /// Operators onnxruntime runs on the integers of a `DQ → op → Q` group with
 /// equal parameters (its "drop QDQ" rules), and `Resize` in nearest mode.
@@ -87,6 +91,13 @@ fn tname(t: Option<DType>) -> String {
     t.map_or("?".into(), |t| t.to_string())
 }
 
+/// The type of the QuantizeLinear that ends node `i`'s group ([`Ctx::ty`]).
+fn out_type(ctx: &Ctx, i: usize) -> Option<DType> {
+    let out = ctx.model.graph.nodes[i].outputs.first()?;
+    let (qj, _) = ctx.out_q(out).ok().flatten()?;
+    ctx.ty(&ctx.model.graph.nodes[qj].outputs[0])
+}
+
 /// onnxruntime's type conditions for fusing node `i`'s group: `Some(reason)`
 /// when it would decline (so the group stays in float there).
 pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
@@ -100,11 +111,7 @@ pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
         // a float operator whose output is quantized: no group to fuse
         return None;
     }
-    let out_ty = ctx
-        .out_q(n.outputs.first()?)
-        .ok()
-        .flatten()
-        .and_then(|(qj, _)| ctx.ty(&ctx.model.graph.nodes[qj].outputs[0]));
+    let out_ty = out_type(ctx, i);
     let in_ty = |k: usize| {
         ins.iter()
             .find(|(j, _)| *j == k)
@@ -171,9 +178,14 @@ pub(super) fn why_float(ctx: &Ctx, i: usize) -> String {
         return "a float operator (no input is dequantized; e.g. one a float16 template keeps in float16) whose output is quantized: runs in float".into();
     }
     if !ort_fuses(op) && op != "BatchNormalization" {
-        return format!(
-            "onnxruntime has no integer kernel for a QDQ {op}: it runs in float between DequantizeLinear and QuantizeLinear"
-        );
+        return match ctx.lowering {
+            qport_core::arith::Lowering::Onnxruntime => format!(
+                "onnxruntime has no integer kernel for a QDQ {op}: it runs in float between DequantizeLinear and QuantizeLinear"
+            ),
+            _ => format!(
+                "qport has no integer operator for a QDQ {op} (nor has onnxruntime): it runs in float between DequantizeLinear and QuantizeLinear"
+            ),
+        };
     }
     if op == "Resize" && n.attr_string("mode", "nearest").ok().as_deref() != Some("nearest") {
         return "a non-nearest Resize: qport does not model onnxruntime's integer interpolation; runs in float".into();
@@ -191,6 +203,18 @@ pub(super) fn why_float(ctx: &Ctx, i: usize) -> String {
                 return "its output is not read by one QuantizeLinear alone (several readers, a graph output, or a float consumer)".into();
             }
             _ => {}
+        }
+    }
+    if matches!(op, "Add" | "Mul" | "GlobalAveragePool") {
+        let out_ty = out_type(ctx, i);
+        let tys: Vec<Option<DType>> = ins.iter().map(|(_, d)| ctx.ty(&d.x)).collect();
+        if out_ty.is_some() && tys.iter().any(|t| *t != out_ty) {
+            let list: Vec<String> = tys.iter().map(|t| tname(*t)).collect();
+            return format!(
+                "inputs are {} but output {}: qport's QLinear{op} takes one 8-bit type",
+                list.join(", "),
+                tname(out_ty)
+            );
         }
     }
     if drops_qdq(op) || op == "Split" {
