@@ -119,6 +119,8 @@ pub struct RunArgs {
     pub profile: Option<String>,
     #[command(flatten)]
     pub profile_files: ProfileFilesArg,
+    #[command(flatten)]
+    pub coverage: crate::args::CoverageArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -365,6 +367,11 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
         check_output_path(out)?;
     }
     let profile = pick_profile(args)?;
+    if profile.is_none() && args.coverage.min_integer_coverage.is_some() {
+        anyhow::bail!(
+            "--min-integer-coverage needs --profile (an FP32 run has no integer coverage)"
+        );
+    }
     let spinner = ui.spinner("loading model");
     let mut loaded = model_file::load(&args.model)?;
     args.shapes.apply(&mut loaded.model, &args.model)?;
@@ -488,7 +495,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
         times: [loaded.load_time, plan_time, run_time],
     };
     emit(&report, args.format, ui)?;
-    Ok(ExitStatus::Success)
+    Ok(args.coverage.status(report.integer_coverage.as_slice()))
 }
 
 /// The `--profile` value that runs the float graph.

@@ -376,6 +376,52 @@ fn bench_reports_coverage_and_fails_below_the_minimum() {
     qport_tests::cli::assert_input_error(&o, &["--min-integer-coverage", "--int8"]);
 }
 
+/// `qport run` of the detector's `variant` artifact on one input under
+/// `profile`, JSON on stdout, with `extra` flags.
+fn run(variant: &str, profile: &str, extra: &[&str]) -> (Out, Option<Value>) {
+    let (_, x) = detector();
+    let model = artifact(variant);
+    let input = format!("images={x}");
+    let mut a = vec!["run", &model, "--input", &input, "--profile", profile];
+    a.extend(["--format", "json"]);
+    a.extend(extra);
+    let o = qport(&a);
+    let doc = serde_json::from_str(&o.stdout).ok();
+    (o, doc)
+}
+
+#[test]
+fn run_reports_coverage_and_fails_below_the_minimum() {
+    let (o, doc) = run("qdq-u8s8", "f32-rne", &MIN);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_full(coverage_of(&doc.expect("JSON on stdout"), "f32-rne"));
+    let (o, doc) = run("qdq-s8s8", "f32-rne", &MIN);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let doc = doc.expect("the JSON is printed before the check");
+    let share = coverage_of(&doc, "f32-rne")["mac_share"].as_f64().unwrap();
+    assert!(share < 0.5, "{share}");
+    let failed = format!(
+        "under `f32-rne`, {:.1}% of the multiply-accumulates ran in integers, below --min-integer-coverage 0.9",
+        100.0 * share
+    );
+    assert!(o.stderr.contains(&failed), "{}", o.stderr);
+    // the same artifact under an integer archetype lowers every Conv
+    let (o, _) = run("qdq-s8s8", "exact", &MIN);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // an FP32 run has no integer coverage to check
+    let (fp32, x) = detector();
+    let input = format!("images={x}");
+    let o = qport(&[
+        "run",
+        &fp32,
+        "--input",
+        &input,
+        "--min-integer-coverage",
+        "0.5",
+    ]);
+    qport_tests::cli::assert_input_error(&o, &["--min-integer-coverage", "--profile"]);
+}
+
 /// `qport quantize` of the detector for `platform`, calibrated on the
 /// fixture input, with `extra` flags; returns the run and `report.json`.
 fn quantize(platform: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
