@@ -231,29 +231,48 @@ unsafe fn rank1<const N: usize>(
     // SAFETY: (whole body) pointers in bounds per the caller, AVX-512F
     // enabled by the caller.
     unsafe {
-        let block = |p0: usize, p1: usize| {
-            let mut acc = [[Avx512::zero(); 2]; N];
-            for p in p0..p1 {
-                let v0 = Avx512::load(vecs.add(p * vs));
-                let v1 = Avx512::load(vecs.add(p * vs + 16));
-                let sp = scal.add(p * ss);
-                for (i, acci) in acc.iter_mut().enumerate() {
-                    let sv = Avx512::splat(*sp.add(i));
-                    acci[0] = Avx512::fma(v0, sv, acci[0]);
-                    acci[1] = Avx512::fma(v1, sv, acci[1]);
-                }
-            }
-            acc
-        };
-        let mut acc = block(0, k.min(kc));
+        let mut acc = block::<N>(0, k.min(kc), vecs, vs, scal, ss);
         let mut p0 = kc;
         while p0 < k {
-            let part = block(p0, k.min(p0 + kc));
+            let part = block::<N>(p0, k.min(p0 + kc), vecs, vs, scal, ss);
             for (a, b) in acc.iter_mut().zip(&part) {
                 a[0] = Avx512::add(a[0], b[0]);
                 a[1] = Avx512::add(a[1], b[1]);
             }
             p0 += kc;
+        }
+        acc
+    }
+}
+
+/// One block of [`rank1`]: the accumulators of steps `p0..p1`, from zero.
+/// A function, not a closure: a closure would not inherit the caller's
+/// target features, and its AVX-512 operations would become calls.
+///
+/// # Safety
+/// As [`rank1`].
+#[inline(always)]
+unsafe fn block<const N: usize>(
+    p0: usize,
+    p1: usize,
+    vecs: *const f32,
+    vs: usize,
+    scal: *const f32,
+    ss: usize,
+) -> [[__m512; 2]; N] {
+    // SAFETY: (whole body) pointers in bounds per the caller, AVX-512F
+    // enabled by the caller.
+    unsafe {
+        let mut acc = [[Avx512::zero(); 2]; N];
+        for p in p0..p1 {
+            let v0 = Avx512::load(vecs.add(p * vs));
+            let v1 = Avx512::load(vecs.add(p * vs + 16));
+            let sp = scal.add(p * ss);
+            for (i, acci) in acc.iter_mut().enumerate() {
+                let sv = Avx512::splat(*sp.add(i));
+                acci[0] = Avx512::fma(v0, sv, acci[0]);
+                acci[1] = Avx512::fma(v1, sv, acci[1]);
+            }
         }
         acc
     }
