@@ -478,7 +478,7 @@ def family_artifacts(ctx: Context, fam: families.Family, rel: str) -> tuple[dict
 
 
 def step_families(ctx: Context):
-    """Build the NHWC classifier, YOLO-style detector and text encoder families
+    """Build the NHWC classifier, YOLO-style detector, text encoder and gated CNN families
     with seeded random weights, their ORT QDQ artifacts, ORT's optimized graphs
     and parity data.
 

@@ -19,7 +19,12 @@ use qport_tests::parity::samples;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-const FAMILIES: [&str; 3] = ["nhwc-classifier", "yolo-detector", "text-encoder"];
+const FAMILIES: [&str; 4] = [
+    "nhwc-classifier",
+    "yolo-detector",
+    "text-encoder",
+    "gated-cnn",
+];
 const VARIANTS: [&str; 2] = ["qdq-u8s8", "qdq-s8s8"];
 
 /// Per output name: the worst max |Δ| and max |Δ| / max |reference| over the
@@ -118,6 +123,11 @@ fn yolo_detector_fp32_matches_onnxruntime_at_two_sizes() {
 #[test]
 fn text_encoder_fp32_matches_onnxruntime_at_two_lengths() {
     check_fp32("text-encoder");
+}
+
+#[test]
+fn gated_cnn_fp32_matches_onnxruntime() {
+    check_fp32("gated-cnn");
 }
 
 /// The quantization step of a graph output: the scale of the
@@ -235,4 +245,11 @@ fn every_family_fixture_exists() {
             );
         }
     }
+}
+
+/// LeakyRelu, the Where-gated activation, AveragePool, Sigmoid and Concat
+/// as onnxruntime computes them in float between DQ and Q.
+#[test]
+fn gated_cnn_qdq_artifacts_as_float_match_onnxruntime() {
+    check_qdq_float("gated-cnn", 0.0, 0.0);
 }

@@ -155,6 +155,15 @@ fn text_encoder_integer_plan_matches_onnxruntime() {
     }
 }
 
+/// The gated CNN: `QLinearLeakyRelu`, `QLinearWhere` (the Where-gated
+/// activation), `QLinearAveragePool`, `QLinearSigmoid` and `QLinearConcat`
+/// of inputs with differing parameters, each as onnxruntime fuses it.
+#[test]
+fn gated_cnn_integer_plan_is_onnxruntime_bit_for_bit() {
+    assert_bit_identical("gated-cnn", "qdq-u8s8");
+    assert_bit_identical("gated-cnn", "qdq-s8s8");
+}
+
 /// MobileNetV2 (random weights, step `bench-families`): 52 Convs, ReLU6 as
 /// `Clip`, residual `Add`s. Bit-identical on all 32 samples in both
 /// variants. For s8s8, onnxruntime's x86 rules leave 15 of the 52 Convs (all
@@ -184,7 +193,12 @@ fn resnet50_integer_plan_matches_onnxruntime() {
 /// of its QLinear* / QGemm kernels), and the MAC share follows.
 #[test]
 fn integer_coverage_equals_what_onnxruntime_fuses() {
-    for family in ["nhwc-classifier", "yolo-detector", "text-encoder"] {
+    for family in [
+        "nhwc-classifier",
+        "yolo-detector",
+        "text-encoder",
+        "gated-cnn",
+    ] {
         assert_coverage_is_onnxruntimes(family);
     }
 }

@@ -130,6 +130,11 @@ fn nhwc_classifier_unfused_is_onnxruntime_unoptimized_bit_for_bit() {
 }
 
 #[test]
+fn gated_cnn_unfused_is_onnxruntime_unoptimized_bit_for_bit() {
+    assert_bit_identical("gated-cnn");
+}
+
+#[test]
 fn text_encoder_unfused_is_onnxruntime_unoptimized_bit_for_bit() {
     assert_bit_identical("text-encoder");
 }

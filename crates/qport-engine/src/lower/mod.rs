@@ -41,6 +41,7 @@
 //! | DQ(x) → Sigmoid / LeakyRelu → Q | `com.microsoft.QLinearSigmoid` / `QLinearLeakyRelu` (a table of the 256 outputs) |
 //! | DQ(x) → Softmax → Q | `com.microsoft.QLinearSoftmax` (onnxruntime's exponent table and f32 division) |
 //! | DQ(x_k)... → Concat → Q | `com.microsoft.QLinearConcat` |
+//! | DQ(x), DQ(y) → Where(condition, x, y) → Q, one 8-bit type | `com.microsoft.QLinearWhere` (each side requantized by onnxruntime's table) |
 //! | DQ(x) → Split → Q on every output, same parameters | `Split` on the integers |
 //! | DQ(x) → Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Slice / Gather / GatherElements / Expand / Tile → Q, same parameters | the operator on the integers |
 //! | DQ(x) → MaxPool / ReduceMax / ReduceMin → Q, same parameters, positive scale | the operator on the integers |
@@ -84,7 +85,6 @@
 //! | Add / Mul / ... → Relu / Clip → Q where the Q does not make the Relu / Clip redundant | onnxruntime then fuses nothing (`IsClipMadeRedundantByQ`); a Conv / MatMul there gets a float output instead (above) |
 //! | a group (other than Conv / MatMul / Gemm, which get a float output) whose output has another reader, or is a graph output | onnxruntime's group selection requires the Q to be its only reader |
 //! | a float operator whose output a Q reads but whose input is not dequantized (the float16 operators of a float16 template: Clip, Add, Concat, Flatten, ... between Casts) | it has no quantized input: it runs in float (float16 on the platform) |
-//! | Where | qport has no `QLinearWhere` yet (onnxruntime fuses `DQ, DQ → Where → Q`; none of the fixtures has a Where) |
 //! | Resize other than nearest | onnxruntime's integer interpolation is not modelled |
 //! | per-axis activation parameters, non-constant parameters, a bias that is not int32 with scale `s_x · s_w` | the integer kernels do not take them |
 //!
@@ -105,13 +105,20 @@
 //! [`crate::ops`]). Measured against onnxruntime's default session on this
 //! repository's fixtures (VNNI host, `f32-rne`, lowering `onnxruntime`):
 //! bit-identical on the EfficientNet-Lite0 u8s8 artifact and on the
-//! MobileNetV2, ResNet-50, NHWC classifier, text encoder and YOLO-style
-//! detector families, both variants, every sample (the s8s8 artifacts,
-//! where onnxruntime keeps Convs and their Sigmoids in float, through
-//! qport's float Conv and Sigmoid, which compute MLAS's bits on an AVX-512
-//! host; its `QLinearSigmoid` tables are MLAS's logistic too). Not
-//! verified bit for bit: `QLinearAveragePool`, `QLinearConcat` with
-//! differing parameters and `QLinearLeakyRelu`.
+//! MobileNetV2, ResNet-50, NHWC classifier, text encoder, YOLO-style
+//! detector and gated CNN families, both variants, every sample (the s8s8
+//! artifacts, where onnxruntime keeps Convs and their Sigmoids in float,
+//! through qport's float Conv and Sigmoid, which compute MLAS's bits on an
+//! AVX-512 host; its `QLinearSigmoid` tables are MLAS's logistic too). The
+//! gated CNN covers `QLinearLeakyRelu`, `QLinearWhere`, `QLinearAveragePool`
+//! and `QLinearConcat` of inputs with differing parameters.
+//!
+//! One float operator depends on the session too: onnxruntime's default
+//! session runs a float 4-D `AveragePool` whose channels are a multiple of
+//! MLAS's NCHWc block in its blocked layout, summing each window row by
+//! row, where its plain kernel (optimizations off) sums column by column.
+//! Under `onnxruntime` such a node becomes `ai.qport:AveragePool` with the
+//! host's block size, so the engine sums as the default session does.
 //!
 //! [`coverage`] measures what ran in integers.
 
@@ -214,7 +221,10 @@ impl<'m> Ctx<'m> {
     /// The quantized type of `value`: as onnxruntime sees it under
     /// [`Lowering::Onnxruntime`] (see [`ort`]), else as written.
     fn ty(&self, value: &str) -> Option<DType> {
-        let written = ort::OrtTypes { int8_allowed: true };
+        let written = ort::OrtTypes {
+            int8_allowed: true,
+            nchwc_block: 0,
+        };
         let types = match self.lowering {
             Lowering::Onnxruntime => &self.types,
             _ => &written,
@@ -389,6 +399,7 @@ fn lower_groups(model: &Model, lowering: Lowering, types: ort::OrtTypes) -> Lowe
             "BatchNormalization" => lower_bn(&ctx, i, out, &mut inits),
             "Sigmoid" | "LeakyRelu" | "Softmax" | "AveragePool" => more::lower_unary(&ctx, i, out),
             "Concat" => more::lower_concat(&ctx, i, out),
+            "Where" => more::lower_where(&ctx, i, out),
             "Split" => more::lower_split(&ctx, i),
             "ArgMax" => more::lower_argmax(&ctx, i),
             op if more::drops_qdq(op) => lower_move(&ctx, i, out),
@@ -441,7 +452,17 @@ fn lower_groups(model: &Model, lowering: Lowering, types: ort::OrtTypes) -> Lowe
         if removed.contains(&j) || replace.contains_key(&j) {
             continue;
         }
-        nodes.push(n.clone());
+        match ctx
+            .types
+            .average_pool(n)
+            .filter(|_| lowering == Lowering::Onnxruntime)
+        {
+            Some(m) => {
+                uses_qport = true;
+                nodes.push(m);
+            }
+            None => nodes.push(n.clone()),
+        }
     }
     // drop what no longer has a reader (the DQ/Q pairs the groups replaced)
     loop {

@@ -221,6 +221,7 @@ fn int8_activations_follow_onnxruntimes_x86_rules() {
     let build = int8_conv;
     let low = ort::OrtTypes {
         int8_allowed: false,
+        nchwc_block: 0,
     };
     let (m, _) = propagate::propagate(&build(true));
     let l = lower_groups(&m, Lowering::Onnxruntime, low);
@@ -237,6 +238,7 @@ fn int8_activations_follow_onnxruntimes_x86_rules() {
         Lowering::Onnxruntime,
         ort::OrtTypes {
             int8_allowed: false,
+            nchwc_block: 0,
         },
     );
     assert_eq!(l.lowered.len(), 1, "{:?}", l.float);
@@ -244,7 +246,10 @@ fn int8_activations_follow_onnxruntimes_x86_rules() {
     let l = lower_groups(
         &build(true),
         Lowering::Onnxruntime,
-        ort::OrtTypes { int8_allowed: true },
+        ort::OrtTypes {
+            int8_allowed: true,
+            nchwc_block: 0,
+        },
     );
     assert_eq!(l.lowered.len(), 1, "{:?}", l.float);
 }
@@ -429,6 +434,7 @@ fn float_output_matmul_groups_are_lowered_whatever_onnxruntime_fuses() {
         Lowering::Onnxruntime,
         ort::OrtTypes {
             int8_allowed: false,
+            nchwc_block: 0,
         },
     );
     assert_eq!(
@@ -462,6 +468,7 @@ fn each_rule_set_lowers_an_int8_activation_conv_as_it_says() {
     let model = int8_conv(true);
     let x86 = ort::OrtTypes {
         int8_allowed: false,
+        nchwc_block: 0,
     };
     let (m, _) = propagate::propagate(&model);
     let ort = lower_groups(&m, Lowering::Onnxruntime, x86);
@@ -482,11 +489,12 @@ fn each_rule_set_lowers_an_int8_activation_conv_as_it_says() {
         "{:?}",
         all.float
     );
-    // the Relu has no integer operator under any rule set
+    // the Relu reads the dequantized output and nothing quantizes its
+    // own: it runs in float under any rule set
     assert_eq!(all.float.len(), 1, "{:?}", all.float);
     assert!(all.float[0]
         .reason
-        .contains("qport has no integer operator for a QDQ Relu"));
+        .contains("Relu reads dequantized values and its output is not quantized"));
     assert!(all.mac_nodes.iter().all(|n| n.integer));
     assert!(all.model.graph.nodes.iter().all(|n| n.op_type != "Conv"));
 
@@ -594,6 +602,7 @@ fn all_drops_onnxruntimes_type_conditions_and_keeps_qports() {
         Lowering::Onnxruntime,
         ort::OrtTypes {
             int8_allowed: false,
+            nchwc_block: 0,
         },
     );
     assert!(ort.lowered.is_empty(), "{:?}", ort.lowered);
