@@ -10,7 +10,8 @@ lives in ``$QPORT_FIXTURES`` (default ``~/.cache/qport/fixtures``)::
                 bench/{mobilenetv2,resnet50}.random.onnx (seeded random
                 weights, for latency benchmarks only), families/ (seeded
                 random-weight NHWC classifier, YOLO-style detector, text
-                encoder, their ORT QDQ artifacts and ORT's optimized graphs;
+                encoder, gated CNN, their ORT QDQ artifacts and ORT's
+                optimized graphs;
                 the same artifacts of the two bench models)
     node/       ONNX backend node conformance cases
     datasets/   ppocr-lines/{0,180}/*.png, effnet-calib64/ (ORT's calibration set),
@@ -478,7 +479,7 @@ def family_artifacts(ctx: Context, fam: families.Family, rel: str) -> tuple[dict
 
 
 def step_families(ctx: Context):
-    """Build the NHWC classifier, YOLO-style detector and text encoder families
+    """Build the NHWC classifier, YOLO-style detector, text encoder and gated CNN families
     with seeded random weights, their ORT QDQ artifacts, ORT's optimized graphs
     and parity data.
 

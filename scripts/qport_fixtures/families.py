@@ -1,5 +1,6 @@
 """Seeded random-weight model families: NHWC classifier, YOLO-style detector,
-MiniLM-style text encoder; and the two benchmark networks as families.
+MiniLM-style text encoder, a gated CNN; and the two benchmark networks as
+families.
 
 Issue 13 asks for model families qport was not developed on, each with
 onnxruntime's QDQ artifacts, to measure how much of a real network qport
@@ -54,6 +55,16 @@ quantization structure and latency, never for accuracy.
   decomposition ``ReduceMean``, ``Sub``, ``Pow`` 2, ``ReduceMean``, ``Add``
   eps, ``Sqrt``, ``Div``, ``Mul`` gamma, ``Add`` beta. Output
   ``last_hidden_state`` [1,seq,64] (the last decomposed layer norm's ``Add``).
+
+``gated-cnn`` (seed 1304, opset 13) -- the operators onnxruntime fuses from
+QDQ that the three families above lack, in a small CNN: input ``image``
+[1,3,64,64] float NCHW; 3x3 stride-2 Conv 3->16 + ``LeakyRelu`` (alpha 0.1);
+3x3 Conv 16->16 with a leaky activation written as some exporters write
+PReLU, ``Where(Greater(x, 0), x, Mul(x, 0.2))``; ``AveragePool`` 3x3 stride
+2 pads 1 (padding not counted); two branches, 1x1 Conv 16->8 and 3x3 Conv
+16->8 + ``Sigmoid``, joined by ``Concat`` (inputs with differing
+quantization parameters); 1x1 Conv 16->16 + Relu; GlobalAveragePool,
+Flatten, Gemm to 10 classes: output ``logits`` [1,10].
 
 Weights come from ``numpy.random.default_rng(seed)`` in build order: conv
 weights He-scaled as in the benchmark models, matrices N(0, sqrt(1/fan_in)),
@@ -146,6 +157,15 @@ class FamilyBuilder(Builder):
         y = self.op("Mul", [self.op("Div", [d, std]), gamma])
         return self.named("Add", [y, beta], out) if out else self.op("Add", [y, beta])
 
+    def pooled_logits(self, x: str, c: int, classes: int) -> str:
+        """GlobalAveragePool, Flatten and a Gemm (N(0, sqrt(1/c)) weights,
+        N(0, 0.01) bias) to the graph output ``logits``."""
+        x = self.op("Flatten", [self.op("GlobalAveragePool", [x])], axis=1)
+        w = self.rng.normal(0, math.sqrt(1.0 / c), (classes, c)).astype(np.float32)
+        bias = self.rng.normal(0, 0.01, classes).astype(np.float32)
+        return self.named("Gemm", [x, self.const("fc_w", w), self.const("fc_b", bias)], "logits",
+                          transB=1)
+
     def model(self, name: str, opset: int, inputs: list, outputs: list) -> onnx.ModelProto:
         """The checked model (full check, shapes inferred by the checker)."""
         g = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
@@ -185,10 +205,7 @@ def build_nhwc_classifier(seed: int = CLASSIFIER_SEED) -> onnx.ModelProto:
     x = b.op("Relu", [b.conv(x, 16, 32, 1)])
     x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
     x = b.op("Relu", [b.conv(x, 32, 32, 3)])
-    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])], axis=1)
-    w = b.rng.normal(0, math.sqrt(1.0 / 32), (CLASSIFIER_CLASSES, 32)).astype(np.float32)
-    bias = b.rng.normal(0, 0.01, CLASSIFIER_CLASSES).astype(np.float32)
-    b.named("Gemm", [x, b.const("fc_w", w), b.const("fc_b", bias)], "logits", transB=1)
+    b.pooled_logits(x, 32, CLASSIFIER_CLASSES)
     return b.model(
         "nhwc_classifier_random", 13,
         [helper.make_tensor_value_info("image", TensorProto.FLOAT,
@@ -310,6 +327,34 @@ def build_text_encoder(seed: int = ENCODER_SEED) -> onnx.ModelProto:
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, "seq", h])])
 
 
+# ------------------------------------------------------------------ gated CNN
+
+GATED_SEED = 1304
+GATED_SIZE = 64
+GATED_CLASSES = 10
+
+
+def build_gated_cnn(seed: int = GATED_SEED) -> onnx.ModelProto:
+    """The gated CNN (graph ``gated_cnn_random``); see the module docs."""
+    b = FamilyBuilder(seed)
+    x = b.op("LeakyRelu", [b.conv("image", 3, 16, 3, 2)], alpha=0.1)
+    x = b.conv(x, 16, 16, 3)
+    # Mul before Where: quantize_static quantizes a Where only when both
+    # value inputs are already quantized.
+    leak = b.op("Mul", [x, b.scalar("leak", 0.2)])
+    x = b.op("Where", [b.op("Greater", [x, b.scalar("zero", 0.0)]), x, leak])
+    x = b.op("AveragePool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+             count_include_pad=0)
+    a = b.conv(x, 16, 8, 1)
+    c = b.op("Sigmoid", [b.conv(x, 16, 8, 3)])
+    x = b.op("Relu", [b.conv(b.op("Concat", [a, c], axis=1), 16, 16, 1)])
+    b.pooled_logits(x, 16, GATED_CLASSES)
+    return b.model(
+        "gated_cnn_random", 13,
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, GATED_SIZE, GATED_SIZE])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, GATED_CLASSES])])
+
+
 # ------------------------------------------------------------------ inputs
 
 
@@ -333,6 +378,11 @@ def encoder_input(rng: np.random.Generator, seq: int = 16) -> dict[str, np.ndarr
         ids[0, seq - pad:] = 0
         mask[0, seq - pad:] = 0
     return {"input_ids": ids, "attention_mask": mask}
+
+
+def gated_input(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Standard normal noise, [1,3,64,64] (a mean/std-normalized image)."""
+    return {"image": rng.standard_normal((1, 3, GATED_SIZE, GATED_SIZE)).astype(np.float32)}
 
 
 def bench_input(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -389,6 +439,7 @@ FAMILIES = (
     Family("text-encoder", build_text_encoder, ENCODER_SEED, 17, encoder_input,
            (encoder_input, encoder_input, lambda r: encoder_input(r, 9),
             lambda r: encoder_input(r, 9))),
+    Family("gated-cnn", build_gated_cnn, GATED_SEED, 13, gated_input, (gated_input,) * 4),
 )
 
 # Built by the bench-models step (models/bench/<name>.random.onnx), not here.

@@ -5,11 +5,11 @@
 //! samples that flip; writes `OUT/agree.json` (atomically) and, with
 //! `--min-agreement`, exits 1 when a pair of profiles agrees less often.
 //!
-//! # JSON schema (`OUT/agree.json`, and stdout with `--format json`), `"schema": "qport.agree/1"`
+//! # JSON schema (`OUT/agree.json`, and stdout with `--format json`), `"schema": "qport.agree/2"`
 //!
 //! ```text
 //! {
-//!   "schema": "qport.agree/1",
+//!   "schema": "qport.agree/2",
 //!   "qport_version": str,
 //!   "command": [str],
 //!   "model": { "path": str, "size_bytes": int, "sha256": str },
@@ -24,7 +24,7 @@
 //!   "threads": int,
 //!   "profile_files": [ { "path": str, "size_bytes": int, "sha256": str } ],
 //!   "profiles": [ Profile ],            // as in qport.profiles/1, in study order
-//!   "integer_coverage": Coverage,       // what ran in integers (docs/cli-json.md)
+//!   "integer_coverage": [ Coverage ],   // per profile, in study order (docs/cli-json.md)
 //!   "matrix": { "profiles": [str], "top1_agree": [[int]] | null, "bit_identical": [[int]] },
 //!   "pairs": [ Pair ],                  // every pair of different profiles
 //!   "self": [ Pair ],                   // each profile vs its own second run
@@ -97,7 +97,13 @@ recovered from the artifact unless --fp32 gives the original model.
 --pot ceil|nearest rewrites the artifact's scales to powers of two (integer
 weights and biases re-derived) before measuring.
 
-Writes OUT/agree.json (schema qport.agree/1, docs/cli-json.md). Exit codes:
+Each profile also says which QDQ groups run in integers at all (its
+lowering): --profiles f32-rne,ort-unfused compares onnxruntime's default
+session (its QDQ fusions) with its session with graph optimizations
+disabled (the QDQ graph in float). The integer coverage is reported per
+profile; ort-unfused is unfused float execution and never warned about.
+
+Writes OUT/agree.json (schema qport.agree/2, docs/cli-json.md). Exit codes:
 0 done, 1 --min-agreement not met (the failing pairs are named), an output
 of a profile below --min-cosine / --min-sqnr against FP32, less than
 --min-integer-coverage of the MACs in integers, or a non-finite output, 2
@@ -155,7 +161,7 @@ pub struct AgreeArgs {
     pub format: Format,
 }
 
-/// `qport.agree/1` with what the human form needs besides: the study's
+/// `qport.agree/2` with what the human form needs besides: the study's
 /// result and where `agree.json` was written.
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
@@ -312,7 +318,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
 
     let reg = &loaded.registry;
     let provenance = Provenance {
-        header: Header::with_command("qport.agree/1"),
+        header: Header::with_command("qport.agree/2"),
         model: FileJson::from(&qdq.facts),
         fp32_model: fp32_facts.as_ref().map(FileJson::from),
         data: DataJson {
@@ -363,7 +369,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         _ => ExitStatus::Success,
     };
     let thresholds = crate::compare::status(doc.report.check.as_ref());
-    let coverage = args.coverage.status(Some(&result.integer_coverage));
+    let coverage = args.coverage.status(&result.integer_coverage);
     Ok(ExitStatus::any_failed([agreement, thresholds, coverage]))
 }
 

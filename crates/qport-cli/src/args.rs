@@ -21,6 +21,7 @@ use qport_platform::{
     model_layout, parse_runtime_l2m, DeployRequest, InputSource, InputType, Ip, LayoutOptions,
     ModelLayout, Platform, Registry,
 };
+use qport_study::coverage::{integer_profiles, CoverageJson};
 use std::path::{Path, PathBuf};
 
 /// `--profiles`: comma-separated profile names, or `all` (`qport profiles`
@@ -648,20 +649,34 @@ pub struct CoverageArg {
 }
 
 impl CoverageArg {
-    /// Exit 1 (with a message on stderr) when `c` is below the threshold,
-    /// or was not measured (`None`).
-    pub fn status(&self, c: Option<&qport_study::coverage::CoverageJson>) -> crate::ExitStatus {
-        let share = c.and_then(|c| c.mac_share);
-        match self.min_integer_coverage {
-            Some(min) if share.is_none_or(|v| v < min) => {
+    /// Exit 1 (with a message on stderr) when the integer coverage of some
+    /// profile in `c` is below the threshold or was not measured. Profiles
+    /// that lower nothing (unfused float execution) are left out; with no
+    /// other profile, nothing ran in integers and the check fails.
+    pub fn status(&self, c: &[CoverageJson]) -> crate::ExitStatus {
+        let Some(min) = self.min_integer_coverage else {
+            return crate::ExitStatus::Success;
+        };
+        let mut integer = integer_profiles(c).peekable();
+        if integer.peek().is_none() {
+            eprintln!(
+                "qport: check failed: no profile ran the artifact in integers (lowering `none` is unfused float execution), below --min-integer-coverage {min}"
+            );
+            return crate::ExitStatus::Failure;
+        }
+        let mut status = crate::ExitStatus::Success;
+        for c in integer {
+            let share = c.mac_share;
+            if share.is_none_or(|v| v < min) {
                 eprintln!(
-                    "qport: check failed: {} of the multiply-accumulates ran in integers, below --min-integer-coverage {min}",
+                    "qport: check failed: under `{}`, {} of the multiply-accumulates ran in integers, below --min-integer-coverage {min}",
+                    c.profile,
                     share.map_or("an unknown share".into(), |v| format!("{:.1}%", 100.0 * v))
                 );
-                crate::ExitStatus::Failure
+                status = crate::ExitStatus::Failure;
             }
-            _ => crate::ExitStatus::Success,
         }
+        status
     }
 }
 

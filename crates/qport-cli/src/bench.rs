@@ -8,11 +8,11 @@
 //! kernel table predicts for other ISAs. `--out DIR` writes the JSON
 //! atomically.
 //!
-//! # JSON schema (`--format json`, `--out DIR` writes `DIR/bench.json`), `"schema": "qport.bench/1"`
+//! # JSON schema (`--format json`, `--out DIR` writes `DIR/bench.json`), `"schema": "qport.bench/2"`
 //!
 //! ```text
 //! {
-//!   "schema": "qport.bench/1",
+//!   "schema": "qport.bench/2",
 //!   "qport_version": str,
 //!   "command": [str],
 //!   "model": { "path": str, "size_bytes": int, "sha256": str },
@@ -36,7 +36,7 @@
 //!       "throughput_per_s": float,
 //!       "vs_fp32": { "ratio": float, "speed": "faster" | "slower" | "same" } | null
 //!   } ],
-//!   "integer_coverage": Coverage | null,  // as in qport.agree/1; null without --int8
+//!   "integer_coverage": [ Coverage ],     // per int8 profile (docs/cli-json.md); [] without --int8
 //!   "peak_rss_bytes": int | null,
 //!   "prediction": { "rows": [ { "class": str, "isa": str, "instruction": str,
 //!                               "expect": "faster" | "slower", "evidence": str,
@@ -56,11 +56,14 @@
 //! INT8 median over the FP32 median (below 1: faster). `settings.inputs`
 //! describes the first input set (synthetic, or the first sample of
 //! `data`, whose `samples` are run one per round in turn).
-//! `integer_coverage` says how much of the `--int8` artifact the timed
-//! integer plans run in integers (the same under every profile), measured
-//! on the first input set; a warning says when under half of its
-//! multiply-accumulates do, since its "int8" latency then times mostly
-//! float operators.
+//! `integer_coverage` says how much of the `--int8` artifact each timed
+//! integer plan runs in integers (one entry per profile, in `results`
+//! order; it depends on the profile's lowering rule set only), measured on
+//! the first input set; a warning says when under half of its
+//! multiply-accumulates do under some profile, since that profile's
+//! "int8" latency then times mostly float operators (a profile with
+//! lowering `none`, such as `ort-unfused`, times the QDQ graph in float by
+//! definition and is not warned about).
 
 use crate::args::{ProfileFilesArg, ProfileList};
 use crate::model_file;
@@ -72,7 +75,7 @@ use anyhow::{Context, Result};
 use qport_engine::{IntegerPlan, Plan};
 use qport_study::bench::isa::{self, Machine, Prediction};
 use qport_study::bench::{self, BenchOptions, Latency, Variant, VsFp32};
-use qport_study::coverage::CoverageJson;
+use qport_study::coverage::{low_coverage_warnings, CoverageJson};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -106,10 +109,11 @@ onnxruntime's intra_op_num_threads does. --concurrent N runs N inferences
 at once instead; latencies are per inference, throughput counts them all.
 
 With --int8 the output says how much of the artifact runs in integers
-(quantized groups lowered, the share of Conv / MatMul / Gemm
-multiply-accumulates, each group left in float and why) and warns when
-under half of the MACs do: its int8 rows then time mostly float
-operators. --min-integer-coverage X exits 1 (after reporting) below X.
+under each profile (its lowering rule set decides: quantized groups
+lowered, the share of Conv / MatMul / Gemm multiply-accumulates, each group
+left in float and why) and warns when under half of the MACs do: that
+profile's int8 row then times mostly float operators (ort-unfused times the
+QDQ graph in float by definition). --min-integer-coverage X exits 1 (after reporting) below X.
 
 The ratio column is INT8 median / FP32 median. The kernel table below it
 shows the sign an ISA-specific runtime would expect from the dot-product
@@ -257,8 +261,9 @@ struct Report {
     machine: Machine,
     settings: SettingsJson,
     results: Vec<ResultJson>,
-    /// How much of the `--int8` artifact runs in integers.
-    integer_coverage: Option<CoverageJson>,
+    /// How much of the `--int8` artifact runs in integers, per profile
+    /// (empty without `--int8`).
+    integer_coverage: Vec<CoverageJson>,
     peak_rss_bytes: Option<u64>,
     prediction: PredictionJson,
     warnings: Vec<String>,
@@ -410,18 +415,18 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         (Some(ip), Some(path)) => Some(vec![synthetic(ip.plan(), &opts, path)?]),
         _ => None,
     };
-    let coverage = match (int8_plans.first(), &int8_inputs, &args.int8) {
-        (Some(ip), Some(sets), Some(path)) => {
+    let coverage = match (&int8_inputs, &args.int8) {
+        (Some(sets), Some(path)) => {
             sp.set_message("measuring integer coverage");
-            Some(CoverageJson::measure(ip, sets[0].clone()).with_context(|| {
+            let plans: Vec<&IntegerPlan> = int8_plans.iter().collect();
+            CoverageJson::measure_each(&plans, &sets[0]).with_context(|| {
                 format!(
-                    "--int8 '{}': cannot run it under profile `{}`",
-                    path.display(),
-                    ip.profile().name
+                    "--int8 '{}': cannot measure its integer coverage",
+                    path.display()
                 )
-            })?)
+            })?
         }
-        _ => None,
+        _ => vec![],
     };
     drop(sp);
 
@@ -461,7 +466,7 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         .collect();
     let machine = Machine::detect();
     let mut report = Report {
-        header: Header::with_command("qport.bench/1"),
+        header: Header::with_command("qport.bench/2"),
         model: FileJson::from(&fp32.facts),
         int8_model: int8.as_ref().map(|m| FileJson::from(&m.facts)),
         profile_files: loaded.files.iter().map(FileJson::from).collect(),
@@ -478,10 +483,7 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
             int8_inputs: int8_inputs.as_ref().map(|s| inputs_json(&s[0])),
         },
         results,
-        warnings: coverage
-            .iter()
-            .filter_map(CoverageJson::low_coverage_warning)
-            .collect(),
+        warnings: low_coverage_warnings(&coverage),
         integer_coverage: coverage,
         peak_rss_bytes: bench::peak_rss_bytes(),
         prediction: PredictionJson {
@@ -501,7 +503,7 @@ pub fn run(args: &BenchArgs, ui: &Ui) -> Result<ExitStatus> {
         ui.warn(w);
     }
     emit(&report, args.format, ui)?;
-    Ok(args.coverage.status(report.integer_coverage.as_ref()))
+    Ok(args.coverage.status(&report.integer_coverage))
 }
 
 fn latency_json(l: Latency) -> LatencyJson {
@@ -610,8 +612,8 @@ fn render_human(r: &Report, ui: &Ui, out: Option<&Path>) -> String {
         ]);
     }
     s += &t.render(ui, "  ");
-    if let Some(c) = &r.integer_coverage {
-        s += &crate::run::coverage_human(c, ui);
+    if !r.integer_coverage.is_empty() {
+        s += &crate::run::coverage_human(&r.integer_coverage, ui);
     }
     s += &format!(
         "\npeak RSS: {}\n",

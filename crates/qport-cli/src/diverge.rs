@@ -7,11 +7,11 @@
 //! `qport_study::diverge`). Both profiles also run end to end, to show how
 //! a first flip propagates.
 //!
-//! # JSON schema (`--format json`, and `DIR/diverge.json` with `--out`), `"schema": "qport.diverge/1"`
+//! # JSON schema (`--format json`, and `DIR/diverge.json` with `--out`), `"schema": "qport.diverge/2"`
 //!
 //! ```text
 //! {
-//!   "schema": "qport.diverge/1",
+//!   "schema": "qport.diverge/2",
 //!   "qport_version": str,
 //!   "command": [str],
 //!   "model": { "path": str, "size_bytes": int, "sha256": str },
@@ -20,7 +20,7 @@
 //!   "profiles": { "a": Profile, "b": Profile },
 //!   "differing_policies": [ { "stage": Stage, "field": str, "a": str, "b": str } ],
 //!   "lowered_groups": int,
-//!   "integer_coverage": Coverage,         // as in qport.agree/1 (docs/cli-json.md)
+//!   "integer_coverage": [ Coverage ],     // under A, then B (docs/cli-json.md)
 //!   "summary": {
 //!     "inputs": int, "inputs_diverging": int, "outputs_identical": int,
 //!     "top1_compared": int, "top1_agree": int,
@@ -60,7 +60,7 @@
 //! Stage = "accumulation" | "requantization-scale" | "rounding" | "bias" | "epilogue" | "non-gemm"
 //! Profile = an entry of qport.profiles/1
 //! OutputStats, Check = as in qport.quantize/1 (docs/cli-json.md)
-//! Coverage = as in qport.agree/1 (docs/cli-json.md)
+//! Coverage = docs/cli-json.md, "Integer coverage"
 //! ```
 //!
 //! Shares are fractions in `[0, 1]`; `mean_share` averages over all inputs.
@@ -97,7 +97,11 @@ output elements that differ, 'max LSB' the largest difference in integer
 steps. 'end-to-end' compares the two profiles each running the whole graph.
 The stage is found by re-running a diverging layer under A with one of B's
 policies swapped in at a time (accumulation, requantization scale,
-rounding, bias, epilogue, non-GEMM arithmetic).
+rounding, bias, epilogue, non-GEMM arithmetic, lowering). When the profiles
+lower different QDQ groups to integers (e.g. f32-rne keeps onnxruntime's
+x86 float Convs, exact runs every Conv in integers), the layers are the
+values both compute, and a layer B runs in float is re-run as B's float
+nodes between A's operands and the layer's output.
 
 Data (--data): a folder of images with --preprocess (a preset or TOML file),
 or a .npy / .npz whose first axis is the sample axis; the first --n samples
@@ -109,11 +113,11 @@ quantization step, top-1 along --argmax-axis (default: the class axis of an
 [N, C] output). Integer outputs and outputs that repeat a model input are
 listed, never counted as agreement.
 
-The report says how much of the artifact ran in integers (quantized groups
-lowered, the share of Conv / MatMul / Gemm multiply-accumulates, each group
-left in float and why), the same under both profiles; under half of the
-MACs in integers it warns that the comparison measures mostly float
-arithmetic.
+The report says how much of the artifact ran in integers under each
+profile (quantized groups lowered, the share of Conv / MatMul / Gemm
+multiply-accumulates, each group left in float and why); under half of the
+MACs in integers under either it warns that the comparison measures mostly
+float arithmetic there.
 
 Exit code 1 when an output is below --min-cosine / --min-sqnr or holds NaN
 or an infinity (the first node that produced one is named), or when less
@@ -154,7 +158,7 @@ pub struct DivergeArgs {
     pub format: Format,
 }
 
-/// `qport.diverge/1` with what the human form needs besides: the summary,
+/// `qport.diverge/2` with what the human form needs besides: the summary,
 /// `--all-layers` and where `diverge.json` was written.
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
@@ -227,7 +231,7 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
 
     let reg = &loaded_profiles.registry;
     let provenance = Provenance {
-        header: Header::with_command("qport.diverge/1"),
+        header: Header::with_command("qport.diverge/2"),
         model: (&loaded.facts).into(),
         data: DataJson {
             path: args.data.path().display().to_string(),
@@ -265,7 +269,7 @@ pub fn run(args: &DivergeArgs, ui: &Ui) -> Result<ExitStatus> {
     emit(&doc, args.format, ui)?;
     Ok(ExitStatus::any_failed([
         crate::compare::status(doc.report.check.as_ref()),
-        args.coverage.status(doc.report.integer_coverage.as_ref()),
+        args.coverage.status(&doc.report.integer_coverage),
     ]))
 }
 
@@ -359,8 +363,8 @@ fn render_human(s: &Summary, r: &Report, all: bool, ui: &Ui) -> String {
             not_compared.join(", ")
         ));
     }
-    if let Some(c) = &r.integer_coverage {
-        out.push_str(&crate::run::coverage_human(c, ui));
+    if !r.integer_coverage.is_empty() {
+        out.push_str(&crate::run::coverage_human(&r.integer_coverage, ui));
     }
     out.push_str(&format!("\neach output, {} against {}\n", s.b, s.a));
     out.push_str(&crate::compare::table(&r.outputs, ui, "  "));

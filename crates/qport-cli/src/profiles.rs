@@ -19,6 +19,7 @@
 //!     "bias": "int32-accumulator" | "float-after-scale",
 //!     "epilogue": "f64" | "f32" | "f16",
 //!     "non_gemm": "float" | "fixed-point",
+//!     "lowering": "onnxruntime" | "all" | "none",
 //!     "sources": [str]
 //!   } ]
 //! }
@@ -43,16 +44,22 @@ how the int32 accumulator is scaled (f32, f64, q31-shift fixed point,
 pot-shift power of two); rounding = how scaled values become integers; bias =
 int32 in the accumulator or float after scaling; epilogue = float precision
 of the scaled value ('-' for integer requantization, which has none);
-non-gemm = float between dequantize and requantize, or integer fixed point.
-Presets are archetypes, not claims about a vendor's silicon.
+non-gemm = float between dequantize and requantize, or integer fixed point;
+lowering = which QDQ groups run as integer operators at all: onnxruntime
+(the groups onnxruntime's CPU provider fuses on this host; on x86 not a
+Conv/MatMul with int8 activations), all (every group qport can lower, int8
+and uint8 activations alike, as integer hardware runs them) or none (the QDQ
+graph runs in float as written, like onnxruntime with graph optimizations
+disabled: ort-unfused). Presets are archetypes, not claims about a vendor's
+silicon.
 
 --profile-file FILE (TOML, or JSON for .json files) defines more profiles:
 one profile at the top level, or several as [[profile]] tables, e.g.
   name = \"my-npu\"
   base = \"f32-rne\"
   rounding = \"half-away\"
-Without `base` every field must be given; unknown keys are errors. Exit code
-2 for a malformed file.";
+Without `base` every field must be given but `lowering` (default
+onnxruntime); unknown keys are errors. Exit code 2 for a malformed file.";
 
 /// Arguments of `qport profiles`.
 #[derive(Debug, clap::Args)]
@@ -92,9 +99,10 @@ fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
             "bias",
             "epilogue",
             "non-gemm",
+            "lowering",
             "description",
         ],
-        "llllllll",
+        "lllllllll",
     );
     let reg = &loaded.registry;
     for p in reg.profiles() {
@@ -117,6 +125,7 @@ fn render_human(loaded: &LoadedProfiles, ui: &Ui) -> String {
             (j.bias, Style::Plain),
             (epilogue, Style::Plain),
             (j.non_gemm, Style::Plain),
+            (j.lowering, Style::Plain),
             (j.description, Style::Dim),
         ]);
     }

@@ -51,11 +51,13 @@ output is below --min-cosine / --min-sqnr (the files are written) or holds
 NaN or an infinity (the first node that produced one is named; nothing is
 written).
 
-The summary also says how much of the artifact runs in integers when
-lowered as onnxruntime's CPU execution provider fuses it (quantized groups
-lowered, the share of Conv / MatMul / Gemm multiply-accumulates, each group
-left in float and why; measured on the first calibration sample under the
-platform's arithmetic profile) and warns when under half of the MACs do.
+The summary also says how much of the artifact runs in integers under the
+platform's arithmetic profile, lowered by that profile's rule set (J6 and
+other integer targets: every quantized group; onnxruntime platforms: the
+groups onnxruntime's CPU provider fuses): quantized groups lowered, the
+share of Conv / MatMul / Gemm multiply-accumulates, each group left in float
+and why, measured on the first calibration sample; it warns when under half
+of the MACs do.
 --min-integer-coverage X exits 1 below X (the files are written). Off a
 terminal each phase prints a `qport: PHASE` line on stderr (not with -q).
 Templates and config keys: docs/quant-config.md.";
@@ -490,7 +492,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     emit(&report, args.format, ui)?;
     Ok(ExitStatus::any_failed([
         crate::compare::status(report.evaluation.as_ref().and_then(|e| e.check.as_ref())),
-        args.coverage.status(report.integer_coverage.as_ref()),
+        args.coverage.status(report.integer_coverage.as_slice()),
     ]))
 }
 
@@ -660,7 +662,7 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
     }
     if let Some(c) = &r.integer_coverage {
         s += "\n";
-        s += &crate::run::coverage_human(c, ui);
+        s += &crate::run::coverage_human(std::slice::from_ref(c), ui);
     }
     if let Some(e) = &r.evaluation {
         s += &format!("\nvs FP32 on {} ({} samples)\n", e.data, e.eval.samples);

@@ -24,6 +24,7 @@
 //!   "profile": str,
 //!   "lowered_groups": int | null,
 //!   "integer_coverage": {
+//!       "profile": str, "lowering": "onnxruntime" | "all" | "none",
 //!       "groups_found": int, "groups_lowered": int,
 //!       "group_share": float | null,
 //!       "lowered_by_op": { str: int },
@@ -43,6 +44,9 @@
 //! and lowered, the multiply-accumulates of Conv / MatMul / Gemm counted
 //! from this run's shapes (`mac_share` = integer / total, `null` for a
 //! model without any), and every group left in float with the reason.
+//! Which groups are lowered is the profile's `lowering` rule set; under
+//! `none` (`ort-unfused`) none is, the model runs in float as written, and
+//! no low-coverage warning is given.
 //!
 //! `source` is `FILE` for a `.npy` or `FILE:KEY` for an `.npz` member.
 //! `min`/`max`/`mean` ignore NaN and are `null` for empty or string
@@ -59,7 +63,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use qport_core::arith::{ArithProfile, ProfileError};
 use qport_core::{DType, Tensor};
 use qport_engine::{IntegerPlan, Plan};
-use qport_study::coverage::CoverageJson;
+use qport_study::coverage::{low_coverage_warnings, CoverageJson};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -115,6 +119,8 @@ pub struct RunArgs {
     pub profile: Option<String>,
     #[command(flatten)]
     pub profile_files: ProfileFilesArg,
+    #[command(flatten)]
+    pub coverage: crate::args::CoverageArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -153,27 +159,55 @@ impl Render for RunJson {
     }
 }
 
-/// The human form of an integer coverage: a summary line, under half of
-/// the MACs in integers the low-coverage warning's text (as part of the
-/// result, which must not read as a portability result; the warning
-/// itself goes to stderr), then one line per float group.
-pub fn coverage_human(c: &CoverageJson, ui: &Ui) -> String {
+/// The human form of integer coverages (one per profile): per lowering
+/// rule set, a summary line naming its profiles; under half of the MACs in
+/// integers the low-coverage warning's text (as part of the result, which
+/// must not read as a portability result; the warning itself goes to
+/// stderr), then one line per float group. A profile that lowers nothing
+/// is said to be unfused float execution, without its groups.
+pub fn coverage_human(cs: &[CoverageJson], ui: &Ui) -> String {
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
-    let mut s = format!(
-        "{}  {}/{} quantized groups lowered ({}), {} of {} MACs in integers ({})\n",
-        ui.paint("integer coverage", Style::Bold),
-        c.groups_lowered,
-        c.groups_found,
-        pct(c.group_share),
-        c.macs_integer,
-        c.macs_total,
-        pct(c.mac_share),
-    );
-    if let Some(w) = c.low_coverage_warning() {
-        s.push_str(&format!("{}\n", ui.paint(&w, Style::Bad)));
+    let mut groups: Vec<(&CoverageJson, Vec<&CoverageJson>)> = vec![];
+    for c in cs {
+        match groups.iter_mut().find(|(g, _)| g.lowering == c.lowering) {
+            Some((_, all)) => all.push(c),
+            None => groups.push((c, vec![c])),
+        }
     }
-    for g in &c.float_groups {
-        s.push_str(&format!("  float {} ({}): {}\n", g.node, g.op, g.reason));
+    let mut s = String::new();
+    for (c, all) in groups {
+        let names: Vec<&str> = all.iter().map(|c| c.profile.as_str()).collect();
+        let head = format!(
+            "integer coverage ({}; lowering {})",
+            names.join(", "),
+            c.lowering
+        );
+        let unfused = if c.is_float_execution() {
+            "unfused float execution: "
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "{}  {unfused}{}/{} quantized groups lowered ({}), {} of {} MACs in integers ({})\n",
+            ui.paint(&head, Style::Bold),
+            c.groups_lowered,
+            c.groups_found,
+            pct(c.group_share),
+            c.macs_integer,
+            c.macs_total,
+            pct(c.mac_share),
+        ));
+        if c.is_float_execution() {
+            s.push_str("  the QDQ graph runs in float as written (onnxruntime with graph optimizations disabled)\n");
+            continue;
+        }
+        let owned: Vec<CoverageJson> = all.into_iter().cloned().collect();
+        for w in low_coverage_warnings(&owned) {
+            s.push_str(&format!("{}\n", ui.paint(&w, Style::Bad)));
+        }
+        for g in &c.float_groups {
+            s.push_str(&format!("  float {} ({}): {}\n", g.node, g.op, g.reason));
+        }
     }
     s
 }
@@ -333,6 +367,11 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
         check_output_path(out)?;
     }
     let profile = pick_profile(args)?;
+    if profile.is_none() && args.coverage.min_integer_coverage.is_some() {
+        anyhow::bail!(
+            "--min-integer-coverage needs --profile (an FP32 run has no integer coverage)"
+        );
+    }
     let spinner = ui.spinner("loading model");
     let mut loaded = model_file::load(&args.model)?;
     args.shapes.apply(&mut loaded.model, &args.model)?;
@@ -456,7 +495,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
         times: [loaded.load_time, plan_time, run_time],
     };
     emit(&report, args.format, ui)?;
-    Ok(ExitStatus::Success)
+    Ok(args.coverage.status(report.integer_coverage.as_slice()))
 }
 
 /// The `--profile` value that runs the float graph.
@@ -534,7 +573,7 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
         r.profile
     ));
     if let Some(c) = &r.integer_coverage {
-        s.push_str(&coverage_human(c, ui));
+        s.push_str(&coverage_human(std::slice::from_ref(c), ui));
     }
     s.push('\n');
     let mut t = Table::new(&["input", "dtype", "shape", "from"], "llll");

@@ -1,5 +1,5 @@
 //! End-to-end tests of `qport agree` on onnxruntime's QDQ u8s8
-//! EfficientNet-Lite0 (fixture) and a few photo crops: the `qport.agree/1`
+//! EfficientNet-Lite0 (fixture) and a few photo crops: the `qport.agree/2`
 //! document (stdout and `OUT/agree.json`), the human tables, the
 //! `--min-agreement` check (exit 1 naming the pair), `--pot`, and input
 //! errors (exit 2, nothing written).
@@ -54,7 +54,7 @@ fn json_report_on_stdout_and_in_the_output_folder() {
     let file = std::fs::read_to_string(out.join("agree.json")).unwrap();
     assert_eq!(o.stdout, file);
     let j: Value = serde_json::from_str(&file).unwrap();
-    assert_eq!(j["schema"], "qport.agree/1");
+    assert_eq!(j["schema"], "qport.agree/2");
     assert_eq!(j["n"], 3);
     let outputs = j["outputs"].as_array().unwrap();
     assert_eq!(outputs.len(), 1);
@@ -258,7 +258,7 @@ fn help_has_examples() {
             "--profiles",
             "--min-agreement",
             "--pot",
-            "qport.agree/1",
+            "qport.agree/2",
         ],
     );
 }

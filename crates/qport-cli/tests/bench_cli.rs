@@ -1,5 +1,5 @@
 //! End-to-end tests of `qport bench` on EfficientNet-Lite0 (FP32) and
-//! onnxruntime's QDQ u8s8 artifact of it: the `qport.bench/1` document
+//! onnxruntime's QDQ u8s8 artifact of it: the `qport.bench/2` document
 //! (stdout and `--out`), the human tables, and input errors (exit 2).
 //! Timings are never asserted, only that they exist and are ordered.
 
@@ -36,7 +36,7 @@ fn json_report_with_an_int8_profile() {
     let j: Value = serde_json::from_str(&o.stdout).unwrap();
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(j, file, "--out holds the document printed");
-    assert_eq!(j["schema"], "qport.bench/1");
+    assert_eq!(j["schema"], "qport.bench/2");
     assert!(j["qport_version"].is_string());
     assert!(j["command"].as_array().unwrap().len() > 3);
     assert_eq!(j["model"]["sha256"].as_str().unwrap().len(), 64);

@@ -112,7 +112,7 @@ fn issue12_out_is_a_directory_on_every_command() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("bench.json")).unwrap()).unwrap();
-    assert_eq!(doc["schema"], "qport.bench/1");
+    assert_eq!(doc["schema"], "qport.bench/2");
     assert_contains_all(&o.stdout, &["bench.json"]);
 }
 

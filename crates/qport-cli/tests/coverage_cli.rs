@@ -1,11 +1,16 @@
 //! Integer coverage in `qport agree`, `diverge`, `bench` and `quantize`
-//! (issue 13): each report says how much of the artifact ran in integers,
-//! warns when under half of the MACs did, and `--min-integer-coverage`
-//! turns that into exit 1. onnxruntime's s8s8 artifact of the detector
+//! (issue 13): each report says how much of the artifact ran in integers
+//! under each profile, warns when under half of the MACs did, and
+//! `--min-integer-coverage` turns that into exit 1. Which groups run in
+//! integers is the profile's lowering rule set: under `f32-rne`
+//! (onnxruntime's rules) onnxruntime's s8s8 artifact of the detector
 //! fixture runs few of its MACs in integers (x86 onnxruntime fuses no
-//! int8-activation Conv), its u8s8 artifact all of them; `quantize` with
-//! symmetric (int8) activations exports an artifact like the former, with
-//! the host template's asymmetric (uint8) ones like the latter.
+//! int8-activation Conv), its u8s8 artifact all of them; under `exact`
+//! (an integer target: every group) both run all of them; under
+//! `ort-unfused` (nothing lowered) none, reported as unfused float
+//! execution and never warned about. `quantize` with symmetric (int8)
+//! activations exports an artifact like the s8s8 one: low under an
+//! onnxruntime platform's profile, full under a J6 platform's.
 
 mod common;
 
@@ -42,8 +47,8 @@ fn study(tag: &str, file: &str, args: &[&str], extra: &[&str]) -> (Out, Option<V
 }
 
 /// `qport agree` of the detector's `variant` artifact on one input, under
-/// `exact`, with `extra` flags; returns the run and `agree.json`.
-fn agree(variant: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
+/// `profiles`, with `extra` flags; returns the run and `agree.json`.
+fn agree(variant: &str, profiles: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
     let (fp32, x) = detector();
     let model = artifact(variant);
     let args = [
@@ -54,20 +59,42 @@ fn agree(variant: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
         "--data",
         &x,
         "--profiles",
-        "exact",
+        profiles,
     ];
     study(tag, "agree.json", &args, extra)
 }
 
-/// A run of the u8s8 artifact (or an export like it) with
-/// `--min-integer-coverage 0.9`: every MAC in integers, no warning, exit 0.
-fn assert_full_coverage(o: &Out, doc: Option<Value>) -> Value {
-    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
-    let doc = doc.expect("the report is written");
+/// The coverage of `profile` in a report's `integer_coverage` (an array
+/// with one entry per profile, or one object for `quantize`).
+fn coverage_of<'a>(doc: &'a Value, profile: &str) -> &'a Value {
     let c = &doc["integer_coverage"];
+    match c.as_array() {
+        Some(all) => all
+            .iter()
+            .find(|c| c["profile"] == profile)
+            .unwrap_or_else(|| panic!("no coverage for {profile}: {c}")),
+        None => {
+            assert_eq!(c["profile"], profile, "{c}");
+            c
+        }
+    }
+}
+
+/// A coverage with every MAC in integers.
+fn assert_full(c: &Value) {
     assert_eq!(c["mac_share"], 1.0, "{c}");
     assert_eq!(c["macs_integer"], c["macs_total"], "{c}");
     assert!(c["macs_total"].as_u64().unwrap() > 0, "{c}");
+}
+
+/// A run with `--min-integer-coverage 0.9` where every MAC ran in integers
+/// under every profile: no warning, exit 0. Returns the report.
+fn assert_full_coverage(o: &Out, doc: Option<Value>, profiles: &[&str]) -> Value {
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let doc = doc.expect("the report is written");
+    for p in profiles {
+        assert_full(coverage_of(&doc, p));
+    }
     assert!(
         o.stdout.contains("integer coverage") && o.stdout.contains("MACs in integers (100.0%)"),
         "{}",
@@ -86,15 +113,16 @@ fn assert_full_coverage(o: &Out, doc: Option<Value>) -> Value {
     doc
 }
 
-/// A run of the s8s8 artifact (or an export like it) with
-/// `--min-integer-coverage 0.9`: under half of the MACs in integers, the
-/// float groups listed, a warning on stderr and in the report, the human
-/// output saying so, exit 1 after the report was written. Returns the
-/// report.
-fn assert_low_coverage(o: &Out, doc: Option<Value>) -> Value {
+/// A run with `--min-integer-coverage 0.9` where under half of the MACs
+/// ran in integers under `profile` (an onnxruntime-rules profile): the
+/// float groups listed with onnxruntime's reasons, a warning naming the
+/// profile on stderr and in the report, the human output saying so, exit 1
+/// after the report was written. Returns the report.
+fn assert_low_coverage(o: &Out, doc: Option<Value>, profile: &str) -> Value {
     assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
     let doc = doc.expect("the report is written before the check");
-    let c = &doc["integer_coverage"];
+    let c = coverage_of(&doc, profile);
+    assert_eq!(c["lowering"], "onnxruntime", "{c}");
     let share = c["mac_share"].as_f64().unwrap();
     assert!(share < 0.5, "{c}");
     assert!(c["macs_integer"].as_u64().unwrap() < c["macs_total"].as_u64().unwrap());
@@ -108,9 +136,10 @@ fn assert_low_coverage(o: &Out, doc: Option<Value>) -> Value {
     );
     let warned = doc["warnings"].as_array().unwrap();
     assert!(
-        warned
-            .iter()
-            .any(|w| w.as_str().unwrap().contains("not integer portability")),
+        warned.iter().any(|w| {
+            let w = w.as_str().unwrap();
+            w.contains("not integer portability") && w.contains(&format!("`{profile}`"))
+        }),
         "{warned:?}"
     );
     let pct = format!(
@@ -120,7 +149,7 @@ fn assert_low_coverage(o: &Out, doc: Option<Value>) -> Value {
     assert!(o.stderr.contains(&pct), "{pct}\n{}", o.stderr);
     assert!(
         o.stderr.contains(&format!(
-            "{:.1}% of the multiply-accumulates ran in integers, below --min-integer-coverage 0.9",
+            "under `{profile}`, {:.1}% of the multiply-accumulates ran in integers, below --min-integer-coverage 0.9",
             100.0 * share
         )),
         "{}",
@@ -135,14 +164,118 @@ const MIN: [&str; 2] = ["--min-integer-coverage", "0.9"];
 
 #[test]
 fn agree_reports_coverage_and_fails_below_the_minimum() {
-    let (o, doc) = agree("qdq-u8s8", "coverage-u8s8", &MIN);
-    assert_full_coverage(&o, doc);
-    let (o, doc) = agree("qdq-s8s8", "coverage-s8s8", &MIN);
-    assert_low_coverage(&o, doc);
+    let (o, doc) = agree("qdq-u8s8", "f32-rne,exact", "coverage-u8s8", &MIN);
+    let doc = assert_full_coverage(&o, doc, &["f32-rne", "exact"]);
+    assert_eq!(doc["schema"], "qport.agree/2");
+    let (o, doc) = agree("qdq-s8s8", "f32-rne", "coverage-s8s8", &MIN);
+    assert_low_coverage(&o, doc, "f32-rne");
     // without the flag: the same warning, exit 0
-    let (o, _) = agree("qdq-s8s8", "coverage-s8s8-nomin", &[]);
+    let (o, _) = agree("qdq-s8s8", "f32-rne", "coverage-s8s8-nomin", &[]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.contains("ran in integers"), "{}", o.stderr);
+}
+
+/// The same s8s8 artifact under an integer target's rules lowers every
+/// Conv: `exact` runs all of its MACs in integers where `f32-rne`
+/// (onnxruntime's x86 rules) runs few; with both, coverage is reported per
+/// profile, the warning and the failed check name `f32-rne` only.
+#[test]
+fn agree_reports_coverage_per_profile() {
+    let (o, doc) = agree("qdq-s8s8", "exact", "coverage-s8s8-exact", &MIN);
+    let doc = assert_full_coverage(&o, doc, &["exact"]);
+    let c = coverage_of(&doc, "exact");
+    assert_eq!(c["lowering"], "all");
+    // all 19 Convs (x86 onnxruntime fuses 4); measured: 69 of 71 groups,
+    // the two left being ReduceSums, which nothing lowers
+    assert_eq!(c["lowered_by_op"]["QLinearConv"], 19, "{c}");
+    for g in c["float_groups"].as_array().unwrap() {
+        assert!(
+            g["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("qport has no integer operator"),
+            "{g}"
+        );
+    }
+
+    let (o, doc) = agree("qdq-s8s8", "exact,f32-rne", "coverage-s8s8-both", &MIN);
+    let doc = assert_low_coverage(&o, doc, "f32-rne");
+    let all = doc["integer_coverage"].as_array().unwrap();
+    let names: Vec<&str> = all.iter().map(|c| c["profile"].as_str().unwrap()).collect();
+    assert_eq!(names, ["exact", "f32-rne"]);
+    assert_full(&all[0]);
+    assert!(!o.stderr.contains("under `exact`"), "{}", o.stderr);
+    let warned = doc["warnings"].as_array().unwrap();
+    assert!(
+        !warned
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("`exact`")),
+        "{warned:?}"
+    );
+    assert!(
+        o.stdout.contains("integer coverage (exact; lowering all)")
+            && o.stdout
+                .contains("integer coverage (f32-rne; lowering onnxruntime)"),
+        "{}",
+        o.stdout
+    );
+}
+
+/// `ort-unfused` lowers nothing: its coverage says so (0 groups lowered,
+/// unfused float execution), it is never warned about, and the
+/// `--min-integer-coverage` check leaves it out; with no other profile the
+/// check has nothing that ran in integers and fails.
+#[test]
+fn unfused_float_execution_is_reported_as_such() {
+    let (o, doc) = agree("qdq-u8s8", "f32-rne,ort-unfused", "coverage-unfused", &MIN);
+    let doc = assert_full_coverage_but(&o, doc, "ort-unfused");
+    let c = coverage_of(&doc, "ort-unfused");
+    assert_eq!(c["lowering"], "none");
+    assert_eq!(c["groups_lowered"], 0);
+    assert_eq!(c["macs_integer"], 0);
+    assert!(c["groups_found"].as_u64().unwrap() > 10, "{c}");
+    assert!(
+        c["float_groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("unfused float execution")),
+        "{c}"
+    );
+    assert!(
+        o.stdout
+            .contains("integer coverage (ort-unfused; lowering none)  unfused float execution: 0/"),
+        "{}",
+        o.stdout
+    );
+    let (o, doc) = agree("qdq-u8s8", "ort-unfused", "coverage-unfused-alone", &MIN);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(doc.is_some());
+    assert!(
+        o.stderr
+            .contains("check failed: no profile ran the artifact in integers"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("warning: only"), "{}", o.stderr);
+}
+
+/// Like [`assert_full_coverage`] for every profile but `unfused` (which
+/// lowers nothing, and is neither warned about nor checked).
+fn assert_full_coverage_but(o: &Out, doc: Option<Value>, unfused: &str) -> Value {
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let doc = doc.expect("the report is written");
+    for c in doc["integer_coverage"].as_array().unwrap() {
+        if c["profile"] != unfused {
+            assert_full(c);
+        }
+    }
+    assert!(!o.stderr.contains("ran in integers"), "{}", o.stderr);
+    assert_eq!(doc["warnings"], Value::Array(vec![]), "{}", doc["warnings"]);
+    doc
 }
 
 /// `qport diverge` of the detector's `variant` artifact, exact vs f32-rne,
@@ -166,20 +299,33 @@ fn diverge(variant: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
 #[test]
 fn diverge_reports_coverage_and_fails_below_the_minimum() {
     let (o, doc) = diverge("qdq-u8s8", "cov-div-u8s8", &MIN);
-    let doc = assert_full_coverage(&o, doc);
-    // the groups the coverage counts as lowered are the ones the study ran
+    let doc = assert_full_coverage(&o, doc, &["exact", "f32-rne"]);
+    assert_eq!(doc["schema"], "qport.diverge/2");
+    // the groups the coverage counts as lowered under A are the ones the
+    // study ran
     assert_eq!(
-        doc["integer_coverage"]["groups_lowered"],
+        doc["integer_coverage"][0]["groups_lowered"],
         doc["lowered_groups"]
     );
+    // exact lowers every group of the s8s8 artifact, f32-rne few
     let (o, doc) = diverge("qdq-s8s8", "cov-div-s8s8", &MIN);
-    assert_low_coverage(&o, doc);
+    let doc = assert_low_coverage(&o, doc, "f32-rne");
+    assert_full(coverage_of(&doc, "exact"));
+    assert!(
+        doc["differing_policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["field"] == "lowering" && p["a"] == "all" && p["b"] == "onnxruntime"),
+        "{}",
+        doc["differing_policies"]
+    );
 }
 
 /// `qport bench` of the detector against its `variant` artifact under
-/// `exact`, one measured round on the fixture input, with `extra` flags;
-/// returns the run and `bench.json`.
-fn bench(variant: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
+/// `profiles`, one measured round on the fixture input, with `extra`
+/// flags; returns the run and `bench.json`.
+fn bench(variant: &str, profiles: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
     let (fp32, x) = detector();
     let model = artifact(variant);
     let args = [
@@ -188,7 +334,7 @@ fn bench(variant: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
         "--int8",
         &model,
         "--profiles",
-        "exact",
+        profiles,
         "--data",
         &x,
         "--runs",
@@ -201,12 +347,14 @@ fn bench(variant: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
 
 #[test]
 fn bench_reports_coverage_and_fails_below_the_minimum() {
-    let (o, doc) = bench("qdq-u8s8", "cov-bench-u8s8", &MIN);
-    assert_full_coverage(&o, doc);
-    let (o, doc) = bench("qdq-s8s8", "cov-bench-s8s8", &MIN);
-    let doc = assert_low_coverage(&o, doc);
+    let (o, doc) = bench("qdq-u8s8", "exact", "cov-bench-u8s8", &MIN);
+    let doc = assert_full_coverage(&o, doc, &["exact"]);
+    assert_eq!(doc["schema"], "qport.bench/2");
+    let (o, doc) = bench("qdq-s8s8", "f32-rne,exact", "cov-bench-s8s8", &MIN);
+    let doc = assert_low_coverage(&o, doc, "f32-rne");
+    assert_full(coverage_of(&doc, "exact"));
     // the timing was still made and reported
-    assert_eq!(doc["results"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["results"].as_array().unwrap().len(), 3);
     // FP32 alone: nothing to measure
     let (fp32, x) = detector();
     let (o, doc) = study(
@@ -216,7 +364,7 @@ fn bench_reports_coverage_and_fails_below_the_minimum() {
         &[],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(doc.unwrap()["integer_coverage"].is_null());
+    assert_eq!(doc.unwrap()["integer_coverage"], Value::Array(vec![]));
     let o = qport(&[
         "bench",
         &fp32,
@@ -226,6 +374,52 @@ fn bench_reports_coverage_and_fails_below_the_minimum() {
         "0.5",
     ]);
     qport_tests::cli::assert_input_error(&o, &["--min-integer-coverage", "--int8"]);
+}
+
+/// `qport run` of the detector's `variant` artifact on one input under
+/// `profile`, JSON on stdout, with `extra` flags.
+fn run(variant: &str, profile: &str, extra: &[&str]) -> (Out, Option<Value>) {
+    let (_, x) = detector();
+    let model = artifact(variant);
+    let input = format!("images={x}");
+    let mut a = vec!["run", &model, "--input", &input, "--profile", profile];
+    a.extend(["--format", "json"]);
+    a.extend(extra);
+    let o = qport(&a);
+    let doc = serde_json::from_str(&o.stdout).ok();
+    (o, doc)
+}
+
+#[test]
+fn run_reports_coverage_and_fails_below_the_minimum() {
+    let (o, doc) = run("qdq-u8s8", "f32-rne", &MIN);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_full(coverage_of(&doc.expect("JSON on stdout"), "f32-rne"));
+    let (o, doc) = run("qdq-s8s8", "f32-rne", &MIN);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let doc = doc.expect("the JSON is printed before the check");
+    let share = coverage_of(&doc, "f32-rne")["mac_share"].as_f64().unwrap();
+    assert!(share < 0.5, "{share}");
+    let failed = format!(
+        "under `f32-rne`, {:.1}% of the multiply-accumulates ran in integers, below --min-integer-coverage 0.9",
+        100.0 * share
+    );
+    assert!(o.stderr.contains(&failed), "{}", o.stderr);
+    // the same artifact under an integer archetype lowers every Conv
+    let (o, _) = run("qdq-s8s8", "exact", &MIN);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // an FP32 run has no integer coverage to check
+    let (fp32, x) = detector();
+    let input = format!("images={x}");
+    let o = qport(&[
+        "run",
+        &fp32,
+        "--input",
+        &input,
+        "--min-integer-coverage",
+        "0.5",
+    ]);
+    qport_tests::cli::assert_input_error(&o, &["--min-integer-coverage", "--profile"]);
 }
 
 /// `qport quantize` of the detector for `platform`, calibrated on the
@@ -249,10 +443,11 @@ fn quantize(platform: &str, tag: &str, extra: &[&str]) -> (Out, Option<Value>) {
 fn quantize_reports_coverage_and_fails_below_the_minimum() {
     // host template: uint8 activations, every Conv lowered
     let (o, doc) = quantize("x86-avx2", "cov-q-avx2", &MIN);
-    let doc = assert_full_coverage(&o, doc);
+    let doc = assert_full_coverage(&o, doc, &["avx2-u8s8"]);
     assert_eq!(doc["integer_coverage_profile"], "avx2-u8s8");
-    // symmetric (int8) activations: onnxruntime's x86 fusions leave the
-    // Convs in float
+    // symmetric (int8) activations: onnxruntime's x86 fusions (the
+    // profile of an onnxruntime platform) leave the Convs in float; a J6
+    // platform's profile (an integer target) runs all of them in integers
     let d = qport_tests::cli::temp_dir("cov-q-sym-config");
     let config = d.join("symmetric.json");
     std::fs::write(
@@ -263,9 +458,14 @@ fn quantize_reports_coverage_and_fails_below_the_minimum() {
     let config = s(&config);
     let mut extra = vec!["--config", &config];
     extra.extend(MIN);
+    let (o, doc) = quantize("x86-vnni", "cov-q-vnni-sym", &extra);
+    let doc = assert_low_coverage(&o, doc, "f32-rne");
+    assert_eq!(doc["integer_coverage_profile"], "f32-rne");
+    assert_eq!(doc["calibration"]["asymmetric"], false);
     let (o, doc) = quantize("j6m", "cov-q-j6m-sym", &extra);
-    let doc = assert_low_coverage(&o, doc);
+    let doc = assert_full_coverage(&o, doc, &["exact"]);
     assert_eq!(doc["integer_coverage_profile"], "exact");
+    assert_eq!(doc["integer_coverage"]["lowering"], "all");
     assert_eq!(doc["calibration"]["asymmetric"], false);
 }
 
@@ -273,6 +473,7 @@ fn quantize_reports_coverage_and_fails_below_the_minimum() {
 fn the_minimum_must_be_a_fraction() {
     let (o, _) = agree(
         "qdq-u8s8",
+        "exact",
         "coverage-bad",
         &["--min-integer-coverage", "1.5"],
     );

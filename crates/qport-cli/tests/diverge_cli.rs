@@ -1,4 +1,4 @@
-//! End-to-end tests of `qport diverge`: the `qport.diverge/1` document
+//! End-to-end tests of `qport diverge`: the `qport.diverge/2` document
 //! (stdout and `--out DIR/diverge.json`), the human sentence and table, and
 //! the input errors that exit with code 2 (unknown profile, not two
 //! profiles, a float model, data that does not fit the model).
@@ -36,7 +36,7 @@ fn json_names_the_layer_and_stage_and_out_writes_the_same_document() {
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     let j: Value = serde_json::from_str(&o.stdout).expect("valid JSON");
-    assert_eq!(j["schema"], "qport.diverge/1");
+    assert_eq!(j["schema"], "qport.diverge/2");
     assert_eq!(j["profiles"]["a"]["name"], "avx2-u8s8");
     assert_eq!(j["profiles"]["b"]["accumulator"], "exact-i32");
     assert_eq!(j["data"]["samples"], 1);

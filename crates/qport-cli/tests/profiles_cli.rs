@@ -38,7 +38,8 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 }
 
 /// The built-in presets, in listing order (the CLI contract, written out).
-const PRESET_LIST: &str = "exact f32-rne avx2-u8s8 gemmlowp pot-shift float-bias fp16-epilogue";
+const PRESET_LIST: &str =
+    "exact f32-rne avx2-u8s8 ort-unfused gemmlowp pot-shift float-bias fp16-epilogue";
 
 fn presets() -> Vec<&'static str> {
     PRESET_LIST.split(' ').collect()
@@ -51,7 +52,7 @@ fn table_lists_every_preset_with_its_policies() {
     assert!(o.stderr.is_empty(), "{}", o.stderr);
     let lines: Vec<&str> = o.stdout.lines().collect();
     let words: Vec<&str> = lines[0].split_whitespace().collect();
-    let want = "profile accumulator requant rounding bias epilogue non-gemm description";
+    let want = "profile accumulator requant rounding bias epilogue non-gemm lowering description";
     assert_eq!(words.join(" "), want, "{}", o.stdout);
     assert!(lines.len() > presets().len(), "{}", o.stdout);
     for (line, name) in lines[1..].iter().zip(presets()) {
@@ -70,6 +71,25 @@ fn table_lists_every_preset_with_its_policies() {
     );
     let gl = lines.iter().find(|l| l.starts_with("gemmlowp")).unwrap();
     assert!(gl.contains("q31-shift") && gl.contains("half-away"), "{gl}");
+    // the lowering column: onnxruntime's rules for the profiles that model
+    // it, every group for integer targets, none for the unfused session
+    let lowering = lines[0].find("lowering").unwrap();
+    for (name, want) in [
+        ("f32-rne", "onnxruntime"),
+        ("avx2-u8s8", "onnxruntime"),
+        ("ort-unfused", "none"),
+        ("exact", "all"),
+        ("gemmlowp", "all"),
+    ] {
+        let l = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap();
+        assert!(
+            l[lowering..].starts_with(&format!("{want} ")),
+            "{name}: {l}"
+        );
+    }
     // No colour when stdout is not a terminal.
     assert!(!o.stdout.contains('\x1b'));
 }
@@ -81,19 +101,20 @@ fn json_document_has_every_field() {
     assert!(v["qport_version"].is_string());
     assert_eq!(v["profile_files"], Value::Array(vec![]));
     let profiles = v["profiles"].as_array().unwrap();
-    assert!(profiles.len() >= 7);
+    assert!(profiles.len() >= 8);
     let names: Vec<&str> = profiles
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, presets());
-    let allowed: [(&str, &[&str]); 6] = [
+    let allowed: [(&str, &[&str]); 7] = [
         ("accumulator", &["exact-i32", "i16-sat-pairs"]),
         ("requant", &["f32", "f64", "q31-shift", "pot-shift"]),
         ("rounding", &["half-even", "half-away", "half-up", "floor"]),
         ("bias", &["int32-accumulator", "float-after-scale"]),
         ("epilogue", &["f64", "f32", "f16"]),
         ("non_gemm", &["float", "fixed-point"]),
+        ("lowering", &["onnxruntime", "all", "none"]),
     ];
     for p in profiles {
         let obj = p.as_object().unwrap();
@@ -107,6 +128,7 @@ fn json_document_has_every_field() {
                 "description",
                 "epilogue",
                 "file",
+                "lowering",
                 "name",
                 "non_gemm",
                 "origin",
@@ -129,7 +151,13 @@ fn json_document_has_every_field() {
         (&exact["accumulator"], &exact["requant"], &exact["rounding"]),
         (&"exact-i32".into(), &"f64".into(), &"half-even".into())
     );
-    let fp16 = &profiles[6];
+    assert_eq!(exact["lowering"], "all");
+    let unfused = &profiles[3];
+    assert_eq!(
+        (&unfused["name"], &unfused["lowering"], &unfused["requant"]),
+        (&"ort-unfused".into(), &"none".into(), &"f32".into())
+    );
+    let fp16 = &profiles[7];
     assert_eq!(
         (&fp16["epilogue"], &fp16["bias"]),
         (&"f16".into(), &"float-after-scale".into())
@@ -193,7 +221,22 @@ fn profile_file_adds_profiles() {
         (&"q31-shift".into(), &"half-even".into())
     );
     assert_eq!(q["description"], "based on gemmlowp");
+    // lowering: inherited from the base; without a base, onnxruntime's
+    assert_eq!(q["lowering"], "all");
+    assert_eq!(npu["lowering"], "onnxruntime");
     assert_eq!(get("full")["sources"], serde_json::json!(["my notes"]));
+    assert_eq!(get("full")["lowering"], "onnxruntime");
+    let flat = write(
+        &dir,
+        "flat.toml",
+        "name = \"npu-unfused\"\nbase = \"gemmlowp\"\nlowering = \"none\"\n",
+    );
+    let v = json(&["--profile-file", &flat]);
+    let last = v["profiles"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&last["name"], &last["lowering"]),
+        (&"npu-unfused".into(), &"none".into())
+    );
 }
 
 #[test]
@@ -239,6 +282,10 @@ fn other_file_errors_exit_2() {
             &["epilogue", "q31-shift"],
         ),
         ("name = [", &["line 1"]),
+        (
+            "name = \"x\"\nbase = \"exact\"\nlowering = \"some\"\n",
+            &["some", "onnxruntime", "all", "none"],
+        ),
     ] {
         let f = write(&dir, "e.toml", text);
         assert_input_error_first(&with_file(&f), words);
@@ -258,6 +305,8 @@ fn help_documents_the_command() {
             "base = \"f32-rne\"",
             "i16-sat-pairs",
             "archetypes",
+            "lowering",
+            "ort-unfused",
         ],
     );
 }

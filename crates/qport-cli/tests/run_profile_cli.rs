@@ -71,6 +71,31 @@ fn integer_profile_runs_the_lowered_model_bit_identically() {
         assert_eq!(f["outputs"][0]["shape"], j["outputs"][0]["shape"]);
     }
 
+    // ort-unfused lowers nothing: the float graph's outputs bit for bit,
+    // its coverage says so, and no low-coverage warning is given
+    let (f1, f2) = (dir.join("f.npz"), dir.join("u.npz"));
+    run_json(&m, &inp, &["--profile", "fp32", "--output", &s(&f1)]);
+    let u = run_json(&m, &inp, &["--profile", "ort-unfused", "--output", &s(&f2)]);
+    assert_eq!(u["lowered_groups"], 0);
+    let c = &u["integer_coverage"];
+    assert_eq!(
+        (&c["profile"], &c["lowering"]),
+        (&"ort-unfused".into(), &"none".into())
+    );
+    assert_eq!(
+        (&c["groups_lowered"], &c["macs_integer"]),
+        (&0.into(), &0.into())
+    );
+    assert_eq!(
+        qport_data::npz::read(&f1).unwrap(),
+        qport_data::npz::read(&f2).unwrap()
+    );
+    let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile", "ort-unfused"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!o.stderr.contains("warning"), "{}", o.stderr);
+    assert_contains_all(&o.stdout, &["lowering none)  unfused float execution: 0/"]);
+    assert_eq!(j["integer_coverage"]["lowering"], "all");
+
     // another profile computes other integers on the same artifact
     let o3 = dir.join("c.npz");
     run_json(&m, &inp, &["--profile", "avx2-u8s8", "--output", &s(&o3)]);

@@ -1,8 +1,9 @@
 //! Integer-arithmetic profiles: how a target turns quantized operands into
 //! quantized results. An [`ArithProfile`] is plain data naming one policy per
 //! stage of a quantized GEMM/convolution (accumulator, requantization,
-//! rounding, bias placement, epilogue precision) and of the operators
-//! between them (non-GEMM ops). This module owns:
+//! rounding, bias placement, epilogue precision), of the operators
+//! between them (non-GEMM ops), and which QDQ groups the target runs as
+//! integer operators at all (lowering). This module owns:
 //!
 //! - the profile types and their wire names (serde, kebab-case);
 //! - the named presets ([`presets`]), archetypes of real integer kernels,
@@ -127,6 +128,33 @@ pub enum NonGemm {
     FixedPoint,
 }
 
+/// Which of a QDQ artifact's quantized groups (`DequantizeLinear → op →
+/// QuantizeLinear`) a target runs as integer operators; the others run in
+/// float between their dequantize and quantize nodes. The rule set of
+/// `qport_engine::lower_qdq`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lowering {
+    /// The groups onnxruntime's CPU execution provider fuses on the host's
+    /// architecture (onnxruntime 1.32's QDQ selectors): on x86 it declines
+    /// Conv / MatMul groups with int8 activations and groups whose
+    /// activation types differ, which then run in float; on ARM it fuses
+    /// int8 activations too. The default, for profiles that model
+    /// onnxruntime's default session.
+    #[default]
+    Onnxruntime,
+    /// Every group qport can lower, int8 and uint8 activations alike and
+    /// without onnxruntime's type conditions: integer hardware (NPUs,
+    /// DSPs, microcontroller kernels) runs a quantized convolution in
+    /// integers whatever its activation type.
+    All,
+    /// No group: the QDQ graph runs in float as written, every
+    /// QuantizeLinear / DequantizeLinear computed (onnxruntime with graph
+    /// optimizations disabled). A profile with this lowering measures
+    /// float execution, never integer arithmetic.
+    None,
+}
+
 /// How one target does quantized arithmetic. Plain data; the scalar
 /// reference arithmetic lives in the free functions of this module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,6 +177,11 @@ pub struct ArithProfile {
     pub epilogue: Epilogue,
     /// How non-GEMM operators compute.
     pub non_gemm: NonGemm,
+    /// Which QDQ groups run as integer operators (default
+    /// [`Lowering::Onnxruntime`], so profiles written before the field
+    /// existed keep their meaning).
+    #[serde(default)]
+    pub lowering: Lowering,
     /// Public sources for the choices (documents, study sections).
     #[serde(default)]
     pub sources: Vec<String>,
@@ -232,6 +265,13 @@ impl ArithProfile {
                 name: name.to_string(),
                 valid: PRESET_NAMES.join(", "),
             })
+    }
+
+    /// True when the profile lowers no QDQ group ([`Lowering::None`]): its
+    /// plans run the artifact in float, so it says nothing about integer
+    /// arithmetic and integer coverage checks leave it out.
+    pub fn is_float_execution(&self) -> bool {
+        self.lowering == Lowering::None
     }
 
     /// True for [`Requant::Q31Shift`] and [`Requant::PotShift`], which have

@@ -457,4 +457,39 @@ fn presets_are_valid_and_named() {
     assert!(e.contains("vnni") && e.contains("avx2-u8s8"), "{e}");
     assert_eq!(wire(&Requant::Q31Shift), "q31-shift");
     assert_eq!(wire(&Accumulator::I16SatPairs), "i16-sat-pairs");
+    assert_eq!(wire(&Lowering::Onnxruntime), "onnxruntime");
+}
+
+/// The presets that model onnxruntime's kernels lower what it fuses, the
+/// integer-target archetypes every group, `ort-unfused` none; only the
+/// latter is float execution.
+#[test]
+fn presets_lower_by_what_they_model() {
+    for p in presets() {
+        let want = match p.name.as_str() {
+            "f32-rne" | "avx2-u8s8" => Lowering::Onnxruntime,
+            "ort-unfused" => Lowering::None,
+            _ => Lowering::All,
+        };
+        assert_eq!(p.lowering, want, "{}", p.name);
+        assert_eq!(p.is_float_execution(), want == Lowering::None, "{}", p.name);
+    }
+    // ort-unfused is f32-rne's arithmetic without any fusion
+    let (unfused, ort) = (p("ort-unfused"), ArithProfile::onnxruntime().clone());
+    assert_eq!(
+        ArithProfile {
+            name: ort.name.clone(),
+            description: ort.description.clone(),
+            lowering: ort.lowering,
+            sources: ort.sources.clone(),
+            ..unfused
+        },
+        ort
+    );
+    // a profile without the field (written before it existed) keeps
+    // onnxruntime's rules
+    let mut v = serde_json::to_value(p("gemmlowp")).unwrap();
+    v.as_object_mut().unwrap().remove("lowering");
+    let old: ArithProfile = serde_json::from_value(v).unwrap();
+    assert_eq!(old.lowering, Lowering::Onnxruntime);
 }

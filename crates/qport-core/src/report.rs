@@ -91,6 +91,9 @@ pub struct ProfileJson {
     pub epilogue: String,
     /// How non-GEMM operators compute.
     pub non_gemm: String,
+    /// Which QDQ groups run as integer operators (`onnxruntime`, `all`,
+    /// `none`).
+    pub lowering: String,
     /// Public sources for the choices.
     pub sources: Vec<String>,
 }
@@ -109,6 +112,7 @@ impl ProfileJson {
             bias: wire(&p.bias),
             epilogue: wire(&p.epilogue),
             non_gemm: wire(&p.non_gemm),
+            lowering: wire(&p.lowering),
             sources: p.sources.clone(),
         }
     }

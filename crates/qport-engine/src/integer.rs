@@ -1,17 +1,23 @@
 //! Integer execution of a QDQ artifact under an arithmetic profile.
 //!
 //! [`IntegerPlan`] lowers the artifact's QDQ groups to integer operators
-//! ([`crate::lower_qdq`]: the groups onnxruntime's CPU execution provider
-//! fuses, `QLinearConv`, `QLinearMatMul`, `QGemm`, `QLinearAdd`,
+//! ([`crate::lower_qdq`] with the profile's rule set,
+//! [`ArithProfile::lowering`]: the groups onnxruntime's CPU execution
+//! provider fuses on this host, every group qport can lower, or none, as
+//! `QLinearConv`, `QLinearMatMul`, `QGemm`, `QLinearAdd`,
 //! `QLinearMul`, the pooling, table and Softmax ops, data movement on
 //! integers; and qport's own: the normalization tables, and the int8-in /
 //! float-out Conv and MatMul groups of the float16 platform templates as
 //! integer products with a float epilogue) and compiles them with a
 //! [`PlanOptions::arith`] profile, so int8 tensors flow between the
 //! quantized operators and the profile's accumulator, requantization,
-//! rounding, bias and epilogue policies are the only free variables. Groups
-//! the lowering leaves alone (an operator with no integer form) run in float
-//! between their dequantize and quantize nodes, as onnxruntime runs them.
+//! rounding, bias and epilogue policies are the only free variables besides
+//! the lowering. Groups the lowering leaves alone (an operator with no
+//! integer form, a group the rule set declines) run in float between their
+//! dequantize and quantize nodes, as onnxruntime runs them; under
+//! [`qport_core::arith::Lowering::None`] that is every group, and the plan
+//! runs the artifact as written (onnxruntime with graph optimizations
+//! disabled).
 //! [`IntegerPlan::coverage`] and [`IntegerPlan::run_with_coverage`] say how
 //! much ran in integers: groups found and lowered, the share of Conv /
 //! MatMul / Gemm multiply-accumulates, and each group left in float with
@@ -58,8 +64,11 @@ pub struct IntegerPlan {
 }
 
 impl IntegerPlan {
-    /// Lowers `model` and compiles it with plan-time fusion on. Fails with
-    /// [`EngineError::NotQuantized`] when the model has no quantized node.
+    /// Lowers `model` with the profile's rule set
+    /// ([`ArithProfile::lowering`]) and compiles it with plan-time fusion
+    /// on. Fails with [`EngineError::NotQuantized`] when the model has no
+    /// quantized node (also under [`qport_core::arith::Lowering::None`],
+    /// whose plan runs the quantized graph in float).
     pub fn new(model: &Model, profile: &ArithProfile) -> Result<IntegerPlan, EngineError> {
         Self::with_fusion(model, profile, true)
     }
@@ -78,7 +87,7 @@ impl IntegerPlan {
                 model: model.graph.name.clone(),
             });
         }
-        let low = lower_qdq(model);
+        let low = lower_qdq(model, profile.lowering);
         let plan = Plan::with_options(
             &low.model,
             PlanOptions {
@@ -119,6 +128,8 @@ impl IntegerPlan {
             *by_op.entry(op.clone()).or_insert(0) += 1;
         }
         Coverage {
+            profile: self.profile.name.clone(),
+            lowering: self.profile.lowering,
             groups_found: self.lowered.len() + self.float.len(),
             groups_lowered: self.lowered.len(),
             lowered_by_op: by_op,

@@ -173,10 +173,10 @@ pub struct Agreement {
     pub fp32_controls: Vec<PairStats>,
     /// Samples on which some pair of profiles flips.
     pub any_flip: AnyFlip,
-    /// How much of the artifact ran in integers (the first profile's plan
-    /// on the first sample; which groups are lowered does not depend on
-    /// the profile).
-    pub integer_coverage: CoverageJson,
+    /// How much of the artifact ran in integers under each profile, in
+    /// profile order (measured on the first sample, once per lowering
+    /// rule set: [`CoverageJson::measure_each`]).
+    pub integer_coverage: Vec<CoverageJson>,
 }
 
 impl Agreement {
@@ -405,10 +405,8 @@ impl AgreeStudy {
             let out = self.run_chunk(&chunk)?;
             // after the chunk ran, so a bad sample is reported as such
             if coverage.is_none() {
-                coverage = Some(CoverageJson::measure(
-                    &self.plans[0],
-                    chunk[0].inputs.clone(),
-                )?);
+                let plans: Vec<&IntegerPlan> = self.plans.iter().collect();
+                coverage = Some(CoverageJson::measure_each(&plans, &chunk[0].inputs)?);
             }
             for (k, sample) in chunk.iter().enumerate() {
                 self.check_finite(sample, &out, k)?;

@@ -3,18 +3,27 @@
 //!
 //! For a pair of profiles A and B and one input, [`Localizer::localize`]:
 //!
-//! 1. lowers the artifact to integer operators ([`IntegerPlan`], no
-//!    fusion) and runs it under A, recording every value;
+//! 1. lowers the artifact to integer operators with A's rule set
+//!    ([`IntegerPlan`], no fusion) and runs it under A, recording every
+//!    value;
 //! 2. takes the *layers*: the nodes of the lowered graph whose arithmetic
 //!    is quantized (`QLinear*`, `QGemm`, `QuantizeLinear`, ...) or whose
 //!    output is an 8-, 16- or 32-bit integer tensor (integer `Clip`, data
-//!    movement on integers), in execution order;
+//!    movement on integers), in execution order; when B lowers the
+//!    artifact otherwise ([`ArithProfile::lowering`]), only those whose
+//!    outputs B's lowered graph computes too (a value only one lowering
+//!    has, such as a QuantizeLinear propagated across a Transpose, is
+//!    part of the next layer);
 //! 3. re-runs every layer on its own, under A and under B, with A's values
 //!    as its inputs, so both profiles see the same integer operands. The
 //!    re-run under A must reproduce A's value in the full graph (anything
 //!    else is a bug and fails with [`StudyError::Inconsistent`]); B's
 //!    result against A's gives the layer's *isolated* divergence (share of
-//!    differing elements, max difference in LSBs);
+//!    differing elements, max difference in LSBs). Under a profile that
+//!    lowers otherwise than A, the layer is the part of that profile's
+//!    lowered graph that computes its outputs from A's values (e.g. a
+//!    `QLinearConv` under A is `DequantizeLinear → Conv → QuantizeLinear`
+//!    in float under a profile that lowers nothing);
 //! 4. for each layer that diverges in isolation, re-runs it under A with
 //!    one of B's policies swapped in at a time ([`Stage`]): every swap that
 //!    alone reproduces a difference names its stage ([`Attribution`]);
@@ -51,7 +60,7 @@ pub use summary::{summarize, FirstCount, LayerSummary, Summary, SwapSummary, Ver
 
 use crate::coverage::CoverageJson;
 use crate::StudyError;
-use node::{is_quantized_op, NodeRunner, Variant};
+use node::{is_quantized_op, NodeRunner, Part, Variant};
 use qport_core::arith::ArithProfile;
 use qport_core::compare::{
     self as cmp, NonFiniteOutput, OutputAcc, OutputChoice, OutputKind, OutputStats, Top1,
@@ -60,7 +69,7 @@ use qport_core::{DType, Tensor};
 use qport_engine::IntegerPlan;
 use qport_onnx::Model;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Units of a layer's differences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -166,8 +175,12 @@ pub struct Localizer {
     /// Per chosen output (its index among the graph outputs), B against A
     /// over every input so far; built on the first input.
     outputs: Vec<(usize, OutputAcc)>,
-    /// What ran in integers, measured on the first input.
-    coverage: Option<CoverageJson>,
+    /// What ran in integers under A and under B, measured on the first
+    /// input.
+    coverage: Vec<CoverageJson>,
+    /// When B lowers the artifact otherwise than A: the values B's lowered
+    /// graph computes (its graph inputs and node outputs).
+    b_values: Option<HashSet<String>>,
 }
 
 /// Localizes the divergence of `b` from `a` on `model` for one input (see
@@ -195,6 +208,14 @@ impl Localizer {
     pub fn new(model: &Model, a: &ArithProfile, b: &ArithProfile) -> Result<Localizer, StudyError> {
         let plan_a = IntegerPlan::with_fusion(model, a, false)?;
         let plan_b = IntegerPlan::with_fusion(model, b, false)?;
+        let b_values = (a.lowering != b.lowering).then(|| {
+            let g = &plan_b.model().graph;
+            g.inputs
+                .iter()
+                .map(|v| v.name.clone())
+                .chain(g.nodes.iter().flat_map(|n| n.outputs.iter().cloned()))
+                .collect()
+        });
         let steps = plan_a
             .plan()
             .output_names()
@@ -209,7 +230,8 @@ impl Localizer {
             choice: OutputChoice::default(),
             steps,
             outputs: vec![],
-            coverage: None,
+            coverage: vec![],
+            b_values,
         })
     }
 
@@ -259,21 +281,21 @@ impl Localizer {
         &self.b
     }
 
-    /// `(node name, integer operator)` of every lowered QDQ group.
+    /// `(node name, integer operator)` of every QDQ group A lowers.
     pub fn lowered(&self) -> &[(String, String)] {
         self.plan_a.lowered()
     }
 
-    /// The lowered model the layers are nodes of.
+    /// The lowered model (A's) the layers are nodes of.
     pub fn model(&self) -> &Model {
         self.plan_a.model()
     }
 
-    /// How much of the artifact runs in integers (the same under A and B:
-    /// which groups are lowered does not depend on the profile), measured
-    /// on the first input localized; `None` before any.
-    pub fn coverage(&self) -> Option<&CoverageJson> {
-        self.coverage.as_ref()
+    /// How much of the artifact runs in integers under A and under B (in
+    /// that order; they differ only where the profiles' lowerings do),
+    /// measured on the first input localized; empty before any.
+    pub fn coverage(&self) -> &[CoverageJson] {
+        &self.coverage
     }
 
     /// Localizes the divergence of B from A on one input (the graph inputs
@@ -288,8 +310,8 @@ impl Localizer {
                 values.insert(name.to_string(), t.clone());
             })?;
         // after A ran, so inputs that do not fit fail as such
-        if self.coverage.is_none() {
-            self.coverage = Some(CoverageJson::measure(&self.plan_a, inputs.clone())?);
+        if self.coverage.is_empty() {
+            self.coverage = CoverageJson::measure_each(&[&self.plan_a, &self.plan_b], &inputs)?;
         }
 
         // 2. The layers.
@@ -307,6 +329,11 @@ impl Localizer {
             };
             if !(is_quantized_op(&n.op_type) || is_quantized_dtype(dtype)) {
                 continue;
+            }
+            if let Some(b) = &self.b_values {
+                if !outs.iter().all(|o| b.contains(o)) {
+                    continue;
+                }
             }
             let op = n.qualified_op();
             layers.push((
@@ -431,7 +458,17 @@ impl Localizer {
             ))
         };
 
-        let own = self.nodes.run(model, index, Variant::A, &self.a, values)?;
+        let outputs = layer.outputs.clone();
+        let part = |p: &ArithProfile| {
+            if p.lowering == self.a.lowering {
+                Part::Node(model, index)
+            } else {
+                Part::Computing(self.plan_b.model(), &outputs)
+            }
+        };
+        let own = self
+            .nodes
+            .run(part(&self.a), index, Variant::A, &self.a, values)?;
         let check = diff_to(&own, &expected).map_err(inconsistent)?;
         if !check.is_identical() {
             return Err(inconsistent(format!(
@@ -440,7 +477,9 @@ impl Localizer {
             )));
         }
 
-        let under_b = self.nodes.run(model, index, Variant::B, &self.b, values)?;
+        let under_b = self
+            .nodes
+            .run(part(&self.b), index, Variant::B, &self.b, values)?;
         layer.isolated = diff_to(&under_b, &expected).map_err(inconsistent)?;
         if layer.isolated.is_identical() {
             return Ok(());
@@ -462,7 +501,7 @@ impl Localizer {
                 Ok(p) => {
                     let got = self
                         .nodes
-                        .run(model, index, Variant::Swap(stage), &p, values)?;
+                        .run(part(&p), index, Variant::Swap(stage), &p, values)?;
                     swap.vs_a = Some(diff_to(&got, &expected).map_err(inconsistent)?);
                     swap.vs_b = Some(diff_to(&got, &b_refs).map_err(inconsistent)?);
                 }

@@ -188,7 +188,10 @@ fn ties_are_attributed_to_rounding() {
     assert_eq!(att.stages, [Stage::Rounding], "{att:?}");
     assert_eq!(att.verdict, "rounding");
     let fields: Vec<&str> = att.swaps.iter().map(|s| s.field).collect();
-    assert_eq!(fields, ["requant", "rounding", "non_gemm"]);
+    // the artifact is already integer operators: both lowerings leave it
+    // as it is, so the lowering swap reproduces nothing
+    assert_eq!(fields, ["requant", "rounding", "non_gemm", "lowering"]);
+    assert!(!att.swaps[3].reproduces());
     let rounding = &att.swaps[1];
     assert_eq!(rounding.vs_a.unwrap().differing, 2);
     assert_eq!(rounding.vs_b.unwrap().differing, 0);
@@ -260,4 +263,80 @@ fn float_models_and_wrong_inputs_are_refused() {
     let wrong = Tensor::from_vec(vec![1, 4, 2], vec![0u8; 8]).unwrap();
     let e = localize(&m, vec![("x".into(), wrong)], &p, &p).unwrap_err();
     assert!(e.to_string().contains("input 'x'"), "{e}");
+}
+
+/// x (f32 [1, 2, 16, 16], every int8 value once per channel after the
+/// QuantizeLinear) → Q (int8, scale 0.1) → DQ → Conv 1x1 2→3 (int8 weights,
+/// scale 0.1) → Q (int8, scale 0.1) → DQ → y. The accumulator scales by
+/// 1/10: every accumulator ending in 5 is a tie, which the integer
+/// convolution and the float one round on different sides.
+fn qdq_conv_model() -> (Model, Vec<(String, Tensor)>) {
+    use qport_onnx::graph::ModelBuilder;
+    let model = ModelBuilder::new(13)
+        .input("x", DType::F32, &[1, 2, 16, 16])
+        .initializer("s", Tensor::scalar(0.1f32))
+        .initializer("z", Tensor::scalar(0i8))
+        .initializer(
+            "wq",
+            Tensor::from_vec(vec![3, 2, 1, 1], vec![1i8, 3, 5, -2, 7, 7]).unwrap(),
+        )
+        .op("QuantizeLinear", ["x", "s", "z"], ["xq"])
+        .op("DequantizeLinear", ["xq", "s", "z"], ["xf"])
+        .op("DequantizeLinear", ["wq", "s", "z"], ["w"])
+        .node(Node::new("conv", "Conv", ["xf", "w"], ["c"]))
+        .op("QuantizeLinear", ["c", "s", "z"], ["cq"])
+        .op("DequantizeLinear", ["cq", "s", "z"], ["y"])
+        .output("y", DType::F32, &[1, 3, 16, 16])
+        .build();
+    let x: Vec<f32> = (0..256)
+        .map(|i| (i as f32 - 128.0) * 0.1)
+        .chain((0..256).map(|i| (127 - i) as f32 * 0.1))
+        .collect();
+    let x = Tensor::from_vec(vec![1, 2, 16, 16], x).unwrap();
+    (model, vec![("x".into(), x)])
+}
+
+/// Two profiles that differ only in their lowering: the layers are the
+/// values both lowered graphs compute, the one running in float under one
+/// and in integers under the other is re-run as the part of the other
+/// profile's graph that computes it (DequantizeLinear → Conv →
+/// QuantizeLinear, or the QLinearConv), and its divergence is attributed
+/// to the lowering. Coverage is reported per profile.
+#[test]
+fn a_group_lowered_under_one_profile_only_is_attributed_to_lowering() {
+    let (m, x) = qdq_conv_model();
+    let unfused = profile("ort-unfused");
+    let mut all = profile("f32-rne");
+    all.name = "f32-all".into();
+    all.lowering = qport_core::arith::Lowering::All;
+    for (a, b) in [(&unfused, &all), (&all, &unfused)] {
+        let mut loc = Localizer::new(&m, a, b).unwrap();
+        let d = loc.localize(x.clone()).unwrap();
+        let names: Vec<&str> = d.layers.iter().map(|l| l.outputs[0].as_str()).collect();
+        assert_eq!(names, ["xq", "cq"], "{} vs {}", a.name, b.name);
+        assert!(d.layers[0].isolated.is_identical());
+        let l = d.first_layer().expect("the ties diverge");
+        assert_eq!(l.outputs, ["cq"]);
+        assert!(l.isolated.differing > 0, "{l:?}");
+        assert_eq!(l.isolated.max_diff, 1.0, "{l:?}");
+        let att = l.attribution.as_ref().unwrap();
+        assert_eq!(att.verdict, "lowering", "{att:?}");
+        assert_eq!(att.primary, Some(Stage::Lowering));
+        assert_eq!(att.swaps[0].vs_b.unwrap().differing, 0);
+        // end to end, the same difference (nothing comes after it)
+        assert_eq!(l.end_to_end, l.isolated);
+        let c = loc.coverage();
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].profile.as_str(), c[1].profile.as_str()),
+            (a.name.as_str(), b.name.as_str())
+        );
+        let lowered: Vec<usize> = c.iter().map(|c| c.groups_lowered).collect();
+        let want = if a.name == "ort-unfused" {
+            [0, 1]
+        } else {
+            [1, 0]
+        };
+        assert_eq!(lowered, want);
+    }
 }

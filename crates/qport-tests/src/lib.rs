@@ -104,6 +104,16 @@ pub fn oracle<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Output {
     python_ok(std::iter::once(path.as_os_str()).chain(args.iter().map(AsRef::as_ref)))
 }
 
+/// The bit patterns of a tensor's values as f32 (for bit-for-bit
+/// comparisons that tell -0.0 from 0.0 and compare NaNs by payload).
+pub fn f32_bits(t: &qport_core::Tensor) -> Vec<u32> {
+    t.to_f32_vec()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
 /// The quantization step of graph output `output`: the scale of the
 /// `DequantizeLinear` that produces it, if one does.
 pub fn output_step(model: &qport_onnx::Model, output: &str) -> Option<f32> {

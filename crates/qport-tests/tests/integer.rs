@@ -4,20 +4,11 @@
 //! definitions say they should.
 
 use qport_core::arith::{presets, ArithProfile};
-use qport_core::Tensor;
 use qport_engine::IntegerPlan;
-use qport_tests::fixture;
+use qport_tests::{f32_bits as bits, fixture};
 
 fn model() -> qport_onnx::Model {
     qport_onnx::load::load(fixture("models/efficientnet-lite0.qdq-u8s8.onnx")).unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_f32_vec()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
 }
 
 #[test]
@@ -60,7 +51,7 @@ fn profiles_differ_where_their_definitions_say() {
     let f32_rne = run("f32-rne");
     // onnxruntime's arithmetic (no profile) is f32-rne on this model
     let ort_like = {
-        let low = qport_engine::lower_qdq(&model);
+        let low = qport_engine::lower_qdq(&model, qport_core::arith::Lowering::Onnxruntime);
         let plan = qport_engine::Plan::new(&low.model).unwrap();
         crops
             .iter()

@@ -6,7 +6,10 @@
 //! is named as in [`ArithProfile`]; unknown keys are errors that name the
 //! key. `base = "<profile>"` starts from a preset (or a profile defined
 //! earlier) and the file overrides a few fields; without `base` every
-//! policy field must be given.
+//! arithmetic policy field must be given. `lowering` (which QDQ groups run
+//! as integer operators: `onnxruntime`, `all` or `none`) is inherited from
+//! the base too, and without a base defaults to `onnxruntime`, so files
+//! written before the field existed keep their meaning.
 //!
 //! ```toml
 //! name = "my-npu"
@@ -16,8 +19,8 @@
 //! ```
 
 use super::{
-    presets, Accumulator, ArithProfile, BiasPlacement, Epilogue, NonGemm, ProfileError, Requant,
-    Rounding, PRESET_NAMES,
+    presets, Accumulator, ArithProfile, BiasPlacement, Epilogue, Lowering, NonGemm, ProfileError,
+    Requant, Rounding, PRESET_NAMES,
 };
 use serde::Deserialize;
 use std::path::Path;
@@ -57,6 +60,7 @@ struct ProfileSpec {
     bias: Option<BiasPlacement>,
     epilogue: Option<Epilogue>,
     non_gemm: Option<NonGemm>,
+    lowering: Option<Lowering>,
     sources: Option<Vec<String>>,
 }
 
@@ -207,6 +211,10 @@ impl ProfileRegistry {
             bias: pick(spec.bias, b, |p| p.bias, "bias").map_err(&invalid)?,
             epilogue: pick(spec.epilogue, b, |p| p.epilogue, "epilogue").map_err(&invalid)?,
             non_gemm: pick(spec.non_gemm, b, |p| p.non_gemm, "non_gemm").map_err(&invalid)?,
+            lowering: spec
+                .lowering
+                .or_else(|| b.map(|p| p.lowering))
+                .unwrap_or_default(),
             description: spec
                 .description
                 .or_else(|| b.map(|p| format!("based on {}", p.name)))
@@ -344,6 +352,30 @@ mod tests {
                     non_gemm = \"float\"\n";
         let r = add(full, ProfileFormat::Toml).unwrap();
         assert_eq!(r.get("full").unwrap().description, "");
+        // without a base, a file written before `lowering` existed keeps
+        // onnxruntime's rules
+        assert_eq!(r.get("full").unwrap().lowering, Lowering::Onnxruntime);
+    }
+
+    #[test]
+    fn lowering_is_inherited_or_given() {
+        let r = add(
+            "[[profile]]\nname = \"npu\"\nbase = \"gemmlowp\"\n\
+             [[profile]]\nname = \"npu-ort\"\nbase = \"gemmlowp\"\nlowering = \"onnxruntime\"\n\
+             [[profile]]\nname = \"flat\"\nbase = \"f32-rne\"\nlowering = \"none\"\n",
+            ProfileFormat::Toml,
+        )
+        .unwrap();
+        assert_eq!(r.get("npu").unwrap().lowering, Lowering::All);
+        assert_eq!(r.get("npu-ort").unwrap().lowering, Lowering::Onnxruntime);
+        let flat = r.get("flat").unwrap();
+        assert_eq!(flat.lowering, Lowering::None);
+        assert!(flat.is_float_execution());
+        let e = err(
+            "{\"name\": \"x\", \"base\": \"exact\", \"lowering\": \"some\"}",
+            ProfileFormat::Json,
+        );
+        assert!(e.contains("some") && e.contains("onnxruntime"), "{e}");
     }
 
     #[test]

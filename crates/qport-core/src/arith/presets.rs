@@ -4,19 +4,29 @@
 //! them attributes a divergence to one policy. None is a claim about a
 //! particular vendor's silicon.
 //!
+//! Each preset also says which QDQ groups it runs as integer operators
+//! ([`Lowering`]): the two that model onnxruntime's CPU kernels
+//! (`f32-rne`, `avx2-u8s8`) lower what onnxruntime fuses on this host,
+//! `ort-unfused` nothing, and the integer-target archetypes (`exact`,
+//! `gemmlowp`, `pot-shift`, `float-bias`, `fp16-epilogue`) every group
+//! qport can lower.
+//!
 //! Sources are cited by name in each preset's `sources`:
 //! "study §N" is the measurement study "Is INT8 Portable?"
 //! (`shared/seeds/004_…`); "fixtures.md" is
 //! `shared/reference/fixtures.md` (onnxruntime measurements on an AVX2
 //! machine without VNNI).
 
-use super::{Accumulator, ArithProfile, BiasPlacement, Epilogue, NonGemm, Requant, Rounding};
+use super::{
+    Accumulator, ArithProfile, BiasPlacement, Epilogue, Lowering, NonGemm, Requant, Rounding,
+};
 
 /// Names of the presets, in listing order.
-pub const PRESET_NAMES: [&str; 7] = [
+pub const PRESET_NAMES: [&str; 8] = [
     "exact",
     "f32-rne",
     "avx2-u8s8",
+    "ort-unfused",
     "gemmlowp",
     "pot-shift",
     "float-bias",
@@ -40,6 +50,20 @@ const TFLITE: &str = "TFLite quantization spec: int8 with int32 bias at scale s_
                       quantization_spec; QuantizeMultiplier in \
                       tensorflow/lite/kernels/internal/quantization_util.cc)";
 
+const ORT_FUSION: &str = "lowering onnxruntime: the QDQ groups onnxruntime 1.32's CPU execution \
+                          provider fuses on this host's architecture \
+                          (onnxruntime/core/optimizer/qdq_transformer/selectors_actions/\
+                          qdq_selectors.cc; off ARM no Conv / MatMul with int8 activations, \
+                          QDQIsInt8Allowed)";
+const ALL_GROUPS: &str =
+    "lowering all: integer targets (NPUs, DSPs, TFLite-style kernels) run every \
+                          quantized group in integers, int8 and uint8 activations alike";
+const ORT_UNFUSED: &str = "onnxruntime SessionOptions.graph_optimization_level = ORT_DISABLE_ALL: \
+                           no QDQ fusion, every QuantizeLinear / DequantizeLinear and the float \
+                           operators between them run as written \
+                           (https://onnxruntime.ai/docs/performance/model-optimizations/\
+                           graph-optimizations.html)";
+
 #[allow(clippy::too_many_arguments)]
 fn profile(
     name: &str,
@@ -50,6 +74,7 @@ fn profile(
     bias: BiasPlacement,
     epilogue: Epilogue,
     non_gemm: NonGemm,
+    lowering: Lowering,
     sources: &[&str],
 ) -> ArithProfile {
     ArithProfile {
@@ -61,6 +86,7 @@ fn profile(
         bias,
         epilogue,
         non_gemm,
+        lowering,
         sources: sources.iter().map(|s| s.to_string()).collect(),
     }
 }
@@ -88,6 +114,15 @@ fn profile(
 ///   `x64quantprecision=1`; the same QDQ ResNet-50 scores 74.76% on VNNI and
 ///   Arm, 68.95% on an AVX2 server. The study's i9-10900K (no VNNI) is the
 ///   slow-INT8 CPU of §4 and a 958-961/1000 pair of §5.
+/// - **`ort-unfused`**: onnxruntime's session with graph optimizations
+///   disabled (`ORT_DISABLE_ALL`): no QDQ group is fused (lowering
+///   `none`), so the artifact runs in float as written, every
+///   QuantizeLinear rounding half to even; the arithmetic fields are
+///   `f32-rne`'s and only reach the QuantizeLinear nodes. The optimization
+///   level of one runtime is a target of its own: the same artifact under
+///   `f32-rne` (onnxruntime's default session) and `ort-unfused` differs
+///   wherever a fused integer kernel rounds otherwise than the float
+///   operator between a dequantize and a quantize.
 /// - **`gemmlowp`**: exact i32, Q31 multiplier + shift, half-away (the
 ///   final `RoundingDivideByPOT`), int32 bias, fixed-point non-GEMM ops.
 ///   The integer-only pipeline of gemmlowp and TFLite's int8 kernels,
@@ -124,7 +159,8 @@ pub fn presets() -> Vec<ArithProfile> {
             Int32Accumulator,
             Epilogue::F64,
             NonGemm::Float,
-            &[ONNX_QUANTIZE, ONNX_QLINEARCONV],
+            Lowering::All,
+            &[ONNX_QUANTIZE, ONNX_QLINEARCONV, ALL_GROUPS],
         ),
         f32_rne(),
         profile(
@@ -136,7 +172,9 @@ pub fn presets() -> Vec<ArithProfile> {
             Int32Accumulator,
             Epilogue::F32,
             NonGemm::Float,
+            Lowering::Onnxruntime,
             &[
+                ORT_FUSION,
                 "Intel Intrinsics Guide: _mm256_maddubs_epi16 / vpmaddubsw multiplies u8 by s8 \
                  and adds adjacent pairs with signed int16 saturation",
                 "fixtures.md: MatMulInteger K=64, A=255, B=127 gives 1,048,544 (exact \
@@ -148,6 +186,21 @@ pub fn presets() -> Vec<ArithProfile> {
             ],
         ),
         profile(
+            "ort-unfused",
+            "onnxruntime with graph optimizations disabled: no QDQ group fused, all in float",
+            ExactI32,
+            Requant::F32,
+            Rounding::HalfEven,
+            Int32Accumulator,
+            Epilogue::F32,
+            NonGemm::Float,
+            Lowering::None,
+            &[
+                ORT_UNFUSED,
+                "issue 13: the optimization level of one runtime is itself a target",
+            ],
+        ),
+        profile(
             "gemmlowp",
             "integer-only: Q31 multiplier + rounding shift (gemmlowp, TFLite)",
             ExactI32,
@@ -156,7 +209,8 @@ pub fn presets() -> Vec<ArithProfile> {
             Int32Accumulator,
             Epilogue::F32,
             NonGemm::FixedPoint,
-            &[GEMMLOWP, TFLITE],
+            Lowering::All,
+            &[GEMMLOWP, TFLITE, ALL_GROUPS],
         ),
         profile(
             "pot-shift",
@@ -167,7 +221,9 @@ pub fn presets() -> Vec<ArithProfile> {
             Int32Accumulator,
             Epilogue::F32,
             NonGemm::FixedPoint,
+            Lowering::All,
             &[
+                ALL_GROUPS,
                 "study §5, §11: power-of-two scales do not restore x86 <-> A76 agreement \
                  (958 -> 869 ceil / 919 nearest)",
                 "half-up rounding shift: add 2^(n-1), arithmetic shift right by n",
@@ -182,7 +238,9 @@ pub fn presets() -> Vec<ArithProfile> {
             FloatAfterScale,
             Epilogue::F32,
             NonGemm::Float,
+            Lowering::All,
             &[
+                ALL_GROUPS,
                 "ncnn Requantize layer (src/layer/requantize.cpp): int32 * scale_in + float \
                  bias, then * scale_out",
                 ONNX_QLINEARCONV,
@@ -198,7 +256,9 @@ pub fn presets() -> Vec<ArithProfile> {
             FloatAfterScale,
             Epilogue::F16,
             NonGemm::Float,
+            Lowering::All,
             &[
+                ALL_GROUPS,
                 "study §5 (C2), Table 3: Orin iGPU (TensorRT) vs A78AE (MLAS) 961/1000",
                 "'The Integer Alibi' (listed with the study): with an exact int32 dot product, \
                  GPU INT8 divergence lies in scale application and output rounding",
@@ -220,8 +280,10 @@ pub(super) fn f32_rne() -> ArithProfile {
         BiasPlacement::Int32Accumulator,
         Epilogue::F32,
         NonGemm::Float,
+        Lowering::Onnxruntime,
         &[
             MLAS,
+            ORT_FUSION,
             "Intel Intrinsics Guide: _mm512_dpbusd_epi32 / vpdpbusd (AVX512-VNNI, AVX-VNNI) \
              sums u8*s8 products into i32 without an int16 stage",
             "Arm A64 SDOT (Armv8.2-A dot product): i8*i8 products summed into i32",

@@ -9,6 +9,7 @@
 //! `K`).
 
 use super::Ctx;
+use qport_core::arith::Lowering;
 use qport_onnx::Node;
 use std::collections::{BTreeMap, HashMap};
 
@@ -67,9 +68,15 @@ impl MacCount {
     }
 }
 
-/// What ran in integers.
+/// What ran in integers under one profile.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Coverage {
+    /// The profile's name.
+    pub profile: String,
+    /// Its rule set: which groups it lowers (the groups below depend on
+    /// nothing else; [`Lowering::None`] lowers none and runs the QDQ graph
+    /// in float).
+    pub lowering: Lowering,
     /// Quantized groups found: operators reading a dequantized value or
     /// producing a quantized one (QuantizeLinear / DequantizeLinear nodes
     /// themselves not counted).
@@ -85,6 +92,12 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// True for unfused float execution ([`Lowering::None`]): nothing was
+    /// meant to run in integers, so a low share is no warning.
+    pub fn is_float_execution(&self) -> bool {
+        self.lowering == Lowering::None
+    }
+
     /// `groups_lowered / groups_found` (`None` for no group).
     pub fn group_share(&self) -> Option<f64> {
         (self.groups_found > 0).then(|| self.groups_lowered as f64 / self.groups_found as f64)

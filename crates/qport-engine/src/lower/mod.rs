@@ -1,17 +1,31 @@
 //! Lowering a QDQ model to integer operators: the QuantizeLinear /
-//! DequantizeLinear groups that onnxruntime's CPU execution provider fuses
-//! become the integer operators it fuses them into, so that a plan built
+//! DequantizeLinear groups become integer operators, so that a plan built
 //! from the result keeps 8-bit tensors between quantized operators and
 //! does the arithmetic in integers instead of in float between a
-//! dequantize and a quantize. Which groups are lowered, and which are left
-//! alone, follows onnxruntime 1.32 (`qdq_selector_action_transformer.cc`,
-//! `qdq_selectors.cc`), so an [`crate::IntegerPlan`] under the profile that
-//! models its kernels computes what its default session computes.
+//! dequantize and a quantize.
 //!
-//! Before matching, Q/DQ pairs are propagated across data-movement
-//! operators as onnxruntime does (module `propagate`): `Conv → Transpose → Q`
-//! and `DQ → Transpose → Conv` lower like `Conv → Q` and `DQ → Conv`, the
-//! Transpose running on integers.
+//! Which groups are lowered is a rule set, the arithmetic profile's
+//! [`Lowering`] policy:
+//!
+//! - [`Lowering::Onnxruntime`]: the groups onnxruntime 1.32's CPU
+//!   execution provider fuses on this host's architecture
+//!   (`qdq_selector_action_transformer.cc`, `qdq_selectors.cc`), so an
+//!   [`crate::IntegerPlan`] under the profile that models its kernels
+//!   computes what its default session computes; the groups it declines
+//!   (by type, module `ort`) stay in float and say why;
+//! - [`Lowering::All`]: every group qport can lower, without
+//!   onnxruntime's type conditions (int8 and uint8 activations alike,
+//!   differing activation types): what integer hardware runs in integers;
+//! - [`Lowering::None`]: no group; the model is returned as written (no
+//!   propagation either) and runs in float, every QuantizeLinear and
+//!   DequantizeLinear computed, as onnxruntime runs it with graph
+//!   optimizations disabled. Every group is reported in float as unfused
+//!   float execution.
+//!
+//! Before matching (`onnxruntime` and `all`), Q/DQ pairs are propagated
+//! across data-movement operators as onnxruntime does (module
+//! `propagate`): `Conv → Transpose → Q` and `DQ → Transpose → Conv` lower
+//! like `Conv → Q` and `DQ → Conv`, the Transpose running on integers.
 //!
 //! Groups lowered (every scale and zero point a constant; activations
 //! per tensor; weights per tensor or per output channel; a Relu / Clip
@@ -27,6 +41,7 @@
 //! | DQ(x) → Sigmoid / LeakyRelu → Q | `com.microsoft.QLinearSigmoid` / `QLinearLeakyRelu` (a table of the 256 outputs) |
 //! | DQ(x) → Softmax → Q | `com.microsoft.QLinearSoftmax` (onnxruntime's exponent table and f32 division) |
 //! | DQ(x_k)... → Concat → Q | `com.microsoft.QLinearConcat` |
+//! | DQ(x), DQ(y) → Where(condition, x, y) → Q, one 8-bit type | `com.microsoft.QLinearWhere` (each side requantized by onnxruntime's table) |
 //! | DQ(x) → Split → Q on every output, same parameters | `Split` on the integers |
 //! | DQ(x) → Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Slice / Gather / GatherElements / Expand / Tile → Q, same parameters | the operator on the integers |
 //! | DQ(x) → MaxPool / ReduceMax / ReduceMin → Q, same parameters, positive scale | the operator on the integers |
@@ -57,17 +72,19 @@
 //! quantization step).
 //!
 //! What stays in float, and why ([`Lowered::float`] gives the reason per
-//! group):
+//! group); the rows marked *onnxruntime* apply under
+//! [`Lowering::Onnxruntime`] only, the others are what qport itself
+//! cannot lower:
 //!
 //! | left in float | because |
 //! |---|---|
-//! | Sub, Div, Erf, LayerNormalization, ReduceSum, Pow, Sqrt, ... between DQ and Q | onnxruntime has no QDQ fusion for them |
-//! | Conv / MatMul → Q with int8 activations (off ARM) | onnxruntime fuses them on ARM only (`QDQIsInt8Allowed`); int8 Q → DQ pairs read once are first made uint8 (module `ort`), so this is an int8 value read twice |
-//! | a group whose activation types differ (after that conversion) | onnxruntime fuses equal types only |
+//! | Sub, Div, Erf, LayerNormalization, ReduceSum, Pow, Sqrt, ... between DQ and Q | onnxruntime has no QDQ fusion for them, and qport no integer operator |
+//! | *onnxruntime*: Conv / MatMul → Q with int8 activations (off ARM) | onnxruntime fuses them on ARM only (`QDQIsInt8Allowed`); int8 Q → DQ pairs read once are first made uint8 (module `ort`), so this is an int8 value read twice |
+//! | *onnxruntime*: a group whose activation types differ (after that conversion) | onnxruntime fuses equal types only |
+//! | Add / Mul or GlobalAveragePool whose input and output types differ | qport's `QLinearAdd` / `QLinearMul` / `QLinearGlobalAveragePool` take one 8-bit type |
 //! | Add / Mul / ... → Relu / Clip → Q where the Q does not make the Relu / Clip redundant | onnxruntime then fuses nothing (`IsClipMadeRedundantByQ`); a Conv / MatMul there gets a float output instead (above) |
 //! | a group (other than Conv / MatMul / Gemm, which get a float output) whose output has another reader, or is a graph output | onnxruntime's group selection requires the Q to be its only reader |
 //! | a float operator whose output a Q reads but whose input is not dequantized (the float16 operators of a float16 template: Clip, Add, Concat, Flatten, ... between Casts) | it has no quantized input: it runs in float (float16 on the platform) |
-//! | Where | qport has no `QLinearWhere` yet |
 //! | Resize other than nearest | onnxruntime's integer interpolation is not modelled |
 //! | per-axis activation parameters, non-constant parameters, a bias that is not int32 with scale `s_x · s_w` | the integer kernels do not take them |
 //!
@@ -86,17 +103,26 @@
 //!
 //! The integer operators follow onnxruntime's CPU kernels (see
 //! [`crate::ops`]). Measured against onnxruntime's default session on this
-//! repository's fixtures (VNNI host, `f32-rne`): bit-identical on the
-//! EfficientNet-Lite0 u8s8 artifact and on the NHWC classifier and text
-//! encoder families; on the YOLO-style detector u8s8 31/32 samples (one
-//! step on one); the s8s8 detector, where onnxruntime keeps 15 of 19 Convs
-//! in float, differs where float Convs round differently. Not verified bit
-//! for bit: `QLinearAveragePool`, `QLinearConcat` with differing
-//! parameters, `QLinearLeakyRelu`, and onnxruntime's Sigmoid table (MLAS's
-//! logistic approximation, modelled by the exact function).
+//! repository's fixtures (VNNI host, `f32-rne`, lowering `onnxruntime`):
+//! bit-identical on the EfficientNet-Lite0 u8s8 artifact and on the
+//! MobileNetV2, ResNet-50, NHWC classifier, text encoder, YOLO-style
+//! detector and gated CNN families, both variants, every sample (the s8s8
+//! artifacts, where onnxruntime keeps Convs and their Sigmoids in float,
+//! through qport's float Conv and Sigmoid, which compute MLAS's bits on an
+//! AVX-512 host; its `QLinearSigmoid` tables are MLAS's logistic too). The
+//! gated CNN covers `QLinearLeakyRelu`, `QLinearWhere`, `QLinearAveragePool`
+//! and `QLinearConcat` of inputs with differing parameters.
+//!
+//! One float operator depends on the session too: onnxruntime's default
+//! session runs a float 4-D `AveragePool` whose channels are a multiple of
+//! MLAS's NCHWc block in its blocked layout, summing each window row by
+//! row, where its plain kernel (optimizations off) sums column by column.
+//! Under `onnxruntime` such a node becomes `ai.qport:AveragePool` with the
+//! host's block size, so the engine sums as the default session does.
 //!
 //! [`coverage`] measures what ran in integers.
 
+use qport_core::arith::Lowering;
 use qport_core::{DType, Tensor};
 use qport_onnx::graph::{GraphIndex, MS_DOMAIN};
 use qport_onnx::{opclass, Attribute, Model, Node};
@@ -136,6 +162,9 @@ struct Dq {
 struct Ctx<'m> {
     model: &'m Model,
     index: GraphIndex<'m>,
+    /// The rule set.
+    lowering: Lowering,
+    /// The types onnxruntime sees (for [`Lowering::Onnxruntime`]).
     types: ort::OrtTypes,
 }
 
@@ -189,9 +218,18 @@ impl<'m> Ctx<'m> {
         self.index.sole_consumer(value)
     }
 
-    /// The quantized type onnxruntime sees for `value` (see [`ort`]).
+    /// The quantized type of `value`: as onnxruntime sees it under
+    /// [`Lowering::Onnxruntime`] (see [`ort`]), else as written.
     fn ty(&self, value: &str) -> Option<DType> {
-        self.types.of(self.model, &self.index, value)
+        let written = ort::OrtTypes {
+            int8_allowed: true,
+            nchwc_block: 0,
+        };
+        let types = match self.lowering {
+            Lowering::Onnxruntime => &self.types,
+            _ => &written,
+        };
+        types.of(self.model, &self.index, value)
     }
 
     /// The QuantizeLinear reading `out` (the only reader), directly or
@@ -298,17 +336,24 @@ fn grid(dt: DType) -> (i64, i64) {
     }
 }
 
-/// Lowers `model`; see the [module docs](self).
-pub fn lower_qdq(model: &Model) -> Lowered {
+/// Lowers `model` under the rule set `lowering` (onnxruntime's on this
+/// host's architecture for [`Lowering::Onnxruntime`]); see the
+/// [module docs](self).
+pub fn lower_qdq(model: &Model, lowering: Lowering) -> Lowered {
+    let types = ort::OrtTypes::host();
+    if lowering == Lowering::None {
+        return lower_groups(model, lowering, types);
+    }
     let (model, _) = propagate::propagate(model);
-    lower_groups(&model, ort::OrtTypes::host())
+    lower_groups(&model, lowering, types)
 }
 
-fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
+fn lower_groups(model: &Model, lowering: Lowering, types: ort::OrtTypes) -> Lowered {
     let g = &model.graph;
     let ctx = Ctx {
         model,
         index: GraphIndex::new(g),
+        lowering,
         types,
     };
     let mut inits = g.initializers.clone();
@@ -335,7 +380,12 @@ fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
                 reason,
             })
         };
-        if let Some(reason) = more::ort_declines(&ctx, i) {
+        let declined = match lowering {
+            Lowering::None => Some(more::UNFUSED.to_string()),
+            Lowering::Onnxruntime => more::ort_declines(&ctx, i),
+            Lowering::All => None,
+        };
+        if let Some(reason) = declined {
             why(reason);
             continue;
         }
@@ -349,6 +399,7 @@ fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
             "BatchNormalization" => lower_bn(&ctx, i, out, &mut inits),
             "Sigmoid" | "LeakyRelu" | "Softmax" | "AveragePool" => more::lower_unary(&ctx, i, out),
             "Concat" => more::lower_concat(&ctx, i, out),
+            "Where" => more::lower_where(&ctx, i, out),
             "Split" => more::lower_split(&ctx, i),
             "ArgMax" => more::lower_argmax(&ctx, i),
             op if more::drops_qdq(op) => lower_move(&ctx, i, out),
@@ -372,6 +423,15 @@ fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
         replace.insert(i, nodes);
     }
     let mac_nodes = coverage::mac_nodes(&ctx, &replace);
+    if lowering == Lowering::None {
+        // the graph as written
+        return Lowered {
+            model: model.clone(),
+            lowered,
+            float,
+            mac_nodes,
+        };
+    }
     let mut nodes = Vec::with_capacity(g.nodes.len());
     // a lowered group is emitted where its last node (the Q) stood, so
     // every integer input it reads is computed before it
@@ -392,7 +452,17 @@ fn lower_groups(model: &Model, types: ort::OrtTypes) -> Lowered {
         if removed.contains(&j) || replace.contains_key(&j) {
             continue;
         }
-        nodes.push(n.clone());
+        match ctx
+            .types
+            .average_pool(n)
+            .filter(|_| lowering == Lowering::Onnxruntime)
+        {
+            Some(m) => {
+                uses_qport = true;
+                nodes.push(m);
+            }
+            None => nodes.push(n.clone()),
+        }
     }
     // drop what no longer has a reader (the DQ/Q pairs the groups replaced)
     loop {
@@ -692,7 +762,11 @@ fn lower_gap(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
     }
     ctx.scalar_f32(&x.scale)?;
     let qj = ctx.sole_reader(out)?;
-    let (sy, zy, _) = ctx.q8(qj)?;
+    let (sy, zy, ty) = ctx.q8(qj)?;
+    // the kernel takes one 8-bit type
+    if ctx.init(&x.zp)?.dtype() != ty {
+        return None;
+    }
     let m = Node::new(
         format!("{}_qlinear", n.name),
         "QLinearGlobalAveragePool",

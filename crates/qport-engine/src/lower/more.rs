@@ -1,13 +1,17 @@
 //! Which nodes form quantized groups, onnxruntime's type conditions for
-//! fusing them (and the reasons a group stays in float), and the groups
+//! fusing them (applied under [`qport_core::arith::Lowering::Onnxruntime`]
+//! only), the reasons a group stays in float, and the groups
 //! beyond GEMMs and element-wise arithmetic: the lookup-table activations,
-//! `Softmax`, `AveragePool`, `Concat`, `Split`, `ArgMax` and the operators
+//! `Softmax`, `AveragePool`, `Concat`, `Where`, `Split`, `ArgMax` and the operators
 //! that only move quantized values.
 
 use super::{group_nodes, Ctx, Dq, Group};
 use qport_core::DType;
 use qport_onnx::graph::MS_DOMAIN;
 use qport_onnx::{Attribute, Node};
+
+/// The reason of every group under [`qport_core::arith::Lowering::None`].
+pub(super) const UNFUSED: &str = "unfused float execution: the profile's lowering is `none`, so the QDQ graph runs in float as written (onnxruntime with graph optimizations disabled)";
 
 /// Operators onnxruntime runs on the integers of a `DQ → op → Q` group with
 /// equal parameters (its "drop QDQ" rules), and `Resize` in nearest mode.
@@ -62,13 +66,17 @@ pub(super) fn is_quantized_group(ctx: &Ctx, i: usize) -> bool {
             .producer(x)
             .is_some_and(|p| ctx.op(p, "DequantizeLinear"))
     });
-    let q_out = n.outputs.iter().any(|o| {
+    dq_in || q_out(ctx, i)
+}
+
+/// Whether a QuantizeLinear reads an output of node `i`.
+fn q_out(ctx: &Ctx, i: usize) -> bool {
+    ctx.model.graph.nodes[i].outputs.iter().any(|o| {
         ctx.index
             .consumers(o)
             .iter()
             .any(|&c| ctx.op(c, "QuantizeLinear"))
-    });
-    dq_in || q_out
+    })
 }
 
 /// The DequantizeLinear inputs of node `i` (input index, DQ) and the
@@ -87,6 +95,13 @@ fn tname(t: Option<DType>) -> String {
     t.map_or("?".into(), |t| t.to_string())
 }
 
+/// The type of the QuantizeLinear that ends node `i`'s group ([`Ctx::ty`]).
+fn out_type(ctx: &Ctx, i: usize) -> Option<DType> {
+    let out = ctx.model.graph.nodes[i].outputs.first()?;
+    let (qj, _) = ctx.out_q(out).ok().flatten()?;
+    ctx.ty(&ctx.model.graph.nodes[qj].outputs[0])
+}
+
 /// onnxruntime's type conditions for fusing node `i`'s group: `Some(reason)`
 /// when it would decline (so the group stays in float there).
 pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
@@ -100,11 +115,7 @@ pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
         // a float operator whose output is quantized: no group to fuse
         return None;
     }
-    let out_ty = ctx
-        .out_q(n.outputs.first()?)
-        .ok()
-        .flatten()
-        .and_then(|(qj, _)| ctx.ty(&ctx.model.graph.nodes[qj].outputs[0]));
+    let out_ty = out_type(ctx, i);
     let in_ty = |k: usize| {
         ins.iter()
             .find(|(j, _)| *j == k)
@@ -139,10 +150,10 @@ pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
                 ));
             }
         }
-        "Split" | "Where" => {}
+        "Split" => {}
         _ => {
             let tys: Vec<Option<DType>> = ins.iter().map(|(_, d)| ctx.ty(&d.x)).collect();
-            let all_in = if matches!(op, "Add" | "Mul" | "Concat") {
+            let all_in = if matches!(op, "Add" | "Mul" | "Concat" | "Where") {
                 tys.clone()
             } else {
                 vec![x]
@@ -164,21 +175,30 @@ pub(super) fn ort_declines(ctx: &Ctx, i: usize) -> Option<String> {
 pub(super) fn why_float(ctx: &Ctx, i: usize) -> String {
     let n = &ctx.model.graph.nodes[i];
     let op = n.op_type.as_str();
-    if op == "Where" {
-        return "qport does not implement QLinearWhere yet: runs in float".into();
-    }
     if dq_inputs(ctx, i).is_empty() {
         return "a float operator (no input is dequantized; e.g. one a float16 template keeps in float16) whose output is quantized: runs in float".into();
     }
-    if !ort_fuses(op) && op != "BatchNormalization" {
+    if !ort_fuses(op) && op != "BatchNormalization" && !q_out(ctx, i) {
         return format!(
-            "onnxruntime has no integer kernel for a QDQ {op}: it runs in float between DequantizeLinear and QuantizeLinear"
+            "{op} reads dequantized values and its output is not quantized: it runs in float (as in onnxruntime)"
         );
+    }
+    if !ort_fuses(op) && op != "BatchNormalization" {
+        return match ctx.lowering {
+            qport_core::arith::Lowering::Onnxruntime => format!(
+                "onnxruntime has no integer kernel for a QDQ {op}: it runs in float between DequantizeLinear and QuantizeLinear"
+            ),
+            _ => format!(
+                "qport has no integer operator for a QDQ {op} (nor has onnxruntime): it runs in float between DequantizeLinear and QuantizeLinear"
+            ),
+        };
     }
     if op == "Resize" && n.attr_string("mode", "nearest").ok().as_deref() != Some("nearest") {
         return "a non-nearest Resize: qport does not model onnxruntime's integer interpolation; runs in float".into();
     }
-    let data_inputs = n.inputs.iter().filter(|x| !x.is_empty()).count();
+    // Where's condition is a bool, never dequantized
+    let data_inputs =
+        n.inputs.iter().filter(|x| !x.is_empty()).count() - usize::from(op == "Where");
     let ins = dq_inputs(ctx, i);
     let needs_all = !(drops_qdq(op) || op == "Split" || op == "ArgMax");
     if ins.is_empty() || needs_all && ins.len() < data_inputs {
@@ -191,6 +211,18 @@ pub(super) fn why_float(ctx: &Ctx, i: usize) -> String {
                 return "its output is not read by one QuantizeLinear alone (several readers, a graph output, or a float consumer)".into();
             }
             _ => {}
+        }
+    }
+    if matches!(op, "Add" | "Mul" | "GlobalAveragePool" | "Where") {
+        let out_ty = out_type(ctx, i);
+        let tys: Vec<Option<DType>> = ins.iter().map(|(_, d)| ctx.ty(&d.x)).collect();
+        if out_ty.is_some() && tys.iter().any(|t| *t != out_ty) {
+            let list: Vec<String> = tys.iter().map(|t| tname(*t)).collect();
+            return format!(
+                "inputs are {} but output {}: qport's QLinear{op} takes one 8-bit type",
+                list.join(", "),
+                tname(out_ty)
+            );
         }
     }
     if drops_qdq(op) || op == "Split" {
@@ -275,6 +307,40 @@ pub(super) fn lower_concat(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
     )
     .in_domain(MS_DOMAIN)
     .with_attr("axis", Attribute::Int(n.attr_int("axis", 0).ok()?));
+    Some((vec![m], group_nodes(i, qj, clip)))
+}
+
+/// `DQ(x), DQ(y) → Where(condition, ·, ·) → Q` as `com.microsoft.QLinearWhere`
+/// (X, Y and the output of one 8-bit type, per-tensor parameters).
+pub(super) fn lower_where(ctx: &Ctx, i: usize, out: &str) -> Option<Group> {
+    let n = &ctx.model.graph.nodes[i];
+    let (x, y) = (ctx.dq(n.inputs.get(1)?)?, ctx.dq(n.inputs.get(2)?)?);
+    let (qj, clip) = ctx.out_q(out).ok()??;
+    let (sz, zz, _) = ctx.q8(qj)?;
+    let ty = |z: &str| ctx.init(z).map(|t| t.dtype());
+    let tz = ty(&zz)?;
+    for d in [&x, &y] {
+        if d.axis.is_some() || ctx.scalar_f32(&d.scale).is_none() || ty(&d.zp)? != tz {
+            return None;
+        }
+    }
+    let m = Node::new(
+        format!("{}_qlinear", n.name),
+        "QLinearWhere",
+        [
+            n.inputs[0].clone(),
+            x.x,
+            x.scale,
+            x.zp,
+            y.x,
+            y.scale,
+            y.zp,
+            sz,
+            zz,
+        ],
+        [&ctx.model.graph.nodes[qj].outputs[0]],
+    )
+    .in_domain(MS_DOMAIN);
     Some((vec![m], group_nodes(i, qj, clip)))
 }
 

@@ -17,12 +17,34 @@
 
 use qport_core::DType;
 use qport_onnx::graph::GraphIndex;
-use qport_onnx::Model;
+use qport_onnx::{Attribute, Model, Node};
 
-/// The quantized types of values as onnxruntime's selectors see them.
+/// MLAS's NCHWc block size on this host (see [`OrtTypes::nchwc_block`]).
+fn nchwc_block() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return 16;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return 8;
+        }
+    }
+    0
+}
+
+/// The quantized types of values as onnxruntime's selectors see them, and
+/// the host facts its graph transformers depend on.
 pub(super) struct OrtTypes {
     /// Whether int8 activations are fused (onnxruntime on ARM).
     pub int8_allowed: bool,
+    /// MLAS's NCHWc block size (`MlasNchwcGetBlockSize`: 16 with AVX-512F,
+    /// 8 with AVX2 and FMA), 0 where qport does not model its NCHWc
+    /// transformer. That transformer runs a float 4-D `MaxPool` /
+    /// `AveragePool` whose channel count is a multiple of the block in its
+    /// blocked layout, where an average sums each window row by row.
+    pub nchwc_block: usize,
 }
 
 impl OrtTypes {
@@ -30,7 +52,23 @@ impl OrtTypes {
     pub(super) fn host() -> OrtTypes {
         OrtTypes {
             int8_allowed: cfg!(any(target_arch = "aarch64", target_arch = "arm")),
+            nchwc_block: nchwc_block(),
         }
+    }
+
+    /// `AveragePool` node `n` as onnxruntime's default session runs it in
+    /// float: with an NCHWc block, `ai.qport:AveragePool` carrying it (the
+    /// engine sums row by row when the channels are a multiple of it, as
+    /// the blocked kernel does; otherwise as MLAS's plain pooling kernel).
+    pub(super) fn average_pool(&self, n: &Node) -> Option<Node> {
+        if self.nchwc_block == 0 || !n.is_onnx("AveragePool") {
+            return None;
+        }
+        Some(
+            n.clone()
+                .in_domain(super::QPORT_DOMAIN)
+                .with_attr("nchwc_block", Attribute::Int(self.nchwc_block as i64)),
+        )
     }
 
     /// The type of quantized value `name` (a Q's output, an initializer or

@@ -80,7 +80,7 @@ fn assert_same_as_float(model: &Model, low: &Lowered, x: Tensor, what: &str) {
 fn batchnorm_groups_become_tables_equal_to_the_float_path() {
     for (signed_in, signed_out) in [(false, false), (true, false), (false, true), (true, true)] {
         let (model, x) = bn_group(5, signed_in, signed_out);
-        let low = lower_qdq(&model);
+        let low = lower_qdq(&model, Lowering::Onnxruntime);
         assert_eq!(
             low.lowered,
             vec![(
@@ -109,7 +109,7 @@ fn batchnorm_with_a_second_reader_stays_in_float() {
         .graph
         .outputs
         .push(ValueInfo::known("z", DType::F32, &[2, 3, 16, 16]));
-    assert!(lower_qdq(&model).lowered.is_empty());
+    assert!(lower_qdq(&model, Lowering::Onnxruntime).lowered.is_empty());
 }
 
 /// x (u8 [1, 2, 4, 4]) → DQ → [Transpose →] Conv 1x1 2→3 (int8 weights)
@@ -165,7 +165,7 @@ fn conv_with_transposes(before: bool, after: bool) -> (Model, Tensor) {
 fn transposes_between_an_operator_and_its_q_or_dq_run_on_integers() {
     for (before, after) in [(false, true), (true, false), (true, true)] {
         let (model, x) = conv_with_transposes(before, after);
-        let low = lower_qdq(&model);
+        let low = lower_qdq(&model, Lowering::Onnxruntime);
         let ops: Vec<&str> = low.lowered.iter().map(|(_, op)| op.as_str()).collect();
         assert!(ops.contains(&"QLinearConv"), "{before} {after}: {ops:?}");
         assert!(low.float.is_empty(), "{:?}", low.float);
@@ -181,43 +181,50 @@ fn transposes_between_an_operator_and_its_q_or_dq_run_on_integers() {
     }
 }
 
+/// x (f32 [1, 2, 4, 4]) → Q (int8) → DQ → Conv 1x1 (int8 weights) → Q
+/// (int8) → DQ → y; with `shared`, the first DQ's output is also read by a
+/// Relu whose output is a graph output (a residual-like second reader), so
+/// the int8 value is read twice.
+fn int8_conv(shared: bool) -> Model {
+    let mut b = ModelBuilder::new(13)
+        .input("x", DType::F32, &[1, 2, 4, 4])
+        .initializer("s", Tensor::scalar(0.05f32))
+        .initializer("z", Tensor::scalar(3i8))
+        .initializer(
+            "wq",
+            Tensor::from_vec(vec![2, 2, 1, 1], vec![5i8, -9, 7, 1]).unwrap(),
+        )
+        .initializer("ws", Tensor::scalar(0.01f32))
+        .initializer("wz", Tensor::scalar(0i8))
+        .op("QuantizeLinear", ["x", "s", "z"], ["xq"])
+        .op("DequantizeLinear", ["xq", "s", "z"], ["xf"])
+        .op("DequantizeLinear", ["wq", "ws", "wz"], ["w"])
+        .node(Node::new("Conv_c", "Conv", ["xf", "w"], ["c"]))
+        .op("QuantizeLinear", ["c", "s", "z"], ["cq"])
+        .op("DequantizeLinear", ["cq", "s", "z"], ["y"])
+        .output("y", DType::F32, &[1, 2, 4, 4]);
+    if shared {
+        b = b.node(Node::new("Relu_r", "Relu", ["xf"], ["r"])).output(
+            "r",
+            DType::F32,
+            &[1, 2, 4, 4],
+        );
+    }
+    b.build()
+}
+
 /// An int8 Q read by two dequantizes (a residual branch) stays int8 for
 /// onnxruntime off ARM: a Conv reading it is not fused there; one read
 /// once is converted to uint8 and fused.
 #[test]
 fn int8_activations_follow_onnxruntimes_x86_rules() {
-    let build = |shared: bool| {
-        let mut b = ModelBuilder::new(13)
-            .input("x", DType::F32, &[1, 2, 4, 4])
-            .initializer("s", Tensor::scalar(0.05f32))
-            .initializer("z", Tensor::scalar(3i8))
-            .initializer(
-                "wq",
-                Tensor::from_vec(vec![2, 2, 1, 1], vec![5i8, -9, 7, 1]).unwrap(),
-            )
-            .initializer("ws", Tensor::scalar(0.01f32))
-            .initializer("wz", Tensor::scalar(0i8))
-            .op("QuantizeLinear", ["x", "s", "z"], ["xq"])
-            .op("DequantizeLinear", ["xq", "s", "z"], ["xf"])
-            .op("DequantizeLinear", ["wq", "ws", "wz"], ["w"])
-            .node(Node::new("Conv_c", "Conv", ["xf", "w"], ["c"]))
-            .op("QuantizeLinear", ["c", "s", "z"], ["cq"])
-            .op("DequantizeLinear", ["cq", "s", "z"], ["y"])
-            .output("y", DType::F32, &[1, 2, 4, 4]);
-        if shared {
-            b = b.node(Node::new("Relu_r", "Relu", ["xf"], ["r"])).output(
-                "r",
-                DType::F32,
-                &[1, 2, 4, 4],
-            );
-        }
-        b.build()
-    };
+    let build = int8_conv;
     let low = ort::OrtTypes {
         int8_allowed: false,
+        nchwc_block: 0,
     };
     let (m, _) = propagate::propagate(&build(true));
-    let l = lower_groups(&m, low);
+    let l = lower_groups(&m, Lowering::Onnxruntime, low);
     assert!(l.lowered.is_empty(), "{:?}", l.lowered);
     assert!(
         l.float
@@ -228,13 +235,22 @@ fn int8_activations_follow_onnxruntimes_x86_rules() {
     );
     let l = lower_groups(
         &build(false),
+        Lowering::Onnxruntime,
         ort::OrtTypes {
             int8_allowed: false,
+            nchwc_block: 0,
         },
     );
     assert_eq!(l.lowered.len(), 1, "{:?}", l.float);
     // on ARM both are fused
-    let l = lower_groups(&build(true), ort::OrtTypes { int8_allowed: true });
+    let l = lower_groups(
+        &build(true),
+        Lowering::Onnxruntime,
+        ort::OrtTypes {
+            int8_allowed: true,
+            nchwc_block: 0,
+        },
+    );
     assert_eq!(l.lowered.len(), 1, "{:?}", l.float);
 }
 
@@ -335,7 +351,7 @@ fn float16_template_conv() -> (Model, Tensor, Vec<i64>, f32, Vec<f32>) {
 #[test]
 fn float16_template_convolutions_run_in_integers_with_a_float_epilogue() {
     let (model, x, acc, sx, ws) = float16_template_conv();
-    let low = lower_qdq(&model);
+    let low = lower_qdq(&model, Lowering::Onnxruntime);
     assert_eq!(
         low.lowered,
         vec![("Conv_c".to_string(), "QLinearConvToFloat".to_string())]
@@ -415,8 +431,10 @@ fn float_output_matmul_groups_are_lowered_whatever_onnxruntime_fuses() {
         .build();
     let l = lower_groups(
         &model,
+        Lowering::Onnxruntime,
         ort::OrtTypes {
             int8_allowed: false,
+            nchwc_block: 0,
         },
     );
     assert_eq!(
@@ -438,5 +456,196 @@ fn float_output_matmul_groups_are_lowered_whatever_onnxruntime_fuses() {
         .unwrap();
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}
+
+/// The same int8-activation Conv group under each rule set: onnxruntime's
+/// x86 rules keep it in float (the reason says so), `all` lowers it to a
+/// `QLinearConv`, `none` lowers nothing and returns the graph as written.
+/// On this host `Lowering::Onnxruntime` follows the host's architecture.
+#[test]
+fn each_rule_set_lowers_an_int8_activation_conv_as_it_says() {
+    let model = int8_conv(true);
+    let x86 = ort::OrtTypes {
+        int8_allowed: false,
+        nchwc_block: 0,
+    };
+    let (m, _) = propagate::propagate(&model);
+    let ort = lower_groups(&m, Lowering::Onnxruntime, x86);
+    assert!(ort.lowered.is_empty(), "{:?}", ort.lowered);
+    assert!(
+        ort.float
+            .iter()
+            .any(|g| g.op == "Conv" && g.reason.contains("int8 activations")),
+        "{:?}",
+        ort.float
+    );
+    assert!(ort.mac_nodes.iter().all(|n| !n.integer));
+
+    let all = lower_qdq(&model, Lowering::All);
+    assert_eq!(
+        all.lowered,
+        vec![("Conv_c".to_string(), "QLinearConv".to_string())],
+        "{:?}",
+        all.float
+    );
+    // the Relu reads the dequantized output and nothing quantizes its
+    // own: it runs in float under any rule set
+    assert_eq!(all.float.len(), 1, "{:?}", all.float);
+    assert!(all.float[0]
+        .reason
+        .contains("Relu reads dequantized values and its output is not quantized"));
+    assert!(all.mac_nodes.iter().all(|n| n.integer));
+    assert!(all.model.graph.nodes.iter().all(|n| n.op_type != "Conv"));
+
+    let none = lower_qdq(&model, Lowering::None);
+    assert!(none.lowered.is_empty());
+    assert_eq!(none.model, model, "the graph as written");
+    assert!(none.mac_nodes.iter().all(|n| !n.integer));
+    assert_eq!(none.float.len(), 2, "{:?}", none.float); // Conv and Relu
+    assert!(none.float.iter().all(|g| g.reason == more::UNFUSED));
+
+    let host = lower_qdq(&model, Lowering::Onnxruntime);
+    let arm = cfg!(any(target_arch = "aarch64", target_arch = "arm"));
+    assert_eq!(host.lowered.len(), usize::from(arm), "{:?}", host.float);
+}
+
+/// Under `all`, the int8 group lowered to integers computes what the float
+/// graph computes up to one step of the output (the integer kernel rounds
+/// its exact sum once); under `none` an [`crate::IntegerPlan`] is the
+/// float execution of the artifact bit for bit, and its coverage says no
+/// group was lowered.
+#[test]
+fn integer_plans_under_all_and_none_run_what_the_rule_set_says() {
+    use qport_core::arith::ArithProfile;
+    let model = int8_conv(true);
+    let x = Tensor::from_vec(
+        vec![1, 2, 4, 4],
+        (0..32)
+            .map(|i| (i as f32 - 13.0) * 0.047)
+            .collect::<Vec<f32>>(),
+    )
+    .unwrap();
+    let feed = vec![("x".to_string(), x)];
+    let float = crate::Plan::new(&model).unwrap().run(feed.clone()).unwrap();
+    let bits = |o: &[(String, Tensor)]| -> Vec<Vec<u32>> {
+        o.iter()
+            .map(|(_, t)| {
+                t.to_f32_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            })
+            .collect()
+    };
+    let unfused = ArithProfile::preset("ort-unfused").unwrap();
+    let plan = crate::IntegerPlan::new(&model, &unfused).unwrap();
+    let (out, c) = plan.run_with_coverage(feed.clone()).unwrap();
+    assert_eq!(bits(&out), bits(&float));
+    assert_eq!((c.groups_lowered, c.groups_found), (0, 2));
+    assert!(c.is_float_execution());
+    assert_eq!(c.profile, "ort-unfused");
+    assert_eq!(c.macs.unwrap().integer, 0);
+
+    let exact = ArithProfile::preset("exact").unwrap();
+    let plan = crate::IntegerPlan::new(&model, &exact).unwrap();
+    let (out, c) = plan.run_with_coverage(feed).unwrap();
+    assert_eq!(c.lowering, Lowering::All);
+    assert_eq!((c.groups_lowered, c.groups_found), (1, 2));
+    assert!(!c.is_float_execution());
+    let m = c.macs.unwrap();
+    assert_eq!((m.integer, m.total), (64, 64));
+    let (y, want) = (
+        out[0].1.to_f32_vec().unwrap(),
+        float[0].1.to_f32_vec().unwrap(),
+    );
+    for (a, b) in y.iter().zip(&want) {
+        assert!((a - b).abs() <= 0.05 * 1.0001, "{a} vs {b}");
+    }
+}
+
+/// Groups onnxruntime declines for their types only are lowered under
+/// `all` (a Conv from uint8 to int8, whose int8 output is read twice so
+/// that onnxruntime keeps it int8); groups qport's own kernels cannot take
+/// stay in float there with qport's reason (a GlobalAveragePool from int8
+/// to uint8).
+#[test]
+fn all_drops_onnxruntimes_type_conditions_and_keeps_qports() {
+    let model = ModelBuilder::new(13)
+        .input("x", DType::U8, &[1, 2, 3, 3])
+        .initializer("sx", Tensor::scalar(0.05f32))
+        .initializer("zx", Tensor::scalar(120u8))
+        .initializer(
+            "wq",
+            Tensor::from_vec(vec![2, 2, 1, 1], vec![5i8, -9, 7, 1]).unwrap(),
+        )
+        .initializer("ws", Tensor::scalar(0.01f32))
+        .initializer("wz", Tensor::scalar(0i8))
+        .initializer("sc", Tensor::scalar(0.02f32))
+        .initializer("zc", Tensor::scalar(-4i8))
+        .initializer("sg", Tensor::scalar(0.03f32))
+        .initializer("zg", Tensor::scalar(7u8))
+        .op("DequantizeLinear", ["x", "sx", "zx"], ["xf"])
+        .op("DequantizeLinear", ["wq", "ws", "wz"], ["w"])
+        .node(Node::new("Conv_c", "Conv", ["xf", "w"], ["c"]))
+        .op("QuantizeLinear", ["c", "sc", "zc"], ["cq"])
+        .op("DequantizeLinear", ["cq", "sc", "zc"], ["cf"])
+        .node(Node::new("Gap_g", "GlobalAveragePool", ["cf"], ["g"]))
+        .op("QuantizeLinear", ["g", "sg", "zg"], ["y"])
+        .node(Node::new("Relu_r", "Relu", ["cf"], ["r"]))
+        .output("y", DType::U8, &[1, 2, 1, 1])
+        .output("r", DType::F32, &[1, 2, 3, 3])
+        .build();
+    let ort = lower_groups(
+        &model,
+        Lowering::Onnxruntime,
+        ort::OrtTypes {
+            int8_allowed: false,
+            nchwc_block: 0,
+        },
+    );
+    assert!(ort.lowered.is_empty(), "{:?}", ort.lowered);
+    assert!(
+        ort.float.iter().all(|g| g.reason.contains("onnxruntime")),
+        "{:?}",
+        ort.float
+    );
+    let all = lower_qdq(&model, Lowering::All);
+    assert_eq!(
+        all.lowered,
+        vec![("Conv_c".to_string(), "QLinearConv".to_string())]
+    );
+    assert_eq!(all.float.len(), 2, "{:?}", all.float);
+    let g = &all.float[0];
+    assert_eq!(g.op, "GlobalAveragePool");
+    assert!(
+        g.reason
+            .contains("qport's QLinearGlobalAveragePool takes one 8-bit type"),
+        "{}",
+        g.reason
+    );
+    // the lowered model runs, and like the float graph to a step
+    let x = Tensor::from_vec(
+        vec![1, 2, 3, 3],
+        (0..18u32)
+            .map(|i| (i * 29 % 256) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let got = crate::Plan::new(&all.model)
+        .unwrap()
+        .run(vec![("x".into(), x.clone())])
+        .unwrap();
+    let want = crate::Plan::new(&model)
+        .unwrap()
+        .run(vec![("x".into(), x)])
+        .unwrap();
+    let (g, w) = (
+        got[0].1.as_slice::<u8>().unwrap(),
+        want[0].1.as_slice::<u8>().unwrap(),
+    );
+    for (a, b) in g.iter().zip(w) {
+        assert!(a.abs_diff(*b) <= 1, "{a} vs {b}");
     }
 }

@@ -11,7 +11,7 @@ use super::Registry;
 mod activation;
 mod binary;
 pub(crate) mod broadcast;
-mod compare;
+pub(crate) mod compare;
 mod erf;
 mod fastmath;
 mod norm;

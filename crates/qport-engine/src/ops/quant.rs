@@ -11,7 +11,7 @@
 //! - `contrib`: onnxruntime's QOperator-format ops in `com.microsoft`
 //!   (`QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearLeakyRelu`,
 //!   `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat`,
-//!   `QLinearSoftmax`).
+//!   `QLinearWhere`, `QLinearSoftmax`).
 //!
 //! Integer products are exact ([`qport_kernels::igemm`]); rounding is half
 //! to even and results saturate to the output type. Requantization uses the
@@ -59,6 +59,7 @@ pub(crate) fn register(r: &mut Registry) {
             ),
             ("QLinearAveragePool", contrib::build_average_pool),
             ("QLinearConcat", contrib::build_concat),
+            ("QLinearWhere", contrib::build_where),
             ("QLinearSoftmax", contrib::build_softmax),
         ],
     );

@@ -1,6 +1,7 @@
 //! Single-precision kernels: GEMM ([`gemm`], and [`pgemm`] with a packed
 //! constant operand and a fused epilogue), depthwise convolution
-//! ([`depthwise`]) and the epilogue activations ([`activation`]). Their
+//! ([`depthwise`]), the epilogue activations ([`activation`]) and
+//! onnxruntime's logistic function ([`logistic`]). Their
 //! AVX2 and AVX-512 bodies are instantiated over the SIMD vocabulary in
 //! `arch::x86_64::simd`; the level they run at comes from the dispatch
 //! table ([`crate::dispatch`]).
@@ -8,4 +9,5 @@
 pub mod activation;
 pub mod depthwise;
 pub mod gemm;
+pub mod logistic;
 pub mod pgemm;

@@ -3,12 +3,20 @@
 //! each output tile is in registers: the step of a convolution as GEMM,
 //! `Y [M, N] = act(W [M, K] x X [K, N] + b)`.
 //!
+//! The sum over `k` runs in blocks of `k_block` terms (all `k` in one
+//! block when `k_block` is 0 or at least `k`): each block's partial sum
+//! starts from zero and is added to the sum of the blocks before it, one
+//! rounded addition per block, as onnxruntime's SGEMM (MLAS) blocks its
+//! `K` dimension; [`ort_k_block`] gives its block for a product.
+//!
 //! On AVX-512F the product runs in this module's own kernel: rows of `A`
 //! in panels of 8, columns of `B` in panels of 32 (copied into a
-//! contiguous buffer once per panel), each output element one sequence of
-//! fused multiply-adds in order of increasing `k`, then bias, then
-//! activation, then a single store. Elsewhere it runs [`crate::gemm::gemm`]
-//! on blocks of columns followed by the epilogue on the block while it is
+//! contiguous buffer once per panel), each block of each output element
+//! one sequence of fused multiply-adds in order of increasing `k`, then
+//! bias, then activation, then a single store: the arithmetic of MLAS's
+//! FMA kernels, element for element. Elsewhere it runs
+//! [`crate::gemm::gemm`] per block of `k` (accumulating into `C`) on
+//! blocks of columns, followed by the epilogue on the block while it is
 //! in cache; with [`crate::force_generic`] (or inside
 //! [`crate::with_generic_kernels`]) that is the scalar reference: each
 //! element summed in order of increasing `k` with separate multiplies and
@@ -142,6 +150,8 @@ pub(crate) struct Call<'a> {
     pub(crate) bias: Option<&'a [f32]>,
     pub(crate) act: Activation,
     pub(crate) ldc: usize,
+    /// Terms per block of the sum over `k`, at least 1.
+    pub(crate) kc: usize,
 }
 
 impl<'a> Call<'a> {
@@ -159,7 +169,9 @@ impl<'a> Call<'a> {
         act: Activation,
         c: &[f32],
         ldc: usize,
+        k_block: usize,
     ) -> Call<'a> {
+        let kc = if k_block == 0 { a.k } else { k_block.min(a.k) };
         let call = Call {
             a,
             b,
@@ -168,6 +180,7 @@ impl<'a> Call<'a> {
             bias,
             act,
             ldc,
+            kc: kc.max(1),
         };
         let (m, k) = (a.m, a.k);
         if m == 0 || n == 0 {
@@ -196,7 +209,8 @@ impl<'a> Call<'a> {
 /// `C[i][j] = act(sum over p of A[i][p] * B[p][j] + bias[i])` for `i <
 /// a.rows()`, `j < n`, with `B` row-major `k x n` (leading dimension `ldb`)
 /// and `C` row-major (leading dimension `ldc`; every element in the `m x n`
-/// view is overwritten). `scratch` is reused between calls.
+/// view is overwritten), the sum in blocks of `k_block` terms (0: one
+/// block; see the [module docs](self)). `scratch` is reused between calls.
 ///
 /// # Panics
 /// Panics if a slice is too short for its view or a leading dimension is
@@ -211,9 +225,10 @@ pub fn gemm_bias_act(
     act: Activation,
     c: &mut [f32],
     ldc: usize,
+    k_block: usize,
     scratch: &mut Vec<f32>,
 ) {
-    let call = Call::checked(a, b, ldb, n, bias, act, c, ldc);
+    let call = Call::checked(a, b, ldb, n, bias, act, c, ldc, k_block);
     if a.m == 0 || n == 0 {
         return;
     }
@@ -252,20 +267,60 @@ pub fn gemm_bias_act(
     let mut j0 = 0;
     while j0 < n {
         let nc = nb.min(n - j0);
-        gemm(
-            a.m,
-            nc,
-            a.k,
-            1.0,
-            MatRef::new(&a.rows, a.k.max(1)),
-            MatRef::new(&b[j0.min(b.len())..], ldb),
-            0.0,
-            &mut c[j0..],
-            ldc,
-        );
+        // each block of k added to C (the first one written)
+        let mut p0 = 0;
+        loop {
+            let p1 = a.k.min(p0 + call.kc);
+            gemm(
+                a.m,
+                nc,
+                p1 - p0,
+                1.0,
+                MatRef::new(&a.rows[p0.min(a.rows.len())..], a.k.max(1)),
+                MatRef::new(&b[(p0 * ldb + j0).min(b.len())..], ldb),
+                if p0 == 0 { 0.0 } else { 1.0 },
+                &mut c[j0..],
+                ldc,
+            );
+            if p1 >= a.k {
+                break;
+            }
+            p0 = p1;
+        }
         epilogue(a.m, nc, bias, act, &mut c[j0..], ldc);
         j0 += nc;
     }
+}
+
+/// The block of the sum over `K` in onnxruntime's single-threaded SGEMM
+/// (MLAS `MlasSgemmOperation`, and its convolution `MlasConvOperation`,
+/// which steps the same way) for a product with `n` output columns and
+/// inner dimension `k`: blocks of 128, widened while `n` is small (the
+/// column stride halves from 128 while above 16 and its half still covers
+/// `n`, and the `K` block doubles each time) and never split when `n >=
+/// k`.
+///
+/// ```
+/// use qport_kernels::pgemm::ort_k_block;
+/// assert_eq!(ort_k_block(672, 144), 128); // two blocks: 128 + 16
+/// assert_eq!(ort_k_block(168, 576), 128);
+/// assert_eq!(ort_k_block(40, 576), 256);
+/// assert!(ort_k_block(2688, 72) >= 72); // one block
+/// ```
+pub fn ort_k_block(n: usize, k: usize) -> usize {
+    let (mut stride_n, mut stride_k) = (128usize, 128usize);
+    if n >= k {
+        // (the column stride doubles here; only the K block matters)
+        while stride_k / 2 >= k.max(1) {
+            stride_k /= 2;
+        }
+    } else {
+        while stride_n > 16 && stride_n / 2 >= n {
+            stride_k *= 2;
+            stride_n /= 2;
+        }
+    }
+    stride_k
 }
 
 thread_local! {
@@ -289,19 +344,25 @@ mod tests {
     use crate::dispatch::supported;
     use proptest::prelude::*;
 
+    /// Deterministic `A [m, k]`, `B [k, n]` and bias `[m]` of mixed signs.
+    fn operands(m: usize, k: usize, n: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let a = (0..m * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+            .collect();
+        let b = (0..k * n)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 13.0)
+            .collect();
+        let bias = (0..m).map(|i| i as f32 / 7.0).collect();
+        (a, b, bias)
+    }
+
     #[test]
     fn intra_op_threads_give_bit_identical_outputs() {
         let _g = crate::test_lock();
         // above par::MIN_WORK; n not a multiple of the 32-column panels;
         // a padded leading dimension for C
         let (m, k, n, ldc) = (40, 150, 700, 705);
-        let a: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
-            .collect();
-        let b: Vec<f32> = (0..k * n)
-            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 13.0)
-            .collect();
-        let bias: Vec<f32> = (0..m).map(|i| i as f32 / 7.0).collect();
+        let (a, b, bias) = operands(m, k, n);
         let pa = PackedA::new(&a, m, k);
         let run = |t: usize| {
             crate::par::set_threads(t);
@@ -315,6 +376,7 @@ mod tests {
                 Activation::Relu,
                 &mut c,
                 ldc,
+                0,
                 &mut Vec::new(),
             );
             crate::par::set_threads(1);
@@ -325,12 +387,51 @@ mod tests {
         assert_eq!(run(3), one);
     }
 
+    /// On AVX-512 every element is, per block of `k_block` terms, one
+    /// sequence of fused multiply-adds from zero, the blocks added in
+    /// order, then the bias: MLAS's arithmetic, bit for bit.
+    #[test]
+    fn avx512_sums_blocks_of_k_as_mlas_does() {
+        if level() != Level::Avx512 {
+            // the per-element order is defined on AVX-512 only
+            eprintln!("avx512_sums_blocks_of_k_as_mlas_does: not run, no AVX-512 on this CPU");
+            return;
+        }
+        // both orientations of the kernel: wide and narrow B
+        for (m, k, n) in [(11, 300, 45), (40, 300, 5)] {
+            check_blocks(m, k, n);
+        }
+    }
+
+    fn check_blocks(m: usize, k: usize, n: usize) {
+        let (a, b, bias) = operands(m, k, n);
+        let pa = PackedA::new(&a, m, k);
+        for kb in [0, 1, 7, 128, 256, 300, 1000] {
+            let mut c = vec![f32::NAN; m * n];
+            let act = Activation::Identity;
+            gemm_bias_act(&pa, &b, n, n, Some(&bias), act, &mut c, n, kb, &mut vec![]);
+            let block = if kb == 0 { k } else { kb };
+            for i in 0..m {
+                for j in 0..n {
+                    let mut total: Option<f32> = None;
+                    for p0 in (0..k).step_by(block) {
+                        let part = (p0..k.min(p0 + block))
+                            .fold(0.0f32, |s, p| a[i * k + p].mul_add(b[p * n + j], s));
+                        total = Some(total.map_or(part, |t| t + part));
+                    }
+                    let want = total.unwrap() + bias[i];
+                    assert_eq!(c[i * n + j].to_bits(), want.to_bits(), "kb {kb} ({i}, {j})");
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(100))]
         #[test]
         fn fast_matches_reference(
             m in 1usize..70, n in 1usize..80, k in 0usize..50, pad in 0usize..3,
-            with_bias: bool, act_i in 0usize..5, seed: u64,
+            with_bias: bool, act_i in 0usize..5, seed: u64, kb in 0usize..20,
         ) {
             let mut s = seed | 1;
             let mut rnd = move || {
@@ -354,7 +455,7 @@ mod tests {
             // the scalar reference: the generic path
             let reference = |pa: &PackedA, b: &[f32], bias, act, c: &mut [f32]| {
                 crate::with_generic_kernels(|| {
-                    gemm_bias_act(pa, b, ldb, n, bias, act, c, ldc, &mut vec![])
+                    gemm_bias_act(pa, b, ldb, n, bias, act, c, ldc, kb, &mut vec![])
                 })
             };
             reference(&pa, &b, bias, act, &mut want);
@@ -370,7 +471,7 @@ mod tests {
                 }
                 let pa = PackedA::at(lvl, &a, m, k);
                 let mut got = vec![f32::NAN; m * ldc];
-                gemm_bias_act(&pa, &b, ldb, n, bias, act, &mut got, ldc, &mut vec![]);
+                gemm_bias_act(&pa, &b, ldb, n, bias, act, &mut got, ldc, kb, &mut vec![]);
                 for i in 0..m {
                     for j in 0..ldc {
                         let (g, w) = (got[i * ldc + j], want[i * ldc + j]);

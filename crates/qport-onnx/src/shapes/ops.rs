@@ -501,6 +501,7 @@ fn infer_ms(c: &Ctx, op: &str) -> R {
         "QLinearAveragePool" => pool(c, cl, c.dtype(4).or(d0)),
         "QLinearGlobalAveragePool" => global_pool(c, cl, c.dtype(4).or(d0)),
         "QLinearAdd" | "QLinearMul" => elementwise(c, &[0, 3], c.dtype(7).or(d0)),
+        "QLinearWhere" => elementwise(c, &[0, 1, 4], c.dtype(8).or(c.dtype(1))),
         "QLinearSigmoid" | "QLinearLeakyRelu" | "QLinearSoftmax" => {
             c.same(0, c.dtype(4).or(d0)).map(no_value)
         }

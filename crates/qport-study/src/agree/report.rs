@@ -1,4 +1,4 @@
-//! The `qport.agree/1` document: an [`Agreement`] with what it ran on
+//! The `qport.agree/2` document: an [`Agreement`] with what it ran on
 //! (the files, the data, the profiles), as `qport agree` writes it to
 //! `OUT/agree.json` (schema in `docs/cli-json.md`). A library user builds
 //! it with [`Report::new`] and serialises it with `serde_json` to the same
@@ -10,7 +10,7 @@
 //! # let result: qport_study::agree::Agreement = unimplemented!();
 //! let file = |path: &str| FileJson { path: path.into(), size_bytes: 0, sha256: String::new() };
 //! let provenance = Provenance {
-//!     header: Header::new("qport.agree/1"),
+//!     header: Header::new("qport.agree/2"),
 //!     model: file("model.qdq.onnx"),
 //!     fp32_model: None,
 //!     data: DataJson {
@@ -29,7 +29,7 @@
 //! ```
 
 use super::{Agreement, AnyFlip, OutputInfo, PairStats, SampleRecord};
-use crate::coverage::CoverageJson;
+use crate::coverage::{low_coverage_warnings, CoverageJson};
 use qport_core::compare::{low_cosine_warnings, ThresholdCheck, Thresholds};
 use qport_core::report::{FileJson, Header, ProfileJson};
 use qport_quant::pot::PotSummary;
@@ -177,7 +177,7 @@ impl CheckJson {
 /// warnings given.
 #[derive(Debug)]
 pub struct Provenance {
-    /// `schema` (`qport.agree/1`), `qport_version`, `command`.
+    /// `schema` (`qport.agree/2`), `qport_version`, `command`.
     pub header: Header,
     /// The quantized model.
     pub model: FileJson,
@@ -195,7 +195,7 @@ pub struct Provenance {
     pub warnings: Vec<String>,
 }
 
-/// `qport.agree/1` (see the [module docs](self)).
+/// `qport.agree/2` (see the [module docs](self)).
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
     /// `schema`, `qport_version`, `command`.
@@ -219,8 +219,9 @@ pub struct Report<'a> {
     pub profile_files: Vec<FileJson>,
     /// The profiles, in study order.
     pub profiles: Vec<ProfileJson>,
-    /// How much of the artifact ran in integers.
-    pub integer_coverage: &'a CoverageJson,
+    /// How much of the artifact ran in integers, per profile in study
+    /// order.
+    pub integer_coverage: &'a [CoverageJson],
     /// The agreement matrices.
     pub matrix: MatrixJson,
     /// Every pair of different profiles.
@@ -261,7 +262,7 @@ impl<'a> Report<'a> {
         seconds: f64,
     ) -> Report<'a> {
         let mut warnings = p.warnings;
-        warnings.extend(result.integer_coverage.low_coverage_warning());
+        warnings.extend(low_coverage_warnings(&result.integer_coverage));
         for v in &result.vs_fp32 {
             warnings.extend(low_cosine_warnings(&runs(v), &v.outputs));
         }

@@ -1,14 +1,18 @@
-//! Re-running one node of a lowered model on its own: a one-node model with
-//! the node's value inputs as graph inputs and its constant inputs copied,
-//! compiled once per (node, profile variant) and cached.
+//! Re-running one layer of a lowered model on its own: a model of the
+//! layer's node (or, under a profile that lowers the artifact otherwise,
+//! of the nodes of that profile's lowered model that compute the layer's
+//! outputs) with the values it reads as graph inputs and its constant
+//! inputs copied, compiled once per (layer, profile variant) and cached.
 
 use super::stage::Stage;
 use crate::StudyError;
 use qport_core::arith::ArithProfile;
 use qport_core::Tensor;
 use qport_engine::{Plan, PlanOptions};
+use qport_onnx::graph::GraphIndex;
 use qport_onnx::{Graph, Model, Node, ValueInfo};
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// The profile a single node is re-run under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,9 +47,23 @@ pub(crate) fn value_inputs<'n>(model: &Model, node: &'n Node) -> Vec<&'n str> {
     out
 }
 
-/// Single-node plans of one lowered model, compiled on first use.
+/// The part of a lowered model a layer is re-run as: one node of profile
+/// A's lowered model, or, under a profile that lowers otherwise, the nodes
+/// of that profile's lowered model that compute the layer's outputs from
+/// the values A computed.
+pub(crate) enum Part<'m> {
+    /// Node `index` of this model.
+    Node(&'m Model, usize),
+    /// The nodes of this model that compute `outputs` from A's values.
+    Computing(&'m Model, &'m [String]),
+}
+
+/// Single-node (and layer-part) plans of one localization, compiled on
+/// first use.
 pub(crate) struct NodeRunner {
-    cache: HashMap<(usize, Variant), Plan>,
+    /// Per (layer index in A's lowered model, variant): the plan and the
+    /// names of the values it reads.
+    cache: HashMap<(usize, Variant), (Plan, Vec<String>)>,
 }
 
 impl NodeRunner {
@@ -55,33 +73,39 @@ impl NodeRunner {
         }
     }
 
-    /// Runs node `index` of `model` alone under `profile` (the profile of
-    /// `variant`), its value inputs taken from `values`; returns its outputs
-    /// by name.
+    /// Runs `part` (of layer `index` of A's lowered model) alone under
+    /// `profile` (the profile of `variant`), its value inputs taken from
+    /// `values` (A's run); returns its outputs by name.
     pub(crate) fn run(
         &mut self,
-        model: &Model,
+        part: Part,
         index: usize,
         variant: Variant,
         profile: &ArithProfile,
         values: &HashMap<String, Tensor>,
     ) -> Result<Vec<(String, Tensor)>, StudyError> {
-        let node = &model.graph.nodes[index];
-        let names = value_inputs(model, node);
-        let mut feed = Vec::with_capacity(names.len());
-        for name in &names {
-            let t = values.get(*name).ok_or_else(|| {
-                StudyError::Input(format!(
-                    "node '{}' ({}) reads '{name}', which the run under profile A did not produce",
-                    node.name, node.op_type
-                ))
-            })?;
-            feed.push((name.to_string(), t.clone()));
-        }
-        let plan = match self.cache.entry((index, variant)) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let one = one_node_model(model, node, &feed);
+        let (plan, reads) = match self.cache.entry((index, variant)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let (model, nodes, outputs) = match part {
+                    Part::Node(m, i) => {
+                        let n = &m.graph.nodes[i];
+                        let outs = n.outputs.iter().filter(|o| !o.is_empty()).cloned();
+                        (m, vec![i], outs.collect())
+                    }
+                    Part::Computing(m, outs) => {
+                        let nodes = computing(m, outs, values).ok_or_else(|| {
+                            StudyError::Inconsistent(format!(
+                                "profile `{}` computes '{}' from values the run under profile A did not produce",
+                                profile.name,
+                                outs.join("', '")
+                            ))
+                        })?;
+                        (m, nodes, outs.to_vec())
+                    }
+                };
+                let reads = value_reads(model, &nodes);
+                let one = part_model(model, &nodes, &outputs, &reads, values);
                 let plan = Plan::with_options(
                     &one,
                     PlanOptions {
@@ -89,20 +113,87 @@ impl NodeRunner {
                         arith: profile.clone(),
                     },
                 )?;
-                e.insert(plan)
+                e.insert((plan, reads))
             }
         };
+        let mut feed = Vec::with_capacity(reads.len());
+        for name in reads.iter() {
+            let t = values.get(name).ok_or_else(|| {
+                StudyError::Input(format!(
+                    "layer {index} reads '{name}', which the run under profile A did not produce"
+                ))
+            })?;
+            feed.push((name.clone(), t.clone()));
+        }
         Ok(plan.run(feed)?)
     }
 }
 
-/// A model holding only `node`: its value inputs (typed as in `feed`) are
-/// graph inputs, its constant inputs are copied, its outputs are graph
-/// outputs. Opsets and metadata come from `model`.
-fn one_node_model(model: &Model, node: &Node, feed: &[(String, Tensor)]) -> Model {
-    let initializers = node
-        .inputs
+/// The nodes of `model` that compute `outputs` from the values in `have`
+/// and constants, in graph order: walking back from each output through
+/// producers until a value `have` holds (the outputs themselves are always
+/// computed). `None` when a needed value is neither produced in `model`
+/// nor in `have`.
+fn computing(
+    model: &Model,
+    outputs: &[String],
+    have: &HashMap<String, Tensor>,
+) -> Option<Vec<usize>> {
+    let index = GraphIndex::new(&model.graph);
+    let mut need: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut picked: BTreeSet<usize> = BTreeSet::new();
+    while let Some(v) = need.pop() {
+        if v.is_empty() || !seen.insert(v) || model.graph.initializers.contains_key(v) {
+            continue;
+        }
+        if have.contains_key(v) && !outputs.iter().any(|o| o == v) {
+            continue;
+        }
+        let p = index.producer(v)?;
+        if picked.insert(p) {
+            need.extend(model.graph.nodes[p].inputs.iter().map(String::as_str));
+        }
+    }
+    Some(picked.into_iter().collect())
+}
+
+/// The values `nodes` read that are neither constants nor computed by
+/// `nodes` themselves, each once, in order.
+fn value_reads(model: &Model, nodes: &[usize]) -> Vec<String> {
+    let made: HashSet<&str> = nodes
         .iter()
+        .flat_map(|&i| model.graph.nodes[i].outputs.iter().map(String::as_str))
+        .collect();
+    let mut out: Vec<String> = vec![];
+    for &i in nodes {
+        for name in value_inputs(model, &model.graph.nodes[i]) {
+            if !made.contains(name) && !out.iter().any(|o| o == name) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A model holding only `nodes` of `model`: the values they read (`reads`,
+/// typed as in `values`) are graph inputs, their constant inputs are
+/// copied, `outputs` are graph outputs. Opsets and metadata come from
+/// `model`.
+fn part_model(
+    model: &Model,
+    nodes: &[usize],
+    outputs: &[String],
+    reads: &[String],
+    values: &HashMap<String, Tensor>,
+) -> Model {
+    let nodes: Vec<Node> = nodes
+        .iter()
+        .map(|&i| model.graph.nodes[i].clone())
+        .collect();
+    let initializers = nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter())
         .filter_map(|n| {
             model
                 .graph
@@ -111,21 +202,20 @@ fn one_node_model(model: &Model, node: &Node, feed: &[(String, Tensor)]) -> Mode
                 .map(|t| (n.clone(), t.clone()))
         })
         .collect();
+    let name = nodes.last().map_or("", |n| n.name.as_str());
     let graph = Graph {
-        name: format!("{}/{}", model.graph.name, node.name),
-        nodes: vec![node.clone()],
-        inputs: feed
+        name: format!("{}/{name}", model.graph.name),
+        nodes,
+        inputs: reads
             .iter()
-            .map(|(n, t)| ValueInfo {
+            .map(|n| ValueInfo {
                 name: n.clone(),
-                dtype: Some(t.dtype()),
+                dtype: values.get(n).map(|t| t.dtype()),
                 shape: None,
             })
             .collect(),
-        outputs: node
-            .outputs
+        outputs: outputs
             .iter()
-            .filter(|o| !o.is_empty())
             .map(|o| ValueInfo {
                 name: o.clone(),
                 dtype: None,

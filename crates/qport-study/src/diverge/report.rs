@@ -1,4 +1,4 @@
-//! The `qport.diverge/1` document: the localization of several inputs
+//! The `qport.diverge/2` document: the localization of several inputs
 //! ([`Divergence`]s and their [`Summary`]) with what it ran on, as
 //! `qport diverge` prints it and writes it to `DIR/diverge.json` (schema in
 //! `docs/cli-json.md`). A library user builds it with [`Report::new`] and
@@ -21,7 +21,7 @@
 //! let divergences: Vec<Divergence> = results.iter().map(|(_, d)| d.clone()).collect();
 //! let summary = summarize(&divergences);
 //! let provenance = Provenance {
-//!     header: Header::new("qport.diverge/1"),
+//!     header: Header::new("qport.diverge/2"),
 //!     model: FileJson { path: "model.qdq.onnx".into(), size_bytes: 0, sha256: String::new() },
 //!     data: DataJson {
 //!         path: "x.npy".into(),
@@ -37,7 +37,7 @@
 //! ```
 
 use super::{Divergence, LayerSummary, Localizer, OutputDiff, Stage, Summary};
-use crate::coverage::CoverageJson;
+use crate::coverage::{low_coverage_warnings, CoverageJson};
 use qport_core::arith::ArithProfile;
 use qport_core::compare::{OutputStats, ThresholdCheck, Thresholds};
 use qport_core::report::{FileJson, Header, ProfileJson};
@@ -136,7 +136,7 @@ impl<'a> InputJson<'a> {
 /// document header and the files and data it ran on.
 #[derive(Debug, Serialize)]
 pub struct Provenance {
-    /// `schema` (`qport.diverge/1`), `qport_version`, `command`.
+    /// `schema` (`qport.diverge/2`), `qport_version`, `command`.
     #[serde(flatten)]
     pub header: Header,
     /// The quantized model.
@@ -147,7 +147,7 @@ pub struct Provenance {
     pub profile_files: Vec<FileJson>,
 }
 
-/// `qport.diverge/1` (see the [module docs](self)).
+/// `qport.diverge/2` (see the [module docs](self)).
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
     /// The header, the model, the data and the profile files read.
@@ -157,11 +157,12 @@ pub struct Report<'a> {
     pub profiles: PairJson,
     /// The policies in which they differ.
     pub differing_policies: Vec<PolicyJson>,
-    /// Quantized groups lowered to integer operators.
+    /// Quantized groups profile A lowers to integer operators (the
+    /// layers are nodes of its lowered graph).
     pub lowered_groups: usize,
-    /// How much of the artifact ran in integers (`None` when no input was
-    /// localized).
-    pub integer_coverage: Option<CoverageJson>,
+    /// How much of the artifact ran in integers under A and under B, in
+    /// that order (empty when no input was localized).
+    pub integer_coverage: Vec<CoverageJson>,
     /// The headline numbers.
     pub summary: &'a Summary,
     /// Every chosen graph output, B against A (A the reference), over all
@@ -185,7 +186,7 @@ impl<'a> Report<'a> {
     /// profiles A and B was read from (`None` for a preset); the outputs
     /// are checked against `thresholds`; `seconds` is the wall time to
     /// record. Warns when under half of the artifact's MACs ran in integers
-    /// ([`CoverageJson::low_coverage_warning`]).
+    /// under A or B ([`low_coverage_warnings`]).
     pub fn new(
         p: Provenance,
         loc: &Localizer,
@@ -198,7 +199,7 @@ impl<'a> Report<'a> {
         let (a, b) = (loc.profile_a(), loc.profile_b());
         let outputs = loc.output_stats();
         let check = thresholds.check([(format!("{} vs {}", b.name, a.name), &outputs[..])]);
-        let coverage = loc.coverage().cloned();
+        let coverage = loc.coverage().to_vec();
         Report {
             provenance: p,
             profiles: PairJson {
@@ -207,10 +208,7 @@ impl<'a> Report<'a> {
             },
             differing_policies: PolicyJson::differing(a, b),
             lowered_groups: loc.lowered().len(),
-            warnings: coverage
-                .iter()
-                .filter_map(CoverageJson::low_coverage_warning)
-                .collect(),
+            warnings: low_coverage_warnings(&coverage),
             integer_coverage: coverage,
             summary,
             outputs,

@@ -25,17 +25,22 @@ pub enum Stage {
     Epilogue,
     /// How non-GEMM operators compute ([`ArithProfile::non_gemm`]).
     NonGemm,
+    /// Which QDQ groups run as integer operators at all
+    /// ([`ArithProfile::lowering`]): a group one profile runs in float and
+    /// the other in integers.
+    Lowering,
 }
 
 impl Stage {
     /// Every stage, in the order of the profile's fields.
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 7] = [
         Stage::Accumulation,
         Stage::RequantizationScale,
         Stage::Rounding,
         Stage::Bias,
         Stage::Epilogue,
         Stage::NonGemm,
+        Stage::Lowering,
     ];
 
     /// The stage's name in sentences (`"requantization scale"`).
@@ -47,6 +52,7 @@ impl Stage {
             Stage::Bias => "bias",
             Stage::Epilogue => "epilogue",
             Stage::NonGemm => "non-GEMM arithmetic",
+            Stage::Lowering => "lowering",
         }
     }
 
@@ -59,6 +65,7 @@ impl Stage {
             Stage::Bias => "bias",
             Stage::Epilogue => "epilogue",
             Stage::NonGemm => "non_gemm",
+            Stage::Lowering => "lowering",
         }
     }
 
@@ -71,6 +78,7 @@ impl Stage {
             Stage::Bias => wire(&p.bias),
             Stage::Epilogue => wire(&p.epilogue),
             Stage::NonGemm => wire(&p.non_gemm),
+            Stage::Lowering => wire(&p.lowering),
         }
     }
 
@@ -83,6 +91,7 @@ impl Stage {
             Stage::Bias => a.bias != b.bias,
             Stage::Epilogue => a.epilogue != b.epilogue,
             Stage::NonGemm => a.non_gemm != b.non_gemm,
+            Stage::Lowering => a.lowering != b.lowering,
         }
     }
 
@@ -97,6 +106,7 @@ impl Stage {
             Stage::Bias => p.bias = b.bias,
             Stage::Epilogue => p.epilogue = b.epilogue,
             Stage::NonGemm => p.non_gemm = b.non_gemm,
+            Stage::Lowering => p.lowering = b.lowering,
         }
         p
     }
@@ -248,8 +258,14 @@ mod tests {
         let g = ArithProfile::preset("gemmlowp").unwrap();
         assert_eq!(
             Stage::differing(&g, &f32),
-            [Stage::RequantizationScale, Stage::Rounding, Stage::NonGemm]
+            [
+                Stage::RequantizationScale,
+                Stage::Rounding,
+                Stage::NonGemm,
+                Stage::Lowering
+            ]
         );
+        assert_eq!(Stage::Lowering.policy(&g), "all");
         let p = Stage::Rounding.swap(&f32, &g);
         assert_eq!(Stage::differing(&p, &f32), [Stage::Rounding]);
         assert_eq!(p.name, "f32-rne");

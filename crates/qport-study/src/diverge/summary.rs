@@ -107,7 +107,7 @@ pub struct FirstCount {
 }
 
 /// The divergence of one profile pair over several inputs. It serialises
-/// as the `summary` object of `qport.diverge/1` (its headline numbers): the
+/// as the `summary` object of `qport.diverge/2` (its headline numbers): the
 /// profile names and the layers stand elsewhere in that document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {

@@ -1,6 +1,12 @@
 //! Activation operators: Relu, LeakyRelu, PRelu, Sigmoid, HardSigmoid,
 //! HardSwish, Tanh, Gelu, Elu, Selu, Celu, Softplus, Softsign, Mish,
 //! ThresholdedRelu and Clip.
+//!
+//! Sigmoid on `f32` (and half precision through it) is onnxruntime's
+//! logistic function, MLAS's rational approximation
+//! ([`qport_kernels::f32::logistic`]), so that a float Sigmoid between a
+//! dequantize and a quantize rounds to the integers onnxruntime's does;
+//! on `f64` it is `1 / (1 + exp(-x))`.
 
 use super::broadcast::map_vec;
 use super::broadcast::{match_pair, zip_tensor};
@@ -27,12 +33,6 @@ pub(crate) enum Act {
     Mish,
     ThresholdedRelu(f32),
     Gelu { tanh: bool },
-}
-
-#[inline(always)]
-fn sigmoid<T: Real>(v: T) -> T {
-    // exp(-v) overflowing to inf gives exactly 0.
-    T::ONE / (T::ONE + (-v).fast_exp())
 }
 
 #[inline(always)]
@@ -64,7 +64,7 @@ impl FloatMap for Act {
                 let a = T::c(a as f64);
                 map_vec(x, |v| if v < z { a * v } else { v })
             }
-            Act::Sigmoid => map_vec(x, sigmoid),
+            Act::Sigmoid => T::logistic_vec(x),
             Act::HardSigmoid(a, b) => {
                 let (a, b) = (T::c(a as f64), T::c(b as f64));
                 map_vec(x, |v| clamp01(a * v + b))

@@ -44,7 +44,7 @@ fn compare(k: Cmp, a: &Tensor, b: &Tensor, bsh: &[usize]) -> OpResult<Tensor> {
 }
 
 /// `condition ? X : Y`, all three broadcast together.
-fn where_op(c: &Tensor, x: &Tensor, y: &Tensor) -> OpResult<Tensor> {
+pub(crate) fn where_op(c: &Tensor, x: &Tensor, y: &Tensor) -> OpResult<Tensor> {
     let cv = c.as_slice::<bool>().map_err(|_| {
         OpError::invalid(format!(
             "input 0 (condition) must be bool, got {}",

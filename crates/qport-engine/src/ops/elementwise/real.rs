@@ -52,10 +52,14 @@ pub(crate) trait Real:
     fn round_even(self) -> Self;
     fn powf(self, e: Self) -> Self;
     fn erf(self) -> Self;
+    /// The logistic function `1 / (1 + e^-x)` of every element:
+    /// onnxruntime's for `f32` (MLAS's rational approximation, see
+    /// [`qport_kernels::f32::logistic`]), `1 / (1 + exp(-x))` for `f64`.
+    fn logistic_vec(x: &[Self]) -> Vec<Self>;
 }
 
 macro_rules! real_impl {
-    ($t:ty, $fexp:path, $ftanh:path) => {
+    ($t:ty, $fexp:path, $ftanh:path, $logistic:path) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -163,12 +167,35 @@ macro_rules! real_impl {
             fn erf(self) -> Self {
                 super::erf::erf(self as f64) as $t
             }
+            #[inline(always)]
+            fn logistic_vec(x: &[Self]) -> Vec<Self> {
+                $logistic(x)
+            }
         }
     };
 }
 
-real_impl!(f32, super::fastmath::expf, super::fastmath::tanhf);
-real_impl!(f64, f64::exp, f64::tanh);
+real_impl!(
+    f32,
+    super::fastmath::expf,
+    super::fastmath::tanhf,
+    logistic_f32
+);
+real_impl!(f64, f64::exp, f64::tanh, logistic_f64);
+
+/// onnxruntime's logistic of every element (into a recycled buffer).
+fn logistic_f32(x: &[f32]) -> Vec<f32> {
+    // every element is written below
+    let mut out = crate::buffers::take_f32(x.len());
+    qport_kernels::f32::logistic::logistic_slice(x, &mut out);
+    out
+}
+
+/// `1 / (1 + exp(-x))` of every element (`exp` overflowing to infinity
+/// gives exactly 0).
+fn logistic_f64(x: &[f64]) -> Vec<f64> {
+    x.iter().map(|&v| 1.0 / (1.0 + (-v).exp())).collect()
+}
 
 /// Lanes of independent accumulators in [`lane_sum`] and [`lane_max`],
 /// so that the loops vectorise.

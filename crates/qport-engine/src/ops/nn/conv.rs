@@ -5,7 +5,12 @@
 //! where `col` is the im2col matrix (or the input itself for a 1x1,
 //! stride-1, unpadded kernel). In `f32` (float32, and float16/bfloat16
 //! through f32) an ungrouped Conv runs [`gemm_bias_act`] with the weight
-//! packed once at build time when it is a constant, and depthwise 2-D
+//! packed once at build time when it is a constant, its sum over `C * K`
+//! blocked as onnxruntime's single-threaded convolution blocks it
+//! ([`ort_k_block`] of the output size; on AVX-512 each block of each
+//! element is then the sequence of fused multiply-adds of MLAS's FMA
+//! kernels, so such a Conv computes onnxruntime's bits, one output channel
+//! per group excepted: MLAS has another kernel for that), and depthwise 2-D
 //! convolutions (one input channel per group) run [`depthwise2d`]; both
 //! add the bias and apply the activation a plan fused into the node (see
 //! [`crate::plan`]) while each output is in registers, and write every
@@ -24,7 +29,7 @@ use qport_kernels::activation::Activation;
 use qport_kernels::depthwise::{depthwise2d, depthwise2d_scratch};
 use qport_kernels::gemm::{gemm, MatRef};
 use qport_kernels::im2col::{col2im, conv2d_direct, conv2d_direct_scratch, im2col, ConvGeometry};
-use qport_kernels::pgemm::{gemm_bias_act, PackedA};
+use qport_kernels::pgemm::{gemm_bias_act, ort_k_block, PackedA};
 use std::borrow::Cow;
 
 pub(crate) fn register(r: &mut Registry) {
@@ -226,6 +231,7 @@ impl Conv {
                     self.act,
                     &mut y[ni * m * osz..][..m * osz],
                     osz,
+                    ort_k_block(osz, kdim),
                     &mut scratch,
                 );
             }

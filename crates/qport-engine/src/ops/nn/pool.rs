@@ -23,6 +23,7 @@ pub(crate) fn register(r: &mut Registry) {
             ("LpPool", build_lp),
         ],
     );
+    r.register_all(crate::lower::QPORT_DOMAIN, &[("AveragePool", build_avg)]);
     r.register("GlobalAveragePool", |_| {
         Ok(Box::new(Global(GlobalKind::Avg)))
     });
@@ -46,6 +47,10 @@ struct Pool {
     ceil_mode: bool,
     column_major: bool,
     want_indices: bool,
+    /// `ai.qport:AveragePool`'s `nchwc_block` (0 for ONNX's): a float
+    /// average over 4-D input whose channels are a multiple of it sums each
+    /// window row by row, as onnxruntime's NCHWc pooling kernel does.
+    nchwc_block: usize,
 }
 
 fn build(ctx: &BuildCtx, kind: Kind) -> OpResult<Box<dyn Op>> {
@@ -60,6 +65,7 @@ fn build(ctx: &BuildCtx, kind: Kind) -> OpResult<Box<dyn Op>> {
         ceil_mode: n.attr_int("ceil_mode", 0)? != 0,
         column_major: n.attr_int("storage_order", 0)? != 0,
         want_indices: n.outputs.get(1).is_some_and(|o| !o.is_empty()),
+        nchwc_block: n.attr_int("nchwc_block", 0)?.max(0) as usize,
     }))
 }
 
@@ -246,9 +252,18 @@ impl Op for Pool {
                 }
                 Ok(outs)
             }
+            Kind::Avg { count_include_pad } if x.dtype() == DType::F32 => {
+                let v = x
+                    .as_slice::<f32>()
+                    .map_err(|_| OpError::dtype("X", x.dtype()))?;
+                let nchwc = self.nchwc_block > 0 && xs.len() == 4 && xs[1] % self.nchwc_block == 0;
+                let columns = mlas_columns(spatial, &wins).filter(|_| !nchwc);
+                let y = avg(v, &t, planes, count_include_pad, columns);
+                Ok(vec![Tensor::new(out_shape, TensorData::F32(y))?])
+            }
             Kind::Avg { count_include_pad } => with_real!(x.dtype(), "input 0 (X)", T => {
                 let xv = read_real::<T>(x, "input 0 (X)")?;
-                let y = avg::<T>(&xv, &t, planes, count_include_pad);
+                let y = avg::<T>(&xv, &t, planes, count_include_pad, None);
                 Ok(vec![real_tensor(out_shape, y, x.dtype())?])
             }),
             Kind::Lp { p } => with_real!(x.dtype(), "input 0 (X)", T => {
@@ -350,7 +365,39 @@ fn max<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> (Vec<T>, Vec<i64>) {
     (y, idx)
 }
 
-fn avg<T: Real>(x: &[T], t: &Table, planes: usize, count_include_pad: bool) -> Vec<T> {
+/// The input width when onnxruntime's float `AveragePool` (MLAS's
+/// vectorized 2-D / 3-D pooling kernel) sums each window column by column:
+/// 2 or 3 spatial axes, a last-axis stride of at most 2, every kernel
+/// extent at most 32, no dilation, the padded width within its reduction
+/// buffer, and not a global pool (MLAS sums those another way).
+fn mlas_columns(spatial: &[usize], wins: &[Window]) -> Option<usize> {
+    let r = spatial.len();
+    if !(2..=3).contains(&r) {
+        return None;
+    }
+    let last = wins.last()?;
+    let global = wins
+        .iter()
+        .zip(spatial)
+        .all(|(w, &n)| w.kernel == n && w.stride == 1 && w.pad_begin == 0 && w.pad_end == 0);
+    let small = wins.iter().all(|w| w.kernel <= 32 && w.dilation == 1);
+    let fits = last.pad_begin + last.pad_end + spatial[r - 1] <= 2048 - 3;
+    (!global && small && last.stride <= 2 && fits).then_some(spatial[r - 1])
+}
+
+/// Average pooling: each window summed in the table's row-major order,
+/// or, given the input width (`columns`), in MLAS's vectorized order:
+/// each column (one position along the last axis) summed over the other
+/// axes in order, then the column sums added left to right. The table
+/// lists a window's offsets row-major, so its columns are the leading run
+/// of offsets on one row.
+fn avg<T: Real>(
+    x: &[T],
+    t: &Table,
+    planes: usize,
+    count_include_pad: bool,
+    columns: Option<usize>,
+) -> Vec<T> {
     let osz = t.padded.len();
     let isz = x.len().checked_div(planes).unwrap_or(0);
     let mut y = Vec::with_capacity(planes * osz);
@@ -358,9 +405,21 @@ fn avg<T: Real>(x: &[T], t: &Table, planes: usize, count_include_pad: bool) -> V
         let plane = &x[p * isz..(p + 1) * isz];
         for o in 0..osz {
             let offs = &t.offsets[t.starts[o]..t.starts[o + 1]];
+            let cols = match columns {
+                Some(w) => offs
+                    .iter()
+                    .take_while(|&&off| off / w == offs[0] / w)
+                    .count()
+                    .max(1),
+                None => offs.len().max(1),
+            };
             let mut s = T::ZERO;
-            for &off in offs {
-                s += plane[off];
+            for c in 0..cols.min(offs.len()) {
+                let mut col = T::ZERO;
+                for &off in offs[c..].iter().step_by(cols) {
+                    col += plane[off];
+                }
+                s += col;
             }
             let n = if count_include_pad {
                 t.padded[o]
@@ -453,6 +512,36 @@ mod tests {
         assert_eq!(t.starts, vec![0, 1, 3, 5, 6]);
         assert_eq!(t.offsets, vec![1, 0, 2, 1, 3, 2]);
         assert_eq!(t.padded, vec![2, 2, 2, 2]);
+    }
+
+    /// A 2x2 window over `[[1e8, 1, 0], [-1e8, 1, 0]]`: row by row, f32
+    /// loses the first 1 (`1e8 + 1 = 1e8`) and gets 1 / 4; MLAS's column
+    /// sums (`1e8 - 1e8`, `1 + 1`) keep both and give 2 / 4. Where MLAS
+    /// takes its other kernels (one spatial axis, a global window, stride
+    /// 3), the row-major sum stays.
+    #[test]
+    fn float_average_sums_columns_as_mlas_does() {
+        let x = [1e8f32, 1.0, 0.0, -1e8, 1.0, 0.0];
+        let ws = [
+            extent(2, 2, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+            extent(3, 2, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+        ];
+        let t = table(&[2, 3], &ws).unwrap();
+        assert_eq!(mlas_columns(&[2, 3], &ws), Some(3));
+        assert_eq!(avg(&x, &t, 1, false, Some(3)), vec![0.5, 0.5]);
+        assert_eq!(avg(&x, &t, 1, false, None), vec![0.25, 0.5]);
+        let global = [
+            extent(2, 2, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+            extent(3, 3, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+        ];
+        assert_eq!(mlas_columns(&[2, 3], &global), None);
+        let one = [extent(3, 2, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap()];
+        assert_eq!(mlas_columns(&[3], &one), None);
+        let wide = [
+            extent(2, 2, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+            extent(9, 2, 3, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+        ];
+        assert_eq!(mlas_columns(&[2, 9], &wide), None);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! onnxruntime's QOperator-format contrib ops (domain `com.microsoft`):
 //! `QLinearAdd`, `QLinearMul`, `QLinearSigmoid`, `QLinearLeakyRelu`,
-//! `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat` and
-//! `QLinearSoftmax`.
+//! `QLinearGlobalAveragePool`, `QLinearAveragePool`, `QLinearConcat`,
+//! `QLinearWhere` and `QLinearSoftmax`.
 //!
 //! Under onnxruntime's arithmetic (the default profile), arithmetic is f32
 //! with round half to even and saturation, following onnxruntime so that
@@ -12,12 +12,15 @@
 //! - `QLinearGlobalAveragePool` sums the integers exactly and requantizes
 //!   `sum - zX * pixels` with `sX / (sY * pixels)`, as MLAS does;
 //! - unary ops use a lookup table over all input values (dequantize, apply,
-//!   quantize), as onnxruntime does;
-//! - `QLinearSoftmax` uses onnxruntime's exponent table and f32 division
-//!   (see [`build_softmax`]);
+//!   quantize), as onnxruntime does; `QLinearSigmoid` applies onnxruntime's
+//!   logistic function ([`qport_kernels::f32::logistic`]);
+//! - `QLinearSoftmax` uses onnxruntime's exponent table, an f32 sum and
+//!   an f64 quotient (see [`build_softmax`]);
 //! - `QLinearMul`, `QLinearAveragePool` and `QLinearConcat` dequantize,
-//!   compute in f32 and quantize (within one step of onnxruntime; not
-//!   checked bit for bit).
+//!   compute in f32 and quantize as onnxruntime's kernels do (bit-identical
+//!   to its default session on the detector and gated CNN fixtures);
+//!   `QLinearConcat` and `QLinearWhere` requantize their inputs through
+//!   onnxruntime's tables.
 //!
 //! Under the plan's profile ([`crate::PlanOptions::arith`]): `QLinearAdd`
 //! keeps the formula above with the profile's rounding
@@ -70,6 +73,7 @@ impl QParams {
 /// The operands of a unary QLinear op `(X, x_scale, x_zero_point,
 /// y_scale, y_zero_point, …)`: X (8-bit) and its type, its and Y's
 /// quantization, and Y's type.
+#[derive(Clone, Copy)]
 struct Unary<'a> {
     x: &'a Tensor,
     qx: Grid,
@@ -344,9 +348,10 @@ fn build_lut(f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> Box<dyn Op> {
     })
 }
 
-/// `QLinearSigmoid`.
+/// `QLinearSigmoid`: the table of onnxruntime's logistic function (MLAS's
+/// rational approximation, [`qport_kernels::f32::logistic`]).
 pub(crate) fn build_sigmoid(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    Ok(build_lut(|v| 1.0 / (1.0 + (-v).exp())))
+    Ok(build_lut(qport_kernels::f32::logistic::logistic))
 }
 
 /// `QLinearLeakyRelu` (`alpha`, default 0.01).
@@ -419,44 +424,56 @@ pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>>
     let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
     let profile = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
-        let Unary { x, qx, px, py, qy } = Unary::read(inputs, ("x", "y"))?;
-        if qy != qx {
-            return Err(OpError::invalid("y_zero_point type differs from X's"));
-        }
-        let p = Planes::new(x.shape(), channels_last)?;
-        let size = p.size();
-        if size == 0 {
-            return Err(OpError::invalid("input X has an empty spatial extent"));
-        }
-        let xv = i32_values(x, "X")?;
-        let m = profile.rescale_multiplier(&[px.scale], &[py.scale, size as f32]);
-        let mut out = Vec::with_capacity(p.batch * p.channels);
-        for n in 0..p.batch {
-            for c in 0..p.channels {
-                let (base, step) = p.base(n, c, size);
-                let sum: i64 = (0..size).map(|s| xv[base + s * step] as i64).sum();
-                let acc = (sum - px.zero as i64 * size as i64) as i32;
-                out.push(arith::rescale(
-                    acc,
-                    0,
-                    m,
-                    py.zero,
-                    qy.min(),
-                    qy.max(),
-                    &profile,
-                ));
-            }
-        }
-        // out is [N, C]; for channels-last that is already the memory order.
+        let u = Unary::read(inputs, ("x", "y"))?;
+        let p = Planes::new(u.x.shape(), channels_last)?;
+        // [N, C] in memory either way; the shape keeps unit spatial axes
         let shape = p.shape_with(&vec![1; p.spatial.len()]);
-        Ok(vec![Tensor::new(shape, qy.pack(out))?])
+        Ok(vec![Tensor::new(shape, global_average(&u, &p, &profile)?)?])
     }))
 }
 
-/// `QLinearAveragePool`: dequantize, average each window in f32
-/// (`count_include_pad` as in `AveragePool`, an empty window gives 0),
-/// quantize. The windows are `AveragePool`'s (without dilations, which
-/// this operator does not have).
+/// The per-plane averages of [`build_global_average_pool`], `[N, C]` in
+/// memory order.
+fn global_average(u: &Unary, p: &Planes, profile: &ArithProfile) -> OpResult<TensorData> {
+    let Unary { x, qx, px, py, qy } = *u;
+    if qy != qx {
+        return Err(OpError::invalid("y_zero_point type differs from X's"));
+    }
+    let size = p.size();
+    if size == 0 {
+        return Err(OpError::invalid("input X has an empty spatial extent"));
+    }
+    let xv = i32_values(x, "X")?;
+    let m = profile.rescale_multiplier(&[px.scale], &[py.scale, size as f32]);
+    let mut out = Vec::with_capacity(p.batch * p.channels);
+    for n in 0..p.batch {
+        for c in 0..p.channels {
+            let (base, step) = p.base(n, c, size);
+            let sum: i64 = (0..size).map(|s| xv[base + s * step] as i64).sum();
+            let acc = (sum - px.zero as i64 * size as i64) as i32;
+            out.push(arith::rescale(
+                acc,
+                0,
+                m,
+                py.zero,
+                qy.min(),
+                qy.max(),
+                profile,
+            ));
+        }
+    }
+    Ok(qy.pack(out))
+}
+
+/// `QLinearAveragePool`, as onnxruntime's kernel computes it: dequantize
+/// to f32, sum each window in row-major order, divide by the count
+/// (`count_include_pad`: the whole kernel; an empty window gives 0) and
+/// quantize as `round_half_even(avg / y_scale + y_zero_point)` (the zero
+/// point added before rounding, which moves a tie), saturated. A window
+/// that is the whole unpadded input is computed as
+/// `QLinearGlobalAveragePool` (onnxruntime falls back to it). The windows
+/// are `AveragePool`'s (without dilations, which this operator does not
+/// have).
 pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let node = ctx.node;
     let channels_last = node.attr_int("channels_last", 0)? != 0;
@@ -466,13 +483,26 @@ pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     if attrs.kernel_shape.is_none() {
         return Err(OpError::invalid("attribute kernel_shape is required"));
     }
+    let profile = ctx.arith.clone();
     Ok(fn_op(move |inputs| {
-        let Unary { x, px, py, qy, .. } = Unary::read(inputs, ("x", "y"))?;
+        let u = Unary::read(inputs, ("x", "y"))?;
+        let Unary { x, px, py, qy, .. } = u;
         let p = Planes::new(x.shape(), channels_last)?;
         let kernel = attrs.kernel(p.spatial.len())?.unwrap_or_default();
         let wins = attrs.windows(&p.spatial, &kernel, ceil_mode)?;
         let output: Vec<usize> = wins.iter().map(|w| w.out).collect();
         let out_shape = p.shape_with(&output);
+        let global = wins
+            .iter()
+            .zip(&p.spatial)
+            .all(|(w, &n)| w.kernel == n && w.pad_begin == 0 && w.pad_end == 0);
+        if global {
+            return Ok(vec![Tensor::new(
+                out_shape,
+                global_average(&u, &p, &profile)?,
+            )?]);
+        }
+        let full = kernel.iter().product::<usize>();
         let total = qport_core::shape::checked_numel(&out_shape)?;
         let t = table(&p.spatial, &wins)?;
         let (isize, osize) = (p.size(), t.padded.len());
@@ -488,9 +518,10 @@ pub(crate) fn build_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                     for &s in offs {
                         sum += px.dequant(xv[ib + s * istep]);
                     }
-                    let div = if include_pad { t.padded[o] } else { offs.len() };
+                    let div = if include_pad { full } else { offs.len() };
                     let avg = if div == 0 { 0.0 } else { sum / div as f32 };
-                    out[ob + o * ostep] = quantize(avg, py.scale, py.zero, qy);
+                    let r = round_half_even(avg / py.scale + py.zero as f32);
+                    out[ob + o * ostep] = saturate_rounded(r, 0, qy);
                 }
             }
         }
@@ -549,18 +580,7 @@ pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         for (j, x) in xs.iter().enumerate() {
             let px = QParams::read(inputs, 2 + 3 * j + 1, 2 + 3 * j + 2, "X")?;
             let qx = Grid::of8("X", x.dtype())?;
-            let v = i32_values(x, "X")?;
-            let same = qx == qy && px.zero == py.zero && px.scale == py.scale;
-            let v = if same {
-                v
-            } else {
-                let table: Vec<i32> = (qx.min()..=qx.max())
-                    .map(|q| quantize(px.dequant(q), py.scale, py.zero, qy))
-                    .collect();
-                v.into_iter()
-                    .map(|q| table[(q - qx.min()) as usize])
-                    .collect()
-            };
+            let v = requantized(x, "X", (px, qx), (py, qy))?;
             parts.push((v, x.shape()[ax] * inner));
         }
         let mut out = Vec::with_capacity(total);
@@ -573,11 +593,71 @@ pub(crate) fn build_concat(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     }))
 }
 
+/// The values of 8-bit `x` (parameters `px`, grid `qx`) requantized to
+/// `(py, qy)`: copied when the parameters are equal, otherwise through
+/// onnxruntime's table of the 256 values (dequantize in f32, quantize with
+/// round half to even and saturation), as its `QLinearConcat` and
+/// `QLinearWhere` do.
+fn requantized(
+    x: &Tensor,
+    name: &str,
+    (px, qx): (QParams, Grid),
+    (py, qy): (QParams, Grid),
+) -> OpResult<Vec<i32>> {
+    let v = i32_values(x, name)?;
+    if qx == qy && px.zero == py.zero && px.scale == py.scale {
+        return Ok(v);
+    }
+    let table: Vec<i32> = (qx.min()..=qx.max())
+        .map(|q| quantize(px.dequant(q), py.scale, py.zero, qy))
+        .collect();
+    Ok(v.into_iter()
+        .map(|q| table[(q - qx.min()) as usize])
+        .collect())
+}
+
+/// `QLinearWhere`: inputs `condition, X, x_scale, x_zero_point, Y,
+/// y_scale, y_zero_point, z_scale, z_zero_point`; `condition ? X : Y`
+/// broadcast as `Where`, each of X and Y requantized to Z's parameters
+/// first (onnxruntime's tables, copied when the parameters are equal). X,
+/// Y and Z are of one 8-bit type, as onnxruntime requires.
+pub(crate) fn build_where(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
+    Ok(fn_op(|inputs| {
+        let c = input(inputs, 0)?;
+        let (x, y) = (input(inputs, 1)?, input(inputs, 4)?);
+        let (px, py) = (
+            QParams::read(inputs, 2, 3, "x")?,
+            QParams::read(inputs, 5, 6, "y")?,
+        );
+        let pz = QParams::read(inputs, 7, 8, "z")?;
+        let qz = match opt_input(inputs, 8) {
+            Some(z) => Grid::of8("z_zero_point", z.dtype())?,
+            None => Grid::of8("X", x.dtype())?,
+        };
+        let (qx, qy) = (Grid::of8("X", x.dtype())?, Grid::of8("Y", y.dtype())?);
+        if qx != qz || qy != qz {
+            return Err(OpError::invalid(format!(
+                "X ({}), Y ({}) and z_zero_point must be of one 8-bit type",
+                x.dtype(),
+                y.dtype()
+            )));
+        }
+        let xv = requantized(x, "X", (px, qx), (pz, qz))?;
+        let yv = requantized(y, "Y", (py, qy), (pz, qz))?;
+        let xr = Tensor::new(x.shape().to_vec(), qz.pack(xv))?;
+        let yr = Tensor::new(y.shape().to_vec(), qz.pack(yv))?;
+        Ok(vec![crate::ops::elementwise::compare::where_op(
+            c, &xr, &yr,
+        )?])
+    }))
+}
+
 /// onnxruntime's exponent table of `QLinearSoftmax` for input scale
 /// `x_scale` and reduction length `len`: entry `i` is `e^((i − 255) · s)`
 /// times a common factor `e^shift` that keeps a sum of `len` entries below
-/// f32's maximum (`shift = max(0, ln(f32::MAX / len) − 5)`), computed in
-/// f64 and stored as f32.
+/// f32's maximum (`shift = max(0, ln(f32::MAX / len) − 5)`, the logarithm
+/// taken in f32 as onnxruntime's `logf` call does), computed in f64 and
+/// stored as f32.
 fn softmax_table(x_scale: f32, len: usize) -> [f32; 256] {
     let ln_room = f64::from((f32::MAX / len as f32).ln());
     let shift = (ln_room - 5.0).max(0.0) / f64::from(x_scale);
@@ -585,12 +665,14 @@ fn softmax_table(x_scale: f32, len: usize) -> [f32; 256] {
 }
 
 /// `QLinearSoftmax` (`axis`, default -1; `opset` attribute: below 13 the
-/// input is flattened to 2-D at `axis`), with onnxruntime's arithmetic: the
-/// exponent of `x − max(row)` read from [`softmax_table`] (indexed by
-/// `255 − (max − x)`), summed in f32 in order, and each output
-/// `round_half_even(e · floor(1 / y_scale) / sum) + y_zero_point` in f32,
-/// saturated above at 255 and then stored in the output type (onnxruntime
-/// keeps the low byte for int8, so 128 wraps to -128).
+/// input is flattened to 2-D at `axis`), with onnxruntime's arithmetic (as
+/// its 1.32 CPU kernel computes it, read from the compiled kernel and
+/// checked on random rows): the exponent of `x − max(row)` read from
+/// [`softmax_table`] (indexed by `255 − (max − x)`), summed in f32 in
+/// order, and each output `round_half_even(e · floor(1 / y_scale) / sum) +
+/// y_zero_point` in f64 (the f32 exponent, the f32 `floor(1 / y_scale)`
+/// and the f32 sum widened, the product and quotient rounded to f64),
+/// saturated to the output type.
 pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let axis = ctx.node.attr_int("axis", -1)?;
     let opset = ctx.node.attr_int("opset", 13)?;
@@ -622,7 +704,8 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             return Ok(vec![Tensor::new(shape.to_vec(), qy.pack(out))?]);
         }
         let table = softmax_table(px.scale, dim.max(1));
-        let y_mult = (1.0f32 / py.scale).floor();
+        let y_mult = f64::from((1.0f32 / py.scale).floor());
+        let (lo, hi) = (f64::from(qy.min()), f64::from(qy.max()));
         for o in 0..outer {
             for i in 0..inner {
                 let at = |k: usize| (o * dim + k) * inner + i;
@@ -635,13 +718,10 @@ pub(crate) fn build_softmax(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
                 if sum == 0.0 {
                     continue; // onnxruntime leaves such a row unwritten
                 }
+                let sum = f64::from(sum);
                 for k in 0..dim {
-                    let r = round_half_even(e(k) * y_mult / sum) as i32 + py.zero;
-                    let r = r.min(255);
-                    out[at(k)] = match qy {
-                        Grid::I8 => i32::from(r as i8),
-                        _ => r,
-                    };
+                    let r = (f64::from(e(k)) * y_mult / sum).round_ties_even() + f64::from(py.zero);
+                    out[at(k)] = r.clamp(lo, hi) as i32;
                 }
             }
         }
@@ -852,6 +932,35 @@ mod tests {
     }
 
     #[test]
+    fn where_requantizes_both_sides_and_broadcasts() {
+        let c = Tensor::from_vec(vec![2, 1], vec![true, false]).unwrap();
+        let x = t(&[2], vec![10u8, 20]);
+        let y = t(&[1], vec![7u8]);
+        // X already at Z's parameters (copied); Y at scale 2, zero point 1:
+        // (7 - 1) * 2 / 0.5 = 24, plus Z's zero point 3 = 27
+        let (sx, zx) = (s(0.5), Tensor::scalar(3u8));
+        let (sy, zy) = (s(2.0), Tensor::scalar(1u8));
+        let (sz, zz) = (s(0.5), Tensor::scalar(3u8));
+        let ins = [&c, &x, &sx, &zx, &y, &sy, &zy, &sz, &zz].map(Some);
+        let z = run_ms(build_where, "QLinearWhere", vec![], &ins);
+        assert_eq!(z[0].shape(), &[2, 2]);
+        assert_eq!(z[0].as_slice::<u8>().unwrap(), &[10, 20, 27, 27]);
+        // saturation, int8: (100 - 0) * 1 / 0.5 = 200 -> 127
+        let x = t(&[1], vec![100i8]);
+        let y = t(&[1], vec![-3i8]);
+        let (s1, z0) = (s(1.0), Tensor::scalar(0i8));
+        let sz = s(0.5);
+        let ins = [&c, &x, &s1, &z0, &y, &s1, &z0, &sz, &z0].map(Some);
+        let z = run_ms(build_where, "QLinearWhere", vec![], &ins);
+        assert_eq!(z[0].as_slice::<i8>().unwrap(), &[127, -6]);
+        // mixed types are refused
+        let yu = t(&[1], vec![3u8]);
+        let zu = Tensor::scalar(0u8);
+        let ins = [&c, &x, &s1, &z0, &yu, &s1, &zu, &sz, &z0].map(Some);
+        assert!(run(build_where, "QLinearWhere", vec![], 1, &ins).is_err());
+    }
+
+    #[test]
     fn softmax_rows_sum_to_about_one() {
         let x = t(&[2, 3], vec![0u8, 0, 0, 10, 0, 0]);
         let (sx, zx, sy, zy) = (
@@ -868,11 +977,11 @@ mod tests {
         assert_eq!(&v[4..], &[0, 0]);
     }
 
-    /// onnxruntime's int8 QLinearSoftmax keeps the low byte of
+    /// onnxruntime 1.32's int8 QLinearSoftmax saturates
     /// `round(e · 256 / sum) + zero_point`: a certain 1.0 with zero point
-    /// -128 is 128, stored as -128.
+    /// -128 is 128, stored as 127 (its session gives `[127, -128]` here).
     #[test]
-    fn int8_softmax_wraps_as_onnxruntime_does() {
+    fn int8_softmax_saturates_as_onnxruntime_does() {
         let x = t(&[1, 2], vec![100i8, -100]);
         let (sx, zx, sy, zy) = (
             s(1.0),
@@ -882,6 +991,27 @@ mod tests {
         );
         let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
         let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
-        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[-128, -128]);
+        assert_eq!(y[0].as_slice::<i8>().unwrap(), &[127, -128]);
+    }
+
+    /// A quotient that is exactly `29.5` when the product `e · 254` is
+    /// first rounded to f32 is `29.4999985` in onnxruntime's f64
+    /// arithmetic: this row (the detector's, input scale 0.000977024, output
+    /// scale 1/255) gives 29 in its session, not 30.
+    #[test]
+    fn softmax_quotient_is_computed_in_f64() {
+        let x = t(&[1, 8], vec![134u8, 217, 95, 59, 181, 124, 156, 99]);
+        let (sx, zx, sy, zy) = (
+            s(f32::from_bits(0x3a80_0f7d)),
+            Tensor::scalar(124u8),
+            s(f32::from_bits(0x3b80_8081)),
+            Tensor::scalar(0u8),
+        );
+        let ins = [Some(&x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+        let y = run_ms(build_softmax, "QLinearSoftmax", vec![], &ins);
+        assert_eq!(
+            y[0].as_slice::<u8>().unwrap(),
+            &[32, 34, 31, 29, 33, 31, 32, 31]
+        );
     }
 }

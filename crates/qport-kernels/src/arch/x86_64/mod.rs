@@ -3,7 +3,7 @@
 //! it; the exact u8×s8 GEMMs on AVX-512 VNNI ([`vnni`]) and AVX2
 //! ([`avx2q`]), the AVX2 saturating-pair GEMM of [`crate::satpair`], the
 //! outer loops the two AVX2 u8×s8 GEMMs share, and the portable 8-bit
-//! loops compiled with AVX2 / AVX-512 enabled.
+//! and `f32` elementwise loops compiled with AVX2 / AVX-512 enabled.
 
 /// Defines `pub(crate) unsafe fn $name` running the portable `#[inline(always)]`
 /// loop `$body` with `$features` enabled: the same operations in the same
@@ -29,6 +29,7 @@ pub(crate) use recompiled;
 
 pub mod avx2q;
 pub(crate) mod depthwise;
+pub(crate) mod elementwise;
 pub(crate) mod int8;
 pub(crate) mod pgemm;
 pub(crate) mod satpair;

@@ -20,6 +20,7 @@ pub(crate) unsafe fn avx512(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
         bias,
         act,
         ldc,
+        kc,
     } = *call;
     let (m, k) = (a.m, a.k);
     let np = m.div_ceil(MR);
@@ -61,6 +62,7 @@ pub(crate) unsafe fn avx512(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
         let j0 = j * NR;
         kernel(
             k,
+            kc,
             a.panels.as_ptr().add(q * k * MR),
             bpanel.as_ptr(),
             bpad.as_ptr().add(q * MR),
@@ -142,14 +144,14 @@ unsafe fn transposed(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
                 let bias = scratch.as_ptr().add(q * MT);
                 let cq = cp.add(q * MT * ldc + j0);
                 match w {
-                    8 => kernel_t::<8>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
-                    7 => kernel_t::<7>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
-                    6 => kernel_t::<6>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
-                    5 => kernel_t::<5>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
-                    4 => kernel_t::<4>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
-                    3 => kernel_t::<3>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
-                    2 => kernel_t::<2>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
-                    _ => kernel_t::<1>(k, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    8 => kernel_t::<8>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    7 => kernel_t::<7>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    6 => kernel_t::<6>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    5 => kernel_t::<5>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    4 => kernel_t::<4>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    3 => kernel_t::<3>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    2 => kernel_t::<2>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
+                    _ => kernel_t::<1>(k, call.kc, ap, bp, call.ldb, bias, call.act, cq, ldc, rows),
                 }
             }
             j0 += w;
@@ -162,6 +164,7 @@ unsafe fn transposed(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel_t<const W: usize>(
     k: usize,
+    kc: usize,
     a: *const f32,
     b: *const f32,
     ldb: usize,
@@ -173,7 +176,7 @@ unsafe fn kernel_t<const W: usize>(
 ) {
     // SAFETY: (whole body) pointers in bounds per the caller.
     unsafe {
-        let acc = rank1::<W>(k, a, MT, b, ldb);
+        let acc = rank1::<W>(k, kc, a, MT, b, ldb);
         let b0 = Avx512::load(bias);
         let b1 = Avx512::load(bias.add(16));
         let ld = ldc as i32;
@@ -207,15 +210,51 @@ unsafe fn kernel_t<const W: usize>(
 
 /// The accumulators of both kernels' tiles: for `p` in `0..k`, the 32
 /// lanes at `vecs + p * vs` times each of the `N` values at `scal + p * ss`
-/// added to its pair of vectors by one fused multiply-add (so every
-/// element is one sequence of fused multiply-adds in order of increasing
-/// `p`, in either kernel's orientation).
+/// added to its pair of vectors by one fused multiply-add, starting from
+/// zero again every `kc` steps with the block's sum then added to the
+/// blocks before it (so every element is, per block, one sequence of
+/// fused multiply-adds in order of increasing `p`, in either kernel's
+/// orientation, and the blocks are added in order).
 ///
 /// # Safety
-/// AVX-512F; the `k` rows of 32 and of `N` elements are in bounds.
+/// AVX-512F; the `k` rows of 32 and of `N` elements are in bounds; `kc >=
+/// 1`.
 #[inline(always)]
 unsafe fn rank1<const N: usize>(
     k: usize,
+    kc: usize,
+    vecs: *const f32,
+    vs: usize,
+    scal: *const f32,
+    ss: usize,
+) -> [[__m512; 2]; N] {
+    // SAFETY: (whole body) pointers in bounds per the caller, AVX-512F
+    // enabled by the caller.
+    unsafe {
+        let mut acc = block::<N>(0, k.min(kc), vecs, vs, scal, ss);
+        let mut p0 = kc;
+        while p0 < k {
+            let part = block::<N>(p0, k.min(p0 + kc), vecs, vs, scal, ss);
+            for (a, b) in acc.iter_mut().zip(&part) {
+                a[0] = Avx512::add(a[0], b[0]);
+                a[1] = Avx512::add(a[1], b[1]);
+            }
+            p0 += kc;
+        }
+        acc
+    }
+}
+
+/// One block of [`rank1`]: the accumulators of steps `p0..p1`, from zero.
+/// A function, not a closure: a closure would not inherit the caller's
+/// target features, and its AVX-512 operations would become calls.
+///
+/// # Safety
+/// As [`rank1`].
+#[inline(always)]
+unsafe fn block<const N: usize>(
+    p0: usize,
+    p1: usize,
     vecs: *const f32,
     vs: usize,
     scal: *const f32,
@@ -225,7 +264,7 @@ unsafe fn rank1<const N: usize>(
     // enabled by the caller.
     unsafe {
         let mut acc = [[Avx512::zero(); 2]; N];
-        for p in 0..k {
+        for p in p0..p1 {
             let v0 = Avx512::load(vecs.add(p * vs));
             let v1 = Avx512::load(vecs.add(p * vs + 16));
             let sp = scal.add(p * ss);
@@ -261,12 +300,13 @@ unsafe fn pack_b(b: *const f32, ldb: usize, k: usize, nc: usize, dst: &mut [f32]
     }
 }
 
-/// One `MR x NR` tile: `k` steps of rank-1 updates, then bias,
-/// activation and a masked store of `rows x cols`.
+/// One `MR x NR` tile: `k` steps of rank-1 updates (in blocks of `kc`),
+/// then bias, activation and a masked store of `rows x cols`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel(
     k: usize,
+    kc: usize,
     a: *const f32,
     b: *const f32,
     bias: *const f32,
@@ -278,7 +318,7 @@ unsafe fn kernel(
 ) {
     // SAFETY: (whole body) pointers in bounds per the caller.
     unsafe {
-        let acc = rank1::<MR>(k, b, NR, a, MR);
+        let acc = rank1::<MR>(k, kc, b, NR, a, MR);
         let n0 = cols.min(16);
         let n1 = cols - n0;
         for (r, accr) in acc.iter().enumerate().take(rows) {
