@@ -102,11 +102,58 @@ pub struct PreprocessArgs {
     pub pp: Vec<String>,
 }
 
+/// Fails with the model's unsupported ops, each with its count, when it
+/// has any.
+pub fn check_supported(model: &qport_onnx::Model) -> Result<()> {
+    let unsupported = qport_engine::unsupported_ops(model);
+    if unsupported.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unsupported
+        .iter()
+        .map(|(o, n)| format!("{o} ({n})"))
+        .collect();
+    anyhow::bail!(
+        "the model uses ops qport cannot run yet: {}",
+        list.join(", ")
+    )
+}
+
+/// A config error, its messages prefixed with the config file's path when
+/// the user gave one (as parse errors are).
+pub fn config_error(
+    config: Option<&std::path::Path>,
+    e: qport_quant::config::ConfigError,
+) -> anyhow::Error {
+    match (config, e) {
+        (Some(p), qport_quant::config::ConfigError::Invalid { errors }) => anyhow::anyhow!(errors
+            .iter()
+            .map(|m| format!("{}: {m}", p.display()))
+            .collect::<Vec<_>>()
+            .join("\n")),
+        (_, e) => anyhow::anyhow!(e),
+    }
+}
+
 impl PreprocessArgs {
     /// The preprocessing asked for; `None` when neither flag is given.
     pub fn load(&self) -> Result<Option<qport_data::preprocess::Preprocess>> {
         data::preprocess(self.preprocess.as_deref(), &self.pp)
     }
+}
+
+/// Preprocessing and sample limits of the commands that read calibration
+/// and evaluation data (`quantize`, `sensitivity`, `tune`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct CalibEvalArgs {
+    #[command(flatten)]
+    pub pre: PreprocessArgs,
+    /// Use at most this many calibration samples.
+    #[arg(long)]
+    pub calib_limit: Option<usize>,
+    /// Use at most this many evaluation samples.
+    #[arg(long)]
+    pub eval_limit: Option<usize>,
 }
 
 /// The data group: `--data` with `--preprocess`/`--pp` for image folders.

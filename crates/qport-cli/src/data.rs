@@ -188,6 +188,30 @@ impl Source {
     }
 }
 
+/// One calibration pass of `model` (resolved as `resolved`) over
+/// `source`, with a progress bar; an engine error names the sample it
+/// failed on and its input shapes.
+pub fn calibrate(
+    model: &qport_onnx::Model,
+    resolved: &qport_quant::resolve::Resolved,
+    source: &Source,
+    inputs: &[InputSpec],
+    ui: &crate::output::Ui,
+) -> anyhow::Result<qport_quant::ptq::Calibration> {
+    let pb = ui.progress(source.len() as u64, "samples", "calibrating");
+    let last = LastSample::default();
+    let calib = qport_quant::ptq::calibrate(
+        model,
+        resolved,
+        source.samples(&last),
+        &qport_quant::ptq::CalibrateOptions::default(),
+        &mut |n| pb.set_position(n as u64),
+    )
+    .map_err(|e| last.explain(e, inputs))?;
+    drop(pb);
+    Ok(calib)
+}
+
 /// The id and input shapes of the sample most recently handed to the
 /// engine, for error messages.
 #[derive(Default)]

@@ -5,7 +5,7 @@
 //! guard, choose the calibrator as `qport quantize` does, and load the
 //! evaluation samples into a [`Scorer`].
 
-use crate::args::{InputShapeArgs, OverridesArg, PreprocessArgs};
+use crate::args::{CalibEvalArgs, InputShapeArgs, OverridesArg};
 use crate::model_file::{self, FileFacts};
 use crate::output::Ui;
 use crate::report::FileJson;
@@ -38,13 +38,7 @@ pub struct MixedArgs {
     #[arg(long)]
     pub eval: PathBuf,
     #[command(flatten)]
-    pub pre: PreprocessArgs,
-    /// Use at most this many calibration samples.
-    #[arg(long)]
-    pub calib_limit: Option<usize>,
-    /// Use at most this many evaluation samples.
-    #[arg(long)]
-    pub eval_limit: Option<usize>,
+    pub samples: CalibEvalArgs,
     /// Threads the evaluation samples are split across (default: every
     /// core); results do not depend on it.
     #[arg(long)]
@@ -54,7 +48,7 @@ pub struct MixedArgs {
 }
 
 /// The data a study used, for reports.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct DataJson {
     /// Path and what it holds.
     pub data: String,
@@ -62,6 +56,38 @@ pub struct DataJson {
     pub data_sha256: String,
     /// Samples used.
     pub samples: usize,
+}
+
+/// The calibration a study used.
+#[derive(Debug, Serialize)]
+pub struct CalibJson {
+    /// The calibrator chosen.
+    pub method: String,
+    /// Asymmetric activation ranges.
+    pub asymmetric: bool,
+    /// The data.
+    #[serde(flatten)]
+    pub data: DataJson,
+}
+
+/// The facts `sensitivity.json` and `tune.json` open with (after the
+/// header).
+#[derive(Debug, Serialize)]
+pub struct FactsJson {
+    /// The model file.
+    pub model: FileJson,
+    /// The user config file, when given.
+    pub config: Option<FileJson>,
+    /// The platform.
+    pub platform: String,
+    /// Calibrator and calibration data.
+    pub calibration: CalibJson,
+    /// Evaluation data.
+    pub evaluation: DataJson,
+    /// Threads.
+    pub threads: usize,
+    /// Nodes the float16 range guard moved.
+    pub float16_guard: Vec<Float16Finding>,
 }
 
 /// Everything the two commands start from.
@@ -91,6 +117,23 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// The facts a report opens with.
+    pub fn facts(&self) -> FactsJson {
+        FactsJson {
+            model: FileJson::from(&self.model),
+            config: self.config.clone(),
+            platform: self.platform.name.clone(),
+            calibration: CalibJson {
+                method: self.base.activation.methods[0].name().into(),
+                asymmetric: self.base.activation.asymmetric,
+                data: self.calib_data.clone(),
+            },
+            evaluation: self.eval_data.clone(),
+            threads: self.threads,
+            float16_guard: self.float16_guard.clone(),
+        }
+    }
+
     /// A scorer on every evaluation sample.
     pub fn scorer(&self) -> Result<Scorer<'_>> {
         Scorer::new(
@@ -117,39 +160,25 @@ pub fn setup(args: &MixedArgs, config: Option<&Path>, ui: &Ui) -> Result<Setup> 
     let sp = ui.spinner(&format!("loading {}", args.model.display()));
     let mut loaded = model_file::load(&args.model)?;
     args.shapes.apply(&mut loaded.model, &args.model)?;
-    let unsupported = qport_engine::unsupported_ops(&loaded.model);
-    if !unsupported.is_empty() {
-        let list: Vec<String> = unsupported
-            .iter()
-            .map(|(o, n)| format!("{o} ({n})"))
-            .collect();
-        bail!(
-            "the model uses ops qport cannot run yet: {}",
-            list.join(", ")
-        );
-    }
+    crate::args::check_supported(&loaded.model)?;
     let prepared = ptq::prepare(&loaded.model);
     let base = template::template(&platform, Template::Default);
-    let mut resolved =
-        resolve::resolve(&prepared, &platform, &base, user.as_ref()).map_err(|e| {
-            match (config, e) {
-                (Some(p), qport_quant::config::ConfigError::Invalid { errors }) => anyhow!(errors
-                    .iter()
-                    .map(|m| format!("{}: {m}", p.display()))
-                    .collect::<Vec<_>>()
-                    .join("\n")),
-                (_, e) => anyhow!(e),
-            }
-        })?;
+    let mut resolved = resolve::resolve(&prepared, &platform, &base, user.as_ref())
+        .map_err(|e| crate::args::config_error(config, e))?;
     sp.phase(ui, "opening the data");
     let inputs = crate::data::model_inputs(&prepared);
-    let preprocess = args.pre.load()?;
+    let preprocess = args.samples.pre.load()?;
     if preprocess.is_some() {
         crate::data::check_preprocess(&[("--calib", &args.calib), ("--eval", &args.eval)], ui)?;
     }
-    let calib_src =
-        crate::data::Source::open(&args.calib, &inputs, preprocess.clone(), args.calib_limit)?;
-    let eval_src = crate::data::Source::open(&args.eval, &inputs, preprocess, args.eval_limit)?;
+    let calib_src = crate::data::Source::open(
+        &args.calib,
+        &inputs,
+        preprocess.clone(),
+        args.samples.calib_limit,
+    )?;
+    let eval_src =
+        crate::data::Source::open(&args.eval, &inputs, preprocess, args.samples.eval_limit)?;
     if calib_src.len() == 0 {
         bail!("{}", QuantError::EmptyCalibration);
     }
@@ -157,17 +186,7 @@ pub fn setup(args: &MixedArgs, config: Option<&Path>, ui: &Ui) -> Result<Setup> 
         bail!("no evaluation samples in '{}'", args.eval.display());
     }
     drop(sp);
-    let pb = ui.progress(calib_src.len() as u64, "samples", "calibrating");
-    let last = crate::data::LastSample::default();
-    let calib = ptq::calibrate(
-        &prepared,
-        &resolved,
-        calib_src.samples(&last),
-        &ptq::CalibrateOptions::default(),
-        &mut |n| pb.set_position(n as u64),
-    )
-    .map_err(|e| last.explain(e, &inputs))?;
-    drop(pb);
+    let calib = crate::data::calibrate(&prepared, &resolved, &calib_src, &inputs, ui)?;
     let float16_guard = fp16::float16_guard(
         &prepared,
         &mut resolved,

@@ -98,13 +98,7 @@ pub struct QuantizeArgs {
     #[arg(long)]
     pub no_float16_guard: bool,
     #[command(flatten)]
-    pub pre: crate::args::PreprocessArgs,
-    /// Use at most this many calibration samples.
-    #[arg(long)]
-    pub calib_limit: Option<usize>,
-    /// Use at most this many evaluation samples.
-    #[arg(long)]
-    pub eval_limit: Option<usize>,
+    pub samples: crate::args::CalibEvalArgs,
     /// The FP32 model the quantized one is compared with (default: MODEL).
     /// With --calibration load, give the original FP32 model: the float
     /// graph recovered from a QDQ model lacks activations another tool
@@ -251,39 +245,20 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     } else {
         (loaded.model.clone(), None)
     };
-    let unsupported = qport_engine::unsupported_ops(&float_model);
-    if !unsupported.is_empty() {
-        let list: Vec<String> = unsupported
-            .iter()
-            .map(|(o, n)| format!("{o} ({n})"))
-            .collect();
-        bail!(
-            "the model uses ops qport cannot run yet: {}",
-            list.join(", ")
-        );
-    }
+    crate::args::check_supported(&float_model)?;
     sp.phase(ui, &format!("resolving the {} template", platform.name));
     let prepared = ptq::prepare(&float_model);
     let base = template::template(&platform, variant);
     // messages about the user's config start with its path, as parse errors do
-    let mut resolved =
-        resolve::resolve(&prepared, &platform, &base, user.as_ref()).map_err(|e| {
-            match (&args.config, e) {
-                (Some(p), qport_quant::config::ConfigError::Invalid { errors }) => anyhow!(errors
-                    .iter()
-                    .map(|m| format!("{}: {m}", p.display()))
-                    .collect::<Vec<_>>()
-                    .join("\n")),
-                (_, e) => anyhow!(e),
-            }
-        })?;
+    let mut resolved = resolve::resolve(&prepared, &platform, &base, user.as_ref())
+        .map_err(|e| crate::args::config_error(args.config.as_deref(), e))?;
     if let Some(c) = args.calibration {
         resolved.activation.methods = vec![c];
     }
     sp.phase(ui, "opening the data");
     let inputs = crate::data::model_inputs(&prepared);
     // Open every data source before any long work, so bad paths fail fast.
-    let preprocess = args.pre.load()?;
+    let preprocess = args.samples.pre.load()?;
     if preprocess.is_some() {
         let given: Vec<(&str, &Path)> = [("--calib", &args.calib), ("--eval", &args.eval)]
             .into_iter()
@@ -292,7 +267,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         crate::data::check_preprocess(&given, ui)?;
     }
     let calib_src = match (&args.calib, args.fast_perf || load_mode) {
-        (Some(p), _) => crate::data::Source::open(p, &inputs, preprocess.clone(), args.calib_limit)?,
+        (Some(p), _) => crate::data::Source::open(p, &inputs, preprocess.clone(), args.samples.calib_limit)?,
         (None, true) => crate::data::Source::synthetic(&inputs, if load_mode { 1 } else { 4 })?,
         (None, false) => bail!(
             "--calib is required (a folder of images, a .npy or a .npz); use --fast-perf for a synthetic baseline"
@@ -303,7 +278,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
             p,
             &inputs,
             preprocess.clone(),
-            args.eval_limit,
+            args.samples.eval_limit,
         )?),
         None => None,
     };
@@ -323,17 +298,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
 
     // calibrate
     let tc = Instant::now();
-    let pb = ui.progress(calib_src.len() as u64, "samples", "calibrating");
-    let last = crate::data::LastSample::default();
-    let calib = ptq::calibrate(
-        &prepared,
-        &resolved,
-        calib_src.samples(&last),
-        &ptq::CalibrateOptions::default(),
-        &mut |n| pb.set_position(n as u64),
-    )
-    .map_err(|e| last.explain(e, &inputs))?;
-    drop(pb);
+    let calib = crate::data::calibrate(&prepared, &resolved, &calib_src, &inputs, ui)?;
     let float16_guard = if args.no_float16_guard {
         vec![]
     } else {

@@ -1,13 +1,12 @@
 //! `qport sensitivity`: which nodes cost accuracy when quantized for a
 //! platform, and which gain from int16 (see `qport_quant::sensitivity`).
 
-use crate::mixed::{self, DataJson, MixedArgs};
+use crate::mixed::{self, FactsJson, MixedArgs};
 use crate::output::{self, Format, Table, Ui};
-use crate::report::{emit, FileJson, Header, Render};
+use crate::report::{emit, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, Result};
 use clap::Args;
-use qport_quant::fp16::Float16Finding;
 use qport_quant::measure::{Metric, Score};
 use qport_quant::sensitivity::{self, Granularity, Sensitivity, SensitivityOptions};
 use serde::Serialize;
@@ -43,6 +42,10 @@ pub struct SensitivityArgs {
     /// Whole nodes, or also their weights and activations separately.
     #[arg(long, value_enum, default_value_t = Granularity::Node)]
     pub granularity: Granularity,
+    /// A quant_config JSON applied over the platform template first: the
+    /// base configuration every candidate starts from.
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
     /// Rows of the human table (the JSON has every node).
     #[arg(long, default_value_t = 20)]
     pub top: usize,
@@ -58,26 +61,14 @@ pub struct SensitivityArgs {
 pub struct Report {
     #[serde(flatten)]
     header: Header,
-    model: FileJson,
-    platform: String,
-    calibration: CalibJson,
-    evaluation: DataJson,
-    threads: usize,
+    #[serde(flatten)]
+    facts: FactsJson,
     granularity: Granularity,
-    float16_guard: Vec<Float16Finding>,
     #[serde(flatten)]
     result: Sensitivity,
     seconds: f64,
     #[serde(skip)]
     top: usize,
-}
-
-#[derive(Debug, Serialize)]
-struct CalibJson {
-    method: String,
-    asymmetric: bool,
-    #[serde(flatten)]
-    data: DataJson,
 }
 
 const FILE: &str = "sensitivity.json";
@@ -87,7 +78,7 @@ pub fn run(args: &SensitivityArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
     let ui = &ui.with_phase_lines();
     let out = args.out.check(&[FILE])?;
-    let setup = mixed::setup(&args.common, None, ui)?;
+    let setup = mixed::setup(&args.common, args.config.as_deref(), ui)?;
     let high = qport_quant::tune::high_precision(&setup.platform).map_err(|e| anyhow!(e))?;
     let scorer = setup.scorer()?;
     let opts = SensitivityOptions {
@@ -105,17 +96,8 @@ pub fn run(args: &SensitivityArgs, ui: &Ui) -> Result<ExitStatus> {
     drop(pb);
     let report = Report {
         header: Header::with_command("qport.sensitivity/1"),
-        model: FileJson::from(&setup.model),
-        platform: setup.platform.name.clone(),
-        calibration: CalibJson {
-            method: setup.base.activation.methods[0].name().into(),
-            asymmetric: setup.base.activation.asymmetric,
-            data: setup.calib_data,
-        },
-        evaluation: setup.eval_data,
-        threads: setup.threads,
+        facts: setup.facts(),
         granularity: args.granularity,
-        float16_guard: setup.float16_guard,
         result,
         seconds: t0.elapsed().as_secs_f64(),
         top: args.top,
@@ -150,11 +132,11 @@ impl Render for Report {
         let mut s = format!(
             "{} {} for {} ({} on {} eval samples; calibration {})\n",
             ui.paint("sensitivity", output::Style::Bold),
-            self.model.path,
-            self.platform,
+            self.facts.model.path,
+            self.facts.platform,
             m,
             r.samples,
-            self.calibration.method
+            self.facts.calibration.method
         );
         s += &format!(
             "base config {}; every int8 node at {} {}\n\n",

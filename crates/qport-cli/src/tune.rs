@@ -1,14 +1,13 @@
 //! `qport tune`: mixed precision to an accuracy target (see
 //! `qport_quant::tune`), written as `qport quantize` writes its result.
 
-use crate::mixed::{self, DataJson, MixedArgs};
+use crate::mixed::{self, FactsJson, MixedArgs};
 use crate::output::{self, Format, Table, Ui};
-use crate::report::{emit, FileJson, Header, Render};
+use crate::report::{emit, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, Result};
 use clap::Args;
 use qport_quant::config::qtype_name;
-use qport_quant::fp16::Float16Finding;
 use qport_quant::tune::{self, Budget, Outcome, Target, TuneOptions, Tuned};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -70,27 +69,14 @@ pub struct TuneArgs {
 pub struct Report {
     #[serde(flatten)]
     header: Header,
-    model: FileJson,
-    config: Option<FileJson>,
-    platform: String,
-    calibration: CalibJson,
-    evaluation: DataJson,
-    threads: usize,
-    float16_guard: Vec<Float16Finding>,
+    #[serde(flatten)]
+    facts: FactsJson,
     #[serde(flatten)]
     tuned: Tuned,
     files: Vec<String>,
     seconds: f64,
     #[serde(skip)]
     out: PathBuf,
-}
-
-#[derive(Debug, Serialize)]
-struct CalibJson {
-    method: String,
-    asymmetric: bool,
-    #[serde(flatten)]
-    data: DataJson,
 }
 
 const FILES: [&str; 3] = ["model.qdq.onnx", "quant_config.json", "tune.json"];
@@ -159,17 +145,7 @@ pub fn run(args: &TuneArgs, ui: &Ui) -> Result<ExitStatus> {
     drop(scorer);
     let report = Report {
         header: Header::with_command("qport.tune/1"),
-        model: FileJson::from(&setup.model),
-        config: setup.config,
-        platform: setup.platform.name.clone(),
-        calibration: CalibJson {
-            method: setup.base.activation.methods[0].name().into(),
-            asymmetric: setup.base.activation.asymmetric,
-            data: setup.calib_data,
-        },
-        evaluation: setup.eval_data,
-        threads: setup.threads,
-        float16_guard: setup.float16_guard,
+        facts: setup.facts(),
         tuned,
         files: if unreachable {
             vec![]
@@ -218,19 +194,19 @@ impl Render for Report {
         let mut s = format!(
             "{} {} for {} to {} ({} eval samples, ranking on {}; calibration {})\n",
             ui.paint("tuned", output::Style::Bold),
-            self.model.path,
-            self.platform,
+            self.facts.model.path,
+            self.facts.platform,
             t.target,
             t.samples,
             t.rank_samples,
-            self.calibration.method
+            self.facts.calibration.method
         );
         if let Some(b) = &t.budget {
             s += &format!("budget {b}\n");
         }
-        if !self.float16_guard.is_empty() {
+        if !self.facts.float16_guard.is_empty() {
             s += "kept out of float16 first (values float16 cannot hold):\n";
-            for f in &self.float16_guard {
+            for f in &self.facts.float16_guard {
                 s += &format!("  {}\n", f.describe());
             }
         }

@@ -56,7 +56,7 @@ impl Header {
 }
 
 /// A file as reports record it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct FileJson {
     /// Path as given on the command line.
     pub path: String,
