@@ -9,9 +9,11 @@
 //! quietly. A panic is a bug in qport: it prints a short report request and
 //! exits `101`.
 
+mod ablate;
 mod agree;
 mod args;
 mod bench;
+mod calibrators;
 mod compare;
 mod data;
 mod demo;
@@ -167,6 +169,14 @@ enum Command {
     /// matter to int16, write the tuned config, artifact and trajectory.
     #[command(after_help = tune::AFTER_HELP)]
     Tune(tune::TuneArgs),
+    /// Scope ablation: each named part of the model quantized alone, the
+    /// rest in float, and whether the losses add up.
+    #[command(after_help = ablate::AFTER_HELP)]
+    Ablate(ablate::AblateArgs),
+    /// Every calibrator (symmetric and asymmetric) on the same model,
+    /// platform and data in one table.
+    #[command(after_help = calibrators::AFTER_HELP)]
+    Calibrators(calibrators::CalibratorsArgs),
     /// FP32 vs INT8 latency on this machine: ISA features, median/p10/p90
     /// per profile, INT8/FP32 ratios, peak RSS, the kernel table's
     /// prediction for other ISAs.
@@ -202,6 +212,8 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a, &ui),
         Command::Sensitivity(a) => sensitivity::run(a, &ui),
         Command::Tune(a) => tune::run(a, &ui),
+        Command::Ablate(a) => ablate::run(a, &ui),
+        Command::Calibrators(a) => calibrators::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

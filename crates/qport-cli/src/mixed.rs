@@ -7,8 +7,9 @@
 
 use crate::args::{CalibEvalArgs, InputShapeArgs, OverridesArg};
 use crate::model_file::{self, FileFacts};
+use crate::output::Format;
 use crate::output::Ui;
-use crate::report::FileJson;
+use crate::report::{emit, FileJson, Header, Render};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use qport_quant::config::QuantConfig;
@@ -43,8 +44,94 @@ pub struct MixedArgs {
     /// core); results do not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// A quant_config JSON applied over the platform template first: the
+    /// base configuration every candidate starts from.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     #[command(flatten)]
     pub overrides: OverridesArg,
+}
+
+/// Where a study's document goes: stdout in `--format`, and with `--out`
+/// a file too.
+#[derive(Debug, Args)]
+pub struct StudyOut {
+    #[command(flatten)]
+    pub out: crate::out_dir::OptOutDirArg,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+/// The document of `sensitivity`, `ablate` and `calibrators`: the header,
+/// the facts, the command's result (flattened) and the wall time.
+#[derive(Debug, Serialize)]
+pub struct StudyReport<T> {
+    /// `schema`, `qport_version`, `command`.
+    #[serde(flatten)]
+    pub header: Header,
+    /// What the study ran on.
+    #[serde(flatten)]
+    pub facts: FactsJson,
+    /// The command's result.
+    #[serde(flatten)]
+    pub result: T,
+    /// Wall time of the whole command.
+    pub seconds: f64,
+}
+
+/// Runs `f` with a progress bar of `what` that `f`'s `(done, total)`
+/// callback moves.
+pub fn with_bar<T>(
+    ui: &Ui,
+    what: &str,
+    f: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<T, QuantError>,
+) -> Result<T> {
+    let pb = ui.progress(0, "runs", what);
+    let r = f(&mut |done, total| {
+        pb.set_length(total as u64);
+        pb.set_position(done as u64);
+    });
+    drop(pb);
+    r.map_err(|e| anyhow!(e))
+}
+
+impl<T> StudyReport<T> {
+    /// The report of `result`, with the facts of `setup` and the time
+    /// since `t0`.
+    pub fn new(schema: &'static str, setup: &Setup, result: T, t0: std::time::Instant) -> Self {
+        StudyReport {
+            header: Header::with_command(schema),
+            facts: setup.facts(),
+            result,
+            seconds: t0.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+impl StudyOut {
+    /// Writes `report` as `file` under the checked `--out` directory when
+    /// there is one, and prints it on stdout.
+    pub fn finish<T: Serialize>(
+        &self,
+        report: &StudyReport<T>,
+        dir: Option<&Path>,
+        file: &str,
+        ui: &Ui,
+    ) -> Result<crate::ExitStatus>
+    where
+        StudyReport<T>: Render,
+    {
+        if let Some(dir) = dir {
+            crate::out_dir::write(
+                dir,
+                file,
+                (serde_json::to_string_pretty(report)? + "\n").as_bytes(),
+            )?;
+        }
+        emit(report, self.format, ui)?;
+        Ok(crate::ExitStatus::Success)
+    }
 }
 
 /// The data a study used, for reports.
@@ -149,8 +236,16 @@ impl Setup {
 }
 
 /// Loads, calibrates and chooses the calibrator (see the module docs);
-/// `config` is laid over the platform's default template.
-pub fn setup(args: &MixedArgs, config: Option<&Path>, ui: &Ui) -> Result<Setup> {
+/// `--config` is laid over the platform's default template.
+pub fn setup(args: &MixedArgs, ui: &Ui) -> Result<Setup> {
+    setup_with(args, true, ui)
+}
+
+/// [`setup`]; without `choose`, the base config is narrowed to its first
+/// calibrator and asymmetric setting instead of searching them (for
+/// commands that compare calibrators themselves).
+pub fn setup_with(args: &MixedArgs, choose: bool, ui: &Ui) -> Result<Setup> {
+    let config = args.config.as_deref();
     let registry = args.overrides.load()?;
     let platform = registry.get(&args.platform)?.clone();
     let user = config.map(QuantConfig::from_file).transpose()?;
@@ -194,9 +289,16 @@ pub fn setup(args: &MixedArgs, config: Option<&Path>, ui: &Ui) -> Result<Setup> 
         &platform,
         &fp16::GuardOptions::default(),
     );
-    let sp = ui.spinner("choosing the calibrator (each candidate exported and compared with FP32)");
-    let chosen = ptq::quantize(&prepared, &resolved, &calib, None).map_err(|e| anyhow!(e))?;
-    drop(sp);
+    let base = if choose {
+        let sp =
+            ui.spinner("choosing the calibrator (each candidate exported and compared with FP32)");
+        let chosen = ptq::quantize(&prepared, &resolved, &calib, None).map_err(|e| anyhow!(e))?;
+        drop(sp);
+        chosen.resolved
+    } else {
+        let a = &resolved.activation;
+        ptq::narrow(&resolved, a.methods[0], a.asymmetric)
+    };
     let pb = ui.progress(
         eval_src.len() as u64,
         "samples",
@@ -228,7 +330,7 @@ pub fn setup(args: &MixedArgs, config: Option<&Path>, ui: &Ui) -> Result<Setup> 
         },
         prepared,
         calib,
-        base: chosen.resolved,
+        base,
         float16_guard,
         eval,
         threads,

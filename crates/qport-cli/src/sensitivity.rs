@@ -1,9 +1,9 @@
 //! `qport sensitivity`: which nodes cost accuracy when quantized for a
 //! platform, and which gain from int16 (see `qport_quant::sensitivity`).
 
-use crate::mixed::{self, FactsJson, MixedArgs};
-use crate::output::{self, Format, Table, Ui};
-use crate::report::{emit, Header, Render};
+use crate::mixed::{self, MixedArgs, StudyOut, StudyReport};
+use crate::output::{self, Table, Ui};
+use crate::report::Render;
 use crate::ExitStatus;
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -42,34 +42,24 @@ pub struct SensitivityArgs {
     /// Whole nodes, or also their weights and activations separately.
     #[arg(long, value_enum, default_value_t = Granularity::Node)]
     pub granularity: Granularity,
-    /// A quant_config JSON applied over the platform template first: the
-    /// base configuration every candidate starts from.
-    #[arg(long)]
-    pub config: Option<std::path::PathBuf>,
     /// Rows of the human table (the JSON has every node).
     #[arg(long, default_value_t = 20)]
     pub top: usize,
     #[command(flatten)]
-    pub out: crate::out_dir::OptOutDirArg,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Human)]
-    pub format: Format,
+    pub out: StudyOut,
 }
 
-/// `sensitivity.json`, schema `qport.sensitivity/1`.
+/// The result part of `sensitivity.json`, schema `qport.sensitivity/1`.
 #[derive(Debug, Serialize)]
-pub struct Report {
-    #[serde(flatten)]
-    header: Header,
-    #[serde(flatten)]
-    facts: FactsJson,
+pub struct SensitivityJson {
     granularity: Granularity,
     #[serde(flatten)]
     result: Sensitivity,
-    seconds: f64,
     #[serde(skip)]
     top: usize,
 }
+
+type Report = StudyReport<SensitivityJson>;
 
 const FILE: &str = "sensitivity.json";
 
@@ -77,8 +67,8 @@ const FILE: &str = "sensitivity.json";
 pub fn run(args: &SensitivityArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
     let ui = &ui.with_phase_lines();
-    let out = args.out.check(&[FILE])?;
-    let setup = mixed::setup(&args.common, args.config.as_deref(), ui)?;
+    let out = args.out.out.check(&[FILE])?;
+    let setup = mixed::setup(&args.common, ui)?;
     let high = qport_quant::tune::high_precision(&setup.platform).map_err(|e| anyhow!(e))?;
     let scorer = setup.scorer()?;
     let opts = SensitivityOptions {
@@ -87,30 +77,16 @@ pub fn run(args: &SensitivityArgs, ui: &Ui) -> Result<ExitStatus> {
         high,
         layers: true,
     };
-    let pb = ui.progress(0, "runs", "measuring each node");
-    let result = sensitivity::analyze(&scorer, &opts, &mut |done, total| {
-        pb.set_length(total as u64);
-        pb.set_position(done as u64);
-    })
-    .map_err(|e| anyhow!(e))?;
-    drop(pb);
-    let report = Report {
-        header: Header::with_command("qport.sensitivity/1"),
-        facts: setup.facts(),
+    let result = mixed::with_bar(ui, "measuring each node", |p| {
+        sensitivity::analyze(&scorer, &opts, p)
+    })?;
+    let result = SensitivityJson {
         granularity: args.granularity,
         result,
-        seconds: t0.elapsed().as_secs_f64(),
         top: args.top,
     };
-    if let Some(dir) = out {
-        crate::out_dir::write(
-            dir,
-            FILE,
-            (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
-        )?;
-    }
-    emit(&report, args.format, ui)?;
-    Ok(ExitStatus::Success)
+    let report = Report::new("qport.sensitivity/1", &setup, result, t0);
+    args.out.finish(&report, out, FILE, ui)
 }
 
 /// The metric's value of `s`, formatted.
@@ -127,7 +103,7 @@ pub fn fmt_metric(m: Metric, s: &Score) -> String {
 
 impl Render for Report {
     fn human(&self, ui: &Ui) -> String {
-        let r = &self.result;
+        let r = &self.result.result;
         let m = r.metric;
         let mut s = format!(
             "{} {} for {} ({} on {} eval samples; calibration {})\n",
@@ -144,7 +120,7 @@ impl Render for Report {
             qport_quant::config::qtype_name(r.high),
             fmt_metric(m, &r.high_all)
         );
-        let split = self.granularity == Granularity::WeightActivation;
+        let split = self.result.granularity == Granularity::WeightActivation;
         let mut head = vec!["#", "node", "op", "base", "MACs", "alone", "promoted"];
         if split {
             head.extend(["weights alone", "acts alone"]);
@@ -152,7 +128,7 @@ impl Render for Report {
         let align = &"rllrrrrrr"[..head.len()];
         let mut t = Table::new(&head, align);
         let opt = |x: Option<Score>| x.map_or("-".to_string(), |x| fmt_metric(m, &x));
-        for (i, n) in r.nodes.iter().take(self.top).enumerate() {
+        for (i, n) in r.nodes.iter().take(self.result.top).enumerate() {
             let mut row = vec![
                 (i + 1).to_string(),
                 n.node.clone(),
@@ -169,10 +145,10 @@ impl Render for Report {
             t.row(row);
         }
         s += &t.render(ui, "  ");
-        if r.nodes.len() > self.top {
+        if r.nodes.len() > self.result.top {
             s += &format!(
                 "  ... {} more nodes (--top, or --format json)\n",
-                r.nodes.len() - self.top
+                r.nodes.len() - self.result.top
             );
         }
         if !r.layers.is_empty() {

@@ -51,9 +51,6 @@ pub struct TuneArgs {
     /// A cap on the int16 share of MACs, e.g. int16<=25%.
     #[arg(long)]
     pub budget: Option<String>,
-    /// A quant_config JSON applied over the platform template first.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
     /// Evaluation samples the candidates are ranked on (the first ones).
     #[arg(long, default_value_t = 16)]
     pub rank_samples: usize,
@@ -98,7 +95,7 @@ pub fn run(args: &TuneArgs, ui: &Ui) -> Result<ExitStatus> {
     let registry = args.common.overrides.load()?;
     let high = tune::high_precision(registry.get(&args.common.platform)?)?;
     let out = args.out.check(&FILES)?;
-    let setup = mixed::setup(&args.common, args.config.as_deref(), ui)?;
+    let setup = mixed::setup(&args.common, ui)?;
     let scorer = setup.scorer()?;
     let opts = TuneOptions {
         target,

@@ -1,5 +1,6 @@
-//! `qport sensitivity` and `qport tune` (issue 14, items 1 and 2) on the
-//! text-encoder fixture with encoder parity inputs: ranking, results
+//! `qport sensitivity`, `qport tune`, `qport ablate` and `qport
+//! calibrators` (issue 14, items 1 to 4) on the text-encoder fixture with
+//! encoder parity inputs: ranking, results
 //! independent of `--threads`, bad input refused before any work (exit 2,
 //! nothing written), an out-of-reach target (exit 1, both numbers,
 //! nothing written); and a tune of EfficientNet-Lite0 on a few crops that
@@ -253,4 +254,116 @@ fn effnet_tune_writes_a_valid_config_and_the_same_files_with_1_or_2_threads() {
         assert_eq!(qc["node_config"][n.as_str().unwrap()]["qtype"], "int16");
     }
     assert!(!t1["pareto"].as_array().unwrap().is_empty());
+}
+
+/// `ablate` or `calibrators` on the encoder (4 calibration and 3
+/// evaluation samples) with `extra` arguments, as JSON.
+fn run_study(cmd: &str, d: &Path, extra: &[&str]) -> (Out, Value) {
+    let calib = encoder_npz(d, "calib.npz", 0..4);
+    let eval = encoder_npz(d, "eval.npz", 8..11);
+    let (m, c, e) = (encoder(), s(&calib), s(&eval));
+    let mut a = vec![
+        cmd, &m, "-p", "j6m", "--calib", &c, "--eval", &e, "--format", "json", "-q",
+    ];
+    a.extend_from_slice(extra);
+    let o = qport(&a);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    (o, v)
+}
+
+/// Scopes of the encoder: the embedding (its Gather and the first layer
+/// norm, by op type), the attention MatMuls (glob) and the rest unscoped.
+/// FP32 costs nothing, each part is scored with the rest in float, `all`
+/// is the base config; the losses and the interaction follow from the
+/// rows; and the document is the same with 1 or 2 threads.
+#[test]
+fn ablate_scores_each_scope_alone_and_all() {
+    let d = temp_dir("ablate-enc");
+    let scopes = "embed=op:Gather,op:LayerNormalization;matmuls=op:MatMul";
+    let run = |t: &str| run_study("ablate", &d, &["--scopes", scopes, "--threads", t]);
+    let (_, v) = run("1");
+    assert_eq!(v["schema"], "qport.ablate/1");
+    assert_eq!(v["metric"], "cosine");
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fp32", "embed", "matmuls", "(unscoped)", "all"]);
+    assert_eq!(rows[0]["loss"], 0.0);
+    assert_eq!(rows[0]["quantized_nodes"], 0);
+    let loss = |i: usize| rows[i]["loss"].as_f64().unwrap();
+    let q = |i: usize| rows[i]["quantized_nodes"].as_u64().unwrap();
+    // the parts are disjoint here and cover every quantized node
+    assert_eq!(v["overlapping_nodes"], 0);
+    assert_eq!(q(1) + q(2) + q(3), q(4));
+    for i in 1..5 {
+        assert!(loss(i) > 0.0, "{}: {}", names[i], loss(i));
+        let cos = rows[i]["score"]["cosine"].as_f64().unwrap();
+        assert!((loss(i) - (1.0 - cos)).abs() < 1e-12);
+    }
+    let sum = loss(1) + loss(2) + loss(3);
+    assert!((v["sum_of_parts"].as_f64().unwrap() - sum).abs() < 1e-12);
+    assert!((v["interaction"].as_f64().unwrap() - loss(4) / sum).abs() < 1e-9);
+    let (_, two) = run("2");
+    assert_eq!(stable(v), stable(two));
+}
+
+/// Ten rows (five calibrators, symmetric and asymmetric) from one
+/// calibration, the best by cosine marked, the same with 1 or 2 threads;
+/// `kl` differs from `max` (the rows are not one export repeated).
+#[test]
+fn calibrators_compare_every_calibrator_on_the_same_statistics() {
+    let d = temp_dir("calibrators-enc");
+    let run = |t: &str| run_study("calibrators", &d, &["--threads", t]);
+    let (_, v) = run("1");
+    assert_eq!(v["schema"], "qport.calibrators/1");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 10);
+    let key = |r: &Value| format!("{}/{}", r["method"], r["asymmetric"]);
+    let keys: Vec<String> = rows.iter().map(key).collect();
+    assert_eq!(keys[0], "\"max\"/false");
+    assert_eq!(keys[9], "\"mse\"/true");
+    let cos = |i: usize| rows[i]["score"]["cosine"].as_f64().unwrap();
+    let best = v["best"].as_u64().unwrap() as usize;
+    assert!(
+        (0..10).all(|i| cos(best) >= cos(i)),
+        "best {best}: {keys:?}"
+    );
+    assert_ne!(cos(0), cos(6), "max and kl gave the same export");
+    let mut a = stable(v);
+    let mut b = stable(run("2").1);
+    for x in [&mut a, &mut b] {
+        for r in x["rows"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("seconds");
+        }
+    }
+    assert_eq!(a, b);
+}
+
+/// Scopes that do not parse or match no node, and `--metric sqnr`: exit
+/// 2 before any work, nothing written, the message teaches.
+#[test]
+fn ablate_bad_scopes_exit_2_and_write_nothing() {
+    let d = temp_dir("ablate-bad");
+    let calib = encoder_npz(&d, "calib.npz", 0..4);
+    let (m, c) = (encoder(), s(&calib));
+    let out = d.join("out");
+    let out_s = s(&out);
+    for (scopes, metric, want) in [
+        ("blocks", "cosine", "cannot parse scopes 'blocks'"),
+        ("a=x*;a=y*", "cosine", "scope 'a' is named twice"),
+        (
+            "head=nothing*",
+            "cosine",
+            "scope 'head' matches no node of the model; some node names:",
+        ),
+        ("x=a..b", "cosine", "scope 'x': the model has no tensor 'a'"),
+        ("x=op:MatMul", "sqnr", "SQNR in dB does not add"),
+    ] {
+        let o = qport(&[
+            "ablate", &m, "-p", "j6m", "--calib", &c, "--eval", &c, "--scopes", scopes, "--metric",
+            metric, "--out", &out_s,
+        ]);
+        assert_exit_2(&o, &[want]);
+        assert!(!out.exists(), "{scopes} wrote {}", out.display());
+    }
 }

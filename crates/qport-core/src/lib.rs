@@ -19,6 +19,7 @@ pub mod dtype;
 pub mod error;
 pub mod metrics;
 pub mod minifloat;
+pub mod pattern;
 pub mod report;
 pub mod shape;
 pub mod subbyte;

@@ -20,7 +20,9 @@
 //!   precision to an accuracy target.
 #![deny(missing_docs)]
 
+pub mod ablate;
 pub mod calib;
+pub mod calibrators;
 pub mod config;
 pub mod error;
 pub mod fp16;

@@ -262,6 +262,22 @@ impl<'a> Scorer<'a> {
         }
     }
 
+    /// The same scorer (samples, FP32 outputs, statistics) with another
+    /// base config: `base` must be a resolution of the same model narrowed
+    /// to one calibrator ([`ptq::narrow`]), e.g. another calibrator or
+    /// asymmetric setting.
+    pub fn with_base(&self, base: Resolved) -> Scorer<'a> {
+        Scorer {
+            model: self.model,
+            calib: self.calib,
+            base,
+            samples: self.samples.clone(),
+            reference: self.reference.clone(),
+            specs: self.specs.clone(),
+            threads: self.threads,
+        }
+    }
+
     /// The prepared float model.
     pub fn model(&self) -> &'a Model {
         self.model
@@ -285,6 +301,17 @@ impl<'a> Scorer<'a> {
     /// Threads the samples are split across.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Fails when `metric` is top-1 and no compared output has a class axis.
+    pub fn check_metric(&self, metric: Metric) -> Result<(), QuantError> {
+        if metric == Metric::Top1 && !self.has_top1() {
+            return Err(QuantError::Outputs(
+                "top-1 needs an output with a class axis (an [N, C] output, or --argmax-axis)"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// True when some compared output has an arg-max axis (top-1 is measured).

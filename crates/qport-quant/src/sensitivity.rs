@@ -181,11 +181,7 @@ pub fn analyze(
     opts: &SensitivityOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Sensitivity, QuantError> {
-    if opts.metric == Metric::Top1 && !scorer.has_top1() {
-        return Err(QuantError::Outputs(
-            "top-1 needs an output with a class axis (an [N, C] output, or --argmax-axis)".into(),
-        ));
-    }
+    scorer.check_metric(opts.metric)?;
     let base = scorer.base_precisions();
     let macs = scorer.node_macs();
     let total_macs: u64 = macs.iter().sum();
