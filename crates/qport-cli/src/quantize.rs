@@ -15,6 +15,7 @@ use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use qport_core::compare::{self, ThresholdCheck};
+use qport_quant::bias::BiasShift;
 use qport_quant::fp16::{self, Float16Finding};
 use qport_quant::ptq::{self, Evaluation, PrecisionMix, Sample};
 use qport_quant::template::{self, Template};
@@ -97,6 +98,11 @@ pub struct QuantizeArgs {
     /// (or int16) where the platform runs it, and listed in the report.
     #[arg(long)]
     pub no_float16_guard: bool,
+    /// Empirical bias correction: shift each quantized Conv / Gemm bias so
+    /// that its output's per-channel mean over the calibration samples
+    /// matches FP32 (one more pass over --calib; the shifts are reported).
+    #[arg(long)]
+    pub bias_correction: bool,
     #[command(flatten)]
     pub samples: crate::args::CalibEvalArgs,
     /// The FP32 model the quantized one is compared with (default: MODEL).
@@ -138,6 +144,8 @@ pub struct Report {
     /// hold, each with the value and range that decided it (empty with
     /// `--no-float16-guard`).
     float16_guard: Vec<Float16Finding>,
+    /// The bias shifts of `--bias-correction` (`None` without it).
+    bias_correction: Option<Vec<BiasShift>>,
     quantized_tensors: usize,
     evaluation: Option<EvalJson>,
     /// How much of the artifact runs in integers (`None` when it could not
@@ -224,6 +232,11 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     let sp = ui.spinner(&format!("loading {}", args.model.display()));
     let mut loaded = model_file::load(&args.model)?;
     let load_mode = args.calibration == Some(CalibMethod::Load);
+    if args.bias_correction && (load_mode || args.calib.is_none()) {
+        bail!(
+            "--bias-correction measures output means on --calib data and re-exports with qport's own scales: give --calib (and not --calibration load)"
+        );
+    }
     // synthetic calibration samples need static input shapes
     let synthetic = args.calib.is_none() && (args.fast_perf || load_mode);
     if synthetic {
@@ -312,8 +325,28 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     } else {
         "computing scales and exporting the QDQ model".to_string()
     });
-    let chosen =
+    let mut chosen =
         ptq::quantize(&prepared, &resolved, &calib, imported.as_ref()).map_err(quant_err)?;
+    let bias_correction = if args.bias_correction {
+        sp.phase(
+            ui,
+            "bias correction: per-channel output means, FP32 and quantized",
+        );
+        let last = crate::data::LastSample::default();
+        let bc = qport_quant::bias::correct(
+            &prepared,
+            &chosen.resolved,
+            &calib,
+            &chosen.exported,
+            chosen.method,
+            calib_src.samples(&last),
+        )
+        .map_err(|e| last.explain(e, &inputs))?;
+        chosen.exported = bc.exported;
+        Some(bc.shifts)
+    } else {
+        None
+    };
     sp.phase(ui, "building the FP32 and quantized plans");
     let calib_secs = tc.elapsed().as_secs_f64();
 
@@ -439,6 +472,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         },
         precision_mix: mix,
         float16_guard,
+        bias_correction,
         quantized_tensors: chosen.exported.tensors.len(),
         evaluation,
         integer_coverage,
@@ -624,6 +658,20 @@ fn summary(r: &Report, ui: &Ui, out: &Path) -> String {
         for f in &r.float16_guard {
             s += &format!("  {}\n", f.describe());
         }
+    }
+    if let Some(b) = &r.bias_correction {
+        let worst = b.iter().max_by(|x, y| x.relative.total_cmp(&y.relative));
+        s += &format!("bias correction: {} Conv/Gemm biases shifted", b.len());
+        if let Some(w) = worst {
+            s += &format!(
+                "; largest relative shift {} ({}): mean |shift| {:.3e}, {:.1}% of its output level",
+                w.node,
+                w.op_type,
+                w.mean_abs,
+                100.0 * w.relative
+            );
+        }
+        s += "\n";
     }
     if let Some(c) = &r.integer_coverage {
         s += "\n";

@@ -367,3 +367,75 @@ fn ablate_bad_scopes_exit_2_and_write_nothing() {
         assert!(!out.exists(), "{scopes} wrote {}", out.display());
     }
 }
+
+/// `quantize --bias-correction` (item 5) on the gated CNN, 4 parity inputs
+/// as calibration and evaluation data: every quantized Conv and the Gemm
+/// get a finite shift per output channel, reported in `report.json` (null
+/// without the flag), and the corrected artifact is written. Refused
+/// without --calib (exit 2, nothing written).
+#[test]
+fn quantize_bias_correction_reports_each_shift() {
+    let d = temp_dir("bias-corr");
+    let read = |k: usize| {
+        qport_data::npy::read(Path::new(&fixture_arg(&format!(
+            "parity/gated-cnn/{k:02}.input_0.npy"
+        ))))
+        .unwrap()
+    };
+    let mut v = vec![];
+    for k in 0..4 {
+        v.extend(read(k).to_f32_vec().unwrap());
+    }
+    let data = d.join("data.npz");
+    let t = Tensor::from_vec(vec![4, 1, 3, 64, 64], v).unwrap();
+    qport_data::npz::write(&data, &[("image".to_string(), t)]).unwrap();
+    let m = fixture_arg("models/families/gated-cnn.onnx");
+    let data_s = s(&data);
+    let run = |flag: Option<&str>, out: &str| -> Value {
+        let out = d.join(out);
+        let out_s = s(&out);
+        let mut a = vec!["quantize", &m, "-p", "j6m", "--calib", &data_s];
+        a.extend(["--eval", &data_s, "--out", &out_s, "-q"]);
+        a.extend(flag);
+        let o = qport(&a);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
+    };
+    let plain = run(None, "plain");
+    assert!(plain["bias_correction"].is_null());
+    let r = run(Some("--bias-correction"), "corrected");
+    let shifts = r["bias_correction"].as_array().unwrap();
+    let ops: Vec<&str> = shifts
+        .iter()
+        .map(|x| x["op_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops.iter().filter(|o| **o == "Conv").count(), 5, "{ops:?}");
+    assert_eq!(ops.iter().filter(|o| **o == "Gemm").count(), 1, "{ops:?}");
+    for x in shifts {
+        let (mx, mean) = (
+            x["max_abs"].as_f64().unwrap(),
+            x["mean_abs"].as_f64().unwrap(),
+        );
+        assert!(
+            mx.is_finite() && mean <= mx && x["channels"].as_u64().unwrap() > 0,
+            "{x}"
+        );
+    }
+    assert!(d.join("corrected/model.qdq.onnx").exists());
+    let out = d.join("refused");
+    let o = qport(&[
+        "quantize",
+        &m,
+        "-p",
+        "j6m",
+        "--fast-perf",
+        "--bias-correction",
+        "--out",
+        &s(&out),
+    ]);
+    assert_exit_2(
+        &o,
+        &["--bias-correction measures output means on --calib data"],
+    );
+    assert!(!out.exists());
+}

@@ -112,6 +112,17 @@ fn params_of(model: &Model, n: &Node, rank: Option<usize>) -> Result<QParams, Qu
     })
 }
 
+/// The float values of the constant a DequantizeLinear node `n` of
+/// `model` dequantizes (its input an initializer).
+pub(crate) fn dequantized_constant(model: &Model, n: &Node) -> Result<Tensor, QuantError> {
+    let t = model
+        .graph
+        .initializers
+        .get(&n.inputs[0])
+        .ok_or_else(|| QuantError::Import(format!("'{}' dequantizes no constant", n.name)))?;
+    dequantize(t, &params_of(model, n, Some(t.rank()))?)
+}
+
 fn dequantize(t: &Tensor, p: &QParams) -> Result<Tensor, QuantError> {
     let q = t.to_i64_vec()?;
     let shape = t.shape();

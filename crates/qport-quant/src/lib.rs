@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod ablate;
+pub mod bias;
 pub mod calib;
 pub mod calibrators;
 pub mod config;
