@@ -48,6 +48,10 @@ pub struct MixedArgs {
     /// base configuration every candidate starts from.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Bias-correct every candidate's export (as `quantize
+    /// --bias-correction`: FP32 input means over --calib, one more pass).
+    #[arg(long)]
+    pub bias_correction: bool,
     #[command(flatten)]
     pub overrides: OverridesArg,
 }
@@ -175,6 +179,8 @@ pub struct FactsJson {
     pub threads: usize,
     /// Nodes the float16 range guard moved.
     pub float16_guard: Vec<Float16Finding>,
+    /// Whether every export was bias-corrected (`--bias-correction`).
+    pub bias_correction: bool,
 }
 
 /// Everything the two commands start from.
@@ -201,6 +207,8 @@ pub struct Setup {
     pub threads: usize,
     /// The user config file, when given.
     pub config: Option<FileJson>,
+    /// FP32 input means for bias correction (`--bias-correction`).
+    pub bias: Option<qport_quant::bias::InputMeans>,
 }
 
 impl Setup {
@@ -218,6 +226,7 @@ impl Setup {
             evaluation: self.eval_data.clone(),
             threads: self.threads,
             float16_guard: self.float16_guard.clone(),
+            bias_correction: self.bias.is_some(),
         }
     }
 
@@ -231,6 +240,10 @@ impl Setup {
             &qport_core::compare::OutputChoice::default(),
             self.threads,
         )
+        .map(|s| match &self.bias {
+            Some(m) => s.with_bias_correction(m.clone()),
+            None => s,
+        })
         .map_err(|e| anyhow!(e))
     }
 }
@@ -282,6 +295,16 @@ pub fn setup_with(args: &MixedArgs, choose: bool, ui: &Ui) -> Result<Setup> {
     }
     drop(sp);
     let calib = crate::data::calibrate(&prepared, &resolved, &calib_src, &inputs, ui)?;
+    let bias = if args.bias_correction {
+        let sp = ui.spinner("bias correction: FP32 input means over the calibration data");
+        let last = crate::data::LastSample::default();
+        let m = qport_quant::bias::input_means(&prepared, calib_src.samples(&last))
+            .map_err(|e| last.explain(e, &inputs))?;
+        drop(sp);
+        Some(m)
+    } else {
+        None
+    };
     let float16_guard = fp16::float16_guard(
         &prepared,
         &mut resolved,
@@ -335,6 +358,7 @@ pub fn setup_with(args: &MixedArgs, choose: bool, ui: &Ui) -> Result<Setup> {
         eval,
         threads,
         config: config_json,
+        bias,
     })
 }
 

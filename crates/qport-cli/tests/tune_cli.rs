@@ -376,19 +376,7 @@ fn ablate_bad_scopes_exit_2_and_write_nothing() {
 #[test]
 fn quantize_bias_correction_reports_each_shift() {
     let d = temp_dir("bias-corr");
-    let read = |k: usize| {
-        qport_data::npy::read(Path::new(&fixture_arg(&format!(
-            "parity/gated-cnn/{k:02}.input_0.npy"
-        ))))
-        .unwrap()
-    };
-    let mut v = vec![];
-    for k in 0..4 {
-        v.extend(read(k).to_f32_vec().unwrap());
-    }
-    let data = d.join("data.npz");
-    let t = Tensor::from_vec(vec![4, 1, 3, 64, 64], v).unwrap();
-    qport_data::npz::write(&data, &[("image".to_string(), t)]).unwrap();
+    let data = gated_npz(&d);
     let m = fixture_arg("models/families/gated-cnn.onnx");
     let data_s = s(&data);
     let run = |flag: Option<&str>, out: &str| -> Value {
@@ -438,4 +426,57 @@ fn quantize_bias_correction_reports_each_shift() {
         &["--bias-correction measures output means on --calib data"],
     );
     assert!(!out.exists());
+}
+
+/// The gated CNN's 4 FP32 parity inputs stacked into `dir/data.npz`.
+fn gated_npz(dir: &Path) -> PathBuf {
+    let read = |k: usize| {
+        qport_data::npy::read(Path::new(&fixture_arg(&format!(
+            "parity/gated-cnn/{k:02}.input_0.npy"
+        ))))
+        .unwrap()
+    };
+    let mut v = vec![];
+    for k in 0..4 {
+        v.extend(read(k).to_f32_vec().unwrap());
+    }
+    let data = dir.join("data.npz");
+    let t = Tensor::from_vec(vec![4, 1, 3, 64, 64], v).unwrap();
+    qport_data::npz::write(&data, &[("image".to_string(), t)]).unwrap();
+    data
+}
+
+/// `--bias-correction` on a study command: the document says so, every
+/// row's export changed (the gated CNN's Convs and Gemm get shifts), and
+/// the result is the same with 1 or 2 threads.
+#[test]
+fn calibrators_with_bias_correction_score_the_corrected_exports() {
+    let d = temp_dir("calibrators-bias");
+    let data = gated_npz(&d);
+    let (m, x) = (fixture_arg("models/families/gated-cnn.onnx"), s(&data));
+    let run = |extra: &[&str]| -> Value {
+        let mut a = vec!["calibrators", &m, "-p", "j6m", "--calib", &x, "--eval", &x];
+        a.extend(["--format", "json", "-q"]);
+        a.extend_from_slice(extra);
+        let o = qport(&a);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let mut v: Value = serde_json::from_str(&o.stdout).unwrap();
+        for r in v["rows"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("seconds");
+        }
+        stable(v)
+    };
+    let plain = run(&[]);
+    let one = run(&["--bias-correction", "--threads", "1"]);
+    assert_eq!(plain["bias_correction"], false);
+    assert_eq!(one["bias_correction"], true);
+    let cos = |v: &Value, i: usize| v["rows"][i]["score"]["cosine"].as_f64().unwrap();
+    for i in 0..10 {
+        assert_ne!(
+            cos(&plain, i),
+            cos(&one, i),
+            "row {i}: the correction changed nothing"
+        );
+    }
+    assert_eq!(one, run(&["--bias-correction", "--threads", "2"]));
 }

@@ -57,17 +57,43 @@ pub struct BiasCorrected {
 /// A node whose bias can be corrected.
 struct Target {
     node: usize,
-    input: String,
-    output: String,
     gemm: bool,
     bias: Option<String>,
     /// The dequantized weights the export uses.
     quantized: Vec<f32>,
 }
 
-/// `Conv` and `Gemm` nodes of `model` whose weight a DequantizeLinear of a
-/// constant feeds in `exported`, whose bias is absent or one value per
-/// output channel, and (Gemm) with `beta` 1 and no `transA`.
+/// `Conv` and `Gemm` nodes of `model` with a constant weight, a bias that
+/// is absent or a constant of one value per output channel, and (Gemm)
+/// `beta` 1 and no `transA`: `(node, gemm)`.
+fn candidates(model: &Model) -> Vec<(usize, bool)> {
+    let inits = &model.graph.initializers;
+    model
+        .graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(k, n)| {
+            let gemm = n.is_onnx("Gemm");
+            if !(n.is_onnx("Conv") || gemm) || !inits.contains_key(n.input(1).unwrap_or("")) {
+                return None;
+            }
+            if gemm
+                && (n.attr_float("beta", 1.0).ok() != Some(1.0)
+                    || n.attr_int("transA", 0).ok() != Some(0))
+            {
+                return None;
+            }
+            match n.inputs.get(2).filter(|s| !s.is_empty()) {
+                Some(b) if inits.get(b).is_none_or(|t| t.rank() != 1) => None,
+                _ => Some((k, gemm)),
+            }
+        })
+        .collect()
+}
+
+/// The candidates whose weight a DequantizeLinear of a constant feeds in
+/// `exported`, with those dequantized weights.
 fn targets(model: &Model, exported: &Model) -> Result<Vec<Target>, QuantError> {
     let index = GraphIndex::new(&exported.graph);
     let by_name: HashMap<&str, &qport_onnx::Node> = exported
@@ -77,47 +103,21 @@ fn targets(model: &Model, exported: &Model) -> Result<Vec<Target>, QuantError> {
         .map(|n| (n.name.as_str(), n))
         .collect();
     let mut out = Vec::new();
-    for (k, n) in model.graph.nodes.iter().enumerate() {
-        let gemm = n.is_onnx("Gemm");
-        if !(n.is_onnx("Conv") || gemm)
-            || !model
-                .graph
-                .initializers
-                .contains_key(n.input(1).unwrap_or(""))
-        {
-            continue;
-        }
-        if gemm
-            && (n.attr_float("beta", 1.0).ok() != Some(1.0)
-                || n.attr_int("transA", 0).ok() != Some(0))
-        {
-            continue;
-        }
-        let Some(e) = by_name.get(n.name.as_str()) else {
-            continue;
-        };
-        let Some(dq) = e
-            .inputs
-            .get(1)
+    for (k, gemm) in candidates(model) {
+        let n = &model.graph.nodes[k];
+        let Some(dq) = by_name
+            .get(n.name.as_str())
+            .and_then(|e| e.inputs.get(1))
             .and_then(|w| index.producer(w))
             .map(|p| &exported.graph.nodes[p])
             .filter(|p| p.is_onnx("DequantizeLinear"))
         else {
             continue;
         };
-        let bias = n.inputs.get(2).filter(|s| !s.is_empty()).cloned();
-        if let Some(b) = &bias {
-            match model.graph.initializers.get(b) {
-                Some(t) if t.rank() == 1 => {}
-                _ => continue,
-            }
-        }
         out.push(Target {
             node: k,
-            input: n.inputs[0].clone(),
-            output: n.outputs[0].clone(),
             gemm,
-            bias,
+            bias: n.inputs.get(2).filter(|s| !s.is_empty()).cloned(),
             quantized: crate::import::dequantized_constant(exported, dq)?.to_f32_vec()?,
         });
     }
@@ -214,23 +214,28 @@ fn weight_shift(
     )
 }
 
-/// Corrects the biases of `model` (the prepared float model `exported` was
-/// made from with `resolved`, `calib` and `method`) with input means over
-/// `samples`, and exports again (see the [module docs](self)).
-pub fn correct(
+/// FP32 per-channel means of the inputs and outputs of every bias
+/// correction candidate of a model, over calibration samples: what
+/// [`apply`] needs besides an export.
+#[derive(Debug, Clone, Default)]
+pub struct InputMeans {
+    /// `(value, gemm)` → per-channel mean.
+    means: HashMap<(String, bool), Vec<f64>>,
+}
+
+/// Runs `model` in FP32 on `samples` and keeps the per-channel means of
+/// every candidate's input and output.
+pub fn input_means(
     model: &Model,
-    resolved: &Resolved,
-    calib: &Calibration,
-    exported: &Exported,
-    method: CalibMethod,
     samples: impl Iterator<Item = Result<Sample, QuantError>>,
-) -> Result<BiasCorrected, QuantError> {
-    let targets = targets(model, &exported.model)?;
+) -> Result<InputMeans, QuantError> {
     let fp32 = Plan::with_options(model, PlanOptions::unfused())?;
-    let mut wanted: HashMap<&str, Vec<bool>> = HashMap::new();
-    for t in &targets {
-        wanted.entry(t.input.as_str()).or_default().push(t.gemm);
-        wanted.entry(t.output.as_str()).or_default().push(t.gemm);
+    let mut wanted: HashMap<String, Vec<bool>> = HashMap::new();
+    for (k, gemm) in candidates(model) {
+        let n = &model.graph.nodes[k];
+        for v in [&n.inputs[0], &n.outputs[0]] {
+            wanted.entry(v.clone()).or_default().push(gemm);
+        }
     }
     let mut means = Means::default();
     let mut failure: Option<QuantError> = None;
@@ -252,16 +257,33 @@ pub fn correct(
     if let Some(e) = failure {
         return Err(e);
     }
+    let keys: Vec<(String, bool)> = means.0.keys().cloned().collect();
+    Ok(InputMeans {
+        means: keys
+            .into_iter()
+            .filter_map(|(n, g)| means.mean(&n, g).map(|m| ((n, g), m)))
+            .collect(),
+    })
+}
+
+/// `model` with the biases of the nodes whose weights `exported` quantized
+/// shifted by their weight error against `means` (see the [module
+/// docs](self)), and the shifts.
+pub fn apply(
+    model: &Model,
+    exported: &Model,
+    means: &InputMeans,
+) -> Result<(Model, Vec<BiasShift>), QuantError> {
     let mut corrected = model.clone();
     let mut shifts = Vec::new();
-    for t in &targets {
+    for t in &targets(model, exported)? {
         let node = &model.graph.nodes[t.node];
         let w = &model.graph.initializers[&node.inputs[1]];
-        let (Some(mx), Some(my)) = (means.mean(&t.input, t.gemm), means.mean(&t.output, t.gemm))
-        else {
+        let get = |v: &str| means.means.get(&(v.to_string(), t.gemm));
+        let (Some(mx), Some(my)) = (get(&node.inputs[0]), get(&node.outputs[0])) else {
             continue;
         };
-        let Some(shift) = weight_shift(node, w, &t.quantized, &mx, t.gemm) else {
+        let Some(shift) = weight_shift(node, w, &t.quantized, mx, t.gemm) else {
             continue;
         };
         let old = match &t.bias {
@@ -301,6 +323,22 @@ pub fn correct(
             },
         });
     }
+    Ok((corrected, shifts))
+}
+
+/// Corrects the biases of `model` (the prepared float model `exported` was
+/// made from with `resolved`, `calib` and `method`) with input means over
+/// `samples`, and exports again (see the [module docs](self)).
+pub fn correct(
+    model: &Model,
+    resolved: &Resolved,
+    calib: &Calibration,
+    exported: &Exported,
+    method: CalibMethod,
+    samples: impl Iterator<Item = Result<Sample, QuantError>>,
+) -> Result<BiasCorrected, QuantError> {
+    let means = input_means(model, samples)?;
+    let (corrected, shifts) = apply(model, &exported.model, &means)?;
     let exported = ptq::export_with(&corrected, resolved, calib, None, method)?;
     Ok(BiasCorrected {
         model: corrected,

@@ -199,6 +199,7 @@ pub struct Scorer<'a> {
     reference: Vec<Vec<(String, Tensor)>>,
     specs: Vec<(usize, OutputSpec)>,
     threads: usize,
+    bias: Option<std::sync::Arc<crate::bias::InputMeans>>,
 }
 
 impl<'a> Scorer<'a> {
@@ -245,6 +246,7 @@ impl<'a> Scorer<'a> {
             reference,
             specs,
             threads: threads.max(1),
+            bias: None,
         })
     }
 
@@ -259,6 +261,7 @@ impl<'a> Scorer<'a> {
             reference: self.reference[..n].to_vec(),
             specs: self.specs.clone(),
             threads: self.threads,
+            bias: self.bias.clone(),
         }
     }
 
@@ -275,7 +278,15 @@ impl<'a> Scorer<'a> {
             reference: self.reference.clone(),
             specs: self.specs.clone(),
             threads: self.threads,
+            bias: self.bias.clone(),
         }
+    }
+
+    /// The same scorer with every export bias-corrected
+    /// ([`crate::bias::apply`] with `means`, then exported again).
+    pub fn with_bias_correction(mut self, means: crate::bias::InputMeans) -> Scorer<'a> {
+        self.bias = Some(std::sync::Arc::new(means));
+        self
     }
 
     /// The prepared float model.
@@ -339,7 +350,14 @@ impl<'a> Scorer<'a> {
     pub fn export(&self, prec: &[NodePrecision]) -> Result<qdq::Exported, QuantError> {
         let r = self.resolved_with(prec);
         let method = r.activation.methods[0];
-        ptq::export_with(self.model, &r, self.calib, None, method)
+        let e = ptq::export_with(self.model, &r, self.calib, None, method)?;
+        match &self.bias {
+            None => Ok(e),
+            Some(means) => {
+                let (corrected, _) = crate::bias::apply(self.model, &e.model, means)?;
+                ptq::export_with(&corrected, &r, self.calib, None, method)
+            }
+        }
     }
 
     /// Scores `prec` (one entry per node) against FP32 on every sample.
