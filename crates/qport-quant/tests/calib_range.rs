@@ -171,6 +171,26 @@ fn kl_keeps_uniform_near_max() {
     assert!(lo.abs().max(hi) > 0.9, "{lo} {hi}");
 }
 
+/// A gate's output (a hard sigmoid): values between 0.4 and 0.7, a few
+/// at exactly 1.0, none near 0. Unconstrained, the TensorRT search folds
+/// the whole distribution into the last bin of a tiny threshold, where
+/// `P` and `Q` agree, and clipped every gate to ~0.2 (PP-OCR's SE gates:
+/// cosine 0.78 with `kl`, 0.96 with `max`); a threshold may clip at most
+/// 0.1% of the mass now.
+#[test]
+fn kl_does_not_fold_a_distribution_away_from_zero_into_one_bin() {
+    let mut v: Vec<f32> = (0..100_000)
+        .map(|i| 0.4 + 0.3 * (i as f32 * 0.618_034).fract())
+        .collect();
+    v.extend([1.0f32; 50]);
+    let o = observe_batches(&v);
+    let (lo, hi) = range(&o, CalibMethod::Kl, Grid::Int8, true, &opts()).unwrap();
+    assert!(hi >= 0.7, "threshold {hi} clips the bulk of the values");
+    let clipped = v.iter().filter(|&&x| x > hi).count() as f64 / v.len() as f64;
+    assert!(clipped <= 1e-3, "{clipped} of the mass clipped at {hi}");
+    assert_eq!(lo, 0.4);
+}
+
 #[test]
 fn mse_beats_max_and_every_coarse_candidate() {
     for (v, grid, sym) in [
