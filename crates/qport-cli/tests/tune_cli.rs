@@ -173,7 +173,9 @@ fn an_out_of_reach_target_gives_both_numbers_and_writes_nothing() {
     let (m, c, e, out) = (encoder(), s(&calib), s(&eval), d.join("out"));
     let out_s = s(&out);
     let mut a = tune_args(&m, &c, &e, &out_s);
-    a.extend(["-p", "j6m", "--target", "cosine>=0.99"]);
+    // every int8 node at int16 reaches cosine 0.9995 here (measured), not
+    // 0.99999
+    a.extend(["-p", "j6m", "--target", "cosine>=0.99999"]);
     let o = qport(&a);
     assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
     assert!(

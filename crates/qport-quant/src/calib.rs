@@ -35,6 +35,15 @@
 //!
 //! A threshold `T` becomes the range `[max(min, -T), min(max, T)]`.
 //!
+//! Sentinels (values of magnitude ≥ [`crate::observer::SENTINEL`], e.g. an
+//! attention mask of float32's lowest, `-3.4e38`, standing for minus
+//! infinity) stay out of the statistics: the range is the method's range of
+//! the ordinary values, widened on a sentinel's side to at least
+//! [`SENTINEL_MARGIN`] beyond them, so the sentinels saturate at the grid's
+//! end, `32` below the largest score (`exp(-32) ≈ 1e-14` after a softmax),
+//! instead of stretching the grid to `3.4e38` and rounding every ordinary
+//! value to zero (the text encoder's masked scores: cosine 0.28 before).
+//!
 //! # Parameters ([`params_from_range`])
 //!
 //! The range is first extended to include 0, so 0 is always exactly
@@ -61,7 +70,7 @@
 
 use thiserror::Error;
 
-use crate::observer::{check_shape, ChannelObserver, NonFinite, Observer, ShapeError};
+use crate::observer::{check_shape, ChannelObserver, NonFinite, Observer, ShapeError, SENTINEL};
 use crate::types::{CalibMethod, Grid, PowerOfTwo, QParams};
 
 /// Options of the histogram calibrators, named as in the vendor config.
@@ -167,6 +176,48 @@ pub fn range(
     opts: &CalibOptions,
 ) -> Result<(f32, f32), CalibError> {
     opts.validate()?;
+    let (below, above) = obs.sentinels();
+    if (below, above) != (0, 0) {
+        // the method's range of the ordinary values, widened so that the
+        // sentinels saturate at least SENTINEL_MARGIN beyond them
+        let (lo, hi) = if obs.count() > 0 {
+            range_of_ordinary(obs, method, grid, symmetric, opts)?
+        } else {
+            (0.0, 0.0)
+        };
+        return Ok(widen_for_sentinels(lo, hi, below > 0, above > 0));
+    }
+    range_of_ordinary(obs, method, grid, symmetric, opts)
+}
+
+/// `[lo, hi]` widened to at least [`SENTINEL_MARGIN`] beyond the ordinary
+/// values on the side of the sentinels seen (`below`, `above`).
+fn widen_for_sentinels(lo: f32, hi: f32, below: bool, above: bool) -> (f32, f32) {
+    let lo = if below {
+        lo.min(hi - SENTINEL_MARGIN)
+    } else {
+        lo
+    };
+    let hi = if above {
+        hi.max(lo + SENTINEL_MARGIN)
+    } else {
+        hi
+    };
+    (lo, hi)
+}
+
+/// How far beyond the ordinary values a sentinel saturates (see
+/// [`range`]): `exp(-32) ≈ 1.3e-14`, nothing after a softmax.
+pub const SENTINEL_MARGIN: f32 = 32.0;
+
+/// [`range`] of an observer's ordinary values.
+fn range_of_ordinary(
+    obs: &Observer,
+    method: CalibMethod,
+    grid: Grid,
+    symmetric: bool,
+    opts: &CalibOptions,
+) -> Result<(f32, f32), CalibError> {
     let (Some(mn), Some(mx)) = (obs.min(), obs.max()) else {
         return Err(CalibError::Empty);
     };
@@ -481,8 +532,21 @@ pub fn weight_params(
     if bad > 0 {
         return Err(NonFinite { count: bad }.into());
     }
+    // sentinels (|v| >= SENTINEL, a mask constant of float32's lowest) are
+    // left out and saturate, as in [`range`]: scaling the grid to 3.4e38
+    // dequantizes them to an infinity (0 × -inf = NaN downstream)
     let minmax = |it: &mut dyn Iterator<Item = f32>| {
-        it.fold((0.0f32, 0.0f32), |(a, b), v| (a.min(v), b.max(v)))
+        let (mut lo, mut hi, mut below, mut above) = (0.0f32, 0.0f32, false, false);
+        for v in it {
+            if v <= -SENTINEL {
+                below = true;
+            } else if v >= SENTINEL {
+                above = true;
+            } else {
+                (lo, hi) = (lo.min(v), hi.max(v));
+            }
+        }
+        widen_for_sentinels(lo, hi, below, above)
     };
     let Some(axis) = axis else {
         let (lo, hi) = minmax(&mut values.iter().copied());
@@ -528,7 +592,7 @@ pub fn channel_params(
         axis: Some(axis),
     };
     for (channel, o) in obs.channels().iter().enumerate() {
-        if o.count() == 0 {
+        if o.count() == 0 && o.sentinels() == (0, 0) {
             return Err(CalibError::EmptyChannel { channel });
         }
         let (lo, hi) = range(o, method, grid, symmetric, opts)?;

@@ -116,9 +116,11 @@ struct Stats {
 
 impl Stats {
     fn of_observer(o: &Observer) -> Option<Stats> {
+        // sentinels (a -3.4e38 mask) are exactly what float16 cannot hold
+        let (min, max) = o.extremes()?;
         Some(Stats {
-            min: o.min()?,
-            max: o.max()?,
+            min,
+            max,
             nonzero: o.nonzero(),
             below_normal: o.below_f16_normal(),
         })

@@ -104,6 +104,13 @@ pub struct NonFinite {
     pub count: usize,
 }
 
+/// Magnitudes from which a value is a sentinel, not data: an attention
+/// mask written as float32's lowest (`-3.4e38`) or `-1e30` stands for
+/// minus infinity. Sentinels are counted and their extremes kept, but they
+/// stay out of the statistics ranges are computed from (see
+/// `qport_quant::calib::range`).
+pub const SENTINEL: f32 = 1e30;
+
 /// Float16's smallest positive normal number, `2^-14`.
 pub const F16_MIN_NORMAL: f32 = 6.103_515_6e-5;
 
@@ -124,6 +131,11 @@ pub struct Observer {
     exp: Option<i32>,
     pos: Vec<u64>,
     neg: Vec<u64>,
+    /// Sentinels seen below `-SENTINEL` and above `SENTINEL`, and their
+    /// extremes (see [`SENTINEL`]).
+    sentinels: (u64, u64),
+    sentinel_min: f32,
+    sentinel_max: f32,
 }
 
 impl Default for Observer {
@@ -181,6 +193,9 @@ impl Observer {
             exp: None,
             pos: vec![0; n],
             neg: vec![0; n],
+            sentinels: (0, 0),
+            sentinel_min: 0.0,
+            sentinel_max: 0.0,
         }
     }
 
@@ -191,6 +206,24 @@ impl Observer {
         let bad = values.iter().filter(|v| !v.is_finite()).count();
         if bad > 0 {
             return Err(NonFinite { count: bad });
+        }
+        if values.iter().any(|v| v.abs() >= SENTINEL) {
+            let ordinary: Vec<f32> = values
+                .iter()
+                .copied()
+                .filter(|v| v.abs() < SENTINEL)
+                .collect();
+            for &v in values.iter().filter(|v| v.abs() >= SENTINEL) {
+                let first = self.sentinels == (0, 0);
+                if v < 0.0 {
+                    self.sentinels.0 += 1;
+                } else {
+                    self.sentinels.1 += 1;
+                }
+                self.sentinel_min = if first { v } else { self.sentinel_min.min(v) };
+                self.sentinel_max = if first { v } else { self.sentinel_max.max(v) };
+            }
+            return self.observe(&ordinary);
         }
         if values.is_empty() {
             return Ok(());
@@ -263,6 +296,21 @@ impl Observer {
     /// re-binned by their centres (approximate). The EMA is approximate: the
     /// batch-count-weighted mean of the two EMAs.
     pub fn merge(&mut self, other: &Observer) {
+        if other.sentinels != (0, 0) {
+            let first = self.sentinels == (0, 0);
+            self.sentinels.0 += other.sentinels.0;
+            self.sentinels.1 += other.sentinels.1;
+            self.sentinel_min = if first {
+                other.sentinel_min
+            } else {
+                self.sentinel_min.min(other.sentinel_min)
+            };
+            self.sentinel_max = if first {
+                other.sentinel_max
+            } else {
+                self.sentinel_max.max(other.sentinel_max)
+            };
+        }
         if other.count == 0 {
             return;
         }
@@ -319,12 +367,35 @@ impl Observer {
         self.count - self.zeros
     }
 
-    /// Smallest value seen; `None` before the first value.
+    /// Sentinels seen (see [`SENTINEL`]): `(below -SENTINEL, above
+    /// SENTINEL)`. They are not in [`Observer::min`], [`Observer::max`],
+    /// [`Observer::count`] or the histogram.
+    pub fn sentinels(&self) -> (u64, u64) {
+        self.sentinels
+    }
+
+    /// Smallest and largest value seen, sentinels included; `None` before
+    /// the first value.
+    pub fn extremes(&self) -> Option<(f32, f32)> {
+        let ordinary = (self.count > 0).then_some((self.min, self.max));
+        if self.sentinels == (0, 0) {
+            return ordinary;
+        }
+        let (smin, smax) = (self.sentinel_min, self.sentinel_max);
+        Some(match ordinary {
+            Some((a, b)) => (a.min(smin), b.max(smax)),
+            None => (smin, smax),
+        })
+    }
+
+    /// Smallest ordinary value seen (sentinels left out); `None` before the
+    /// first one.
     pub fn min(&self) -> Option<f32> {
         (self.count > 0).then_some(self.min)
     }
 
-    /// Largest value seen; `None` before the first value.
+    /// Largest ordinary value seen (sentinels left out); `None` before the
+    /// first one.
     pub fn max(&self) -> Option<f32> {
         (self.count > 0).then_some(self.max)
     }

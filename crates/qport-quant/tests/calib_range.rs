@@ -353,3 +353,59 @@ fn channel_params_per_channel_activations() {
         Err(CalibError::Empty)
     );
 }
+
+/// An additive attention mask: scores in [-6, 6] and, at padded positions,
+/// float32's lowest standing for minus infinity. The sentinels stay out of
+/// min / max / count and the histogram (`extremes` keeps them, for the
+/// float16 guard), every calibrator ranges over the scores and the range
+/// reaches 32 below the largest score, so the masked positions saturate
+/// there instead of stretching the grid to 3.4e38 (every score rounded to
+/// 0). A constant holding the sentinel (the mask's multiplier) gets the
+/// same treatment and dequantizes to a finite value.
+#[test]
+fn sentinels_saturate_instead_of_stretching_the_range() {
+    let mut v: Vec<f32> = (0..10_000)
+        .map(|i| 12.0 * (i as f32 / 9999.0) - 6.0)
+        .collect();
+    v.extend([f32::MIN; 2_000]);
+    let o = observe_batches(&v);
+    assert_eq!(o.sentinels(), (2_000, 0));
+    assert_eq!(
+        (o.min(), o.max(), o.count()),
+        (Some(-6.0), Some(6.0), 10_000)
+    );
+    assert_eq!(o.extremes(), Some((f32::MIN, 6.0)));
+    let mut merged = observe_batches(&v[..5_000]);
+    merged.merge(&observe_batches(&v[5_000..]));
+    assert_eq!(merged.sentinels(), (2_000, 0));
+    assert_eq!(merged.extremes(), o.extremes());
+    for m in [
+        CalibMethod::Max,
+        CalibMethod::Percentile,
+        CalibMethod::Kl,
+        CalibMethod::Mse,
+    ] {
+        for (grid, sym) in [
+            (Grid::Int8, true),
+            (Grid::Uint8, false),
+            (Grid::Int16, true),
+        ] {
+            let (lo, hi) = range(&o, m, grid, sym, &opts()).unwrap();
+            assert!(hi <= 6.0 && hi > 5.0, "{m:?} {grid:?}: hi {hi}");
+            assert!((lo - (hi - 32.0)).abs() < 1e-4, "{m:?} {grid:?}: lo {lo}");
+        }
+    }
+    // only sentinels (a mask tensor of a fully padded row): [-32, 0]
+    let only = observe_batches(&[f32::MIN; 16]);
+    assert_eq!(
+        range(&only, CalibMethod::Max, Grid::Int8, true, &opts()),
+        Ok((-32.0, 0.0))
+    );
+    // the constant -3.4e38: a finite scale, and it dequantizes to a finite value
+    let p = weight_params(&[f32::MIN], &[1], None, Grid::Int8, true, None).unwrap();
+    let s = p.scales[0];
+    assert!(
+        s.is_finite() && s > 0.0 && (-128.0 * s).is_finite(),
+        "scale {s}"
+    );
+}

@@ -33,16 +33,15 @@ use qport_tests::fixture;
 use qport_tests::parity::samples;
 
 /// `(family, least cosine mean of every float output of the integer plan
-/// against FP32 under j6m, under j6p)`. The text encoder's j6m bound is
-/// low on purpose: the default j6m template puts every node in int8, and
-/// its float execution measures cosine 0.909 against FP32 on these inputs
-/// (the integer plan 0.912); raising it is the job of the sensitivity
-/// analysis and mixed-precision search, not of the lowering.
+/// against FP32 under j6m, under j6p)`. The text encoder on j6m (every
+/// node int8) measured 0.912 while its -3.4e38 attention mask stretched
+/// the grids of the mask and the masked scores to 3.4e38; with sentinels
+/// saturating (`qport_quant::calib`) it is at 0.99 like the others.
 const FAMILIES: [(&str, f64, f64); 5] = [
     ("mobilenetv2", 0.99, 0.99),
     ("nhwc-classifier", 0.99, 0.99),
     ("yolo-detector", 0.99, 0.99),
-    ("text-encoder", 0.88, 0.99),
+    ("text-encoder", 0.99, 0.99),
     ("ppocr-cls", 0.99, 0.99),
 ];
 
