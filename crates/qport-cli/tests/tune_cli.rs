@@ -82,8 +82,12 @@ fn run_sensitivity(calib: &Path, eval: &Path, threads: &str) -> (Out, Value) {
     (o, v)
 }
 
+/// The ranking, its independence of `--threads`, and the attention mask:
+/// before sentinels saturated, quantizing the mask multiply (`Mul_8`, by
+/// -3.4e38) alone gave NaN outputs and ranked first; now no node alone
+/// gives a non-finite output and the mask alone costs nothing measurable.
 #[test]
-fn sensitivity_ranks_the_mask_and_softmax_first_whatever_the_threads() {
+fn sensitivity_ranks_every_node_and_the_mask_is_harmless_whatever_the_threads() {
     let d = temp_dir("sensitivity-enc");
     let calib = encoder_npz(&d, "calib.npz", 0..4);
     let eval = encoder_npz(&d, "eval.npz", 8..11);
@@ -94,13 +98,13 @@ fn sensitivity_ranks_the_mask_and_softmax_first_whatever_the_threads() {
     assert_eq!(one["metric"], "cosine");
     let nodes = one["nodes"].as_array().unwrap();
     assert!(nodes.len() > 10, "{nodes:#?}");
-    // the mask multiply by -3.4e38 quantized alone gives NaN outputs: the
-    // worst; then the attention softmax
-    assert_eq!(nodes[0]["node"], "Mul_8", "{:#}", nodes[0]);
-    assert!(nodes[0]["alone"]["non_finite_samples"].as_u64().unwrap() > 0);
+    for n in nodes {
+        assert_eq!(n["alone"]["non_finite_samples"], 0, "{n:#}");
+    }
+    let mask = nodes.iter().find(|n| n["node"] == "Mul_8").unwrap();
     assert!(
-        nodes[1..4].iter().any(|n| n["op_type"] == "Softmax"),
-        "{nodes:#?}"
+        mask["alone"]["cosine"].as_f64().unwrap() > 0.9999,
+        "{mask:#}"
     );
     let losses: Vec<f64> = nodes
         .iter()
@@ -109,7 +113,9 @@ fn sensitivity_ranks_the_mask_and_softmax_first_whatever_the_threads() {
     assert!(losses.windows(2).all(|w| w[0] >= w[1]), "{losses:?}");
     let share: f64 = nodes.iter().map(|n| n["mac_share"].as_f64().unwrap()).sum();
     assert!(share > 0.5 && share <= 1.0 + 1e-9, "{share}");
-    assert!(one["base"]["cosine"].as_f64().unwrap() < 0.99);
+    let base = one["base"]["cosine"].as_f64().unwrap();
+    assert!(base > 0.99 && base < 1.0, "{base}");
+    assert!(one["high_all"]["cosine"].as_f64().unwrap() > base);
     assert!(!one["layers"].as_array().unwrap().is_empty());
 }
 
