@@ -64,16 +64,13 @@ pub fn run(args: &AblateArgs, ui: &Ui) -> Result<ExitStatus> {
     let out = args.out.out.check(&[FILE])?;
     // every scope must name a node of the model qport quantizes (batch
     // norms folded) before any long work
-    let mut loaded = crate::model_file::load(&args.common.model)?;
-    args.common
-        .shapes
-        .apply(&mut loaded.model, &args.common.model)?;
-    let prepared = qport_quant::ptq::prepare(&loaded.model);
-    for s in &scopes {
-        ablate::scope_nodes(&prepared, s)?;
-    }
-    drop((loaded, prepared));
-    let setup = mixed::setup(&args.common, ui)?;
+    let scopes_fit = |m: &qport_onnx::Model| -> Result<()> {
+        for s in &scopes {
+            ablate::scope_nodes(m, s)?;
+        }
+        Ok(())
+    };
+    let setup = mixed::setup_with(&args.common, true, &scopes_fit, ui)?;
     let scorer = setup.scorer()?;
     let metric = args.metric.unwrap_or(if scorer.has_top1() {
         Metric::Top1

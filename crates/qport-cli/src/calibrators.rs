@@ -51,7 +51,7 @@ pub fn run(args: &CalibratorsArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
     let ui = &ui.with_phase_lines();
     let out = args.out.out.check(&[FILE])?;
-    let setup = mixed::setup_with(&args.common, false, ui)?;
+    let setup = mixed::setup_with(&args.common, false, &|_| Ok(()), ui)?;
     let scorer = setup.scorer()?;
     let opts = Options {
         metric: args.metric,

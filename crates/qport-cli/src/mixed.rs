@@ -251,13 +251,20 @@ impl Setup {
 /// Loads, calibrates and chooses the calibrator (see the module docs);
 /// `--config` is laid over the platform's default template.
 pub fn setup(args: &MixedArgs, ui: &Ui) -> Result<Setup> {
-    setup_with(args, true, ui)
+    setup_with(args, true, &|_| Ok(()), ui)
 }
 
 /// [`setup`]; without `choose`, the base config is narrowed to its first
 /// calibrator and asymmetric setting instead of searching them (for
 /// commands that compare calibrators themselves).
-pub fn setup_with(args: &MixedArgs, choose: bool, ui: &Ui) -> Result<Setup> {
+/// `check` runs on the prepared model (batch norms folded) before any long
+/// work, so a command can refuse arguments that do not fit the model.
+pub fn setup_with(
+    args: &MixedArgs,
+    choose: bool,
+    check: &dyn Fn(&qport_onnx::Model) -> Result<()>,
+    ui: &Ui,
+) -> Result<Setup> {
     let config = args.config.as_deref();
     let registry = args.overrides.load()?;
     let platform = registry.get(&args.platform)?.clone();
@@ -270,6 +277,7 @@ pub fn setup_with(args: &MixedArgs, choose: bool, ui: &Ui) -> Result<Setup> {
     args.shapes.apply(&mut loaded.model, &args.model)?;
     crate::args::check_supported(&loaded.model)?;
     let prepared = ptq::prepare(&loaded.model);
+    check(&prepared)?;
     let base = template::template(&platform, Template::Default);
     let mut resolved = resolve::resolve(&prepared, &platform, &base, user.as_ref())
         .map_err(|e| crate::args::config_error(config, e))?;
