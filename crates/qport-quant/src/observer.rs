@@ -207,7 +207,15 @@ impl Observer {
         if bad > 0 {
             return Err(NonFinite { count: bad });
         }
-        if values.iter().any(|v| v.abs() >= SENTINEL) {
+        if values.is_empty() {
+            return Ok(());
+        }
+        let (mut bmin, mut bmax) = (f32::INFINITY, f32::NEG_INFINITY);
+        for &v in values {
+            bmin = bmin.min(v);
+            bmax = bmax.max(v);
+        }
+        if bmin <= -SENTINEL || bmax >= SENTINEL {
             let ordinary: Vec<f32> = values
                 .iter()
                 .copied()
@@ -224,14 +232,6 @@ impl Observer {
                 self.sentinel_max = if first { v } else { self.sentinel_max.max(v) };
             }
             return self.observe(&ordinary);
-        }
-        if values.is_empty() {
-            return Ok(());
-        }
-        let (mut bmin, mut bmax) = (f32::INFINITY, f32::NEG_INFINITY);
-        for &v in values {
-            bmin = bmin.min(v);
-            bmax = bmax.max(v);
         }
         let amax = bmax.abs().max(bmin.abs());
         if amax > 0.0 {
