@@ -10,7 +10,10 @@
 //!   `x`. Quantiles read the observer's histogram assuming values spread
 //!   uniformly inside a bin (bins clipped to the observed `[min, max]`), so
 //!   they are exact to within one bin width; `max_percentile = 1` gives
-//!   exactly `[min, max]`.
+//!   exactly `[min, max]`. 8-bit grids only, as `kl` below: on 16- and
+//!   32-bit grids the observed `[min, max]` (clipping the rare values a
+//!   16-bit grid resolves anyway cost EfficientNet-Lite0 every-node-int16
+//!   3 of 500 top-1 agreements against FP32: 99.4% against 100%).
 //! - **kl** (entropy, the TensorRT algorithm): the `|x|` histogram (exact
 //!   zeros in the first bin) is re-binned to `num_bin` bins over
 //!   `[0, max|x|]`. With `L = 128` quantization levels (half of an 8-bit grid),
@@ -228,7 +231,10 @@ fn range_of_ordinary(
     Ok(match method {
         CalibMethod::Max => (mn, mx),
         CalibMethod::Ema => (obs.ema_min().unwrap_or(mn), obs.ema_max().unwrap_or(mx)),
-        CalibMethod::Percentile => percentile_range(obs, symmetric, opts.max_percentile),
+        CalibMethod::Percentile => match grid {
+            Grid::Int8 | Grid::Uint8 => percentile_range(obs, symmetric, opts.max_percentile),
+            _ => (mn, mx),
+        },
         CalibMethod::Kl => match grid {
             Grid::Int8 | Grid::Uint8 => clip(kl_threshold(obs, opts.num_bin, 128)),
             _ => (mn, mx),

@@ -141,6 +141,18 @@ fn percentile_of_uniform_integers_within_one_bin() {
         range(&o, CalibMethod::Percentile, Grid::Int8, true, &all),
         Ok((0.0, 9999.0))
     );
+    // 16-bit grids keep the observed range, as kl does
+    let c = CalibOptions {
+        max_percentile: 0.9,
+        ..opts()
+    };
+    for (grid, sym) in [(Grid::Int16, true), (Grid::Uint16, false)] {
+        assert_eq!(
+            range(&o, CalibMethod::Percentile, grid, sym, &c),
+            Ok((0.0, 9999.0)),
+            "{grid:?}"
+        );
+    }
 }
 
 #[test]
