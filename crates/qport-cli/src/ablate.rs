@@ -25,7 +25,9 @@ the nodes downstream of tensor FROM and upstream of tensor TO. Rows: FP32;
 each scope alone at the platform's default precisions with every other node
 in float32; the quantized nodes no scope names, as '(unscoped)', when there
 are any; and everything quantized ('all'). The loss is in --metric (cosine
-or top1: 1 - value; mse); 'interaction' is the loss of 'all' divided by the
+or top1: 1 - value; mse; accuracy with --labels: FP32's accuracy minus the
+row's), by default accuracy with --labels, else top1 when an output has a
+class axis, else cosine; 'interaction' is the loss of 'all' divided by the
 sum of the parts' losses: about 1 when they add up, far above 1 when they
 compound. A scope matching no node is an error (exit 2) that lists some
 node names. --out DIR also writes ablate.json (schema qport.ablate/1,
@@ -39,7 +41,8 @@ pub struct AblateArgs {
     /// The scopes: NAME=SELECTOR[,SELECTOR...];NAME=... (see below).
     #[arg(long)]
     pub scopes: String,
-    /// The metric losses are measured in (cosine, mse or top1).
+    /// The metric losses are measured in (cosine, mse, top1, or accuracy
+    /// with --labels).
     #[arg(long, value_enum)]
     pub metric: Option<Metric>,
     #[command(flatten)]
@@ -58,7 +61,7 @@ pub fn run(args: &AblateArgs, ui: &Ui) -> Result<ExitStatus> {
     let scopes = ablate::parse_scopes(&args.scopes)?;
     if args.metric == Some(Metric::Sqnr) {
         anyhow::bail!(
-            "--metric sqnr: ablation adds losses, and SQNR in dB does not add; use cosine, mse or top1"
+            "--metric sqnr: ablation adds losses, and SQNR in dB does not add; use cosine, mse, top1 or accuracy"
         );
     }
     let out = args.out.out.check(&[FILE])?;
@@ -72,7 +75,9 @@ pub fn run(args: &AblateArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     let setup = mixed::setup_with(&args.common, true, &scopes_fit, ui)?;
     let scorer = setup.scorer()?;
-    let metric = args.metric.unwrap_or(if scorer.has_top1() {
+    let metric = args.metric.unwrap_or(if scorer.fp32_accuracy().is_some() {
+        Metric::Accuracy
+    } else if scorer.has_top1() {
         Metric::Top1
     } else {
         Metric::Cosine
@@ -87,7 +92,7 @@ pub fn run(args: &AblateArgs, ui: &Ui) -> Result<ExitStatus> {
 /// A loss in points (top-1, cosine) or as is (MSE).
 fn fmt_loss(m: Metric, v: f64) -> String {
     match m {
-        Metric::Top1 => format!("{:.2} pt", 100.0 * v),
+        Metric::Top1 | Metric::Accuracy => format!("{:.2} pt", 100.0 * v),
         Metric::Cosine => format!("{v:.6}"),
         _ => format!("{v:.3e}"),
     }

@@ -76,25 +76,38 @@ impl Render for Report {
             r.samples,
             self.facts.calibration.data.samples
         );
-        let mut t = Table::new(
-            &[
-                "calibrator",
-                "asym",
-                "top-1",
-                "cosine",
-                "SQNR",
-                "MSE",
-                "s",
-                "",
-            ],
-            "llrrrrrl",
-        );
+        let labelled = self.facts.labels.as_ref();
+        if let Some(l) = labelled {
+            s += &format!(
+                "accuracy against {} labels from {}; FP32 {:.2}%\n\n",
+                l.rows,
+                l.source,
+                100.0 * l.fp32_accuracy
+            );
+        }
+        let mut head = vec!["calibrator", "asym", "top-1"];
+        if labelled.is_some() {
+            head.push("accuracy");
+        }
+        head.extend(["cosine", "SQNR", "MSE", "s", ""]);
+        let align = if labelled.is_some() {
+            "llrrrrrrl"
+        } else {
+            "llrrrrrl"
+        };
+        let mut t = Table::new(&head, align);
+        let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v));
         for (i, row) in r.rows.iter().enumerate() {
             let sc = &row.score;
-            t.row(vec![
+            let mut cells = vec![
                 row.method.name().to_string(),
                 if row.asymmetric { "yes" } else { "no" }.into(),
-                sc.top1.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v)),
+                pct(sc.top1),
+            ];
+            if labelled.is_some() {
+                cells.push(pct(sc.accuracy));
+            }
+            cells.extend([
                 fmt_metric(Metric::Cosine, sc),
                 fmt_metric(Metric::Sqnr, sc),
                 fmt_metric(Metric::Mse, sc),
@@ -107,6 +120,7 @@ impl Render for Report {
                     String::new()
                 },
             ]);
+            t.row(cells);
         }
         s += &t.render(ui, "  ");
         s += &format!("\n{:.1} s\n", self.seconds);

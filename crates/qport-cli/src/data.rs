@@ -161,6 +161,23 @@ impl Source {
         Ok(crate::model_file::hex(&h.finalize()))
     }
 
+    /// The labels `spec` gives these samples: a label count that is a
+    /// multiple of the whole data set's samples is cut to the samples
+    /// used (the same share of rows per sample); other counts are left
+    /// whole for the scorer to check against the outputs' rows.
+    pub fn labels(
+        &self,
+        spec: &qport_data::labels::LabelSpec,
+    ) -> Result<qport_data::labels::Labels> {
+        let mut l = qport_data::labels::Labels::load(spec, &self.dataset)
+            .context("cannot read --labels")?;
+        let all = self.dataset.len();
+        if all > 0 && l.len() % all == 0 {
+            l.classes.truncate(l.len() / all * self.limit);
+        }
+        Ok(l)
+    }
+
     /// What the data is, for reports.
     pub fn describe(&self) -> String {
         let kind = if self.dataset.image_files().is_some() {

@@ -40,6 +40,13 @@ pub struct MixedArgs {
     pub eval: PathBuf,
     #[command(flatten)]
     pub samples: CalibEvalArgs,
+    /// Class labels of the --eval samples, for accuracy instead of
+    /// agreement with FP32: FILE.txt (one class index per line, in sample
+    /// order), FILE.npy (integers), `folders` (image subfolders named by
+    /// class index) or `folders:NAME,NAME,...` (subfolder names in class
+    /// order, e.g. `folders:0,180`).
+    #[arg(long, value_name = "SPEC")]
+    pub labels: Option<String>,
     /// Threads the evaluation samples are split across (default: every
     /// core); results do not depend on it.
     #[arg(long)]
@@ -181,6 +188,20 @@ pub struct FactsJson {
     pub float16_guard: Vec<Float16Finding>,
     /// Whether every export was bias-corrected (`--bias-correction`).
     pub bias_correction: bool,
+    /// Where the evaluation labels came from (`--labels`); absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<LabelsJson>,
+}
+
+/// The labels a study judged accuracy against.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelsJson {
+    /// The spec's source (`labels.txt`, `class folders 0,180 of DIR`).
+    pub source: String,
+    /// Labels used (one per row of the class output).
+    pub rows: usize,
+    /// FP32's accuracy on them.
+    pub fp32_accuracy: f64,
 }
 
 /// Everything the two commands start from.
@@ -209,6 +230,10 @@ pub struct Setup {
     pub config: Option<FileJson>,
     /// FP32 input means for bias correction (`--bias-correction`).
     pub bias: Option<qport_quant::bias::InputMeans>,
+    /// The evaluation samples' labels (`--labels`).
+    pub labels: Option<qport_data::labels::Labels>,
+    /// FP32's accuracy on them, set by [`Setup::scorer`].
+    fp32_accuracy: std::cell::Cell<Option<f64>>,
 }
 
 impl Setup {
@@ -227,6 +252,11 @@ impl Setup {
             threads: self.threads,
             float16_guard: self.float16_guard.clone(),
             bias_correction: self.bias.is_some(),
+            labels: self.labels.as_ref().map(|l| LabelsJson {
+                source: l.source.clone(),
+                rows: l.len(),
+                fp32_accuracy: self.fp32_accuracy.get().unwrap_or(0.0),
+            }),
         }
     }
 
@@ -244,7 +274,15 @@ impl Setup {
             Some(m) => s.with_bias_correction(m.clone()),
             None => s,
         })
-        .map_err(|e| anyhow!(e))
+        .and_then(|s| match &self.labels {
+            Some(l) => s.with_labels(&l.classes),
+            None => Ok(s),
+        })
+        .inspect(|s| self.fp32_accuracy.set(s.fp32_accuracy()))
+        .map_err(|e| match &self.labels {
+            Some(l) => anyhow!(e).context(format!("labels from {}", l.source)),
+            None => anyhow!(e),
+        })
     }
 }
 
@@ -266,6 +304,11 @@ pub fn setup_with(
     ui: &Ui,
 ) -> Result<Setup> {
     let config = args.config.as_deref();
+    let label_spec = args
+        .labels
+        .as_deref()
+        .map(qport_data::labels::LabelSpec::parse)
+        .transpose()?;
     let registry = args.overrides.load()?;
     let platform = registry.get(&args.platform)?.clone();
     let user = config.map(QuantConfig::from_file).transpose()?;
@@ -301,6 +344,7 @@ pub fn setup_with(
     if eval_src.len() == 0 {
         bail!("no evaluation samples in '{}'", args.eval.display());
     }
+    let labels = label_spec.map(|l| eval_src.labels(&l)).transpose()?;
     drop(sp);
     let calib = crate::data::calibrate(&prepared, &resolved, &calib_src, &inputs, ui)?;
     let bias = if args.bias_correction {
@@ -367,6 +411,8 @@ pub fn setup_with(
         threads,
         config: config_json,
         bias,
+        labels,
+        fp32_accuracy: std::cell::Cell::new(None),
     })
 }
 

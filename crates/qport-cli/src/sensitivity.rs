@@ -22,7 +22,7 @@ For every node whose inputs the platform's default template quantizes:
 'alone' runs only that node at its base precision (the rest float32),
 'promoted' only that node at int16 (the rest at base precision; int8 nodes
 only). Both are compared with FP32 on the --eval samples (--metric: cosine,
-sqnr, mse, top1). Nodes are ranked by the error they cause alone, with op
+sqnr, mse, top1; accuracy against --labels). Nodes are ranked by the error they cause alone, with op
 type and share of MACs. --granularity weight-activation also measures
 each node's weights and activations separately. The error of every node's
 output along the graph (base config) follows the table.
@@ -97,7 +97,7 @@ pub fn fmt_metric(m: Metric, s: &Score) -> String {
         Metric::Sqnr if v.is_infinite() => "inf dB".into(),
         Metric::Sqnr => format!("{v:.2} dB"),
         Metric::Mse => format!("{v:.3e}"),
-        Metric::Top1 => format!("{:.2}%", 100.0 * v),
+        Metric::Top1 | Metric::Accuracy => format!("{:.2}%", 100.0 * v),
     }
 }
 

@@ -18,18 +18,25 @@ Examples:
   qport tune model.onnx --platform j6m --calib photos/ --eval held-out/ --preprocess effnet-lite \\
       --target 'top1>=98%' --budget 'int16<=25%' --out tuned/
   qport tune enc.onnx --platform j6p --calib calib.npz --eval eval.npz --target 'cosine>=0.995' --out tuned/
+  qport tune cls.onnx --platform j6m --calib lines/ --eval held-out/ --preprocess ppocr \\
+      --labels folders:0,180 --target 'drop<=0.5' --out tuned/
 
 --target: cosine>=X (mean output cosine vs FP32), top1>=P% (top-1
-agreement with FP32), sqnr>=DB dB. --budget PRECISION<=P% caps the share
-of MACs at int16. The search (one calibration, every step compared with
-FP32 on the --eval samples): the platform's default template (J6E/M/B
-int8; J6H/P/S6P float16 with int8 GEMMs, after the float16 range guard);
-every int8 node at int16 as the upper bound (if even that misses the
-target: both numbers, exit 1, nothing written); each int8 node promoted
-alone on the first --rank-samples samples to rank them; the most
-sensitive promoted as a growing prefix of the ranking until the target
-holds (skipping nodes over the budget); each promoted node returned to
-int8, least gain first, while the target holds.
+agreement with FP32; with --labels, accuracy against the labels),
+sqnr>=DB dB, drop<=X (with --labels: accuracy at most X points below
+FP32's). --budget PRECISION<=P% caps the share of MACs at int16.
+
+The search (one calibration, every step compared with FP32 on the --eval
+samples): the platform's default template (J6E/M/B int8; J6H/P/S6P
+float16 with int8 GEMMs, after the float16 range guard); every int8 node
+at int16 as the upper bound (if even that misses the target: both
+numbers, exit 1, nothing written); on the first --rank-samples samples,
+each int8 node returned alone to int8 from that upper bound, measuring
+the error it adds (1 - cosine for top-1 and accuracy targets); nodes
+ranked by that error per share of MACs, so int16 MACs go where they
+remove the most error; a growing prefix of the ranking promoted until the
+target holds (skipping nodes over the budget); each promoted node
+returned to int8, lowest priority first, while the target holds.
 
 Writes OUT/model.qdq.onnx, OUT/quant_config.json (as `qport quantize`
 writes it; a valid --config) and OUT/tune.json (schema qport.tune/1: the
@@ -37,15 +44,16 @@ trajectory, each step's metric and MAC share per precision, and the
 Pareto table). When the budget keeps the target out of reach, the best
 configuration within the budget is written and the command exits 1
 saying so. Bad input (an unparsable target or budget, a budget of 0%, a
-platform without int16) exits 2 before any work. Results do not depend
-on --threads.";
+drop target without --labels, a platform without int16) exits 2 before
+any work. Results do not depend on --threads.";
 
 /// `qport tune` arguments.
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     #[command(flatten)]
     pub common: MixedArgs,
-    /// The accuracy target: cosine>=X, top1>=P%, sqnr>=DB dB.
+    /// The accuracy target: cosine>=X, top1>=P%, sqnr>=DB dB, drop<=X
+    /// (points of accuracy, with --labels).
     #[arg(long)]
     pub target: String,
     /// A cap on the int16 share of MACs, e.g. int16<=25%.
@@ -83,7 +91,7 @@ pub fn run(args: &TuneArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
     let ui = &ui.with_phase_lines();
     // every check on the input before any work
-    let target = Target::parse(&args.target)?;
+    let target = Target::parse(&args.target, args.common.labels.is_some())?;
     let budget = match &args.budget {
         Some(b) => {
             let parsed = Budget::parse(b)?;
@@ -198,6 +206,18 @@ impl Render for Report {
             t.rank_samples,
             self.facts.calibration.method
         );
+        if let (Some(l), Some(acc)) = (&self.facts.labels, t.fp32_accuracy) {
+            s += &format!(
+                "accuracy against {} labels from {}: FP32 {:.2}%",
+                l.rows,
+                l.source,
+                100.0 * acc
+            );
+            if t.target.drop.is_some() {
+                s += &format!("; the target is accuracy>={:.2}%", 100.0 * t.target.min);
+            }
+            s += "\n";
+        }
         if let Some(b) = &t.budget {
             s += &format!("budget {b}\n");
         }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{effnet, fixture_arg, photo_crops_eval, qport, s};
+use common::{effnet, fixture_arg, photo_crops_eval, ppocr, ppocr_lines, qport, s};
 use qport_core::Tensor;
 use qport_tests::cli::{assert_exit_2, temp_dir, Out};
 use serde_json::Value;
@@ -134,7 +134,10 @@ fn bad_targets_budgets_and_platforms_exit_2_before_any_work() {
             &["-p", "j6m", "--target", "top1>>9"],
             "cannot parse target 'top1>>9'",
         ),
-        (&["-p", "j6m", "--target", "drop<=0.5"], "no --labels yet"),
+        (
+            &["-p", "j6m", "--target", "drop<=0.5"],
+            "give the evaluation samples' classes with --labels",
+        ),
         (
             &[
                 "-p",
@@ -487,4 +490,118 @@ fn calibrators_with_bias_correction_score_the_corrected_exports() {
         );
     }
     assert_eq!(one, run(&["--bias-correction", "--threads", "2"]));
+}
+
+/// `qport CMD` of the PP-OCR classifier for j6m, calibrated on 8 upright
+/// lines and evaluated on every line (60: `0/` then `180/`), with
+/// `labels` and `extra`, as JSON.
+fn ppocr_labelled(cmd: &str, labels: &str, extra: &[&str]) -> (Out, Value) {
+    let (m, c, e) = (
+        ppocr(),
+        ppocr_lines("0"),
+        fixture_arg("datasets/ppocr-lines"),
+    );
+    let mut a = vec![
+        cmd,
+        &m,
+        "-p",
+        "j6m",
+        "--calib",
+        &c,
+        "--calib-limit",
+        "8",
+        "--eval",
+        &e,
+        "--preprocess",
+        "ppocr",
+        "--labels",
+        labels,
+        "--format",
+        "json",
+        "-q",
+    ];
+    a.extend_from_slice(extra);
+    let o = qport(&a);
+    let v = serde_json::from_str(&o.stdout).unwrap_or(Value::Null);
+    (o, v)
+}
+
+/// With `--labels`, a `drop` target is accuracy at most X points below
+/// FP32's on the labels: the bound is FP32's accuracy minus X, the final
+/// step's accuracy meets it, and class folders and a text file of the same
+/// classes give the same document; `ablate` then measures losses in
+/// points of accuracy from FP32's.
+#[test]
+fn labels_turn_targets_and_ablation_into_accuracy() {
+    let d = temp_dir("tune-labels");
+    let out = d.join("t");
+    let out_s = s(&out);
+    let (o, v) = ppocr_labelled(
+        "tune",
+        "folders:0,180",
+        &["--target", "drop<=0.5", "--out", &out_s],
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let fp32 = v["fp32_accuracy"].as_f64().unwrap();
+    assert_eq!(v["labels"]["rows"], 60);
+    assert_eq!(v["labels"]["fp32_accuracy"].as_f64(), Some(fp32));
+    // FP32 gets most of the lines right (one class each way)
+    assert!(fp32 > 0.8 && fp32 <= 1.0, "{fp32}");
+    assert_eq!(v["target"]["metric"], "accuracy");
+    assert_eq!(v["target"]["drop"].as_f64(), Some(0.005));
+    let min = v["target"]["min"].as_f64().unwrap();
+    assert!((min - (fp32 - 0.005)).abs() < 1e-12, "{min} vs {fp32}");
+    let fin = &v["trajectory"][v["final_step"].as_u64().unwrap() as usize];
+    let acc = fin["score"]["accuracy"].as_f64().unwrap();
+    assert_eq!(fin["value"].as_f64(), Some(acc));
+    assert!(acc >= min && fin["holds"] == true, "{fin}");
+    // the same classes as a text file, one per sample in sample order
+    let txt = d.join("classes.txt");
+    let lines: Vec<&str> = (0..60).map(|i| if i < 30 { "0" } else { "1" }).collect();
+    std::fs::write(&txt, lines.join("\n")).unwrap();
+    let out2 = s(&d.join("t2"));
+    let (o2, v2) = ppocr_labelled("tune", &s(&txt), &["--target", "drop<=0.5", "--out", &out2]);
+    assert_eq!(o2.code, 0, "{}", o2.stderr);
+    assert_eq!(v2["fp32_accuracy"], v["fp32_accuracy"]);
+    assert_eq!(v2["trajectory"], v["trajectory"]);
+    // ablate: accuracy by default, losses from FP32's accuracy
+    let (o3, a) = ppocr_labelled("ablate", "folders:0,180", &["--scopes", "convs=op:Conv"]);
+    assert_eq!(o3.code, 0, "{}", o3.stderr);
+    assert_eq!(a["metric"], "accuracy");
+    let rows = a["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["score"]["accuracy"].as_f64(), Some(fp32));
+    for r in rows {
+        let got = r["score"]["accuracy"].as_f64().unwrap();
+        assert!(
+            (r["loss"].as_f64().unwrap() - (fp32 - got)).abs() < 1e-12,
+            "{r}"
+        );
+    }
+}
+
+/// Labels that do not fit: a spec that is none, a class folder not
+/// listed, class names that are not indices of the output, a count that
+/// is not one per sample. Each exits 2 and writes nothing.
+#[test]
+fn labels_that_do_not_fit_exit_2_and_write_nothing() {
+    let d = temp_dir("tune-labels-bad");
+    let out = d.join("t");
+    let out_s = s(&out);
+    let short = d.join("two.txt");
+    std::fs::write(&short, "0\n1\n").unwrap();
+    let short_s = s(&short);
+    let cases: [(&str, &str); 4] = [
+        ("labels.csv", "--labels takes FILE.txt, FILE.npy, folders"),
+        (
+            "folders:0,90",
+            "class folder '180' is not among the listed classes (0,90)",
+        ),
+        ("folders", "label 180 is not a class of output"),
+        (&short_s, "2 labels for 60 samples"),
+    ];
+    for (labels, want) in cases {
+        let (o, _) = ppocr_labelled("tune", labels, &["--target", "drop<=1", "--out", &out_s]);
+        assert_exit_2(&o, &[want]);
+        assert!(!out.exists(), "{labels} wrote {}", out.display());
+    }
 }

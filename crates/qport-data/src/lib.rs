@@ -14,6 +14,8 @@
 //! - [`dataset`]: calibration / evaluation samples from image folders,
 //!   `.npy`, `.npz` or a seeded generator, checked against the model's
 //!   inputs and streamed in batches.
+//! - [`labels`]: class labels of evaluation samples (a `.txt` or `.npy`
+//!   file, or class folders of an image dataset).
 //! - [`atomic`]: atomic file writes (temporary file in the target directory,
 //!   then rename), used by every writer here.
 //!
@@ -26,6 +28,7 @@ pub mod dataset;
 pub mod error;
 pub mod image;
 pub mod jpeg;
+pub mod labels;
 pub mod npy;
 pub mod npz;
 pub mod preprocess;

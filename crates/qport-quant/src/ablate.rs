@@ -215,7 +215,8 @@ pub struct Row {
     pub mac_share: BTreeMap<String, f64>,
     /// Against FP32.
     pub score: Score,
-    /// The metric's loss ([`Metric::loss`]): `1 − cosine`, `1 − top-1`, …
+    /// The metric's loss ([`Metric::loss`]) above FP32's: `1 − cosine`,
+    /// `1 − top-1`, MSE, FP32's accuracy minus this row's.
     pub loss: f64,
 }
 
@@ -251,7 +252,8 @@ pub fn ablate(
 ) -> Result<Ablation, QuantError> {
     if metric == Metric::Sqnr {
         return Err(QuantError::Outputs(
-            "ablation adds losses, and SQNR in dB does not add: use cosine, mse or top1".into(),
+            "ablation adds losses, and SQNR in dB does not add: use cosine, mse, top1 or accuracy"
+                .into(),
         ));
     }
     scorer.check_metric(metric)?;
@@ -279,17 +281,21 @@ pub fn ablate(
         parts.push(("(unscoped)".into(), unscoped));
     }
     let total = parts.len() + 1;
+    let fp32_score = Score {
+        cosine: 1.0,
+        sqnr_db: None,
+        mse: 0.0,
+        top1: scorer.has_top1().then_some(1.0),
+        accuracy: scorer.fp32_accuracy(),
+        non_finite_samples: 0,
+    };
+    // losses are measured from FP32's (not 0 for accuracy)
+    let fp32_loss = metric.loss(&fp32_score);
     let mut rows = vec![Row {
         name: "fp32".into(),
         quantized_nodes: 0,
         mac_share: mac_shares(&promote_where(&base, Precision::Float32, |_| true), &macs),
-        score: Score {
-            cosine: 1.0,
-            sqnr_db: None,
-            mse: 0.0,
-            top1: scorer.has_top1().then_some(1.0),
-            non_finite_samples: 0,
-        },
+        score: fp32_score,
         loss: 0.0,
     }];
     let row = |name: &str, prec: Vec<crate::qdq::NodePrecision>| -> Result<Row, QuantError> {
@@ -302,7 +308,7 @@ pub fn ablate(
                 .count(),
             mac_share: mac_shares(&prec, &macs),
             score,
-            loss: metric.loss(&score),
+            loss: metric.loss(&score) - fp32_loss,
         })
     };
     for (i, (name, nodes)) in parts.iter().enumerate() {

@@ -39,6 +39,9 @@ pub enum Metric {
     Mse,
     /// Share of rows whose top-1 index agrees with FP32.
     Top1,
+    /// Share of labelled rows whose top-1 index is the label
+    /// ([`Scorer::with_labels`]).
+    Accuracy,
 }
 
 impl Metric {
@@ -49,20 +52,21 @@ impl Metric {
             Metric::Sqnr => "sqnr",
             Metric::Mse => "mse",
             Metric::Top1 => "top1",
+            Metric::Accuracy => "accuracy",
         }
     }
 
     /// The metric's value in `s` (`+inf` SQNR for outputs identical to
-    /// FP32; 1 top-1 agreement without an arg-max output). A score with
-    /// non-finite outputs gets the worst value: cosine −1, SQNR `−inf`,
-    /// MSE `+inf`, top-1 0.
+    /// FP32; 1 top-1 agreement without an arg-max output, 0 accuracy
+    /// without labels). A score with non-finite outputs gets the worst
+    /// value: cosine −1, SQNR `−inf`, MSE `+inf`, top-1 and accuracy 0.
     pub fn value(self, s: &Score) -> f64 {
         if s.non_finite_samples > 0 {
             return match self {
                 Metric::Cosine => -1.0,
                 Metric::Sqnr => f64::NEG_INFINITY,
                 Metric::Mse => f64::INFINITY,
-                Metric::Top1 => 0.0,
+                Metric::Top1 | Metric::Accuracy => 0.0,
             };
         }
         match self {
@@ -70,6 +74,7 @@ impl Metric {
             Metric::Sqnr => s.sqnr_db.unwrap_or(f64::INFINITY),
             Metric::Mse => s.mse,
             Metric::Top1 => s.top1.unwrap_or(1.0),
+            Metric::Accuracy => s.accuracy.unwrap_or(0.0),
         }
     }
 
@@ -79,10 +84,10 @@ impl Metric {
     }
 
     /// The error of `s` on a scale where larger is worse: `1 − cosine`,
-    /// `−SQNR`, MSE, `1 − top-1`.
+    /// `−SQNR`, MSE, `1 − top-1`, `1 − accuracy`.
     pub fn loss(self, s: &Score) -> f64 {
         match self {
-            Metric::Cosine | Metric::Top1 => 1.0 - self.value(s),
+            Metric::Cosine | Metric::Top1 | Metric::Accuracy => 1.0 - self.value(s),
             Metric::Sqnr => -self.value(s),
             Metric::Mse => self.value(s),
         }
@@ -107,6 +112,10 @@ pub struct Score {
     /// Top-1 agreement over the rows of outputs with an arg-max axis;
     /// `None` without such an output.
     pub top1: Option<f64>,
+    /// Share of labelled rows whose top-1 index is the label; `None`
+    /// without labels ([`Scorer::with_labels`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
     /// Samples whose quantized outputs held NaN or an infinity (left out
     /// of the other fields; any makes [`Metric::value`] the worst).
     pub non_finite_samples: usize,
@@ -122,6 +131,8 @@ struct Sums {
     elements: usize,
     rows: usize,
     rows_agree: usize,
+    labelled: usize,
+    correct: usize,
     non_finite: usize,
 }
 
@@ -150,6 +161,7 @@ impl Sums {
                 self.noise / self.elements as f64
             },
             top1: (self.rows > 0).then(|| ptq::fraction(self.rows_agree, self.rows, 1.0)),
+            accuracy: (self.labelled > 0).then(|| ptq::fraction(self.correct, self.labelled, 0.0)),
             non_finite_samples: self.non_finite,
         }
     }
@@ -200,6 +212,27 @@ pub struct Scorer<'a> {
     specs: Vec<(usize, OutputSpec)>,
     threads: usize,
     bias: Option<std::sync::Arc<crate::bias::InputMeans>>,
+    labels: Option<Labelled>,
+}
+
+/// The labels of a [`Scorer`]: the class output and each sample's rows.
+#[derive(Clone)]
+struct Labelled {
+    /// Index into `specs` of the output the labels are for.
+    spec: usize,
+    /// Each sample's labels, one per row of that output.
+    rows: std::sync::Arc<Vec<Vec<usize>>>,
+    /// Each sample's rows FP32 gets right.
+    fp32_correct: std::sync::Arc<Vec<usize>>,
+}
+
+/// Rows of `out` (shape `shape`) along `axis` whose arg-max is the label.
+fn correct_rows(out: &[f32], shape: &[usize], axis: usize, labels: &[usize]) -> usize {
+    qport_core::metrics::lanes(out, shape, axis)
+        .iter()
+        .zip(labels)
+        .filter(|(lane, &l)| qport_core::metrics::argmax(lane) == Some(l))
+        .count()
 }
 
 impl<'a> Scorer<'a> {
@@ -247,6 +280,79 @@ impl<'a> Scorer<'a> {
             specs,
             threads: threads.max(1),
             bias: None,
+            labels: None,
+        })
+    }
+
+    /// The same scorer judging accuracy against `classes`: one class index
+    /// per row of the first compared output with a class axis, over the
+    /// samples in order (one per sample for a batch-1 classifier). Fails
+    /// without such an output, on a count that does not match its rows,
+    /// or on a class index outside its classes.
+    pub fn with_labels(mut self, classes: &[usize]) -> Result<Scorer<'a>, QuantError> {
+        let (spec, (out, axis)) = self
+            .specs
+            .iter()
+            .enumerate()
+            .find_map(|(j, (k, sp))| sp.argmax_axis.map(|a| (j, (*k, a))))
+            .ok_or_else(|| {
+                QuantError::Outputs(
+                    "labels need an output with a class axis (an [N, C] output, or --argmax-axis)"
+                        .into(),
+                )
+            })?;
+        let name = &self.specs[spec].1.name;
+        let mut rows = Vec::with_capacity(self.samples.len());
+        let mut at = 0usize;
+        let mut fp32_correct = Vec::with_capacity(self.samples.len());
+        for r in &self.reference {
+            let t = &r[out].1;
+            let shape = t.shape();
+            let classes_n = shape.get(axis).copied().unwrap_or(0);
+            let n = shape.iter().product::<usize>() / classes_n.max(1);
+            let Some(mine) = classes.get(at..at + n) else {
+                return Err(QuantError::Outputs(format!(
+                    "{} labels for {} samples: output '{name}' has {} rows over them (one label per row)",
+                    classes.len(),
+                    self.samples.len(),
+                    self.reference
+                        .iter()
+                        .map(|r| {
+                            let s = r[out].1.shape();
+                            s.iter().product::<usize>() / s.get(axis).copied().unwrap_or(1).max(1)
+                        })
+                        .sum::<usize>()
+                )));
+            };
+            if let Some(&bad) = mine.iter().find(|&&c| c >= classes_n) {
+                return Err(QuantError::Outputs(format!(
+                    "label {bad} is not a class of output '{name}' ({classes_n} classes along axis {axis})"
+                )));
+            }
+            fp32_correct.push(correct_rows(&t.to_f32_vec()?, shape, axis, mine));
+            rows.push(mine.to_vec());
+            at += n;
+        }
+        if at != classes.len() {
+            return Err(QuantError::Outputs(format!(
+                "{} labels for {} samples: output '{name}' has {at} rows over them (one label per row)",
+                classes.len(),
+                self.samples.len()
+            )));
+        }
+        self.labels = Some(Labelled {
+            spec,
+            rows: std::sync::Arc::new(rows),
+            fp32_correct: std::sync::Arc::new(fp32_correct),
+        });
+        Ok(self)
+    }
+
+    /// FP32's accuracy on the labels (`None` without labels).
+    pub fn fp32_accuracy(&self) -> Option<f64> {
+        self.labels.as_ref().map(|l| {
+            let rows: usize = l.rows.iter().map(Vec::len).sum();
+            ptq::fraction(l.fp32_correct.iter().sum(), rows, 0.0)
         })
     }
 
@@ -262,6 +368,11 @@ impl<'a> Scorer<'a> {
             specs: self.specs.clone(),
             threads: self.threads,
             bias: self.bias.clone(),
+            labels: self.labels.as_ref().map(|l| Labelled {
+                spec: l.spec,
+                rows: std::sync::Arc::new(l.rows[..n].to_vec()),
+                fp32_correct: std::sync::Arc::new(l.fp32_correct[..n].to_vec()),
+            }),
         }
     }
 
@@ -279,6 +390,7 @@ impl<'a> Scorer<'a> {
             specs: self.specs.clone(),
             threads: self.threads,
             bias: self.bias.clone(),
+            labels: self.labels.clone(),
         }
     }
 
@@ -320,6 +432,11 @@ impl<'a> Scorer<'a> {
             return Err(QuantError::Outputs(
                 "top-1 needs an output with a class axis (an [N, C] output, or --argmax-axis)"
                     .into(),
+            ));
+        }
+        if metric == Metric::Accuracy && self.labels.is_none() {
+            return Err(QuantError::Outputs(
+                "accuracy needs labels (--labels)".into(),
             ));
         }
         Ok(())
@@ -371,7 +488,8 @@ impl<'a> Scorer<'a> {
                 return Ok(None);
             }
             let mut diffs = Vec::with_capacity(self.specs.len());
-            for (k, spec) in &self.specs {
+            let mut correct = (0, 0);
+            for (j, (k, spec)) in self.specs.iter().enumerate() {
                 let (r, q) = (&self.reference[i][*k].1, &out[*k].1);
                 if r.shape() != q.shape() {
                     return Err(QuantError::Outputs(format!(
@@ -382,19 +500,25 @@ impl<'a> Scorer<'a> {
                     )));
                 }
                 let (r, q) = (r.to_f32_vec()?, q.to_f32_vec()?);
-                diffs.push(compare::compare_float(
-                    &r,
-                    &q,
-                    self.reference[i][*k].1.shape(),
-                    spec,
-                ));
+                let shape = self.reference[i][*k].1.shape();
+                if let (Some(l), Some(axis)) = (&self.labels, spec.argmax_axis) {
+                    if l.spec == j {
+                        let rows = &l.rows[i];
+                        correct = (correct_rows(&q, shape, axis, rows), rows.len());
+                    }
+                }
+                diffs.push(compare::compare_float(&r, &q, shape, spec));
             }
-            Ok(Some(diffs))
+            Ok(Some((diffs, correct)))
         })?;
         let mut sums = Sums::default();
         for d in &per_sample {
             match d {
-                Some(d) => d.iter().for_each(|d| sums.add(d)),
+                Some((d, (correct, rows))) => {
+                    d.iter().for_each(|d| sums.add(d));
+                    sums.correct += correct;
+                    sums.labelled += rows;
+                }
                 None => sums.non_finite += 1,
             }
         }

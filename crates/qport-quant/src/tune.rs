@@ -11,23 +11,28 @@
 //! 2. **upper bound**: every promotion candidate (a node at int8 whose
 //!    inputs are quantized, [`promotion_candidates`]) at int16. If even
 //!    that misses the target, the search stops ([`Outcome::Unreachable`]).
-//! 3. **ranking**: each candidate promoted alone, scored on the first
-//!    `rank_samples` samples; ranked by the gain over the baseline of the
-//!    target's metric ([`ranking_metric`]: mean cosine for a top-1
-//!    target), largest first (ties in graph order).
+//! 3. **ranking**: each candidate returned alone to its base precision
+//!    from the upper bound, scored on the first `rank_samples` samples:
+//!    the error it adds there ([`noise`] of [`ranking_metric`]: `1 −
+//!    cosine` for a top-1 target) is what promoting it removes. Measured
+//!    against a model where everything else is precise, this is not
+//!    drowned by the other nodes' error, as a promotion from the noisy
+//!    baseline is. Candidates are ordered by that error per share of MACs
+//!    ([`priority`]), largest first (ties in graph order): the search
+//!    spends the high-precision MACs where they remove the most error.
 //! 4. **greedy promotion**: the ranked candidates that fit the budget
 //!    (skipping any whose MACs would exceed it), promoted as a growing
 //!    prefix of the ranking: 1, 2, 4, ... nodes until the target holds,
 //!    then the smallest holding prefix between the last two by bisection.
-//! 5. **fall back**: each promoted node, least gain first, returned to
-//!    int8 when the target still holds without it.
+//! 5. **fall back**: each promoted node, lowest priority first, returned
+//!    to its base precision when the target still holds without it.
 //!
 //! Every scored configuration is a [`Step`] of the trajectory; the
 //! [`Pareto`] table lists them by metric and high-precision MAC share.
 
 use crate::measure::{mac_shares, Metric, Score, Scorer};
 use crate::qdq::NodePrecision;
-use crate::sensitivity::{gain, promote_where, promotion_candidates};
+use crate::sensitivity::{promote_where, promotion_candidates};
 use crate::types::Precision;
 use crate::QuantError;
 use serde::Serialize;
@@ -38,10 +43,10 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TuneError {
     /// The target expression does not parse.
-    #[error("cannot parse target '{0}'; write one of cosine>=0.995, top1>=98%, sqnr>=30dB")]
+    #[error("cannot parse target '{0}'; write one of cosine>=0.995, top1>=98%, sqnr>=30dB, drop<=0.5 (points of labelled accuracy)")]
     Target(String),
     /// The target needs labels (`drop<=...`).
-    #[error("target '{0}' compares with labelled accuracy; qport tune measures agreement with FP32 (no --labels yet): use top1>=P% instead")]
+    #[error("target '{0}' is a drop in labelled accuracy: give the evaluation samples' classes with --labels (or use top1>=P%, agreement with FP32)")]
     NeedsLabels(String),
     /// The budget expression does not parse.
     #[error("cannot parse budget '{0}'; write PRECISION<=P%, e.g. int16<=25%")]
@@ -71,27 +76,50 @@ pub enum TuneError {
 pub struct Target {
     /// The metric.
     pub metric: Metric,
-    /// Smallest acceptable value (top-1 as a fraction).
+    /// Smallest acceptable value (top-1 and accuracy as a fraction). For
+    /// a `drop` target, set by [`Target::resolve`] from FP32's accuracy.
     pub min: f64,
+    /// The largest accepted drop of accuracy below FP32's, as a fraction
+    /// (`drop<=0.5` is 0.005); `None` for a fixed bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop: Option<f64>,
 }
 
 impl Target {
-    /// Parses `cosine>=0.995`, `top1>=98%` (or `top1>=0.98`), `sqnr>=30dB`.
-    pub fn parse(s: &str) -> Result<Target, TuneError> {
+    /// Parses `cosine>=0.995`, `top1>=98%` (or `top1>=0.98`),
+    /// `sqnr>=30dB` or `drop<=0.5` (points of accuracy). With `labelled`
+    /// (the samples have class labels), `top1` is accuracy against the
+    /// labels ([`Metric::Accuracy`]) instead of agreement with FP32, and
+    /// `drop` is accepted; a `drop` target is completed by
+    /// [`Target::resolve`].
+    pub fn parse(s: &str, labelled: bool) -> Result<Target, TuneError> {
         let t = s.trim().to_ascii_lowercase().replace(' ', "");
-        if t.starts_with("drop") {
-            return Err(TuneError::NeedsLabels(s.to_string()));
-        }
         let bad = || TuneError::Target(s.to_string());
+        if let Some(v) = t.strip_prefix("drop<=") {
+            if !labelled {
+                return Err(TuneError::NeedsLabels(s.to_string()));
+            }
+            let v = v.strip_suffix("pt").unwrap_or(v);
+            let points: f64 = v.parse().map_err(|_| bad())?;
+            if !(0.0..=100.0).contains(&points) {
+                return Err(bad());
+            }
+            return Ok(Target {
+                metric: Metric::Accuracy,
+                min: 0.0,
+                drop: Some(points / 100.0),
+            });
+        }
         let (name, value) = t.split_once(">=").ok_or_else(bad)?;
         let metric = match name {
             "cosine" | "cos" => Metric::Cosine,
+            "top1" | "top-1" if labelled => Metric::Accuracy,
             "top1" | "top-1" => Metric::Top1,
             "sqnr" => Metric::Sqnr,
             _ => return Err(bad()),
         };
         let (num, scale) = match metric {
-            Metric::Top1 => match value.strip_suffix('%') {
+            Metric::Top1 | Metric::Accuracy => match value.strip_suffix('%') {
                 Some(v) => (v, 0.01),
                 None => (value, 1.0),
             },
@@ -102,13 +130,31 @@ impl Target {
         let min = v * scale;
         let ok = match metric {
             Metric::Cosine => (-1.0..=1.0).contains(&min),
-            Metric::Top1 => (0.0..=1.0).contains(&min),
+            Metric::Top1 | Metric::Accuracy => (0.0..=1.0).contains(&min),
             _ => min.is_finite(),
         };
         if !ok {
             return Err(bad());
         }
-        Ok(Target { metric, min })
+        Ok(Target {
+            metric,
+            min,
+            drop: None,
+        })
+    }
+
+    /// A `drop` target's bound set from FP32's accuracy (`None`: no
+    /// labels); other targets unchanged.
+    pub fn resolve(self, fp32_accuracy: Option<f64>) -> Result<Target, QuantError> {
+        let Some(drop) = self.drop else {
+            return Ok(self);
+        };
+        let fp32 = fp32_accuracy
+            .ok_or_else(|| QuantError::Outputs("a drop target needs labels".into()))?;
+        Ok(Target {
+            min: (fp32 - drop).max(0.0),
+            ..self
+        })
     }
 
     /// True when `s` meets the target.
@@ -119,10 +165,12 @@ impl Target {
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.metric {
-            Metric::Top1 => write!(f, "top1>={}%", self.min * 100.0),
-            Metric::Sqnr => write!(f, "sqnr>={}dB", self.min),
-            m => write!(f, "{m}>={}", self.min),
+        match (self.metric, self.drop) {
+            (_, Some(d)) => write!(f, "drop<={}pt", d * 100.0),
+            (Metric::Top1, _) => write!(f, "top1>={}%", self.min * 100.0),
+            (Metric::Accuracy, _) => write!(f, "accuracy>={}%", self.min * 100.0),
+            (Metric::Sqnr, _) => write!(f, "sqnr>={}dB", self.min),
+            (m, _) => write!(f, "{m}>={}", self.min),
         }
     }
 }
@@ -248,8 +296,12 @@ pub struct Ranked {
     pub op_type: String,
     /// Share of the model's MACs.
     pub mac_share: f64,
-    /// The gain of [`ranking_metric`] when promoted alone (ranking samples).
-    pub gain: f64,
+    /// The error the node adds alone at its base precision, every other
+    /// candidate at the high precision ([`noise`] of [`ranking_metric`]
+    /// above the upper bound's, ranking samples; 0 when below).
+    pub loss: f64,
+    /// [`priority`]: `loss` per share of MACs; the ranking's order.
+    pub priority: f64,
     /// Left out of the promotion: it would exceed the budget.
     pub over_budget: bool,
 }
@@ -302,8 +354,10 @@ pub struct Pareto {
 /// The result of [`tune`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tuned {
-    /// The target.
+    /// The target (a `drop` target with its bound resolved).
     pub target: Target,
+    /// FP32's accuracy on the labels (`None` without labels).
+    pub fp32_accuracy: Option<f64>,
     /// The budget, if any.
     pub budget: Option<Budget>,
     /// The high precision.
@@ -408,10 +462,41 @@ impl Search<'_, '_> {
 /// changes; mean cosine ranks those.
 pub fn ranking_metric(target: Metric) -> Metric {
     match target {
-        Metric::Top1 => Metric::Cosine,
+        Metric::Top1 | Metric::Accuracy => Metric::Cosine,
         m => m,
     }
 }
+
+/// A score's error on `m` in units that add up over independent error
+/// sources: `1 − cosine` (for small errors, the noise-to-signal power
+/// ratio over two), MSE, the noise-to-signal power ratio `10^(−SQNR/10)`;
+/// top-1 is ranked by cosine ([`ranking_metric`]). Non-finite outputs
+/// count as the largest error.
+pub fn noise(m: Metric, s: &Score) -> f64 {
+    if s.non_finite_samples > 0 {
+        return f64::INFINITY;
+    }
+    match m {
+        Metric::Cosine | Metric::Top1 | Metric::Accuracy => 1.0 - s.cosine,
+        Metric::Mse => s.mse,
+        Metric::Sqnr => s.sqnr_db.map_or(0.0, |db| 10f64.powf(-db / 10.0)),
+    }
+}
+
+/// The order of promotion: `loss` removed per share of MACs promoted, a
+/// node without MACs counted as [`MIN_COST`] of them, so that among
+/// nodes that matter equally the cheaper goes first.
+pub fn priority(loss: f64, macs: u64, total: u64) -> f64 {
+    let share = if total == 0 {
+        0.0
+    } else {
+        macs as f64 / total as f64
+    };
+    loss / share.max(MIN_COST)
+}
+
+/// The smallest MAC share [`priority`] divides by (0.2%).
+pub const MIN_COST: f64 = 0.002;
 
 fn share_of(prec: &[NodePrecision], macs: &[u64], q: Precision) -> f64 {
     mac_shares(prec, macs)
@@ -430,13 +515,8 @@ pub fn tune(
     progress: &mut dyn FnMut(&Step),
     ranked: &mut dyn FnMut(usize, usize),
 ) -> Result<Tuned, QuantError> {
-    let target = opts.target;
-    if target.metric == Metric::Top1 && !scorer.has_top1() {
-        return Err(QuantError::Outputs(
-            "a top1 target needs an output with a class axis (an [N, C] output, or --argmax-axis)"
-                .into(),
-        ));
-    }
+    scorer.check_metric(opts.target.metric)?;
+    let target = opts.target.resolve(scorer.fp32_accuracy())?;
     let macs = scorer.node_macs();
     let total: u64 = macs.iter().sum();
     let candidates = promotion_candidates(scorer);
@@ -474,18 +554,27 @@ pub fn tune(
             },
         );
     }
-    // ranking: each candidate promoted alone, on the ranking samples
+    // ranking: each candidate returned alone to its base precision from
+    // the upper bound, on the ranking samples; the error it adds there,
+    // per share of MACs, orders the promotion
     let rank_scorer = scorer.first(opts.rank_samples);
-    let rank_base = rank_scorer.score(&s.base)?;
+    let upper_prec = s.config(&candidates);
     let rank_metric = ranking_metric(target.metric);
-    let mut gains = Vec::with_capacity(candidates.len());
+    let rank_upper = noise(rank_metric, &rank_scorer.score(&upper_prec)?);
+    let mut losses = Vec::with_capacity(candidates.len());
     for (i, &k) in candidates.iter().enumerate() {
-        let sc = rank_scorer.score(&s.config(&[k]))?;
-        gains.push(gain(rank_metric, &rank_base, &sc));
+        let rest: Vec<usize> = candidates.iter().copied().filter(|&c| c != k).collect();
+        let sc = rank_scorer.score(&s.config(&rest))?;
+        losses.push((noise(rank_metric, &sc) - rank_upper).max(0.0));
         ranked(i + 1, candidates.len());
     }
+    let priorities: Vec<f64> = candidates
+        .iter()
+        .zip(&losses)
+        .map(|(&k, &l)| priority(l, macs[k], total))
+        .collect();
     let mut order: Vec<usize> = (0..candidates.len()).collect();
-    order.sort_by(|&a, &b| gains[b].total_cmp(&gains[a]));
+    order.sort_by(|&a, &b| priorities[b].total_cmp(&priorities[a]));
     // the budget: walk the ranking, skip what would exceed it
     let mut used = 0u64;
     let mut allowed = vec![];
@@ -505,7 +594,8 @@ pub fn tune(
             node: scorer.base().nodes[k].name.clone(),
             op_type: scorer.base().nodes[k].op_type.clone(),
             mac_share: crate::ptq::fraction(macs[k] as usize, total as usize, 0.0),
-            gain: gains[i],
+            loss: losses[i],
+            priority: priorities[i],
             over_budget: over,
         });
     }
@@ -573,16 +663,17 @@ pub fn tune(
     let mut current = tried[&hi];
     s.steps[current].kept = true;
     let mut promoted: Vec<usize> = allowed[..hi].to_vec();
-    // fall back: least gain first
-    let rank_of = |k: usize| candidates.iter().position(|&c| c == k).map(|i| gains[i]);
-    let mut by_gain = promoted.clone();
-    by_gain.sort_by(|&a, &b| {
-        rank_of(a)
-            .unwrap_or(0.0)
-            .total_cmp(&rank_of(b).unwrap_or(0.0))
-    });
+    // fall back: lowest priority first (the most MACs per error removed)
+    let priority_of = |k: usize| {
+        candidates
+            .iter()
+            .position(|&c| c == k)
+            .map_or(0.0, |i| priorities[i])
+    };
+    let mut by_priority = promoted.clone();
+    by_priority.sort_by(|&a, &b| priority_of(a).total_cmp(&priority_of(b)));
     if promoted.len() > 1 {
-        for k in by_gain {
+        for k in by_priority {
             let rest: Vec<usize> = promoted.iter().copied().filter(|&p| p != k).collect();
             let name = scorer.base().nodes[k].name.clone();
             let i = s.run(
@@ -654,7 +745,8 @@ fn finish(
         })
         .collect();
     Ok(Tuned {
-        target: opts.target,
+        target: s.target,
+        fp32_accuracy: scorer.fp32_accuracy(),
         budget: opts.budget,
         high: opts.high,
         samples: scorer.samples(),

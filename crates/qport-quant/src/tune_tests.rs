@@ -156,19 +156,30 @@ fn the_outlier_node_ranks_first_and_its_activations_are_to_blame() {
 
 #[test]
 fn targets_and_budgets_parse_or_say_why() {
-    let t = Target::parse("top1>=98%").unwrap();
+    let t = Target::parse("top1>=98%", false).unwrap();
     assert_eq!((t.metric, t.min), (Metric::Top1, 0.98));
-    assert_eq!(Target::parse("cosine>=0.995").unwrap().min, 0.995);
-    assert_eq!(Target::parse("sqnr>=30dB").unwrap().min, 30.0);
+    assert_eq!(Target::parse("cosine>=0.995", false).unwrap().min, 0.995);
+    assert_eq!(Target::parse("sqnr>=30dB", false).unwrap().min, 30.0);
     assert_eq!(
-        Target::parse("top1>>9"),
+        Target::parse("top1>>9", false),
         Err(TuneError::Target("top1>>9".into()))
     );
     assert!(matches!(
-        Target::parse("drop<=0.5"),
+        Target::parse("drop<=0.5", false),
         Err(TuneError::NeedsLabels(_))
     ));
-    assert!(Target::parse("cosine>=2").is_err());
+    assert!(Target::parse("cosine>=2", false).is_err());
+    // with labels: top1 is accuracy, drop is accepted and resolved
+    let a = Target::parse("top1>=75%", true).unwrap();
+    assert_eq!((a.metric, a.min, a.drop), (Metric::Accuracy, 0.75, None));
+    let d = Target::parse("drop<=0.5", true).unwrap();
+    assert_eq!((d.metric, d.drop), (Metric::Accuracy, Some(0.005)));
+    let r = d.resolve(Some(0.8)).unwrap();
+    assert!((r.min - 0.795).abs() < 1e-12, "{r:?}");
+    assert_eq!(r.to_string(), "drop<=0.5pt");
+    assert!(d.resolve(None).is_err());
+    assert!(Target::parse("drop<=x", true).is_err());
+    assert!(Target::parse("drop<=101", true).is_err());
     let b = Budget::parse("int16<=25%").unwrap();
     assert_eq!((b.precision, b.max_share), (Precision::Int16, 0.25));
     assert!(Budget::parse("int16<=150%").is_err());
@@ -187,7 +198,7 @@ fn targets_and_budgets_parse_or_say_why() {
 
 fn run_tune(s: &Scorer<'_>, target: &str, budget: Option<&str>) -> Tuned {
     let opts = TuneOptions {
-        target: Target::parse(target).unwrap(),
+        target: Target::parse(target, s.fp32_accuracy().is_some()).unwrap(),
         budget: budget.map(|b| Budget::parse(b).unwrap()),
         high: Precision::Int16,
         rank_samples: 4,
@@ -247,6 +258,64 @@ fn tune_reports_an_unreachable_target_and_a_budget_that_wins() {
             .unwrap_or(0.0)
             <= 0.5
     );
+}
+
+/// FP32's class of every sample, from a scorer without labels.
+fn fp32_classes(m: &Model) -> Vec<usize> {
+    let plan = qport_engine::Plan::new(m).unwrap();
+    samples(8)
+        .into_iter()
+        .map(|s| {
+            let out = plan.run(s.inputs).unwrap();
+            qport_core::metrics::argmax(&out[0].1.to_f32_vec().unwrap()).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn labels_give_accuracy_and_a_drop_target() {
+    let m = model();
+    let (r, c) = calibrate(&m, "j6m");
+    let mut classes = fp32_classes(&m);
+    // one label FP32 gets wrong: FP32 accuracy 7/8
+    classes[3] = (classes[3] + 1) % 4;
+    let s = scorer(&m, &r, &c, 1).with_labels(&classes).unwrap();
+    assert_eq!(s.fp32_accuracy(), Some(7.0 / 8.0));
+    let up = s
+        .score(&sensitivity::promote_where(
+            &s.base_precisions(),
+            Precision::Int16,
+            |_| true,
+        ))
+        .unwrap();
+    assert_eq!(up.accuracy, Some(7.0 / 8.0), "{up:?}");
+    assert!(s.check_metric(Metric::Accuracy).is_ok());
+    // the prefix scorer keeps its labels and FP32's accuracy on them
+    assert_eq!(s.first(2).fp32_accuracy(), Some(1.0));
+    let t = run_tune(&s, "drop<=0", None);
+    assert_eq!(t.target.metric, Metric::Accuracy);
+    assert!((t.target.min - 7.0 / 8.0).abs() < 1e-12, "{:?}", t.target);
+    assert_eq!(t.fp32_accuracy, Some(7.0 / 8.0));
+    assert!(t.outcome.reached(), "{t:#?}");
+    assert!(t.final_config().score.accuracy.unwrap() >= 7.0 / 8.0);
+    // bad labels
+    let plain = || scorer(&m, &r, &c, 1);
+    let e = plain()
+        .with_labels(&classes[..7])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("7 labels for 8 samples"), "{e}");
+    let e = plain().with_labels(&[9; 8]).err().unwrap().to_string();
+    assert!(
+        e.contains("label 9 is not a class of output 'y' (4 classes"),
+        "{e}"
+    );
+    let e = plain()
+        .check_metric(Metric::Accuracy)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs labels"), "{e}");
 }
 
 #[test]
