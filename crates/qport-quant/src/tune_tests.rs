@@ -187,6 +187,25 @@ fn targets_and_budgets_parse_or_say_why() {
     let zero = Budget::parse("int16<=0%").unwrap();
     let e = zero.check(&t, "int16<=0%").unwrap_err().to_string();
     assert!(e.contains("contradicts the target"), "{e}");
+    // ranking noise: units that add up over independent error sources
+    let sc = crate::measure::Score {
+        cosine: 0.999,
+        sqnr_db: Some(30.0),
+        mse: 0.25,
+        top1: Some(0.5),
+        accuracy: None,
+        non_finite_samples: 0,
+    };
+    assert!((noise(Metric::Sqnr, &sc) - 1e-3).abs() < 1e-15);
+    assert!((noise(Metric::Top1, &sc) - 1e-3).abs() < 1e-12);
+    assert_eq!(noise(Metric::Mse, &sc), 0.25);
+    let bad = crate::measure::Score {
+        non_finite_samples: 1,
+        ..sc
+    };
+    assert_eq!(noise(Metric::Cosine, &bad), f64::INFINITY);
+    assert_eq!(priority(0.01, 0, 100), 0.01 / MIN_COST);
+    assert_eq!(priority(0.01, 50, 100), 0.02);
     let reg = Registry::builtin();
     let e = high_precision(reg.get("x86-avx2").unwrap()).unwrap_err();
     assert!(e.to_string().contains("does not run int16"), "{e}");
@@ -219,6 +238,19 @@ fn tune_promotes_the_outlier_node_and_returns_what_is_not_needed() {
     assert_eq!(t.trajectory[0].kind, StepKind::Baseline);
     assert_eq!(t.trajectory[1].kind, StepKind::UpperBound);
     assert_eq!(t.ranking[0].node, "mm1");
+    // ranked by error per MAC share, a node without MACs costing MIN_COST
+    for w in t.ranking.windows(2) {
+        assert!(w[0].priority >= w[1].priority, "{:?}", t.ranking);
+    }
+    for r in &t.ranking {
+        let want = r.loss / r.mac_share.max(MIN_COST);
+        assert!(
+            (r.priority - want).abs() <= 1e-12 * want.abs().max(1.0),
+            "{r:?}"
+        );
+        assert!(r.loss >= 0.0);
+    }
+    assert!(t.ranking[0].loss > 0.0, "the outlier node adds error alone");
     let fin = t.final_config();
     assert!(fin.holds && fin.kept);
     assert_eq!(fin.promoted, ["mm1"], "{t:#?}");
