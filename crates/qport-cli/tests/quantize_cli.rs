@@ -232,6 +232,54 @@ fn ppocr_on_j6m_writes_qdq_config_and_report_and_config_round_trips() {
     assert!(out2.join("model.qdq.onnx").is_file());
 }
 
+/// A value read at two precisions (here the hard-swish inputs: int8 for
+/// their Add, int16 for their Mul) is quantized on two grids; the
+/// resolved config records both (`other_grids`), and quantizing again
+/// with it as `--config` gives the same scales and zero points on every
+/// grid (before, the int8 grid's fixed scale was applied to the int16
+/// one too).
+#[test]
+fn a_value_on_two_grids_round_trips_through_the_resolved_config() {
+    let work = temp_dir("two-grids");
+    let cfg = write_json(
+        &work.join("mul16.json"),
+        &serde_json::json!({"op_config": {"Mul": {"qtype": "int16"}}}),
+    );
+    let (o, out) = quantize_ppocr(&work, &["--platform", "j6m", "--config", &cfg]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let qc_path = out.join("quant_config.json");
+    let qc: Value = serde_json::from_str(&std::fs::read_to_string(&qc_path).unwrap()).unwrap();
+    let two: Vec<(&String, &Value)> = qc["tensor_config"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| t.get("other_grids").is_some())
+        .collect();
+    assert!(!two.is_empty(), "no value on two grids");
+    for (name, t) in &two {
+        let g = &t["other_grids"][0];
+        assert_ne!(g["grid"], t["grid"], "{name}: {t}");
+        assert!(g["scale"][0].as_f64().unwrap() > 0.0, "{name}: {t}");
+    }
+    let out2 = work.join("again");
+    let again = common::quantize_ppocr(&s(&out2), &["--platform", "j6m", "--config", &s(&qc_path)]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let load = |p: &Path| qport_onnx::load::load(p.join("model.qdq.onnx")).unwrap();
+    let (a, b) = (load(&out), load(&out2));
+    assert_eq!(a.graph.initializers.len(), b.graph.initializers.len());
+    let mut uint16 = 0;
+    for (name, t) in &a.graph.initializers {
+        let u = b
+            .graph
+            .initializers
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing after the round trip"));
+        assert_eq!(t, u, "{name} changed in the round trip");
+        uint16 += usize::from(name.ends_with("_scale_uint16"));
+    }
+    assert!(uint16 > 0, "no uint16 grid in the artifact");
+}
+
 #[test]
 fn human_summary_names_platform_and_files() {
     let work = temp_dir("text");

@@ -401,6 +401,28 @@ pub struct TensorEntry {
     /// the model's values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// Fixed parameters of the same tensor on further grids: an activation
+    /// read by nodes at two precisions is quantized twice (`uint8` for an
+    /// int8 reader, `uint16` for an int16 one). Written by qport; each
+    /// entry applies to its grid only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_grids: Vec<GridEntry>,
+}
+
+/// Fixed parameters of a tensor on one grid ([`TensorEntry::other_grids`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridEntry {
+    /// The grid these parameters are for.
+    pub grid: crate::Grid,
+    /// Scale, or one per channel.
+    pub scale: OneOrMany<f32>,
+    /// Zero point, or one per channel (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_point: Option<OneOrMany<i32>>,
+    /// Axis of per-channel scales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axis: Option<usize>,
 }
 
 /// `qport` (extension): what the config was made for. Written by qport;
@@ -583,6 +605,29 @@ fn check_tensor(name: &str, t: &TensorEntry, errs: &mut Vec<String>) {
                     s.len()
                 ));
             }
+        }
+    }
+    for (i, g) in t.other_grids.iter().enumerate() {
+        let s = g.scale.to_vec();
+        if s.is_empty() || s.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+            errs.push(format!(
+                "{k}.other_grids[{i}].scale: every scale must be a positive finite number"
+            ));
+        }
+        if let Some(OneOrMany::Many(z)) = &g.zero_point {
+            if z.len() != s.len() {
+                errs.push(format!(
+                    "{k}.other_grids[{i}].zero_point: {} zero points for {} scales",
+                    z.len(),
+                    s.len()
+                ));
+            }
+        }
+        if Some(g.grid) == t.grid || t.other_grids[..i].iter().any(|o| o.grid == g.grid) {
+            errs.push(format!(
+                "{k}.other_grids[{i}]: grid {} is given twice",
+                crate::qdq::grid_name(g.grid)
+            ));
         }
     }
     if let (Some(_), Some(q @ (Precision::Float16 | Precision::Float32))) = (&t.scale, t.qtype) {

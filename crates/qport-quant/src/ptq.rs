@@ -278,16 +278,17 @@ pub fn activation_params(
 ) -> Result<QParams, QuantError> {
     let a = &resolved.activation;
     let symmetric = grid.is_signed();
-    if let Some(o) = resolved.tensor_overrides.get(tensor) {
-        if let Some(s) = &o.scales {
-            let zps = o.zero_points.clone().unwrap_or_else(|| vec![0; s.len()]);
-            return Ok(QParams {
-                grid,
-                scales: s.clone(),
-                zero_points: zps,
-                axis: if s.len() > 1 { Some(1) } else { None },
-            });
-        }
+    if let Some((scales, zero_points)) = resolved
+        .tensor_overrides
+        .get(tensor)
+        .and_then(|o| o.fixed(grid))
+    {
+        return Ok(QParams {
+            grid,
+            axis: if scales.len() > 1 { Some(1) } else { None },
+            scales,
+            zero_points,
+        });
     }
     let method = resolved
         .tensor_overrides
@@ -618,8 +619,25 @@ pub fn tensor_table(exported: &Exported) -> BTreeMap<String, crate::config::Tens
                 ..Default::default()
             },
         };
-        // a value quantized to two grids keeps its first entry
-        m.entry(r.tensor.clone()).or_insert(e);
+        // a value quantized to two grids: the first is the entry, the
+        // others its `other_grids`
+        match (m.get_mut(&r.tensor), &r.params) {
+            (None, _) => {
+                m.insert(r.tensor.clone(), e);
+            }
+            (Some(first), Some(p))
+                if first.grid.is_some_and(|g| g != p.grid)
+                    && !first.other_grids.iter().any(|o| o.grid == p.grid) =>
+            {
+                first.other_grids.push(crate::config::GridEntry {
+                    grid: p.grid,
+                    scale: OneOrMany::Many(p.scales.clone()),
+                    zero_point: Some(OneOrMany::Many(p.zero_points.clone())),
+                    axis: p.axis,
+                });
+            }
+            _ => {}
+        }
     }
     m
 }

@@ -288,10 +288,12 @@ fn deep<T: Clone>(user: &Option<T>, base: &Option<T>, f: impl Fn(&T, &T) -> T) -
 /// `field => merge` ones after the last `;`. The literal names every field,
 /// so a new field must be listed.
 macro_rules! overlay {
-    ($ty:ident; $u:ident, $b:ident; $($f:ident),* $(; $($d:ident => $m:expr),*)?) => {
+    ($ty:ident; $u:ident, $b:ident; $($f:ident),* $(; $($d:ident => $m:expr),*)?
+        $(; [$($l:ident),*])?) => {
         $ty {
             $($f: pick(&$u.$f, &$b.$f),)*
             $($($d: deep(&$u.$d, &$b.$d, $m),)*)?
+            $($($l: if $u.$l.is_empty() { $b.$l.clone() } else { $u.$l.clone() },)*)?
         }
     };
 }
@@ -336,7 +338,7 @@ pub fn merge(base: &QuantConfig, user: &QuantConfig) -> QuantConfig {
     };
     let tensor = |u: &TensorEntry, b: &TensorEntry| {
         overlay!(TensorEntry; u, b; scale, zero_point, qtype, calibration_type, grid, axis,
-            kind)
+            kind; [other_grids])
     };
     let meta =
         |u: &QportMeta, b: &QportMeta| overlay!(QportMeta; u, b; platform, template, tail_output);
@@ -422,10 +424,38 @@ pub struct TensorOverride {
     pub scales: Option<Vec<f32>>,
     /// Zero points, as many as `scales` (0 where not given); `None` without scales.
     pub zero_points: Option<Vec<i32>>,
+    /// The grid the fixed scales are for (`None`: see [`TensorOverride::fixed`]).
+    pub grid: Option<crate::Grid>,
     /// Precision of the tensor.
     pub qtype: Option<Precision>,
     /// Calibrator of the tensor.
     pub method: Option<CalibMethod>,
+    /// Fixed scales and zero points on further grids.
+    pub other_grids: Vec<(crate::Grid, Vec<f32>, Vec<i32>)>,
+}
+
+impl TensorOverride {
+    /// The fixed scales and zero points for `grid`: the entry's own when
+    /// they are for this grid (its `grid` when given, else a grid of its
+    /// `qtype`'s width when given, else any grid), else an
+    /// [`other_grids`](crate::config::TensorEntry::other_grids) entry for
+    /// it; `None` when the tensor is to be calibrated on this grid.
+    pub fn fixed(&self, grid: crate::Grid) -> Option<(Vec<f32>, Vec<i32>)> {
+        if let (Some(s), Some(z)) = (&self.scales, &self.zero_points) {
+            let mine = match (self.grid, self.qtype) {
+                (Some(g), _) => g == grid,
+                (None, Some(q)) => crate::Grid::for_qtype(q, grid.is_signed()) == Some(grid),
+                (None, None) => true,
+            };
+            if mine {
+                return Some((s.clone(), z.clone()));
+            }
+        }
+        self.other_grids
+            .iter()
+            .find(|(g, _, _)| *g == grid)
+            .map(|(_, s, z)| (s.clone(), z.clone()))
+    }
 }
 
 /// A config resolved against a model and a platform.
@@ -520,11 +550,26 @@ fn resolve_tensor(t: &TensorEntry) -> TensorOverride {
         Some(OneOrMany::One(z)) => vec![*z; s.len()],
         Some(OneOrMany::Many(z)) => z.clone(),
     });
+    let zeros = |z: &Option<OneOrMany<i32>>, n: usize| match z {
+        None => vec![0; n],
+        Some(OneOrMany::One(z)) => vec![*z; n],
+        Some(OneOrMany::Many(z)) => z.clone(),
+    };
     TensorOverride {
         scales,
         zero_points,
+        grid: t.grid,
         qtype: t.qtype,
         method: t.calibration_type,
+        other_grids: t
+            .other_grids
+            .iter()
+            .map(|g| {
+                let s = g.scale.to_vec();
+                let z = zeros(&g.zero_point, s.len());
+                (g.grid, s, z)
+            })
+            .collect(),
     }
 }
 

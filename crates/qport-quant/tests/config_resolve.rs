@@ -344,3 +344,50 @@ fn template_names() {
         "unknown template 'int4'; valid: default, full-int16, fast-perf, int8"
     );
 }
+
+/// A `tensor_config` entry's fixed scale applies to its own grid (its
+/// `grid`, else a grid of its `qtype`'s width, else any); `other_grids`
+/// give the scales of the same tensor on further grids; anything else is
+/// calibrated.
+#[test]
+fn tensor_overrides_apply_to_their_grids() {
+    use qport_quant::Grid;
+    let reg = Registry::builtin();
+    let user = parse(
+        r#"{"tensor_config":{
+              "c":{"scale":0.5,"zero_point":3,"grid":"uint8",
+                   "other_grids":[{"grid":"uint16","scale":[0.002],"zero_point":[30000]}]},
+              "r":{"scale":0.25,"qtype":"int16"},
+              "s":{"scale":0.125}}}"#,
+    );
+    let r = resolve(
+        &model(),
+        reg.get("j6m").unwrap(),
+        &QuantConfig::default(),
+        Some(&user),
+    )
+    .unwrap();
+    let o = &r.tensor_overrides;
+    assert_eq!(o["c"].fixed(Grid::Uint8), Some((vec![0.5], vec![3])));
+    assert_eq!(o["c"].fixed(Grid::Uint16), Some((vec![0.002], vec![30000])));
+    assert_eq!(o["c"].fixed(Grid::Int8), None);
+    assert_eq!(o["r"].fixed(Grid::Int16), Some((vec![0.25], vec![0])));
+    assert_eq!(o["r"].fixed(Grid::Uint16), Some((vec![0.25], vec![0])));
+    assert_eq!(o["r"].fixed(Grid::Uint8), None);
+    assert_eq!(o["s"].fixed(Grid::Int16), Some((vec![0.125], vec![0])));
+    // bad other_grids entries are named when the file is read
+    let e = QuantConfig::from_json_str(
+        r#"{"tensor_config":{"c":{"scale":0.5,"grid":"uint8",
+              "other_grids":[{"grid":"uint8","scale":[0.1]},{"grid":"int16","scale":[-1.0],"zero_point":[1,2]}]}}}"#,
+        "qc.json",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.messages(),
+        vec![
+            "qc.json: tensor_config.c.other_grids[0]: grid uint8 is given twice",
+            "qc.json: tensor_config.c.other_grids[1].scale: every scale must be a positive finite number",
+            "qc.json: tensor_config.c.other_grids[1].zero_point: 2 zero points for 1 scales",
+        ]
+    );
+}
