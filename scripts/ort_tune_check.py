@@ -13,8 +13,9 @@ the default session (QDQ groups fused into integer kernels).
 
 Samples: an ``.npz`` (one array per model input, samples stacked on axis
 0) or an image folder read as qport reads it (recursive, sorted by path,
-``.png`` / ``.jpg`` / ``.jpeg``, hidden entries skipped) with the
-fixtures' ``effnet-lite`` or ``ppocr`` preprocessing.
+``.png`` / ``.jpg`` / ``.jpeg``, hidden entries skipped) and preprocessed
+as qport's ``effnet-lite`` or ``ppocr`` preset does (checked bit for bit
+on the photo crops).
 
 Usage (the venv of ``scripts/setup-venv``)::
 
@@ -41,9 +42,26 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ort_calibrators import load_samples, score, session  # noqa: E402
-from qport_fixtures.preprocess import effnet_preprocess, ppocr_cls_preprocess  # noqa: E402
+from qport_fixtures.preprocess import ppocr_cls_preprocess  # noqa: E402
 
-PREPROCESS = {"effnet-lite": effnet_preprocess, "ppocr": ppocr_cls_preprocess}
+def effnet_lite(img: Image.Image) -> np.ndarray:
+    """qport's ``effnet-lite`` preset: the fixtures' EfficientNet
+    preprocessing with torchvision's centre-crop offsets,
+    ``round((side - 224) / 2)`` half to even (the fixtures floor them)."""
+    img = img.convert("RGB")
+    w, h = img.size
+    side = 256
+    scale = side / min(w, h)
+    nw, nh = max(side, round(w * scale)), max(side, round(h * scale))
+    if (nw, nh) != (w, h):
+        img = img.resize((nw, nh), Image.BICUBIC)
+    left, top = round((nw - 224) / 2), round((nh - 224) / 2)
+    img = img.crop((left, top, left + 224, top + 224))
+    x = (np.asarray(img, dtype=np.float32) - 127.0) / 128.0
+    return np.ascontiguousarray(x.transpose(2, 0, 1)[np.newaxis])
+
+
+PREPROCESS = {"effnet-lite": effnet_lite, "ppocr": ppocr_cls_preprocess}
 IMAGE_EXT = {".png", ".jpg", ".jpeg"}
 
 
