@@ -227,6 +227,32 @@ impl Render for Report {
                 s += &format!("  {}\n", f.describe());
             }
         }
+        if !t.ranking.is_empty() {
+            const SHOWN: usize = 10;
+            s += &format!(
+                "\nranking (error each node adds alone at its base precision, from the upper bound, on {} samples; per MAC share)\n",
+                t.rank_samples
+            );
+            let mut tab = Table::new(
+                &["#", "node", "op", "MACs", "error", "priority", ""],
+                "rllrrrl",
+            );
+            for (i, r) in t.ranking.iter().take(SHOWN).enumerate() {
+                tab.row(vec![
+                    (i + 1).to_string(),
+                    r.node.clone(),
+                    r.op_type.clone(),
+                    format!("{:.1}%", 100.0 * r.mac_share),
+                    format!("{:.2e}", r.loss),
+                    format!("{:.3e}", r.priority),
+                    if r.over_budget { "over budget" } else { "" }.into(),
+                ]);
+            }
+            s += &tab.render(ui, "  ");
+            if t.ranking.len() > SHOWN {
+                s += &format!("  ... {} more (--format json)\n", t.ranking.len() - SHOWN);
+            }
+        }
         s += "\ntrajectory\n";
         let mut tab = Table::new(
             &[

@@ -608,7 +608,10 @@ pub fn tune(
         let nodes = &allowed[..n];
         let i = s.run(
             StepKind::Promote,
-            format!("promote the {n} most sensitive to {hq}: {}", s.names(nodes)),
+            format!(
+                "promote the first {n} of the ranking to {hq}: {}",
+                s.names(nodes)
+            ),
             nodes,
         )?;
         tried.insert(n, i);
