@@ -136,7 +136,14 @@ pub struct Observer {
     sentinels: (u64, u64),
     sentinel_min: f32,
     sentinel_max: f32,
+    /// The distinct ordinary values seen, sorted, while there are at most
+    /// [`MAX_LEVELS`]; `None` when not tracked ([`Observer::track_levels`])
+    /// or when more were seen.
+    levels: Option<Vec<f32>>,
 }
+
+/// Most distinct values [`Observer::levels`] keeps: one 8-bit grid.
+pub const MAX_LEVELS: usize = 256;
 
 impl Default for Observer {
     fn default() -> Self {
@@ -196,6 +203,39 @@ impl Observer {
             sentinels: (0, 0),
             sentinel_min: 0.0,
             sentinel_max: 0.0,
+            levels: None,
+        }
+    }
+
+    /// Keeps the distinct values seen while there are at most
+    /// [`MAX_LEVELS`] (a model input fed 8-bit pixels through an affine
+    /// normalization has at most 256): [`Observer::levels`]. Call before
+    /// the first batch; later it does nothing.
+    pub fn track_levels(&mut self) {
+        if self.count == 0 && self.sentinels == (0, 0) {
+            self.levels = Some(Vec::new());
+        }
+    }
+
+    /// The distinct ordinary values seen, sorted, when tracked
+    /// ([`Observer::track_levels`]) and at most [`MAX_LEVELS`] of them.
+    pub fn levels(&self) -> Option<&[f32]> {
+        self.levels.as_deref().filter(|l| !l.is_empty())
+    }
+
+    /// Adds `values` to the tracked levels, dropping them past MAX_LEVELS.
+    fn add_levels(&mut self, values: &[f32]) {
+        let Some(l) = &mut self.levels else { return };
+        for &v in values {
+            // -0.0 and 0.0 are one level
+            let v = if v == 0.0 { 0.0 } else { v };
+            if let Err(i) = l.binary_search_by(|x| x.total_cmp(&v)) {
+                if l.len() == MAX_LEVELS {
+                    self.levels = None;
+                    return;
+                }
+                l.insert(i, v);
+            }
         }
     }
 
@@ -233,6 +273,7 @@ impl Observer {
             }
             return self.observe(&ordinary);
         }
+        self.add_levels(values);
         let amax = bmax.abs().max(bmin.abs());
         if amax > 0.0 {
             self.cover(exp_above(amax));
@@ -313,6 +354,14 @@ impl Observer {
         }
         if other.count == 0 {
             return;
+        }
+        match (&self.levels, &other.levels) {
+            _ if self.count == 0 => self.levels = other.levels.clone(),
+            (Some(_), Some(o)) => {
+                let o = o.clone();
+                self.add_levels(&o);
+            }
+            _ => self.levels = None,
         }
         if self.count == 0 {
             (self.min, self.max) = (other.min, other.max);

@@ -104,6 +104,7 @@ pub fn calibrate(
     let mut values: ValueFacts = HashMap::new();
     let mut selection = Vec::new();
     let mut n = 0usize;
+    let inputs: Vec<&str> = model.graph.inputs.iter().map(|v| v.name.as_str()).collect();
     for s in samples {
         let s = s?;
         let mut failure: Option<QuantError> = None;
@@ -118,9 +119,14 @@ pub fn calibrate(
                 return;
             }
             let Ok(v) = t.as_slice::<f32>() else { return };
-            let o = observers
-                .entry(name.to_string())
-                .or_insert_with(|| Observer::new(oopts));
+            let o = observers.entry(name.to_string()).or_insert_with(|| {
+                let mut o = Observer::new(oopts);
+                // a model input may hold 8-bit pixels: exact on uint8
+                if inputs.contains(&name) {
+                    o.track_levels();
+                }
+                o
+            });
             if let Err(e) = o.observe(v) {
                 failure = Some(QuantError::NonFinite {
                     sample: s.origin.clone(),

@@ -421,3 +421,71 @@ fn sentinels_saturate_instead_of_stretching_the_range() {
         "scale {s}"
     );
 }
+
+/// 8-bit pixels after `(x - 127) / 128`, tracked as a model input's
+/// levels, are represented exactly on uint8 whatever the calibrator; levels
+/// without 0 on their lattice (`x / 127.5 - 1`), too many levels, or a
+/// signed grid keep the calibrator's range.
+#[test]
+fn pixel_levels_are_exact_on_uint8() {
+    use qport_quant::calib::{lattice_range, params_from_range};
+    let pixels: Vec<f32> = (0..=255u32)
+        .flat_map(|p| [(p as f32 - 127.0) / 128.0; 3])
+        .collect();
+    let mut o = qport_quant::observer::Observer::default();
+    o.track_levels();
+    o.observe(&pixels[..300]).unwrap();
+    let mut rest = qport_quant::observer::Observer::default();
+    rest.track_levels();
+    rest.observe(&pixels[300..]).unwrap();
+    o.merge(&rest);
+    assert_eq!(o.levels().map(<[f32]>::len), Some(256));
+    for m in [
+        CalibMethod::Max,
+        CalibMethod::Percentile,
+        CalibMethod::Kl,
+        CalibMethod::Mse,
+        CalibMethod::Ema,
+    ] {
+        let (lo, hi) = range(&o, m, Grid::Uint8, false, &opts()).unwrap();
+        assert_eq!((lo, hi), (-127.0 / 128.0, 1.0), "{m:?}");
+    }
+    let p = params_from_range(-127.0 / 128.0, 1.0, Grid::Uint8, false, None);
+    assert_eq!((p.scales[0], p.zero_points[0]), (1.0 / 128.0, 127));
+    // a subset of the pixels still spans its 255 steps from 0's grid point
+    assert_eq!(
+        lattice_range(&[-0.5, -0.25, 0.25, 0.5]),
+        Some((-0.5, 63.25))
+    );
+    // x / 127.5 - 1: 0 is not a grid point of the levels
+    let ocr: Vec<f32> = (0..=255).map(|p| p as f32 / 127.5 - 1.0).collect();
+    assert_eq!(lattice_range(&ocr), None);
+    // more than 256 levels are not tracked
+    let mut many = qport_quant::observer::Observer::default();
+    many.track_levels();
+    let v: Vec<f32> = (0..300).map(|i| i as f32).collect();
+    many.observe(&v).unwrap();
+    assert_eq!(many.levels(), None);
+    // an untracked observer has no levels; the symmetric grid keeps the
+    // calibrator's range either way
+    let mut plain = qport_quant::observer::Observer::default();
+    plain.observe(&pixels).unwrap();
+    assert_eq!(plain.levels(), None);
+    for m in [CalibMethod::Percentile, CalibMethod::Kl, CalibMethod::Mse] {
+        assert_eq!(
+            range(&o, m, Grid::Int8, true, &opts()),
+            range(&plain, m, Grid::Int8, true, &opts()),
+            "{m:?}"
+        );
+    }
+    let c = CalibOptions {
+        max_percentile: 0.9,
+        ..opts()
+    };
+    let clipped = range(&plain, CalibMethod::Percentile, Grid::Uint8, false, &c).unwrap();
+    assert!(clipped.1 < 1.0, "{clipped:?}");
+    assert_eq!(
+        range(&o, CalibMethod::Percentile, Grid::Uint8, false, &c),
+        Ok((-127.0 / 128.0, 1.0))
+    );
+}
