@@ -239,17 +239,14 @@ fn range_of_ordinary(
         let t = t as f32;
         (mn.max(-t), mx.min(t))
     };
+    // percentile and kl clip for 8-bit grids only
+    let eight_bit = matches!(grid, Grid::Int8 | Grid::Uint8);
     Ok(match method {
         CalibMethod::Max => (mn, mx),
         CalibMethod::Ema => (obs.ema_min().unwrap_or(mn), obs.ema_max().unwrap_or(mx)),
-        CalibMethod::Percentile => match grid {
-            Grid::Int8 | Grid::Uint8 => percentile_range(obs, symmetric, opts.max_percentile),
-            _ => (mn, mx),
-        },
-        CalibMethod::Kl => match grid {
-            Grid::Int8 | Grid::Uint8 => clip(kl_threshold(obs, opts.num_bin, 128)),
-            _ => (mn, mx),
-        },
+        CalibMethod::Percentile | CalibMethod::Kl if !eight_bit => (mn, mx),
+        CalibMethod::Percentile => percentile_range(obs, symmetric, opts.max_percentile),
+        CalibMethod::Kl => clip(kl_threshold(obs, opts.num_bin, 128)),
         CalibMethod::Mse => clip(mse_threshold(obs, grid, symmetric)),
         CalibMethod::Load => {
             return Err(CalibError::Unsupported {

@@ -302,43 +302,38 @@ impl<'a> Scorer<'a> {
                 )
             })?;
         let name = &self.specs[spec].1.name;
+        // rows of the class output per sample: its elements over its classes
+        let row_counts: Vec<usize> = self
+            .reference
+            .iter()
+            .map(|r| {
+                let s = r[out].1.shape();
+                s.iter().product::<usize>() / s.get(axis).copied().unwrap_or(1).max(1)
+            })
+            .collect();
+        let total: usize = row_counts.iter().sum();
+        if total != classes.len() {
+            return Err(QuantError::Outputs(format!(
+                "{} labels for {} samples: output '{name}' has {total} rows over them (one label per row)",
+                classes.len(),
+                self.samples.len()
+            )));
+        }
         let mut rows = Vec::with_capacity(self.samples.len());
-        let mut at = 0usize;
         let mut fp32_correct = Vec::with_capacity(self.samples.len());
-        for r in &self.reference {
+        let mut at = 0usize;
+        for (r, &n) in self.reference.iter().zip(&row_counts) {
             let t = &r[out].1;
-            let shape = t.shape();
-            let classes_n = shape.get(axis).copied().unwrap_or(0);
-            let n = shape.iter().product::<usize>() / classes_n.max(1);
-            let Some(mine) = classes.get(at..at + n) else {
-                return Err(QuantError::Outputs(format!(
-                    "{} labels for {} samples: output '{name}' has {} rows over them (one label per row)",
-                    classes.len(),
-                    self.samples.len(),
-                    self.reference
-                        .iter()
-                        .map(|r| {
-                            let s = r[out].1.shape();
-                            s.iter().product::<usize>() / s.get(axis).copied().unwrap_or(1).max(1)
-                        })
-                        .sum::<usize>()
-                )));
-            };
+            let classes_n = t.shape().get(axis).copied().unwrap_or(0);
+            let mine = &classes[at..at + n];
             if let Some(&bad) = mine.iter().find(|&&c| c >= classes_n) {
                 return Err(QuantError::Outputs(format!(
                     "label {bad} is not a class of output '{name}' ({classes_n} classes along axis {axis})"
                 )));
             }
-            fp32_correct.push(correct_rows(&t.to_f32_vec()?, shape, axis, mine));
+            fp32_correct.push(correct_rows(&t.to_f32_vec()?, t.shape(), axis, mine));
             rows.push(mine.to_vec());
             at += n;
-        }
-        if at != classes.len() {
-            return Err(QuantError::Outputs(format!(
-                "{} labels for {} samples: output '{name}' has {at} rows over them (one label per row)",
-                classes.len(),
-                self.samples.len()
-            )));
         }
         self.labels = Some(Labelled {
             spec,
