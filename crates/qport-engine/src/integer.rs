@@ -146,6 +146,17 @@ impl IntegerPlan {
         &self,
         inputs: Vec<(String, Tensor)>,
     ) -> Result<(Vec<(String, Tensor)>, Coverage), EngineError> {
+        self.run_with_coverage_tap(inputs, &mut |_, _| {})
+    }
+
+    /// Like [`IntegerPlan::run_with_coverage`], also calling `tap` for
+    /// every value a node produces, in execution order (see
+    /// [`Plan::run_with_tap`]).
+    pub fn run_with_coverage_tap(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+        tap: &mut dyn FnMut(&str, &Tensor),
+    ) -> Result<(Vec<(String, Tensor)>, Coverage), EngineError> {
         let wanted: std::collections::HashSet<&str> = needed_values(&self.mac_nodes).collect();
         let mut shapes = std::collections::HashMap::new();
         for (name, t) in &inputs {
@@ -157,6 +168,7 @@ impl IntegerPlan {
             if wanted.contains(name) {
                 shapes.insert(name.to_string(), t.shape().to_vec());
             }
+            tap(name, t);
         })?;
         for (name, t) in &outputs {
             if wanted.contains(name.as_str()) {

@@ -54,6 +54,7 @@ pub mod report;
 mod stage;
 mod summary;
 
+pub(crate) use compare::compare as compare_values;
 pub use compare::Diff;
 pub use stage::{Attribution, Stage, Swap};
 pub use summary::{summarize, FirstCount, LayerSummary, Summary, SwapSummary, VerdictCount, View};

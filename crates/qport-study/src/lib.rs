@@ -4,13 +4,16 @@
 //! asks whether INT8 is faster at all on the host ([`bench`]). The
 //! documents `qport agree` and `qport diverge` write are built from a
 //! study's result in [`agree::report`] and [`diverge::report`]; the samples
-//! are `qport_data`'s ([`qport_data::Sample`]).
+//! are `qport_data`'s ([`qport_data::Sample`]). [`dump`] writes and reads
+//! dump directories (every intermediate value of one run) and localizes
+//! the first value where a target's dump departs from qport's.
 #![deny(missing_docs)]
 
 pub mod agree;
 pub mod bench;
 pub mod coverage;
 pub mod diverge;
+pub mod dump;
 
 use qport_core::arith::ProfileError;
 use qport_engine::EngineError;
