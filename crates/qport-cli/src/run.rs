@@ -31,7 +31,8 @@
 //!       "macs_integer": int, "macs_total": int, "mac_share": float | null,
 //!       "macs_uncounted_nodes": int,
 //!       "float_groups": [ { "node": str, "op": str, "reason": str } ]
-//!   } | null
+//!   } | null,
+//!   "dump": { "dir": str, "values": int, "bytes": int, "skipped": [str] } | null
 //! }
 //! ```
 //!
@@ -48,6 +49,11 @@
 //! `none` (`ort-unfused`) none is, the model runs in float as written, and
 //! no low-coverage warning is given.
 //!
+//! `dump` is set with `--dump DIR`: the directory, the number of values
+//! written (each listed in `DIR/index.json`, format `qport.dump/1`, see
+//! [`qport_study::dump`]), their bytes, and values that have no `.npy`
+//! form (bfloat16, string) and were skipped.
+//!
 //! `source` is `FILE` for a `.npy` or `FILE:KEY` for an `.npz` member.
 //! `min`/`max`/`mean` ignore NaN and are `null` for empty or string
 //! tensors (or when every element is NaN). `top5` (largest first, ties by
@@ -62,8 +68,9 @@ use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use qport_core::arith::{ArithProfile, ProfileError};
 use qport_core::{DType, Tensor};
-use qport_engine::{IntegerPlan, Plan};
+use qport_engine::{IntegerPlan, Plan, PlanOptions};
 use qport_study::coverage::{low_coverage_warnings, CoverageJson};
+use qport_study::dump::{run_dumped_with, DumpMeta, DumpWriter};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -76,6 +83,7 @@ Examples:
   qport run model.onnx --inputs inputs.npz --format json
   qport run q/model.qdq.onnx --inputs inputs.npz --profile avx2-u8s8 --output out.npz
   qport run q/model.qdq.onnx --input input=x.npy --profile my-npu --profile-file my-npu.toml
+  qport run q/model.qdq.onnx --inputs inputs.npz --profile gemmlowp --dump dump/ --dump-filter 'conv*'
 
 --profile P runs a quantized (QDQ) model as integer arithmetic under the
 profile P (`qport profiles` lists them): its QDQ groups are lowered to
@@ -89,7 +97,16 @@ holding an array named NAME); --inputs FILE.npz gives every input, one array
 per input name. Outputs are written to --output as an .npz keyed by output
 name (np.load(\"out.npz\")[\"logits\"]). Exit code 2 for a missing, unknown or
 mis-shaped input, an unreadable file, an unknown profile or a float model
-given an integer profile.";
+given an integer profile.
+
+--dump DIR writes every intermediate value, as it is produced, to
+DIR/<escaped value name>.npy (bytes outside [A-Za-z0-9._-] as %XX, a
+leading '.' too) and DIR/index.json last (schema qport.dump/1: values in
+execution order with producer node, op, dtype, shape and, for integer
+values, scale/zero point). The plan is built unfused so every ONNX value
+exists; under an integer profile the values inside a lowered QDQ group
+(its float dequantized operands and result) are not computed and not
+dumped, its integer input and output are.";
 
 /// Arguments of `qport run`.
 #[derive(Debug, clap::Args)]
@@ -121,6 +138,21 @@ pub struct RunArgs {
     pub profile_files: ProfileFilesArg,
     #[command(flatten)]
     pub coverage: crate::args::CoverageArg,
+    /// Write every intermediate value to DIR as `.npy` files named by the
+    /// escaped ONNX value name, with `DIR/index.json` (written last); the
+    /// plan is built without fusions so every value exists. DIR must be
+    /// new, empty or a previous dump.
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+    /// With --dump: keep only values whose names match one of these globs
+    /// (`*` matches any run of characters); repeat or comma-separate.
+    #[arg(
+        long = "dump-filter",
+        value_name = "GLOB",
+        value_delimiter = ',',
+        requires = "dump"
+    )]
+    pub dump_filter: Vec<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -148,6 +180,8 @@ pub struct RunJson {
     pub lowered_groups: Option<usize>,
     /// How much of the model ran in integers (`None` for `fp32`).
     pub integer_coverage: Option<CoverageJson>,
+    /// The `--dump` directory written, if any.
+    pub dump: Option<DumpJson>,
     /// Load, plan and run times, for the human form.
     #[serde(skip)]
     pub times: [std::time::Duration; 3],
@@ -210,6 +244,19 @@ pub fn coverage_human(cs: &[CoverageJson], ui: &Ui) -> String {
         }
     }
     s
+}
+
+/// What `--dump` wrote.
+#[derive(Debug, Serialize)]
+pub struct DumpJson {
+    /// The directory.
+    pub dir: String,
+    /// Values written (listed in `DIR/index.json`).
+    pub values: usize,
+    /// Bytes of `.npy` files written.
+    pub bytes: u64,
+    /// Values without a `.npy` form (bfloat16, string), not written.
+    pub skipped: Vec<String>,
 }
 
 /// A tensor fed to the model.
@@ -377,9 +424,11 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     args.shapes.apply(&mut loaded.model, &args.model)?;
     spinner.set_message("building plan");
     let t_plan = Instant::now();
+    // A dump builds the plan unfused so that every value is produced.
+    let fuse = args.dump.is_none();
     let (integer, float) = match &profile {
         Some(p) => {
-            let ip = IntegerPlan::new(&loaded.model, p).with_context(|| {
+            let ip = IntegerPlan::with_fusion(&loaded.model, p, fuse).with_context(|| {
                 format!(
                     "cannot run model '{}' under profile `{}`",
                     args.model.display(),
@@ -389,7 +438,11 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             (Some(ip), None)
         }
         None => {
-            let plan = Plan::new(&loaded.model)
+            let options = PlanOptions {
+                fuse,
+                ..PlanOptions::default()
+            };
+            let plan = Plan::with_options(&loaded.model, options)
                 .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
             (None, Some(plan))
         }
@@ -449,21 +502,56 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
 
     spinner.set_message("running");
     let feed: Vec<(String, Tensor)> = given.into_iter().map(|(n, t, _)| (n, t)).collect();
-    let t_run = Instant::now();
-    let (outputs, coverage) = match &integer {
-        Some(ip) => {
-            let (o, c) = ip
-                .run_with_coverage(feed)
-                .with_context(|| format!("cannot run model '{}'", args.model.display()))?;
-            (o, Some(CoverageJson::new(&c)))
+    let profile_name = profile
+        .as_ref()
+        .map_or_else(|| FP32.to_string(), |p| p.name.clone());
+    let mut writer = match &args.dump {
+        Some(dir) => {
+            let executed = integer.as_ref().map_or(&loaded.model, |ip| ip.model());
+            let meta = DumpMeta {
+                model_path: args.model.display().to_string(),
+                model_sha256: loaded.facts.sha256.clone(),
+                profile: profile_name.clone(),
+            };
+            let mut w = DumpWriter::create(dir, meta, executed, &args.dump_filter)
+                .with_context(|| format!("cannot dump values to '{}'", dir.display()))?;
+            w.add_quant_from(&loaded.model);
+            Some(w)
         }
-        None => (
-            plan.run(feed)
-                .with_context(|| format!("cannot run model '{}'", args.model.display()))?,
-            None,
-        ),
+        None => None,
+    };
+    let t_run = Instant::now();
+    let run = |inputs: Vec<(String, Tensor)>, tap: &mut dyn FnMut(&str, &Tensor)| match &integer {
+        Some(ip) => ip
+            .run_with_coverage_tap(inputs, tap)
+            .map(|(o, c)| (o, Some(CoverageJson::new(&c)))),
+        None => plan.run_with_tap(inputs, tap).map(|o| (o, None)),
+    };
+    let cannot_run = || format!("cannot run model '{}'", args.model.display());
+    let (outputs, coverage) = match writer.as_mut() {
+        Some(w) => run_dumped_with(plan, feed, w, run).with_context(cannot_run)?,
+        None => run(feed, &mut |_, _| {}).with_context(cannot_run)?,
     };
     let run_time = t_run.elapsed();
+    let dump = match (writer, &args.dump) {
+        (Some(w), Some(dir)) => {
+            let s = w
+                .finish()
+                .with_context(|| format!("cannot dump values to '{}'", dir.display()))?;
+            for (name, dtype) in &s.skipped {
+                ui.warn(&format!(
+                    "--dump: value '{name}' ({dtype}) has no .npy form; not written"
+                ));
+            }
+            Some(DumpJson {
+                dir: dir.display().to_string(),
+                values: s.index.values.len(),
+                bytes: s.bytes,
+                skipped: s.skipped.into_iter().map(|(n, _)| n).collect(),
+            })
+        }
+        _ => None,
+    };
     drop(spinner);
     if let Some(w) = coverage
         .as_ref()
@@ -487,11 +575,10 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
             plan: output::ms(plan_time),
             run: output::ms(run_time),
         },
-        profile: profile
-            .as_ref()
-            .map_or_else(|| FP32.to_string(), |p| p.name.clone()),
+        profile: profile_name,
         lowered_groups: integer.as_ref().map(|ip| ip.lowered().len()),
         integer_coverage: coverage,
+        dump,
         times: [loaded.load_time, plan_time, run_time],
     };
     emit(&report, args.format, ui)?;
@@ -628,6 +715,12 @@ fn render_human(r: &RunJson, times: &[std::time::Duration; 3], ui: &Ui) -> Strin
             f,
             r.outputs.len(),
             if r.outputs.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(d) = &r.dump {
+        s.push_str(&format!(
+            "\ndumped {} values ({} bytes) to {} (index.json lists them)\n",
+            d.values, d.bytes, d.dir
         ));
     }
     s.push_str(&format!(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{effnet_qdq, qport, s};
+use common::{effnet, effnet_qdq, qport, s};
 use qport_tests::cli::{assert_contains_all, assert_input_error_first};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -138,4 +138,79 @@ fn profile_errors_exit_2() {
     std::fs::write(&bad, "name = \"x\"\nbase = \"exact\"\nwat = 1\n").unwrap();
     let o = qport(&["run", &m, "--inputs", &s(&inp), "--profile-file", &s(&bad)]);
     assert_input_error_first(&o, &["bad.toml", "wat"]);
+}
+
+/// `--dump DIR`: every value of the integer plan (the lowered groups'
+/// integer inputs and outputs with their scales) and of the float graph
+/// (unfused: BatchNormalization outputs too), the index naming each file;
+/// the dumped output equals the `--output` of the same run; a filter keeps
+/// only matching names; a directory that is not a dump is refused (exit 2).
+#[test]
+fn dump_writes_every_value_with_an_index() {
+    use qport_study::dump::{value_file_name, DumpIndex};
+    let dir = qport_tests::cli::temp_dir("run-dump");
+    let inp = crop_npz(&dir);
+    let (dump, out) = (dir.join("q"), dir.join("out.npz"));
+    let j = run_json(
+        &effnet_qdq(),
+        &inp,
+        &[
+            "--profile",
+            "f32-rne",
+            "--dump",
+            &s(&dump),
+            "--output",
+            &s(&out),
+        ],
+    );
+    let index = DumpIndex::read(&dump).unwrap();
+    assert_eq!(j["dump"]["values"], index.values.len());
+    assert_eq!(index.profile, "f32-rne");
+    assert_eq!(index.model.sha256, j["model"]["sha256"]);
+    assert_eq!(index.values[0].name, "input");
+    assert!(index.values[0].producer.is_none());
+    for v in &index.values {
+        assert_eq!(v.file, value_file_name(&v.name));
+        let t = index.load(&v.name).unwrap();
+        // integer values of the lowered graph carry their scales
+        assert_eq!(v.quant.is_some(), t.dtype().is_int(), "{v:?}");
+    }
+    let convs = index
+        .values
+        .iter()
+        .filter(|v| v.op.as_deref() == Some("QLinearConv"))
+        .count();
+    assert_eq!(convs, 49);
+    let logits = &qport_data::npz::read(&out).unwrap()[0].1;
+    assert_eq!(&index.load("logits").unwrap(), logits);
+
+    // the float graph, unfused, filtered
+    let f = dir.join("f");
+    let j = run_json(
+        &effnet(),
+        &inp,
+        &["--dump", &s(&f), "--dump-filter", "_blocks.0.*,logits"],
+    );
+    let index = DumpIndex::read(&f).unwrap();
+    assert_eq!(j["dump"]["values"], index.values.len());
+    assert!(index
+        .values
+        .iter()
+        .all(|v| v.name.starts_with("_blocks.0.") || v.name == "logits"));
+    assert!(index
+        .values
+        .iter()
+        .any(|v| v.op.as_deref() == Some("BatchNormalization")));
+    assert_eq!(index.values.last().unwrap().name, "logits");
+    let files = std::fs::read_dir(&f).unwrap().count();
+    assert_eq!(
+        files,
+        index.values.len() + 1,
+        "only the values and the index"
+    );
+
+    // a directory holding something else is not overwritten
+    let o = qport(&["run", &effnet(), "--inputs", &s(&inp), "--dump", &s(&dir)]);
+    assert_input_error_first(&o, &["cannot dump values", "not empty"]);
+    assert!(inp.exists());
 }
