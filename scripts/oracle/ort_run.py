@@ -107,11 +107,16 @@ def save_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """``np.savez`` to a temp file in the destination folder, then rename."""
     buf = io.BytesIO()
     np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file in the destination folder, then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(buf.getvalue())
+            f.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
