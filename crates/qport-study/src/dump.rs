@@ -56,7 +56,7 @@ mod index;
 mod localize;
 mod writer;
 
-pub use index::{DumpIndex, DumpedValue, QuantParams, SCHEMA};
+pub use index::{DumpIndex, DumpModel, DumpedValue, QuantParams, SCHEMA};
 pub use localize::{localize, DiffMetric, Localization, TargetDump, Tolerance, ValueDiff};
 pub use writer::{run_dumped, run_dumped_with, DumpMeta, DumpSummary, DumpWriter};
 
