@@ -11,6 +11,7 @@ pub mod agree;
 pub mod bench;
 pub mod coverage;
 pub mod diverge;
+pub mod verify;
 
 use qport_core::arith::ProfileError;
 use qport_engine::EngineError;
