@@ -4,7 +4,11 @@
 //! integers not dequantized, another profile, a re-calibrated model, a
 //! float16 run; random noise gets "none"; and onnxruntime's own outputs
 //! (default session, this CPU) are diagnosed as the profile that models
-//! onnxruntime's kernels on this CPU's ISA.
+//! onnxruntime's kernels on this CPU's ISA. On a qport j6m artifact of
+//! EfficientNet-Lite0 the platform's high-accuracy form decides: the tail
+//! Gemm's int32 accumulator is consistent on j6m and "integers not
+//! dequantized" on j6p; float32 on j6m is "float32 where int32 was
+//! expected".
 //!
 //! Run with `--nocapture` to see each diagnosis and its residuals.
 
@@ -289,6 +293,86 @@ fn a_float16_run_is_a_scales_ignored_cause() {
         explained_by(&o, "scales-ignored").execution,
         Execution::Float16
     );
+}
+
+/// A qport int8 artifact of EfficientNet-Lite0 for j6m (max calibrator on
+/// two photo crops): its tail Gemm has a float output, the int32 + dequantize
+/// high-accuracy form on J6E/M.
+fn effnet_j6m() -> Model {
+    let m = qport_onnx::load::load(fixture("models/efficientnet-lite0.onnx")).unwrap();
+    let model = ptq::prepare(&m);
+    let reg = Registry::builtin();
+    let p = reg.get("j6m").unwrap();
+    let base = template::template(p, Template::Default);
+    let r = ptq::narrow(
+        &resolve::resolve(&model, p, &base, None).unwrap(),
+        CalibMethod::Max,
+        false,
+    );
+    let calib = photo_crops("calib", 2);
+    let ok = calib.iter().cloned().map(Ok::<Sample, QuantError>);
+    let c = ptq::calibrate(&model, &r, ok, &Default::default(), &mut |_| {}).unwrap();
+    ptq::export_with(&model, &r, &c, None, CalibMethod::Max)
+        .unwrap()
+        .model
+}
+
+#[test]
+fn the_platforms_high_accuracy_form_decides_the_output_type() {
+    let model = effnet_j6m();
+    let inputs = effnet_inputs();
+    let out = run(&model, "exact", &inputs);
+    let (name, t) = &out[0];
+    let q = qport_study::verify::output_quant(&model, name, t.rank()).unwrap();
+    assert!(q.source.starts_with("GEMM accumulator"), "{q:?}");
+    assert_eq!((q.scales.len(), q.axis), (1000, Some(1)));
+    // the int32 accumulator of the tail Gemm, as J6E/M write it
+    let acc: Vec<i32> = t
+        .as_slice::<f32>()
+        .unwrap()
+        .iter()
+        .zip(q.scales.iter().cycle())
+        .map(|(&y, &s)| (y / s).round() as i32)
+        .collect();
+    let acc = Tensor::from_vec(t.shape().to_vec(), acc).unwrap();
+    let reg = Registry::builtin();
+    let on = |p: &str| {
+        let mut o = options("exact");
+        o.platform = Some(reg.get(p).unwrap().clone());
+        o
+    };
+    // on j6m int32 is the expected form: dequantized, it is consistent
+    let v = verify(
+        &model,
+        &inputs,
+        &dumps(vec![(name.clone(), acc.clone())]),
+        &on("j6m"),
+    )
+    .unwrap();
+    let o = show("int32 accumulator on j6m", &v);
+    assert!(v.consistent, "{}", o.diagnosis.summary);
+    assert_eq!(o.expected_type.as_deref(), Some("S32"));
+    // on j6p (float32 form) the same dump is integers not dequantized
+    let o = verify_one(
+        "int32 accumulator on j6p",
+        &model,
+        &inputs,
+        vec![(name.clone(), acc)],
+        &on("j6p"),
+    );
+    assert_eq!(o.diagnosis.verdict, Verdict::Explained);
+    assert_eq!(o.diagnosis.causes, ["output-type"]);
+    let best = o.diagnosis.best.unwrap();
+    assert!(best
+        .dequantized
+        .unwrap()
+        .source
+        .starts_with("GEMM accumulator"));
+    // float32 where j6m's form is int32: the values agree, the form does not
+    let o = verify_one("float32 on j6m", &model, &inputs, out.clone(), &on("j6m"));
+    let best = explained_by(&o, "output-type");
+    assert!(best.float_for_int32);
+    assert_eq!(o.consistency.unwrap().mismatched, 0);
 }
 
 /// Uniform noise in [-a, a] from a fixed LCG.
