@@ -189,7 +189,9 @@ pub struct Diagnosis {
     pub causes: Vec<&'static str>,
     /// The best combination (none for `none` and `consistent`).
     pub best: Option<Candidate>,
-    /// Other combinations that reproduce the dump with as few causes.
+    /// Other combinations that reproduce the dump with as few causes, best
+    /// first (a bit-exact `best` outranks those only within the tolerance;
+    /// each says which it is in its residual).
     pub tied: Vec<Candidate>,
     /// The sentence for people.
     pub summary: String,
@@ -225,10 +227,7 @@ pub(crate) fn diagnose(cands: &[Candidate], base_rms: f64, digits: u32) -> Diagn
     if let Some(best) = repro.first() {
         let tied: Vec<Candidate> = repro[1..]
             .iter()
-            .filter(|c| {
-                c.causes.len() == best.causes.len()
-                    && c.residual.bit_exact == best.residual.bit_exact
-            })
+            .filter(|c| c.causes.len() == best.causes.len())
             .map(|c| (*c).clone())
             .collect();
         let how = if best.residual.bit_exact {
@@ -240,13 +239,27 @@ pub(crate) fn diagnose(cands: &[Candidate], base_rms: f64, digits: u32) -> Diagn
             )
         };
         let mut summary = format!("explained: {} reproduces the dump {how}", best.describe());
-        if !tied.is_empty() {
+        let list = |exact: bool| {
+            tied.iter()
+                .filter(|c| c.residual.bit_exact == exact)
+                .map(Candidate::describe)
+                .collect::<Vec<_>>()
+        };
+        let (same, near) = (
+            list(best.residual.bit_exact),
+            if best.residual.bit_exact {
+                list(false)
+            } else {
+                Vec::new()
+            },
+        );
+        if !same.is_empty() {
+            summary.push_str(&format!("; tied with {}", same.join("; ")));
+        }
+        if !near.is_empty() {
             summary.push_str(&format!(
-                "; tied with {}",
-                tied.iter()
-                    .map(Candidate::describe)
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                "; also within {digits} decimal digits, not bit for bit: {}",
+                near.join("; ")
             ));
         }
         return Diagnosis {
@@ -359,16 +372,24 @@ mod tests {
             cand(vec![], "exact", &d, &[1.0, 2.5, 3.0]),
             cand(vec![Cause::Arithmetic], "a", &d, &d),
             cand(vec![Cause::Arithmetic], "b", &d, &d),
+            cand(vec![Cause::Arithmetic], "n", &d, &[1.0, 2.0, 3.000001]),
             cand(vec![Cause::Arithmetic, Cause::Layout], "c", &d, &d),
         ];
         let g = diagnose(&cands, cands[0].residual.rms, 5);
         assert_eq!(g.verdict, Verdict::Explained);
         assert_eq!(g.causes, ["arithmetic"]);
         let tied: Vec<String> = g.tied.iter().map(|c| c.execution.describe()).collect();
-        assert_eq!(tied, ["profile b"]);
+        assert_eq!(tied, ["profile b", "profile n"]);
+        assert!(g.summary.contains("tied with profile b"), "{}", g.summary);
+        assert!(
+            g.summary.contains("not bit for bit: profile n"),
+            "{}",
+            g.summary
+        );
         let h = hypotheses(&cands, &g);
         assert!(h[2].decisive && !h[0].decisive);
         assert_eq!(h[0].tried, 1);
+        assert_eq!(h[2].tried, 4);
     }
 
     #[test]
