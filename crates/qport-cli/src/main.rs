@@ -34,6 +34,7 @@ mod report;
 mod run;
 mod sensitivity;
 mod tune;
+mod verify;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -96,6 +97,8 @@ Examples:
                                               top-1 agreement matrix across profiles, FP32 controls
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
                                               is INT8 faster than FP32 here? latency, ISA, kernel table
+  qport verify --model q/model.qdq.onnx --inputs in.npz --target-outputs board.npz
+                                              a device's dump vs qport, and the cause when they differ
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -182,6 +185,9 @@ enum Command {
     /// prediction for other ISAs.
     #[command(after_help = bench::AFTER_HELP)]
     Bench(bench::BenchArgs),
+    /// Check a target's output dump against qport's integer execution of the artifact and name the cause when they differ (layout, output type, arithmetic, scales ignored)
+    #[command(after_help = verify::AFTER_HELP)]
+    Verify(verify::VerifyArgs),
 }
 
 fn main() -> ExitCode {
@@ -214,6 +220,7 @@ fn main() -> ExitCode {
         Command::Tune(a) => tune::run(a, &ui),
         Command::Ablate(a) => ablate::run(a, &ui),
         Command::Calibrators(a) => calibrators::run(a, &ui),
+        Command::Verify(a) => verify::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

@@ -66,6 +66,7 @@ fn issue12_format_is_human_or_json_on_every_command() {
         "diverge",
         "agree",
         "bench",
+        "verify",
     ] {
         let o = qport(&[cmd, "--help"]);
         assert_eq!(o.code, 0, "{cmd}: {}", o.stderr);

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod coverage;
 pub mod diverge;
 pub mod dump;
+pub mod verify;
 
 use qport_core::arith::ProfileError;
 use qport_engine::EngineError;
