@@ -11,6 +11,9 @@ pub mod agree;
 pub mod bench;
 pub mod coverage;
 pub mod diverge;
+pub mod regime_plot;
+pub mod svg;
+pub mod sweep;
 
 use qport_core::arith::ProfileError;
 use qport_engine::EngineError;
