@@ -30,9 +30,11 @@ mod platform_report;
 mod platforms;
 mod profiles;
 mod quantize;
+mod regime;
 mod report;
 mod run;
 mod sensitivity;
+mod sweep;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -96,6 +98,10 @@ Examples:
                                               top-1 agreement matrix across profiles, FP32 controls
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
                                               is INT8 faster than FP32 here? latency, ISA, kernel table
+  qport regime --compute-ms 2.7 --cores 3 --sweep sweep.csv --out regime/
+                                              compute-bound or D2H-bound? onset, crossover, SVG
+  qport sweep-models --like model.onnx --outputs 3920,1000384 --out sweep/
+                                              fixed-compute models of exact output sizes to measure
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -182,6 +188,15 @@ enum Command {
     /// prediction for other ISAs.
     #[command(after_help = bench::AFTER_HELP)]
     Bench(bench::BenchArgs),
+    /// Latency regime of N cores sharing one device-to-host link:
+    /// compute-bound / transition / D2H-bound against output size, the
+    /// onset and crossover in bytes, least-squares link fit, SVG.
+    #[command(after_help = regime::AFTER_HELP)]
+    Regime(regime::RegimeArgs),
+    /// ONNX models of fixed compute and exact float32 output sizes, to
+    /// measure a D2H sweep on a target's runtime (for `qport regime`).
+    #[command(after_help = sweep::AFTER_HELP)]
+    SweepModels(sweep::SweepArgs),
 }
 
 fn main() -> ExitCode {
@@ -214,6 +229,8 @@ fn main() -> ExitCode {
         Command::Tune(a) => tune::run(a, &ui),
         Command::Ablate(a) => ablate::run(a, &ui),
         Command::Calibrators(a) => calibrators::run(a, &ui),
+        Command::Regime(a) => regime::run(a, &ui),
+        Command::SweepModels(a) => sweep::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),
