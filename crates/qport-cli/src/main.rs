@@ -30,9 +30,11 @@ mod platform_report;
 mod platforms;
 mod profiles;
 mod quantize;
+mod regime;
 mod report;
 mod run;
 mod sensitivity;
+mod sweep;
 mod tune;
 mod verify;
 
@@ -99,6 +101,10 @@ Examples:
                                               is INT8 faster than FP32 here? latency, ISA, kernel table
   qport verify --model q/model.qdq.onnx --inputs in.npz --target-outputs board.npz
                                               a device's dump vs qport, and the cause when they differ
+  qport regime --compute-ms 2.7 --cores 3 --sweep sweep.csv --out regime/
+                                              compute-bound or D2H-bound? onset, crossover, SVG
+  qport sweep-models --like model.onnx --outputs 3920,1000384 --out sweep/
+                                              fixed-compute models of exact output sizes to measure
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -188,6 +194,15 @@ enum Command {
     /// Check a target's output dump against qport's integer execution of the artifact and name the cause when they differ (layout, output type, arithmetic, scales ignored)
     #[command(after_help = verify::AFTER_HELP)]
     Verify(verify::VerifyArgs),
+    /// Latency regime of N cores sharing one device-to-host link:
+    /// compute-bound / transition / D2H-bound against output size, the
+    /// onset and crossover in bytes, least-squares link fit, SVG.
+    #[command(after_help = regime::AFTER_HELP)]
+    Regime(regime::RegimeArgs),
+    /// ONNX models of fixed compute and exact float32 output sizes, to
+    /// measure a D2H sweep on a target's runtime (for `qport regime`).
+    #[command(after_help = sweep::AFTER_HELP)]
+    SweepModels(sweep::SweepArgs),
 }
 
 fn main() -> ExitCode {
@@ -221,6 +236,8 @@ fn main() -> ExitCode {
         Command::Ablate(a) => ablate::run(a, &ui),
         Command::Calibrators(a) => calibrators::run(a, &ui),
         Command::Verify(a) => verify::run(a, &ui),
+        Command::Regime(a) => regime::run(a, &ui),
+        Command::SweepModels(a) => sweep::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

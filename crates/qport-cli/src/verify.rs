@@ -32,6 +32,7 @@
 //!     "first_differences": [ { "index": int, "target": float, "qport": float } ]
 //!   } ],
 //!   "warnings": [str],
+//!   "layers": Layers | null,               // --target-dumps (docs/cli-json.md)
 //!   "seconds": float
 //! }
 //! File = { "path": str, "size_bytes": int, "sha256": str }
@@ -57,6 +58,9 @@ use crate::report::{emit, FileJson, Header, Render};
 use crate::ExitStatus;
 use anyhow::{anyhow, bail, Context, Result};
 use qport_study::bench::isa::IsaFeatures;
+use qport_study::dump::{
+    dump_integer_run, localize, DiffMetric, DumpMeta, Localization, TargetDump, Tolerance,
+};
 use qport_study::verify::{self, Candidate, Options, Verdict, Verification};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -68,6 +72,8 @@ Examples:
   qport verify --model q/model.qdq.onnx --inputs in.npz --target-outputs board/out.npz
   qport verify --model q/model.qdq.onnx --inputs in.npz --target-outputs board/ --platform j6m --fp32 model.onnx
   qport verify --model m.qdq.onnx --inputs in.npz --target-outputs out.npz --profile gemmlowp --digits 3 --format json
+  qport verify --model q/model.qdq.onnx --inputs in.npz --target-outputs board/out.npz --target-dumps board/layers/
+                    also the first intermediate value where the board's dumps depart from qport's
 
 The dump (--target-outputs): an .npz keyed by output name, or a folder of
 <escaped output name>.npy files (every byte outside [A-Za-z0-9._-] written as
@@ -97,6 +103,12 @@ When none reproduces the dump, the closest is named only when its RMS
 residual is at most a tenth of the declared profile's and every other cause
 is at least twice as far; else the verdict is none, with the first elements
 that differ.
+
+With --target-dumps DIR (the board's intermediate tensors, named as `qport
+run --dump` names its files), qport dumps its own run of the artifact under
+the declared profile and names the first value, in execution order, where
+the board's departs: by how many LSB for integer values (--dump-lsb N
+tolerates N), by error and cosine for float ones.
 
 Exit code 0 when every output is consistent, 1 when one is not, 2 for bad
 input: a dump for no output (the model's outputs and shapes are listed), a
@@ -138,9 +150,31 @@ pub struct VerifyArgs {
     /// hypotheses (default: the float graph recovered from the artifact).
     #[arg(long, value_name = "MODEL.onnx")]
     pub fp32: Option<PathBuf>,
+    /// A folder of the target's intermediate tensors, one
+    /// `<escaped value name>.npy` per value as `qport run --dump` names
+    /// them (its index.json optional): qport dumps its own run of the
+    /// artifact under the declared profile and names the first value, in
+    /// execution order, where the target's departs (integer values by how
+    /// many LSB, float values by error and cosine).
+    #[arg(long, value_name = "DIR")]
+    pub target_dumps: Option<PathBuf>,
+    /// With --target-dumps: the largest difference in LSB an integer value
+    /// may show and still agree.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "target_dumps")]
+    pub dump_lsb: u64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+}
+
+/// The per-layer section: qport's dump against the target's.
+#[derive(Debug, Serialize)]
+struct Layers {
+    target_dumps: String,
+    profile: String,
+    qport_values: usize,
+    #[serde(flatten)]
+    localization: Localization,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,6 +197,7 @@ struct VerifyDoc {
     host: Host,
     #[serde(flatten)]
     verification: Verification,
+    layers: Option<Layers>,
     seconds: f64,
 }
 
@@ -232,9 +267,17 @@ pub fn run(args: &VerifyArgs, ui: &Ui) -> Result<ExitStatus> {
     let verification = verify::verify(&loaded.model, &inputs, &dumps, &opts)
         .with_context(|| format!("cannot verify '{}'", args.target_outputs.display()))?;
     drop(spinner);
-    // Per-layer localization (`--target-dumps DIR`, the dumps of `qport run
-    // --dump`) is wired in here: it runs after the output verification and
-    // adds its own section to the document.
+    let layers = match &args.target_dumps {
+        Some(dir) => Some(localize_layers(
+            dir,
+            args,
+            &loaded,
+            &inputs,
+            &opts.declared,
+            ui,
+        )?),
+        None => None,
+    };
     for w in &verification.warnings {
         ui.warn(w);
     }
@@ -252,6 +295,7 @@ pub fn run(args: &VerifyArgs, ui: &Ui) -> Result<ExitStatus> {
             onnxruntime_profile: verify::onnxruntime_profile(class),
         },
         verification,
+        layers,
         seconds: t0.elapsed().as_secs_f64(),
     };
     emit(&doc, args.format, ui)?;
@@ -260,6 +304,129 @@ pub fn run(args: &VerifyArgs, ui: &Ui) -> Result<ExitStatus> {
     } else {
         ExitStatus::Failure
     })
+}
+
+/// qport's dump of the artifact under `declared` (in a temporary folder)
+/// against the target's dumps in `dir`.
+fn localize_layers(
+    dir: &std::path::Path,
+    args: &VerifyArgs,
+    loaded: &model_file::LoadedModel,
+    inputs: &[(String, qport_core::Tensor)],
+    declared: &qport_core::arith::ArithProfile,
+    ui: &Ui,
+) -> Result<Layers> {
+    let bad_dir = || format!("cannot read target dumps '{}'", dir.display());
+    let target = TargetDump::open(dir).with_context(bad_dir)?;
+    if target.files.is_empty() {
+        bail!(
+            "no .npy files in '{}' (expected one per value, named as `qport run --dump` names them)",
+            dir.display()
+        );
+    }
+    let spinner = ui.spinner("dumping qport's run of every layer");
+    let tmp = tempfile::tempdir().context("cannot create a temporary folder for qport's dump")?;
+    let meta = DumpMeta {
+        model_path: args.model.display().to_string(),
+        model_sha256: loaded.facts.sha256.clone(),
+        profile: declared.name.clone(),
+    };
+    let summary = dump_integer_run(
+        &loaded.model,
+        declared,
+        inputs.to_vec(),
+        tmp.path(),
+        meta,
+        &[],
+    )
+    .with_context(|| format!("cannot run '{}' layer by layer", args.model.display()))?;
+    spinner.set_message("comparing layer by layer");
+    let tol = Tolerance {
+        lsb: args.dump_lsb,
+        ..Tolerance::default()
+    };
+    let localization = localize(&summary.index, &target, &tol).with_context(bad_dir)?;
+    if localization.values.is_empty() {
+        bail!(
+            "no file in '{}' names a value of qport's run (qport's values include {}); name files as `qport run --dump` does",
+            dir.display(),
+            summary
+                .index
+                .values
+                .iter()
+                .take(5)
+                .map(|v| format!("'{}'", v.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(Layers {
+        target_dumps: dir.display().to_string(),
+        profile: declared.name.clone(),
+        qport_values: summary.index.values.len(),
+        localization,
+    })
+}
+
+fn diff_text(m: &DiffMetric) -> String {
+    match m {
+        DiffMetric::Integer {
+            elements,
+            differing,
+            max_lsb,
+        } => format!("{differing}/{elements} elements differ, max {max_lsb} LSB"),
+        DiffMetric::Float {
+            elements,
+            max_abs,
+            max_rel,
+            cosine,
+            nan_mismatch,
+        } => format!(
+            "max |diff| {} (rel {}), cosine {}, {nan_mismatch} NaN mismatches over {elements} elements",
+            fmt_num(*max_abs),
+            fmt_num(*max_rel),
+            fmt_num(*cosine)
+        ),
+    }
+}
+
+fn render_layers(l: &Layers, ui: &Ui) -> String {
+    let loc = &l.localization;
+    let mut out = format!(
+        "\nlayer by layer ({}, qport under {}): {} values compared, {} of qport's not in the dump, {} only in the dump\n",
+        l.target_dumps,
+        l.profile,
+        loc.values.len(),
+        loc.missing_in_target.len(),
+        loc.target_only.len()
+    );
+    match loc.first() {
+        None => out.push_str(&format!(
+            "  {}\n",
+            ui.paint("no compared value departs", Style::Good)
+        )),
+        Some(v) => {
+            out.push_str(&format!(
+                "  first departing value: {} ({} {}): {}\n",
+                ui.paint(&v.name, Style::Bad),
+                v.op.as_deref().unwrap_or("graph input"),
+                v.producer.as_deref().unwrap_or(""),
+                diff_text(&v.metric)
+            ));
+            let mut t = Table::new(&["value", "op", "difference"], "lll");
+            let start = loc.first_departure.unwrap_or(0).saturating_sub(2);
+            for r in loc.values.iter().skip(start).take(8) {
+                let style = if r.departs { Style::Bad } else { Style::Plain };
+                t.styled_row(vec![
+                    (r.name.clone(), style),
+                    (r.op.clone().unwrap_or_default(), Style::Plain),
+                    (diff_text(&r.metric), Style::Plain),
+                ]);
+            }
+            out.push_str(&t.render(ui, "  "));
+        }
+    }
+    out
 }
 
 fn candidate_row(
@@ -386,6 +553,9 @@ fn render_human(d: &VerifyDoc, ui: &Ui) -> String {
             out.push_str("  first differing elements:\n");
             out.push_str(&t.render(ui, "  "));
         }
+    }
+    if let Some(l) = &d.layers {
+        out.push_str(&render_layers(l, ui));
     }
     out.push_str(&format!(
         "\n{}\n",

@@ -38,6 +38,16 @@ fn writers(model: &str, data: &str) -> Vec<Vec<String>> {
             "exact,f32-rne",
         ]),
         v(&["bench", model]),
+        v(&[
+            "regime",
+            "--compute-ms",
+            "1",
+            "--cores",
+            "2",
+            "--sweep",
+            data,
+        ]),
+        v(&["sweep-models", "--like", model, "--outputs", "8"]),
     ]
 }
 
@@ -67,6 +77,8 @@ fn issue12_format_is_human_or_json_on_every_command() {
         "agree",
         "bench",
         "verify",
+        "regime",
+        "sweep-models",
     ] {
         let o = qport(&[cmd, "--help"]);
         assert_eq!(o.code, 0, "{cmd}: {}", o.stderr);

@@ -187,3 +187,88 @@ fn help_explains_the_hypotheses() {
         ],
     );
 }
+
+/// `--target-dumps`: onnxruntime's intermediate values (every value made a
+/// graph output by `scripts/oracle/ort_dump.py`) of onnxruntime's own QDQ
+/// EfficientNet-Lite0 against qport's run under `gemmlowp`, whose Q31
+/// requantization onnxruntime does not use: the first value that departs
+/// is the first integer convolution's output, every value before it
+/// agrees, and a dump file of the wrong dtype is an input error.
+#[test]
+fn target_dumps_name_the_first_layer_that_departs() {
+    let work = temp_dir("verify-layers");
+    let model = s(&qport_tests::fixture(
+        "models/efficientnet-lite0.qdq-u8s8.onnx",
+    ));
+    let crop = qport_tests::photo_crops("eval", 1).remove(0);
+    let inputs = work.join("in.npz");
+    qport_data::npz::write(&inputs, &crop.inputs).unwrap();
+    let ort = work.join("ort");
+    qport_tests::oracle(
+        "ort_dump.py",
+        &[model.as_str(), &s(&inputs), "--out", &s(&ort)],
+    );
+    let outputs = work.join("out.npz");
+    let logits = qport_data::npy::read(&ort.join("logits.npy")).unwrap();
+    qport_data::npz::write(&outputs, &[("logits".to_string(), logits)]).unwrap();
+    let run = |profile: &str, dumps: &Path| {
+        qport(&[
+            "verify",
+            "--model",
+            &model,
+            "--inputs",
+            &s(&inputs),
+            "--target-outputs",
+            &s(&outputs),
+            "--profile",
+            profile,
+            "--target-dumps",
+            &s(dumps),
+            "--format",
+            "json",
+        ])
+    };
+    let o = run("gemmlowp", &ort);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let d = doc(&o);
+    let layers = &d["layers"];
+    assert_eq!(layers["profile"], "gemmlowp");
+    let values = layers["values"].as_array().unwrap();
+    let first = layers["first_departure"].as_u64().expect("a value departs") as usize;
+    let conv = values
+        .iter()
+        .position(|v| v["op"] == "QLinearConv")
+        .expect("an integer convolution was compared");
+    assert_eq!(first, conv, "{:#}", values[first]);
+    assert!(values[..first].iter().all(|v| v["departs"] == false));
+    let m = &values[first]["metric"];
+    assert_eq!(m["kind"], "integer");
+    assert!(m["differing"].as_u64().unwrap() > 0 && m["max_lsb"].as_f64().unwrap() >= 1.0);
+    // the human form names it
+    let name = values[first]["name"].as_str().unwrap().to_string();
+    let h = qport(&[
+        "verify",
+        "--model",
+        &model,
+        "--inputs",
+        &s(&inputs),
+        "--target-outputs",
+        &s(&outputs),
+        "--profile",
+        "gemmlowp",
+        "--target-dumps",
+        &s(&ort),
+    ]);
+    assert!(
+        h.stdout.contains(&format!("first departing value: {name}")),
+        "{}",
+        h.stdout
+    );
+    // a target file whose dtype is not the value's
+    let bad = work.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    let wrong = Tensor::from_vec(vec![2], vec![1i64, 2]).unwrap();
+    let file = format!("{}.npy", qport_study::dump::escape_value_name(&name));
+    qport_data::npy::write(&bad.join(&file), &wrong).unwrap();
+    assert_input_error(&run("gemmlowp", &bad), &[&file, "int64"]);
+}

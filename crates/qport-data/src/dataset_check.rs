@@ -3,6 +3,7 @@
 
 use super::{dataset_err, names, InputSpec};
 use crate::error::{DataError, Result};
+use crate::rng::{mix, SplitMix};
 use crate::stream::RowReader;
 use qport_core::{DType, Tensor};
 use std::path::Path;
@@ -212,23 +213,6 @@ pub(super) fn match_keys(
     Ok(out)
 }
 
-/// SplitMix64's output function.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A SplitMix64 stream.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-}
-
 /// Sample `index`, input `k` of a synthetic dataset: the stream depends only
 /// on `(seed, index, k)`, so samples can be read in any order.
 pub(super) fn random_tensor(
@@ -238,16 +222,14 @@ pub(super) fn random_tensor(
     index: usize,
     k: usize,
 ) -> std::result::Result<Tensor, String> {
-    let mut rng = SplitMix(mix(mix(seed ^ mix(index as u64)) ^ k as u64));
+    let mut rng = SplitMix::new(mix(mix(seed ^ mix(index as u64)) ^ k as u64));
     let n = qport_core::shape::checked_numel(shape).map_err(|e| e.to_string())?;
     let t = if is_plain_float(spec.dtype) {
         // 24 random bits -> [0, 1) exactly in f32, then [-1, 1).
-        let v: Vec<f32> = (0..n)
-            .map(|_| (rng.next() >> 40) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0)
-            .collect();
+        let v: Vec<f32> = (0..n).map(|_| rng.next_signed_unit()).collect();
         Tensor::from_vec(shape.to_vec(), v)
     } else {
-        let v: Vec<i64> = (0..n).map(|_| (rng.next() >> 63) as i64).collect();
+        let v: Vec<i64> = (0..n).map(|_| (rng.next_u64() >> 63) as i64).collect();
         Tensor::from_vec(shape.to_vec(), v)
     }
     .map_err(|e| e.to_string())?;

@@ -33,6 +33,7 @@ pub mod npy;
 pub mod npz;
 pub mod preprocess;
 pub mod resample;
+pub mod rng;
 pub mod stream;
 
 pub use dataset::{Batch, Dataset, InputSpec, Sample};

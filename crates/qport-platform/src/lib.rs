@@ -20,6 +20,10 @@ pub mod model_layout;
 mod overrides;
 pub mod pack;
 pub mod quant;
+pub mod regime;
+pub mod regime_csv;
+#[cfg(test)]
+mod regime_tests;
 pub mod registry;
 
 pub use color::{rgb_to_nv12, Bt601Range, ChannelOrder};

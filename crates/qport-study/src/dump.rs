@@ -58,7 +58,9 @@ mod writer;
 
 pub use index::{DumpIndex, DumpModel, DumpedValue, QuantParams, SCHEMA};
 pub use localize::{localize, DiffMetric, Localization, TargetDump, Tolerance, ValueDiff};
-pub use writer::{run_dumped, run_dumped_with, DumpMeta, DumpSummary, DumpWriter};
+pub use writer::{
+    dump_integer_run, run_dumped, run_dumped_with, DumpMeta, DumpSummary, DumpWriter,
+};
 
 use std::path::PathBuf;
 

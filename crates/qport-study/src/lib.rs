@@ -14,6 +14,9 @@ pub mod bench;
 pub mod coverage;
 pub mod diverge;
 pub mod dump;
+pub mod regime_plot;
+pub mod svg;
+pub mod sweep;
 pub mod verify;
 
 use qport_core::arith::ProfileError;

@@ -68,8 +68,7 @@ mod refs;
 pub use decode::{output_quant, parse_descriptors, LayoutUsed, OutputQuant};
 pub use diagnose::{Candidate, Cause, Diagnosis, Hypothesis, Residual, Verdict};
 pub use dump::{
-    declared_outputs, describe_outputs, escape_value_name, read_target_outputs,
-    unescape_value_name, TargetOutput, DUMP_DTYPES,
+    declared_outputs, describe_outputs, read_target_outputs, TargetOutput, DUMP_DTYPES,
 };
 pub use refs::Execution;
 

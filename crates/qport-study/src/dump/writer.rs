@@ -229,6 +229,29 @@ pub fn run_dumped_with<R>(
     Ok(result)
 }
 
+/// Runs the quantized artifact `model` in integers under `profile` on
+/// `inputs` with every value of the lowered graph produced (no fusion),
+/// and dumps each one to `dir` ([`DumpWriter::create`] rules; `filter` as
+/// there), with quantization parameters taken from the artifact too: the
+/// dump `qport run --profile P --dump DIR` writes, for a caller that
+/// compares a target's dumps with it.
+pub fn dump_integer_run(
+    model: &Model,
+    profile: &qport_core::arith::ArithProfile,
+    inputs: Vec<(String, Tensor)>,
+    dir: &Path,
+    meta: DumpMeta,
+    filter: &[String],
+) -> Result<DumpSummary, DumpError> {
+    let ip = qport_engine::IntegerPlan::with_fusion(model, profile, false)?;
+    let mut w = DumpWriter::create(dir, meta, ip.model(), filter)?;
+    w.add_quant_from(model);
+    run_dumped_with(ip.plan(), inputs, &mut w, |inputs, tap| {
+        ip.run_with_coverage_tap(inputs, tap)
+    })?;
+    w.finish()
+}
+
 /// Creates `dir`, or clears a previous dump in it; refuses a non-empty
 /// directory that is not a dump.
 fn prepare_dir(dir: &Path) -> Result<(), DumpError> {

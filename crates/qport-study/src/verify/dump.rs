@@ -30,44 +30,9 @@ pub const DUMP_DTYPES: [DType; 8] = [
     DType::U8,
 ];
 
-/// `name` with every byte outside `[A-Za-z0-9._-]` (and `%`) written as
-/// `%XX` (uppercase hex), so any ONNX value name is a file name.
-///
-/// ```
-/// use qport_study::verify::{escape_value_name, unescape_value_name};
-/// assert_eq!(escape_value_name("save_infer_model/scale_0.tmp_1"), "save_infer_model%2Fscale_0.tmp_1");
-/// assert_eq!(unescape_value_name("a%2Fb%25").as_deref(), Some("a/b%"));
-/// ```
-pub fn escape_value_name(name: &str) -> String {
-    let mut s = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
-}
-
-/// The inverse of [`escape_value_name`]; `None` for a malformed escape or
-/// bytes that are not UTF-8.
-pub fn unescape_value_name(file_stem: &str) -> Option<String> {
-    let b = file_stem.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
+#[cfg(test)]
+use crate::dump::escape_value_name;
+use crate::dump::unescape_value_name;
 
 fn bad(msg: String) -> StudyError {
     StudyError::Input(msg)
