@@ -21,6 +21,7 @@ mod deploy;
 mod diverge;
 mod info;
 mod layout;
+mod lint;
 mod migrate;
 mod mixed;
 mod model_file;
@@ -96,6 +97,7 @@ Examples:
                                               top-1 agreement matrix across profiles, FP32 controls
   qport bench model.onnx --int8 q/model.qdq.onnx --profiles f32-rne,avx2-u8s8
                                               is INT8 faster than FP32 here? latency, ISA, kernel table
+  qport lint q/model.qdq.onnx --platform j6m  what j6m's native flow ignores or rejects in the artifact
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -182,6 +184,10 @@ enum Command {
     /// prediction for other ISAs.
     #[command(after_help = bench::AFTER_HELP)]
     Bench(bench::BenchArgs),
+    /// What a platform's native flow will ignore, reject or handle
+    /// differently in a QDQ artifact (rules with severity, nodes, source).
+    #[command(after_help = lint::AFTER_HELP)]
+    Lint(lint::LintArgs),
 }
 
 fn main() -> ExitCode {
@@ -214,6 +220,7 @@ fn main() -> ExitCode {
         Command::Tune(a) => tune::run(a, &ui),
         Command::Ablate(a) => ablate::run(a, &ui),
         Command::Calibrators(a) => calibrators::run(a, &ui),
+        Command::Lint(a) => lint::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

@@ -4,13 +4,15 @@
 //! asks whether INT8 is faster at all on the host ([`bench`]). The
 //! documents `qport agree` and `qport diverge` write are built from a
 //! study's result in [`agree::report`] and [`diverge::report`]; the samples
-//! are `qport_data`'s ([`qport_data::Sample`]).
+//! are `qport_data`'s ([`qport_data::Sample`]). [`lint`] checks a QDQ
+//! artifact against a platform's native flow without running it.
 #![deny(missing_docs)]
 
 pub mod agree;
 pub mod bench;
 pub mod coverage;
 pub mod diverge;
+pub mod lint;
 
 use qport_core::arith::ProfileError;
 use qport_engine::EngineError;
