@@ -21,6 +21,7 @@ mod deploy;
 mod diverge;
 mod info;
 mod layout;
+mod lint;
 mod migrate;
 mod mixed;
 mod model_file;
@@ -105,6 +106,7 @@ Examples:
                                               compute-bound or D2H-bound? onset, crossover, SVG
   qport sweep-models --like model.onnx --outputs 3920,1000384 --out sweep/
                                               fixed-compute models of exact output sizes to measure
+  qport lint q/model.qdq.onnx --platform j6m  what j6m's native flow ignores or rejects in the artifact
 
 Exit codes: 0 success, 1 a check ran and failed, 2 usage or input error.
 Machine-readable output: --format json (schemas in docs/cli-json.md).
@@ -203,6 +205,10 @@ enum Command {
     /// measure a D2H sweep on a target's runtime (for `qport regime`).
     #[command(after_help = sweep::AFTER_HELP)]
     SweepModels(sweep::SweepArgs),
+    /// What a platform's native flow will ignore, reject or handle
+    /// differently in a QDQ artifact (rules with severity, nodes, source).
+    #[command(after_help = lint::AFTER_HELP)]
+    Lint(lint::LintArgs),
 }
 
 fn main() -> ExitCode {
@@ -238,6 +244,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => verify::run(a, &ui),
         Command::Regime(a) => regime::run(a, &ui),
         Command::SweepModels(a) => sweep::run(a, &ui),
+        Command::Lint(a) => lint::run(a, &ui),
     };
     match result {
         Ok(status) => status.into(),

@@ -15,7 +15,8 @@
 //!     "image_stride_align": int, "featuremap_align_elems": int,
 //!     "min_memory_unit": int, "bpu_cores": int, "multi_core": bool,
 //!     "l2m_cap_bytes": int | null, "allowed_ips": [str],
-//!     "default_arith_profile": str
+//!     "default_arith_profile": str,
+//!     "byo_qdq": "honours" | "recalibrates" | "rejects"
 //!   } ]
 //! }
 //! ```
@@ -72,6 +73,7 @@ pub struct PlatformJson {
     l2m_cap_bytes: Option<u64>,
     allowed_ips: Vec<String>,
     default_arith_profile: String,
+    byo_qdq: String,
 }
 
 impl From<&Platform> for PlatformJson {
@@ -91,6 +93,7 @@ impl From<&Platform> for PlatformJson {
             l2m_cap_bytes: p.l2m_cap_bytes,
             allowed_ips: p.allowed_ips.iter().map(|&i| ip_name(i)).collect(),
             default_arith_profile: p.default_arith_profile.clone(),
+            byo_qdq: wire_name(&p.byo_qdq),
         }
     }
 }

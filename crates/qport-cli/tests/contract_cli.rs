@@ -79,6 +79,7 @@ fn issue12_format_is_human_or_json_on_every_command() {
         "verify",
         "regime",
         "sweep-models",
+        "lint",
     ] {
         let o = qport(&[cmd, "--help"]);
         assert_eq!(o.code, 0, "{cmd}: {}", o.stderr);

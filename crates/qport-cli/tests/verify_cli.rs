@@ -211,24 +211,27 @@ fn target_dumps_name_the_first_layer_that_departs() {
     let outputs = work.join("out.npz");
     let logits = qport_data::npy::read(&ort.join("logits.npy")).unwrap();
     qport_data::npz::write(&outputs, &[("logits".to_string(), logits)]).unwrap();
-    let run = |profile: &str, dumps: &Path| {
-        qport(&[
+    let run = |profile: &str, dumps: &Path, json: bool| {
+        let (i, o, d) = (s(&inputs), s(&outputs), s(dumps));
+        let mut a = vec![
             "verify",
             "--model",
             &model,
             "--inputs",
-            &s(&inputs),
+            &i,
             "--target-outputs",
-            &s(&outputs),
+            &o,
             "--profile",
             profile,
             "--target-dumps",
-            &s(dumps),
-            "--format",
-            "json",
-        ])
+            &d,
+        ];
+        if json {
+            a.extend(["--format", "json"]);
+        }
+        qport(&a)
     };
-    let o = run("gemmlowp", &ort);
+    let o = run("gemmlowp", &ort, true);
     assert_eq!(o.code, 1, "{}", o.stderr);
     let d = doc(&o);
     let layers = &d["layers"];
@@ -246,19 +249,7 @@ fn target_dumps_name_the_first_layer_that_departs() {
     assert!(m["differing"].as_u64().unwrap() > 0 && m["max_lsb"].as_f64().unwrap() >= 1.0);
     // the human form names it
     let name = values[first]["name"].as_str().unwrap().to_string();
-    let h = qport(&[
-        "verify",
-        "--model",
-        &model,
-        "--inputs",
-        &s(&inputs),
-        "--target-outputs",
-        &s(&outputs),
-        "--profile",
-        "gemmlowp",
-        "--target-dumps",
-        &s(&ort),
-    ]);
+    let h = run("gemmlowp", &ort, false);
     assert!(
         h.stdout.contains(&format!("first departing value: {name}")),
         "{}",
@@ -270,5 +261,5 @@ fn target_dumps_name_the_first_layer_that_departs() {
     let wrong = Tensor::from_vec(vec![2], vec![1i64, 2]).unwrap();
     let file = format!("{}.npy", qport_study::dump::escape_value_name(&name));
     qport_data::npy::write(&bad.join(&file), &wrong).unwrap();
-    assert_input_error(&run("gemmlowp", &bad), &[&file, "int64"]);
+    assert_input_error(&run("gemmlowp", &bad, true), &[&file, "int64"]);
 }

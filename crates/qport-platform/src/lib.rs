@@ -36,4 +36,4 @@ pub use migrate::{migrate_deploy, migrate_layout, migrate_platform, Change};
 pub use model_layout::{model_layout, InputType, LayoutOptions, ModelLayout};
 pub use pack::{pack, unpack};
 pub use quant::{dequantize_i32, QuantInfo, QuantiType};
-pub use registry::{HighAccuracyOutput, Ip, Platform, Precision, Registry};
+pub use registry::{ByoQdq, HighAccuracyOutput, Ip, Platform, Precision, Registry};

@@ -16,7 +16,7 @@
 //! Unknown keys are errors (so a typo never silently does nothing).
 //! `l2m_cap_bytes = 0` means "no L2M".
 
-use crate::{HighAccuracyOutput, Ip, Platform, PlatformError, Precision, Registry};
+use crate::{ByoQdq, HighAccuracyOutput, Ip, Platform, PlatformError, Precision, Registry};
 use serde::Deserialize;
 
 /// One `[[platform]]` table: every field optional except `name`.
@@ -38,6 +38,7 @@ struct PlatformPatch {
     l2m_cap_bytes: Option<u64>,
     allowed_ips: Option<Vec<Ip>>,
     default_arith_profile: Option<String>,
+    byo_qdq: Option<ByoQdq>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,7 +66,8 @@ impl PlatformPatch {
             bpu_cores,
             multi_core,
             allowed_ips,
-            default_arith_profile
+            default_arith_profile,
+            byo_qdq
         );
         if let Some(m) = self.march {
             p.march = Some(m);

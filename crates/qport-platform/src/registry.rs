@@ -54,6 +54,32 @@ pub enum Ip {
     Isp,
 }
 
+/// What a platform's native flow does with a bring-your-own QDQ graph (one
+/// quantized elsewhere, its scales in QuantizeLinear/DequantizeLinear nodes).
+/// The study (seed 004, §6, C3): vendor NPUs own quantization; one ignored
+/// the external scales silently, the other's compiler refused the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ByoQdq {
+    /// The runtime executes the QDQ graph with its scales (onnxruntime,
+    /// TensorRT explicit quantization).
+    #[default]
+    Honours,
+    /// The native flow calibrates the float model itself: external scales
+    /// are replaced by its calibrator's, without an error.
+    Recalibrates,
+    /// The native compiler refuses a graph that carries QDQ nodes.
+    Rejects,
+}
+
+impl ByoQdq {
+    /// True when the platform's own flow (a vendor compiler) decides the
+    /// quantization, i.e. anything but [`ByoQdq::Honours`].
+    pub fn native_flow(self) -> bool {
+        self != ByoQdq::Honours
+    }
+}
+
 /// What a deployment target requires. Data, not code paths.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,6 +115,10 @@ pub struct Platform {
     /// Name of the default arithmetic profile, one of `qport_core::arith`'s
     /// presets (an archetype, not a silicon claim).
     pub default_arith_profile: String,
+    /// What the native flow does with a bring-your-own QDQ graph
+    /// (default `honours`).
+    #[serde(default)]
+    pub byo_qdq: ByoQdq,
 }
 
 /// One mebibyte, for L2M capacities.
@@ -227,6 +257,11 @@ mod tests {
         assert_eq!(g("s6p").allowed_ips, vec![Ip::Bpu]);
         assert!(g("j6p").allowed_ips.contains(&Ip::Dsp));
         assert_eq!(r.platforms.len(), 12);
+        for n in ["j6e", "j6m", "j6b", "j6h", "j6p", "s6p"] {
+            assert_eq!(g(n).byo_qdq, ByoQdq::Recalibrates, "{n}");
+        }
+        assert_eq!(g("pcie-npu").byo_qdq, ByoQdq::Rejects);
+        assert_eq!(g("x86-avx2").byo_qdq, ByoQdq::Honours);
     }
 
     #[test]

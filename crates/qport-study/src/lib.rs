@@ -6,7 +6,10 @@
 //! study's result in [`agree::report`] and [`diverge::report`]; the samples
 //! are `qport_data`'s ([`qport_data::Sample`]). [`dump`] writes and reads
 //! dump directories (every intermediate value of one run) and localizes
-//! the first value where a target's dump departs from qport's.
+//! the first value where a target's dump departs from qport's; [`verify`]
+//! names the cause when a target's outputs differ from qport's; [`lint`]
+//! checks a QDQ artifact against a platform's native flow without running
+//! it.
 #![deny(missing_docs)]
 
 pub mod agree;
@@ -14,6 +17,7 @@ pub mod bench;
 pub mod coverage;
 pub mod diverge;
 pub mod dump;
+pub mod lint;
 pub mod regime_plot;
 pub mod svg;
 pub mod sweep;
