@@ -17,6 +17,19 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
         na += x * x;
         nb += y * y;
     }
+    cosine_of_sums(dot, na, nb)
+}
+
+/// The cosine similarity of two vectors from their dot product `dot` and
+/// squared norms `na`, `nb` (for callers that accumulate these with other
+/// statistics in one pass), with [`cosine`]'s conventions for zero
+/// vectors.
+///
+/// ```
+/// assert_eq!(qport_core::metrics::cosine_of_sums(0.0, 0.0, 0.0), 1.0);
+/// assert_eq!(qport_core::metrics::cosine_of_sums(0.0, 1.0, 0.0), 0.0);
+/// ```
+pub fn cosine_of_sums(dot: f64, na: f64, nb: f64) -> f64 {
     if na == 0.0 && nb == 0.0 {
         return 1.0;
     }

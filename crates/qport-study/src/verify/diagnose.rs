@@ -95,13 +95,7 @@ impl Residual {
             nb += q * q;
         }
         r.rms = if n == 0 { 0.0 } else { (sq / n as f64).sqrt() };
-        r.cosine = if na == 0.0 && nb == 0.0 {
-            1.0
-        } else if na == 0.0 || nb == 0.0 {
-            0.0
-        } else {
-            dot / (na.sqrt() * nb.sqrt())
-        };
+        r.cosine = qport_core::metrics::cosine_of_sums(dot, na, nb);
         r
     }
 
