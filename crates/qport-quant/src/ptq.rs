@@ -399,11 +399,20 @@ fn mean_cosine(fp32: &Plan, q: &Plan, samples: &[Sample]) -> Result<f64, QuantEr
     Ok(if n == 0 { 0.0 } else { sum / n as f64 })
 }
 
+/// Mean output cosines closer than this are a tie when [`quantize`]
+/// chooses among calibrators: far below any difference in accuracy, and
+/// above what the summation order of the float kernels moves (PP-OCR's
+/// full-int16 symmetric and asymmetric candidates differ by 2e-12).
+pub const SELECTION_TIE: f64 = 1e-9;
+
 /// Quantizes with the configured calibrator, or, when the config lists
 /// several calibrators and/or both activation symmetries (`calibration_type`
 /// and `asymmetric` as lists, vendor style), with each combination, keeping
-/// the best by mean output cosine on the selection samples. `loaded`
-/// supplies scales for `load`.
+/// the best by mean output cosine on the selection samples. A candidate
+/// must beat the best so far by more than [`SELECTION_TIE`] to replace it,
+/// so candidates that tie to within rounding keep the configured order (the
+/// first listed wins) rather than a last-ulp difference in the float
+/// arithmetic deciding. `loaded` supplies scales for `load`.
 pub fn quantize(
     model: &Model,
     resolved: &Resolved,
@@ -444,7 +453,7 @@ pub fn quantize(
             asymmetric: a,
             output_cosine: c,
         });
-        if best.as_ref().is_none_or(|b| c > b.0) {
+        if best.as_ref().is_none_or(|b| c > b.0 + SELECTION_TIE) {
             best = Some((c, m, a, e, r));
         }
     }

@@ -1,22 +1,32 @@
 //! Depthwise 2-D convolution of `f32` planes (one input channel per group)
 //! with the bias and an [`Activation`] applied as each output is written.
 //!
-//! [`depthwise2d`] is the entry point. Its portable scalar reference (the
-//! path of [`crate::force_generic`], or of a call inside
-//! [`crate::with_generic_kernels`], and what the SIMD paths are tested
-//! against) sums `weight * input` over the taps inside the image in kernel
-//! row-major order (separate multiplies and adds), then adds the bias and
-//! applies the activation.
+//! [`depthwise2d`] is the entry point. Every path (the portable scalar
+//! reference, the path of [`crate::force_generic`] or of a call inside
+//! [`crate::with_generic_kernels`], and the AVX2 and AVX-512 bodies) sums
+//! the same products in the same order, so all of them return the same
+//! bits. That order is the one onnxruntime's CPU provider uses for a
+//! depthwise `Conv` (im2col, then one SGEMM per group), so that qport's
+//! FP32 and float-simulated runs reproduce onnxruntime's values to the
+//! bit rather than to a tolerance:
 //!
-//! The fast path copies each input channel once into a zero-padded scratch
+//! - one filter per channel (the SGEMM has a single row): the taps, in
+//!   kernel row-major order with taps in the padding counted as products
+//!   with zero, are cut into blocks of 4, then a block of 2 and a block of
+//!   1 for the remainder ([`tap_blocks`]); each block is summed left to
+//!   right with separate multiplies and adds, and each block's sum is
+//!   added to the running total, which starts at `+0.0`;
+//! - several filters per channel: one fused multiply-add chain over the
+//!   taps, from `+0.0`.
+//!
+//! The bias is then added (only when there is one) and the activation
+//! applied.
+//!
+//! The fast paths copy each input channel once into a zero-padded scratch
 //! plane whose rows are split into `stride_w` column phases, so that every
-//! kernel tap of a block of outputs is one contiguous vector load. It then
-//! computes blocks of `R` output rows by `C` vectors of output columns with
-//! all `KH * KW` taps accumulated in registers (fused multiply-add, taps in
-//! kernel row-major order), adds the bias, applies the activation and
-//! stores each output element once. Results are deterministic for a given
-//! CPU and differ from the reference only by the rounding of the fused
-//! multiply-adds.
+//! kernel tap of a block of outputs is one contiguous vector load. They
+//! compute blocks of `R` output rows by `C` vectors of output columns in
+//! registers and store each output element once.
 
 use crate::activation::Activation;
 #[cfg(target_arch = "x86_64")]
@@ -225,8 +235,20 @@ impl<'a> Args<'a> {
     }
 }
 
-/// The scalar body of [`depthwise2d_reference`] (and of [`depthwise2d`]
-/// on the generic table).
+/// The blocks the taps of a one-filter-per-channel depthwise convolution
+/// are summed in: `(first tap, taps)` for blocks of 4, then a block of 2
+/// and a block of 1 for what is left of `taps`.
+pub(crate) fn tap_blocks(taps: usize) -> impl Iterator<Item = (usize, usize)> {
+    let fours = taps / 4;
+    let rest = taps % 4;
+    (0..fours)
+        .map(|b| (4 * b, 4))
+        .chain((rest >= 2).then_some((4 * fours, 2)))
+        .chain((rest % 2 == 1).then_some((taps - 1, 1)))
+}
+
+/// The scalar body of [`depthwise2d`] on the generic table: the order of
+/// the module documentation, one output element at a time.
 fn reference(a: &Args, out: &mut [f32]) {
     let Args {
         g,
@@ -239,28 +261,42 @@ fn reference(a: &Args, out: &mut [f32]) {
     } = *a;
     let g = &g;
     let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
+    // the input under tap `t` of output (r, x); zero in the padding
+    let tap = |img: &[f32], r: usize, x: usize, t: usize| {
+        let iy = (r * g.sh + (t / g.kw) * g.dh) as isize - g.pt as isize;
+        let ix = (x * g.sw + (t % g.kw) * g.dw) as isize - g.pl as isize;
+        if iy < 0 || iy >= g.h as isize || ix < 0 || ix >= g.w as isize {
+            0.0
+        } else {
+            img[iy as usize * g.w + ix as usize]
+        }
+    };
     for o in 0..channels * mult {
         let img = &image[(o / mult) * isz..][..isz];
         let k = &kernels[o * ksz..][..ksz];
-        let b = bias.map_or(0.0, |b| b[o]);
         let y = &mut out[o * osz..][..osz];
         for r in 0..g.oh {
             for x in 0..g.ow {
                 let mut acc = 0.0f32;
-                for ki in 0..g.kh {
-                    let iy = (r * g.sh + ki * g.dh) as isize - g.pt as isize;
-                    if iy < 0 || iy >= g.h as isize {
-                        continue;
-                    }
-                    for kj in 0..g.kw {
-                        let ix = (x * g.sw + kj * g.dw) as isize - g.pl as isize;
-                        if ix < 0 || ix >= g.w as isize {
-                            continue;
+                if mult == 1 {
+                    for (t0, n) in tap_blocks(ksz) {
+                        let mut blk = k[t0] * tap(img, r, x, t0);
+                        for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
+                            blk += w * tap(img, r, x, t);
                         }
-                        acc += k[ki * g.kw + kj] * img[iy as usize * g.w + ix as usize];
+                        // (float addition commutes: the block's sum plus
+                        // the running total, as MLAS writes it)
+                        acc += blk;
+                    }
+                } else {
+                    for (t, &w) in k.iter().enumerate() {
+                        acc = w.mul_add(tap(img, r, x, t), acc);
                     }
                 }
-                y[r * g.ow + x] = act.apply(acc + b);
+                if let Some(b) = bias {
+                    acc += b[o];
+                }
+                y[r * g.ow + x] = act.apply(acc);
             }
         }
     }
@@ -329,11 +365,6 @@ mod tests {
                 depthwise_at(Level::Generic, &args, out, &mut vec![]);
             };
             reference(&image, &kern, bias, act, &mut want);
-            // the same without the activation and with |terms| for the bound
-            let abs_img: Vec<f32> = image.iter().map(|v| v.abs()).collect();
-            let abs_k: Vec<f32> = kern.iter().map(|v| v.abs()).collect();
-            let mut mag = vec![0.0; n];
-            reference(&abs_img, &abs_k, None, Activation::Identity, &mut mag);
             for lvl in [Level::Avx2, Level::Avx512] {
                 if !supported(lvl) {
                     continue;
@@ -346,12 +377,56 @@ mod tests {
                 depthwise_at(lvl, &args, &mut again, &mut scratch);
                 for i in 0..n {
                     prop_assert_eq!(got[i].to_bits(), again[i].to_bits(), "not deterministic");
-                    let b = bias.map_or(0.0, |b| b[i / g.output_size()]).abs();
-                    let tol = 1e-6 * (mag[i] + b) + 1e-30;
-                    prop_assert!((got[i] - want[i]).abs() <= tol,
+                    prop_assert_eq!(got[i].to_bits(), want[i].to_bits(),
                         "{:?} at {}: {} vs reference {} (geometry {:?})", lvl, i, got[i], want[i], g);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn tap_blocks_are_fours_then_a_two_then_a_one() {
+        let blocks = |k| tap_blocks(k).collect::<Vec<_>>();
+        assert_eq!(blocks(1), [(0, 1)]);
+        assert_eq!(blocks(3), [(0, 2), (2, 1)]);
+        assert_eq!(blocks(9), [(0, 4), (4, 4), (8, 1)]);
+        assert_eq!(blocks(25).len(), 7);
+        assert_eq!(blocks(25)[6], (24, 1));
+        assert_eq!(blocks(7), [(0, 4), (4, 2), (6, 1)]);
+        assert_eq!(blocks(6), [(0, 4), (4, 2)]);
+    }
+
+    #[test]
+    fn blocked_sum_of_a_3x3_tap_window() {
+        // one output, nine taps: ((t0 + t1 + t2 + t3) + 0) then + (t4..t7),
+        // then + t8, each block left to right; values chosen so that a
+        // plain left-to-right sum rounds differently
+        let g = ConvGeometry::new_2d([3, 3], [3, 3], [1, 1], [1, 1], [1, 1], [0, 0]);
+        let image = [1.0f32, 1.0, 1.0, 1.0, 1e8, 1.0, -1e8, 0.5, 7.0];
+        let kern = [1.0f32; 9];
+        let b1 = ((1.0f32 + 1.0) + 1.0) + 1.0;
+        let b2 = ((1e8f32 + 1.0) + -1e8) + 0.5;
+        let want = 7.0f32 + (b2 + (b1 + 0.0));
+        assert_eq!(want, 11.5);
+        let plain: f32 = image.iter().sum();
+        assert_ne!(
+            want.to_bits(),
+            plain.to_bits(),
+            "the case does not separate the orders"
+        );
+        for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+            if !supported(lvl) {
+                continue;
+            }
+            let mut got = [f32::NAN];
+            let args = Args::new(&g, 1, 1, &image, &kern, None, Activation::Identity, &got);
+            depthwise_at(lvl, &args, &mut got, &mut vec![]);
+            assert_eq!(
+                got[0].to_bits(),
+                want.to_bits(),
+                "{lvl:?}: {} vs {want}",
+                got[0]
+            );
         }
     }
 

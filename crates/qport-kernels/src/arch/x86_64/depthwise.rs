@@ -3,8 +3,8 @@
 //! vocabulary of [`crate::simd`]; reached only through the dispatch table.
 
 use crate::activation::Activation;
-use crate::f32::depthwise::{block, layout, Args, Geo};
-use crate::simd::{Avx2, Avx512, Simd, IOTA};
+use crate::f32::depthwise::{block, layout, tap_blocks, Args, Geo};
+use crate::simd::{Avx2, Avx512, Simd};
 use std::arch::x86_64::*;
 
 /// The fast path at AVX-512F.
@@ -15,37 +15,14 @@ use std::arch::x86_64::*;
 pub(crate) unsafe fn avx512(args: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
     let g = &args.g;
     let (r, c) = block(g.ow, 16);
-    // aligned loads and lane shifts when every tap offset fits in a
-    // vector: unit column dilation, 3 or 5 columns, stride 1 or 2
-    let perm = g.dw == 1 && (g.kw == 3 || g.kw == 5) && (g.sw == 1 || g.sw == 2);
     // SAFETY: forwarded contract; every channel function below reads
     // within the plane `layout` sized for 16 lanes.
     unsafe {
-        for_channels::<Avx512>(args, out, scratch, |p, y| {
-            if !perm {
-                return match (r, c) {
-                    (7, 1) => channel::<Avx512, 7, 1>(p, y),
-                    (6, 2) => channel::<Avx512, 6, 2>(p, y),
-                    (4, 3) => channel::<Avx512, 4, 3>(p, y),
-                    _ => channel::<Avx512, 3, 4>(p, y),
-                };
-            }
-            macro_rules! shifted {
-                ($kw:literal, $sw:literal) => {
-                    match (r, c) {
-                        (7, 1) => channel_shift::<7, 1, $kw, $sw>(p, y),
-                        (6, 2) => channel_shift::<6, 2, $kw, $sw>(p, y),
-                        (4, 3) => channel_shift::<4, 3, $kw, $sw>(p, y),
-                        _ => channel_shift::<3, 4, $kw, $sw>(p, y),
-                    }
-                };
-            }
-            match (g.kw, g.sw) {
-                (3, 1) => shifted!(3, 1),
-                (3, _) => shifted!(3, 2),
-                (5, 1) => shifted!(5, 1),
-                _ => shifted!(5, 2),
-            }
+        for_channels::<Avx512>(args, out, scratch, |p, y| match (r, c) {
+            (7, 1) => channel::<Avx512, 7, 1>(p, y),
+            (6, 2) => channel::<Avx512, 6, 2>(p, y),
+            (4, 3) => channel::<Avx512, 4, 3>(p, y),
+            _ => channel::<Avx512, 3, 4>(p, y),
         })
     }
 }
@@ -76,11 +53,15 @@ pub(crate) struct Channel<'a> {
     plane: &'a [f32],
     /// Phase width (a multiple of the lanes).
     wq: usize,
-    /// Plane offset of kernel column `kj` within a padded row.
-    koff: &'a [usize],
+    /// Plane offset of tap `t` (kernel row-major) from the block's first
+    /// output row and column.
+    toff: &'a [usize],
     /// The channel's `KH x KW` kernel.
     k: &'a [f32],
-    bias: f32,
+    /// One filter per channel: the taps are summed in blocks
+    /// ([`tap_blocks`]); else in one fused multiply-add chain.
+    blocked: bool,
+    bias: Option<f32>,
     act: Activation,
 }
 
@@ -100,8 +81,11 @@ unsafe fn for_channels<S: Simd>(
     scratch.resize(len + l, 0.0);
     let start = scratch.as_ptr().align_offset(l * 4).min(l);
     let plane = &mut scratch[start..start + len];
-    let koff: Vec<usize> = (0..g.kw)
-        .map(|kj| ((kj * g.dw) % g.sw) * wq + (kj * g.dw) / g.sw)
+    let toff: Vec<usize> = (0..g.kh * g.kw)
+        .map(|t| {
+            let (ki, kj) = (t / g.kw, t % g.kw);
+            ki * g.dh * g.sw * wq + ((kj * g.dw) % g.sw) * wq + (kj * g.dw) / g.sw
+        })
         .collect();
     let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
     for o in 0..a.channels * a.mult {
@@ -122,9 +106,10 @@ unsafe fn for_channels<S: Simd>(
             g,
             plane,
             wq,
-            koff: &koff,
+            toff: &toff,
             k: &a.kernels[o * ksz..][..ksz],
-            bias: a.bias.map_or(0.0, |b| b[o]),
+            blocked: a.mult == 1,
+            bias: a.bias.map(|b| b[o]),
             act: a.act,
         };
         f(&p, &mut out[o * osz..][..osz]);
@@ -214,7 +199,7 @@ unsafe fn fill_plane<S: Simd>(g: &Geo, img: &[f32], plane: &mut [f32], rows: usi
     }
 }
 
-/// Adds the bias, applies the activation and stores the `R x C`
+/// Adds the bias (when there is one), applies the activation and stores the `R x C`
 /// block at output row `r0`, column `x0` (rows and lanes past the
 /// output are dropped).
 #[inline(always)]
@@ -235,7 +220,7 @@ unsafe fn store_block<S: Simd, const R: usize, const C: usize>(
     };
     // SAFETY: (whole body) stores at rows < OH, columns < OW.
     unsafe {
-        let bias = S::splat(p.bias);
+        let bias = p.bias.map(|b| S::splat(b));
         let (lo, hi) = clamp.unwrap_or((0.0, 0.0));
         let (lo, hi) = (S::splat(lo), S::splat(hi));
         for (rr, accr) in acc.iter().enumerate() {
@@ -248,7 +233,10 @@ unsafe fn store_block<S: Simd, const R: usize, const C: usize>(
                 if x >= g.ow {
                     break;
                 }
-                let v = S::add(a, bias);
+                let v = match bias {
+                    Some(b) => S::add(a, b),
+                    None => a,
+                };
                 let v = if clamp.is_some() {
                     S::min(hi, S::max(lo, v))
                 } else {
@@ -267,7 +255,8 @@ unsafe fn store_block<S: Simd, const R: usize, const C: usize>(
 }
 
 /// One output channel in blocks of `R` rows by `C` vectors, every tap
-/// a vector load at its offset (any geometry).
+/// a vector load at its offset (any geometry), the taps summed in the
+/// order of [`crate::f32::depthwise`].
 #[inline(always)]
 unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut [f32]) {
     let g = p.g;
@@ -275,6 +264,7 @@ unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut 
     let plane = p.plane.as_ptr();
     let yp = y.as_mut_ptr();
     let row_pitch = g.sw * p.wq;
+    let (taps, toff) = (g.kh * g.kw, p.toff);
     let mut r0 = 0;
     while r0 < g.oh {
         let mut x0 = 0;
@@ -283,15 +273,33 @@ unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut 
             // plane rows, columns x0 + off + C * lanes <= wq (see
             // `layout`); the caller runs with S's target features.
             unsafe {
+                let mut rows = [plane; R];
+                for (rr, row) in rows.iter_mut().enumerate() {
+                    *row = plane.add((r0 + rr) * g.sh * row_pitch + x0);
+                }
                 let mut acc = [[S::zero(); C]; R];
-                for ki in 0..g.kh {
-                    let mut rows = [plane; R];
-                    for (rr, row) in rows.iter_mut().enumerate() {
-                        *row = plane.add(((r0 + rr) * g.sh + ki * g.dh) * row_pitch + x0);
+                if p.blocked {
+                    for (t0, n) in tap_blocks(taps) {
+                        let mut blk = [[S::zero(); C]; R];
+                        for t in t0..t0 + n {
+                            let wv = S::splat(*p.k.get_unchecked(t));
+                            let off = *toff.get_unchecked(t);
+                            for (bkr, row) in blk.iter_mut().zip(&rows) {
+                                for (ci, b) in bkr.iter_mut().enumerate() {
+                                    let prod = S::mul(S::load(row.add(off + ci * l)), wv);
+                                    *b = if t == t0 { prod } else { S::add(*b, prod) };
+                                }
+                            }
+                        }
+                        for (accr, bkr) in acc.iter_mut().zip(&blk) {
+                            for (a, &b) in accr.iter_mut().zip(bkr) {
+                                *a = S::add(b, *a);
+                            }
+                        }
                     }
-                    let kr = p.k.as_ptr().add(ki * g.kw);
-                    for (kj, &off) in p.koff.iter().enumerate() {
-                        let wv = S::splat(*kr.add(kj));
+                } else {
+                    for (t, &off) in toff.iter().enumerate() {
+                        let wv = S::splat(*p.k.get_unchecked(t));
                         for (accr, row) in acc.iter_mut().zip(&rows) {
                             for (ci, a) in accr.iter_mut().enumerate() {
                                 *a = S::fma(S::load(row.add(off + ci * l)), wv, *a);
@@ -304,68 +312,5 @@ unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut 
             x0 += C * l;
         }
         r0 += R;
-    }
-}
-
-/// One output channel (AVX-512) for unit column dilation, `KW`
-/// columns and column stride `SW`: per kernel row and block row, the
-/// `C + 1` aligned vectors of each phase are loaded once and every tap
-/// takes its lanes from them with a two-vector permute.
-#[inline(always)]
-unsafe fn channel_shift<const R: usize, const C: usize, const KW: usize, const SW: usize>(
-    p: &Channel,
-    y: &mut [f32],
-) {
-    let g = p.g;
-    let plane = p.plane.as_ptr();
-    let yp = y.as_mut_ptr();
-    let row_pitch = SW * p.wq;
-    // SAFETY: (whole body) as in `channel`; loads of C + 1 vectors at
-    // x0 stay below x0 + (C + 1) * 16 <= wq (see `layout`).
-    unsafe {
-        // shift[off] selects lanes off..off + 16 of [lo, hi]
-        let mut shift = [_mm512_setzero_si512(); 5];
-        for (off, s) in shift.iter_mut().enumerate() {
-            *s = _mm512_loadu_si512(IOTA.as_ptr().add(off) as *const _);
-        }
-        let mut r0 = 0;
-        while r0 < g.oh {
-            let mut x0 = 0;
-            while x0 < g.ow {
-                let mut acc = [[_mm512_setzero_ps(); C]; R];
-                for ki in 0..g.kh {
-                    let mut wv = [_mm512_setzero_ps(); KW];
-                    for (kj, w) in wv.iter_mut().enumerate() {
-                        *w = _mm512_set1_ps(*p.k.get_unchecked(ki * KW + kj));
-                    }
-                    for (rr, accr) in acc.iter_mut().enumerate() {
-                        let row = plane.add(((r0 + rr) * g.sh + ki * g.dh) * row_pitch + x0);
-                        for b in 0..SW {
-                            let ph = row.add(b * p.wq);
-                            let mut v = [_mm512_setzero_ps(); 8];
-                            for (ci, vi) in v.iter_mut().enumerate().take(C + 1) {
-                                *vi = _mm512_loadu_ps(ph.add(ci * 16));
-                            }
-                            let mut kj = b;
-                            while kj < KW {
-                                let off = kj / SW;
-                                for (ci, a) in accr.iter_mut().enumerate() {
-                                    let x = if off == 0 {
-                                        v[ci]
-                                    } else {
-                                        _mm512_permutex2var_ps(v[ci], shift[off], v[ci + 1])
-                                    };
-                                    *a = _mm512_fmadd_ps(x, wv[kj], *a);
-                                }
-                                kj += SW;
-                            }
-                        }
-                    }
-                }
-                store_block::<Avx512, R, C>(p, &acc, yp, r0, x0);
-                x0 += C * 16;
-            }
-            r0 += R;
-        }
     }
 }
