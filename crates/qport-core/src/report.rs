@@ -22,7 +22,7 @@
 //! ```
 
 use crate::arith::{wire, ArithProfile};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The first fields of every `--format json` document.
 #[derive(Debug, Serialize)]
@@ -56,7 +56,8 @@ impl Header {
 }
 
 /// A file as reports record it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FileJson {
     /// Path as given on the command line.
     pub path: String,

@@ -137,6 +137,39 @@ impl TensorKind {
             Self::Image(_) => 1,
         }
     }
+
+    /// The runtime descriptor's tensor type name (`S8`, `F32`, `NV12_Y`,
+    /// ...).
+    ///
+    /// ```
+    /// use qport_platform::layout::{ImageFormat, TensorKind, TensorType};
+    /// assert_eq!(TensorKind::Featuremap(TensorType::S16).type_name(), "S16");
+    /// assert_eq!(TensorKind::Image(ImageFormat::Nv12Uv).type_name(), "NV12_UV");
+    /// ```
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Self::Featuremap(t) => match t {
+                TensorType::S8 => "S8",
+                TensorType::U8 => "U8",
+                TensorType::S16 => "S16",
+                TensorType::U16 => "U16",
+                TensorType::F16 => "F16",
+                TensorType::S32 => "S32",
+                TensorType::U32 => "U32",
+                TensorType::F32 => "F32",
+                TensorType::S64 => "S64",
+                TensorType::F64 => "F64",
+            },
+            Self::Image(f) => match f {
+                ImageFormat::Nv12Y => "NV12_Y",
+                ImageFormat::Nv12Uv => "NV12_UV",
+                ImageFormat::Y => "Y",
+                ImageFormat::Rgb => "RGB",
+                ImageFormat::Bgr => "BGR",
+                ImageFormat::Yuv444 => "YUV444",
+            },
+        }
+    }
 }
 
 /// Where an input comes from (vt.md §hb_compile YAML `input_source`).

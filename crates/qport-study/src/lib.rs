@@ -9,7 +9,8 @@
 //! the first value where a target's dump departs from qport's; [`verify`]
 //! names the cause when a target's outputs differ from qport's; [`lint`]
 //! checks a QDQ artifact against a platform's native flow without running
-//! it.
+//! it; [`report`] holds the whole study's report (`qport.study/1`) and
+//! renders it as one HTML page and a terminal summary.
 #![deny(missing_docs)]
 
 pub mod agree;
@@ -19,6 +20,7 @@ pub mod diverge;
 pub mod dump;
 pub mod lint;
 pub mod regime_plot;
+pub mod report;
 pub mod svg;
 pub mod sweep;
 pub mod verify;

@@ -1,8 +1,10 @@
 //! Small, dependency-free SVG charts for reports: an x/y [`Chart`] of
 //! line and marker [`Series`] with a linear or log x axis, shaded x
 //! [`Band`]s and a legend, and [`render_panels`] to stack several charts in
-//! one document (an HTML report can inline the same string). Output is
-//! deterministic: the same chart gives the same bytes.
+//! one document (an HTML report can inline the same string); horizontal
+//! bars ([`render_bars`]), stacked share bars ([`render_stacked`]) and a
+//! heatmap ([`render_heatmap`]). Output is deterministic: the same chart
+//! gives the same bytes.
 //!
 //! ```
 //! use qport_study::svg::{render_panels, Chart, Series};
@@ -14,6 +16,13 @@
 //! ```
 
 use std::fmt::Write;
+
+mod bars;
+
+pub use bars::{
+    fit, render_bars, render_heatmap, render_stacked, scale_color, text_in, Bar, BarChart, Heatmap,
+    StackedBars, StackedRow,
+};
 
 /// Colours given to series in order.
 const PALETTE: [&str; 6] = [
@@ -143,6 +152,32 @@ pub fn si(v: f64) -> String {
     let t = format!("{:.2}", v / d);
     let t = t.trim_end_matches('0').trim_end_matches('.');
     format!("{t}{s}")
+}
+
+/// A tick label of `v` on an axis with ticks `step` apart: [`si`] for
+/// steps of 0.01 and more, else enough decimals to tell neighbouring
+/// ticks apart (scientific notation below 1e-6).
+///
+/// ```
+/// use qport_study::svg::tick_label;
+/// assert_eq!(tick_label(2000.0, 500.0), "2k");
+/// assert_eq!(tick_label(0.99995, 0.00005), "0.99995");
+/// assert_eq!(tick_label(2e-8, 1e-8), "2.0e-8");
+/// ```
+pub fn tick_label(v: f64, step: f64) -> String {
+    if !(step.is_finite() && step > 0.0) || step >= 0.01 {
+        return si(v);
+    }
+    if step < 1e-6 {
+        return format!("{v:.1e}");
+    }
+    let d = (-step.log10()).ceil() as usize;
+    let t = format!("{v:.d$}");
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
 }
 
 /// Stacks `charts` vertically in one SVG document.
@@ -289,6 +324,7 @@ fn render_chart(s: &mut String, c: &Chart) {
             escape(&label)
         );
     }
+    let y_step = nice_step(sc.y.1 - sc.y.0, 5.0);
     for t in ticks(sc.y, 5.0) {
         let y = sc.ty(t);
         let _ = writeln!(
@@ -296,7 +332,7 @@ fn render_chart(s: &mut String, c: &Chart) {
             r##"<line x1="{px0}" y1="{y:.1}" x2="{px1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
             px0 - 4.0,
             y + 4.0,
-            si(t)
+            tick_label(t, y_step)
         );
     }
     let _ = writeln!(

@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod conformance;
 pub mod parity;
+pub mod schema;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
