@@ -29,9 +29,10 @@ figcaption { font-size: .9em; color: #333; margin: .3em 0; }
 table { border-collapse: collapse; font-size: .88em; margin: .3em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top;
   white-space: nowrap; }
-th { background: #f6f6f6; }
+th { background: #f6f6f6; white-space: normal; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.wrap { white-space: normal; min-width: 18em; max-width: 40em; overflow-wrap: anywhere; }
+td.wrap { white-space: normal; min-width: 14em; max-width: 40em; overflow-wrap: anywhere; }
+td.brk { white-space: normal; min-width: 10em; overflow-wrap: anywhere; }
 tr.first td { background: #fff3d6; }
 .how { font-size: .78em; color: #555; margin-top: .5em; border-top: 1px dotted #ccc;
   padding-top: .3em; overflow-wrap: anywhere; }
@@ -162,7 +163,7 @@ fn claim_map(h: &mut String, r: &StudyReport) {
                 Cell::wrap(text),
                 Cell::code(&e.file),
                 Cell::code(&e.pointer),
-                Cell::code(&value),
+                Cell::code_wrap(&value),
             ]);
         }
         if c.evidence.is_empty() {
@@ -264,6 +265,14 @@ impl Cell {
         Cell {
             html: format!("<code>{}</code>", escape(s)),
             class: "",
+        }
+    }
+    /// Escaped text in `<code>` that may break anywhere (JSON values,
+    /// which have no spaces).
+    pub(super) fn code_wrap(s: &str) -> Cell {
+        Cell {
+            html: format!("<code>{}</code>", escape(s)),
+            class: "brk",
         }
     }
     /// A severity, coloured.
