@@ -28,10 +28,11 @@ pub use bars::{
 const PALETTE: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#7f7f7f",
 ];
-const W: f64 = 720.0;
+const W: f64 = 972.0;
 const H: f64 = 320.0;
-const LEFT: f64 = 64.0;
-const RIGHT: f64 = 16.0;
+const LEFT: f64 = 76.0;
+/// The legend's column, right of the plot (so it never covers data).
+const RIGHT: f64 = 256.0;
 const TOP: f64 = 32.0;
 const BOTTOM: f64 = 48.0;
 
@@ -279,7 +280,7 @@ fn render_chart(s: &mut String, c: &Chart) {
     let _ = writeln!(
         s,
         r#"<text x="{}" y="18" text-anchor="middle" font-size="13" font-weight="bold">{}</text>"#,
-        W / 2.0,
+        (px0 + px1) / 2.0,
         escape(&c.title)
     );
     for b in &c.bands {
@@ -380,16 +381,35 @@ fn render_chart(s: &mut String, c: &Chart) {
                 }
             }
         }
-        let ly = py0 + 14.0 + 14.0 * i as f64;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{}" y="{}" width="12" height="4" fill="{color}"/><text x="{}" y="{}">{}</text>"#,
-            px1 - 190.0,
-            ly - 6.0,
-            px1 - 174.0,
-            ly,
-            escape(&se.name)
-        );
+        let ly = py0 + 10.0 + 16.0 * i as f64;
+        let (kx, tx) = (px1 + 12.0, px1 + 34.0);
+        let _ = match se.mark {
+            // a round key that is not a `<circle>`: circles are data points
+            Mark::Dots => writeln!(
+                s,
+                r#"<rect x="{}" y="{}" width="8" height="8" rx="4" fill="{color}"/>"#,
+                kx + 4.0,
+                ly - 8.0
+            ),
+            Mark::Line | Mark::Dashed => writeln!(
+                s,
+                r#"<line x1="{kx}" y1="{}" x2="{}" y2="{}" stroke="{color}" stroke-width="2"{}/>"#,
+                ly - 4.0,
+                kx + 16.0,
+                ly - 4.0,
+                if se.mark == Mark::Dashed {
+                    r#" stroke-dasharray="6,4""#
+                } else {
+                    ""
+                }
+            ),
+        };
+        s.push_str(&text_in(
+            &format!(r#"x="{tx}" y="{ly}""#),
+            &se.name,
+            W - tx - 4.0,
+        ));
+        s.push('\n');
     }
 }
 
@@ -403,6 +423,38 @@ mod tests {
         assert_eq!(si(256_368.0), "256.37k");
         assert_eq!(si(2.5), "2.5");
         assert_eq!(si(1e6), "1M");
+    }
+
+    /// The `x` attribute of the `<text>` element whose content is `text`.
+    fn text_x(svg: &str, text: &str) -> f64 {
+        let end = svg.find(&format!(">{text}</text>")).expect(text);
+        let tag = &svg[svg[..end].rfind("<text").unwrap()..end];
+        let x = &tag[tag.find(" x=\"").unwrap() + 4..];
+        x[..x.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn the_legend_sits_right_of_the_plot() {
+        let mut c = Chart::new("t", "x", "y");
+        // data in the plot's top-right corner, where a legend inside would sit
+        c.series
+            .push(Series::line("solid", vec![(0.0, 0.0), (1.0, 1.0)]));
+        c.series
+            .push(Series::dashed("dashed", vec![(0.0, 1.0), (1.0, 1.0)]));
+        let long = "a series name far too long for the legend column";
+        c.series.push(Series::dots(long, vec![(1.0, 1.0)]));
+        let svg = render_panels(&[c]);
+        let frame = W - RIGHT;
+        for name in ["solid", "dashed"] {
+            assert!(text_x(&svg, name) > frame + 20.0, "{name}");
+        }
+        // cut to the column, whole in its tooltip
+        assert!(svg.contains(&format!("<title>{long}</title>")));
+        assert_eq!(svg.matches(long).count(), 1, "shown cut: {svg}");
+        // the legend's keys: a dashed line, and a round key that is no data point
+        assert_eq!(svg.matches("stroke-dasharray").count(), 2);
+        assert_eq!(svg.matches("<circle").count(), 1);
+        assert!(svg.contains(r#"rx="4""#));
     }
 
     #[test]
