@@ -6,6 +6,7 @@
 //! message saying how to produce it, never a silent skip.
 #![deny(missing_docs)]
 
+pub mod browser;
 pub mod cli;
 pub mod conformance;
 pub mod parity;
