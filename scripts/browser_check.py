@@ -377,9 +377,12 @@ def event_failures(events: list[dict], session: str) -> list[dict]:
 def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private
         os.replace(tmp, path)
     except BaseException:
         try:
