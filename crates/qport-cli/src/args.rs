@@ -94,7 +94,8 @@ pub fn select_profiles(spec: &str, reg: &ProfileRegistry) -> Result<Vec<ArithPro
 /// and `quantize`'s `--calib`/`--eval`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct PreprocessArgs {
-    /// Image preprocessing: a preset name or a TOML file.
+    /// Image preprocessing: a preset (imagenet, effnet-lite, ppocr, yolo)
+    /// or a TOML file.
     #[arg(long)]
     pub preprocess: Option<String>,
     /// Change one preprocessing field, e.g. `--pp color=bgr` (repeatable).

@@ -338,6 +338,33 @@ mod tests {
     }
 
     #[test]
+    fn preprocess_help_lists_every_preset() {
+        let cli = Cli::command();
+        let mut seen = 0;
+        for cmd in cli.get_subcommands() {
+            let Some(arg) = cmd.get_arguments().find(|a| a.get_id() == "preprocess") else {
+                continue;
+            };
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            for p in qport_data::preprocess::PRESETS {
+                assert!(
+                    help.contains(p),
+                    "{} --preprocess lacks {p}: {help}",
+                    cmd.get_name()
+                );
+            }
+            seen += 1;
+        }
+        assert!(seen >= 5, "{seen} commands take --preprocess");
+        for p in qport_data::preprocess::PRESETS {
+            assert!(
+                quantize::AFTER_HELP.contains(p),
+                "quantize --help lacks {p}"
+            );
+        }
+    }
+
+    #[test]
     fn broken_pipe_is_detected_through_context() {
         let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
         let err = anyhow::Error::new(io).context("writing the table");

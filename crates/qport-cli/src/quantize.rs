@@ -36,9 +36,9 @@ Examples:
   qport quantize model.qdq.onnx --platform j6m --calibration load --out q/
 
 Data (--calib, --eval): a folder of images (PNG, JPEG; recursive) with a
---preprocess preset (imagenet, effnet-lite, ppocr) or TOML file, optionally
-changed with --pp KEY=VALUE; or a .npy (one input) / .npz (keys = input
-names) file whose first axis is the sample axis.
+--preprocess preset (imagenet, effnet-lite, ppocr, yolo) or TOML file,
+optionally changed with --pp KEY=VALUE; or a .npy (one input) / .npz (keys =
+input names) file whose first axis is the sample axis.
 
 Writes OUT/model.qdq.onnx, OUT/quant_config.json (resolved per node, with
 scales and zero points) and OUT/report.json; prints a summary (--format json

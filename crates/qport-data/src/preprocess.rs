@@ -1,7 +1,8 @@
 //! Preprocessing specs: how an image becomes a model input tensor.
 //!
 //! A [`Preprocess`] runs, in order: resize ([`Resize`], with the
-//! [`Filter`] in `interpolation`), centre crop ([`Crop`]), conversion to
+//! [`Filter`] in `interpolation`; a letterbox resize also pads to its
+//! size with a grey byte), centre crop ([`Crop`]), conversion to
 //! float with channel order ([`ColorOrder`]) and normalisation
 //! `(x / scale - mean[c]) / std[c]` computed in f32 in that order (x the
 //! 0..255 pixel value, `c` the output channel, so `mean`/`std` are given in
@@ -19,8 +20,8 @@
 //!
 //! | key | values |
 //! |---|---|
-//! | `preset` | `imagenet`, `effnet-lite`, `ppocr` (replaces the whole spec) |
-//! | `resize` | `none`, `N` / `shorter:N`, `WxH`, `height:H[,max_width:W]` |
+//! | `preset` | `imagenet`, `effnet-lite`, `ppocr`, `yolo` (replaces the whole spec) |
+//! | `resize` | `none`, `N` / `shorter:N`, `WxH`, `height:H[,max_width:W]`, `letterbox:N` / `letterbox:WxH[,fill:V]` |
 //! | `interpolation` | `bilinear`, `bicubic` (Pillow-exact) |
 //! | `crop` | `none`, `N`, `WxH`, `F:N` / `F:WxH` (`F` = `0.875` or `87.5%`) |
 //! | `pad` | `none`, `right:W` |
@@ -36,6 +37,9 @@
 //! crop = "256x256"
 //! color = "bgr"
 //! ```
+//!
+//! A YOLO model exported at 320x320 instead of 640x640 takes the `yolo`
+//! preset with `resize = "letterbox:320"` (or `--pp resize=letterbox:320`).
 
 use crate::error::{DataError, Result};
 use serde::{Deserialize, Serialize};
@@ -43,7 +47,7 @@ use std::fmt;
 use std::path::Path;
 
 pub use crate::resample::Filter;
-pub use fields::{Channels, ColorOrder, Crop, Layout, Pad, Resize};
+pub use fields::{Channels, ColorOrder, Crop, Layout, Pad, Resize, LETTERBOX_FILL};
 
 #[path = "preprocess_apply.rs"]
 mod apply;
@@ -59,7 +63,28 @@ mod fields;
 /// - `ppocr`: height 48 keeping the aspect ratio, width
 ///   `min(192, ceil(48 * w / h))`, bilinear, RGB, `(x / 255 - 0.5) / 0.5`,
 ///   zero-padded on the right to width 192, NCHW `[1, 3, 48, 192]`.
-pub const PRESETS: &[&str] = &["imagenet", "effnet-lite", "ppocr"];
+/// - `yolo`: Ultralytics YOLOv5/v8 exports: letterbox to 640x640
+///   ([`Resize::Letterbox`]: scale `min(640 / h, 640 / w)` keeping the
+///   aspect ratio, bilinear, centred padding with 114), RGB, `x / 255`,
+///   NCHW `[1, 3, 640, 640]`. The resampling is Pillow's bilinear (see
+///   [`crate::resample`]), which antialiases when shrinking; Ultralytics
+///   resizes with OpenCV's `INTER_LINEAR`, which does not, so a shrunk
+///   image's pixels differ slightly from Ultralytics' while the geometry
+///   (size, placement, padding) is the same.
+///
+/// ```
+/// use qport_data::preprocess::Preprocess;
+/// let yolo = Preprocess::from_preset("yolo")?.with_override("resize=letterbox:320")?;
+/// // A black 64x32 image: scaled by 5 to 320x160, 80 grey rows above it.
+/// let black = qport_data::RgbImage::new(64, 32, vec![0; 64 * 32 * 3])?;
+/// let t = yolo.apply(&black)?;
+/// assert_eq!(t.shape(), &[1, 3, 320, 320]);
+/// let v = t.as_slice::<f32>().unwrap();
+/// assert_eq!(v[79 * 320], 114.0 / 255.0); // channel 0, row 79: padding
+/// assert_eq!(v[80 * 320], 0.0); // row 80: the image
+/// # Ok::<(), qport_data::DataError>(())
+/// ```
+pub const PRESETS: &[&str] = &["imagenet", "effnet-lite", "ppocr", "yolo"];
 
 /// The keys a spec file or override may set.
 pub const KEYS: &[&str] = &[
@@ -174,6 +199,14 @@ impl Preprocess {
                 pad: Pad::Right(192),
                 mean: Channels([0.5; 3]),
                 std: Channels([0.5; 3]),
+                ..base
+            },
+            "yolo" => Preprocess {
+                resize: Resize::Letterbox {
+                    width: 640,
+                    height: 640,
+                    fill: LETTERBOX_FILL,
+                },
                 ..base
             },
             _ => {
@@ -332,7 +365,9 @@ impl Preprocess {
         let sizes: Vec<usize> = match self.resize {
             Resize::None => vec![],
             Resize::Shorter(n) => vec![n],
-            Resize::Exact { width, height } => vec![width, height],
+            Resize::Exact { width, height } | Resize::Letterbox { width, height, .. } => {
+                vec![width, height]
+            }
             Resize::Height { height, max_width } => {
                 std::iter::once(height).chain(max_width).collect()
             }
@@ -374,7 +409,9 @@ impl Preprocess {
         if let Pad::Right(pw) = self.pad {
             let widest = match (self.crop, self.resize) {
                 (Crop::Center { width, .. } | Crop::Fraction { width, .. }, _) => Some(width),
-                (Crop::None, Resize::Exact { width, .. }) => Some(width),
+                (Crop::None, Resize::Exact { width, .. } | Resize::Letterbox { width, .. }) => {
+                    Some(width)
+                }
                 (
                     Crop::None,
                     Resize::Height {
@@ -399,7 +436,10 @@ impl Preprocess {
             (Crop::Center { width, height } | Crop::Fraction { width, height, .. }, _) => {
                 Some((width, height))
             }
-            (Crop::None, Resize::Exact { width, height }) => Some((width, height)),
+            (
+                Crop::None,
+                Resize::Exact { width, height } | Resize::Letterbox { width, height, .. },
+            ) => Some((width, height)),
             _ => None,
         };
         let (w, h) = match (fixed, self.pad, self.resize) {

@@ -1,9 +1,9 @@
-//! Running a [`Preprocess`] spec on an image: resize, crop, normalise,
-//! pad, lay out.
+//! Running a [`Preprocess`] spec on an image: resize (or letterbox),
+//! crop, normalise, pad, lay out.
 
 use super::{ColorOrder, Crop, Filter, Layout, Pad, Preprocess, Resize};
 use crate::error::{DataError, Result};
-use crate::image::RgbImage;
+use crate::image::{RgbImage, MAX_PIXELS};
 use crate::resample::resize;
 use qport_core::Tensor;
 use std::borrow::Cow;
@@ -63,6 +63,11 @@ impl Preprocess {
                 let rw = usize::try_from(rw).unwrap_or(usize::MAX);
                 Cow::Owned(resize(img, rw, height, f)?)
             }
+            Resize::Letterbox {
+                width,
+                height,
+                fill,
+            } => Cow::Owned(letterbox(img, width, height, fill, f)?),
         };
         match self.crop {
             Crop::None => Ok(resized.into_owned()),
@@ -92,6 +97,51 @@ pub(super) fn resize_shorter(img: &RgbImage, n: usize, f: Filter) -> Result<RgbI
         (long(w, h), n)
     };
     resize(img, nw, nh, f)
+}
+
+/// Where a letterbox puts a `w` x `h` image in a `bw` x `bh` box, as
+/// Ultralytics' `LetterBox` computes it: the resized size
+/// `(round(w * r), round(h * r))` with `r = min(bh / h, bw / w)` in f64 and
+/// Python's round (half to even), clamped to `1..=box`, and the left and
+/// top padding. Ultralytics pads `round(d / 2 - 0.1)` before and
+/// `round(d / 2 + 0.1)` after for `d` padding pixels; `d / 2` is a whole
+/// or a half number, so that is `floor(d / 2)` before and the rest after.
+/// Returns `(width, height, left, top)`.
+pub(super) fn letterbox_geometry(
+    w: usize,
+    h: usize,
+    bw: usize,
+    bh: usize,
+) -> (usize, usize, usize, usize) {
+    let r = (bh as f64 / h as f64).min(bw as f64 / w as f64);
+    let side = |n: usize, max: usize| ((n as f64 * r).round_ties_even() as usize).clamp(1, max);
+    let (nw, nh) = (side(w, bw), side(h, bh));
+    (nw, nh, (bw - nw) / 2, (bh - nh) / 2)
+}
+
+/// The letterbox resize ([`Resize::Letterbox`]): the image resized with
+/// `f` to fit `bw` x `bh` keeping its aspect ratio
+/// ([`letterbox_geometry`]), centred on a canvas of the byte `fill`.
+pub(super) fn letterbox(
+    img: &RgbImage,
+    bw: usize,
+    bh: usize,
+    fill: u8,
+    f: Filter,
+) -> Result<RgbImage> {
+    if (bw as u64) * (bh as u64) > MAX_PIXELS {
+        return Err(DataError::Preprocess(format!(
+            "letterbox size {bw}x{bh} exceeds the limit of {MAX_PIXELS} pixels"
+        )));
+    }
+    let (nw, nh, left, top) = letterbox_geometry(img.width(), img.height(), bw, bh);
+    let inner = resize(img, nw, nh, f)?;
+    let mut out = vec![fill; bw * bh * 3];
+    for (y, row) in inner.as_bytes().chunks_exact(nw * 3).enumerate() {
+        let at = ((top + y) * bw + left) * 3;
+        out[at..at + nw * 3].copy_from_slice(row);
+    }
+    RgbImage::new(bw, bh, out)
 }
 
 /// `round(d / 2)` with Python's round-half-to-even, as torchvision's

@@ -41,7 +41,29 @@ pub enum Resize {
         /// Upper bound on the output width.
         max_width: Option<usize>,
     },
+    /// Ultralytics' `LetterBox` (YOLOv5/v8 exports): scale by
+    /// `r = min(height / h, width / w)` to `round(w * r)` x `round(h * r)`
+    /// (Python's round, half to even; at least 1 pixel), keeping the aspect
+    /// ratio, then pad to exactly `width` x `height` with the byte `fill` in
+    /// every channel, centred: with `d` padding pixels along an axis, the
+    /// top (left) side gets `round(d / 2 - 0.1)` = `floor(d / 2)` and the
+    /// bottom (right) side the rest, `round(d / 2 + 0.1)`. The padding is
+    /// part of the image, so it is normalised like every other pixel. Text:
+    /// `letterbox:N` (square), `letterbox:WxH`, optionally followed by
+    /// `,fill:V` (0..=255, default [`LETTERBOX_FILL`]).
+    Letterbox {
+        /// Output width.
+        width: usize,
+        /// Output height.
+        height: usize,
+        /// The padding value of every channel (0..255 pixel scale).
+        fill: u8,
+    },
 }
+
+/// The padding value of a letterbox resize when the text gives none:
+/// Ultralytics' grey `(114, 114, 114)`.
+pub const LETTERBOX_FILL: u8 = 114;
 
 /// Which part of the resized image is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -197,10 +219,34 @@ impl FromStr for Resize {
     fn from_str(s: &str) -> Result<Resize, String> {
         let t = lower(s);
         let bad = |why: String| {
-            format!("{why}; expected none, N or shorter:N, WxH, or height:H[,max_width:W]")
+            format!(
+                "{why}; expected none, N or shorter:N, WxH, height:H[,max_width:W], \
+                 or letterbox:N|WxH[,fill:V]"
+            )
         };
         if t == "none" {
             return Ok(Resize::None);
+        }
+        if let Some(rest) = t.strip_prefix("letterbox:") {
+            let (size, fill) = match rest.split_once(',') {
+                Some((size, f)) => {
+                    let f = f.trim();
+                    let v = f
+                        .strip_prefix("fill:")
+                        .ok_or_else(|| bad(format!("'{f}' is not fill:V")))?;
+                    let v = v.trim().parse::<u8>().map_err(|_| {
+                        bad(format!("fill '{}' is not a whole number 0..=255", v.trim()))
+                    })?;
+                    (size, v)
+                }
+                None => (rest, LETTERBOX_FILL),
+            };
+            let (width, height) = square_or_wxh(size).map_err(bad)?;
+            return Ok(Resize::Letterbox {
+                width,
+                height,
+                fill,
+            });
         }
         if let Some(rest) = t.strip_prefix("height:") {
             let (h, max) = match rest.split_once(',') {
@@ -243,6 +289,11 @@ impl fmt::Display for Resize {
                 height,
                 max_width: Some(w),
             } => write!(f, "height:{height},max_width:{w}"),
+            Resize::Letterbox {
+                width,
+                height,
+                fill,
+            } => write!(f, "letterbox:{width}x{height},fill:{fill}"),
         }
     }
 }

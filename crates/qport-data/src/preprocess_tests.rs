@@ -1,4 +1,4 @@
-use super::apply::{center_crop, half_even};
+use super::apply::{center_crop, half_even, letterbox_geometry};
 use super::*;
 use crate::image::RgbImage;
 use crate::image::{pad_right, resize_bicubic, resize_bilinear, to_chw};
@@ -28,6 +28,7 @@ fn presets_give_their_shapes() {
         ("imagenet", vec![1, 3, 224, 224]),
         ("effnet-lite", vec![1, 3, 224, 224]),
         ("ppocr", vec![1, 3, 48, 192]),
+        ("yolo", vec![1, 3, 640, 640]),
     ] {
         let pp = Preprocess::from_preset(name).unwrap();
         assert_eq!(pp.target_shape(), Some(shape.clone()), "{name}");
@@ -35,7 +36,7 @@ fn presets_give_their_shapes() {
     }
     let e = Preprocess::from_preset("resnet50").unwrap_err().to_string();
     assert!(
-        e.contains("resnet50") && e.contains("imagenet, effnet-lite, ppocr"),
+        e.contains("resnet50") && e.contains("imagenet, effnet-lite, ppocr, yolo"),
         "{e}"
     );
     assert_eq!(Preprocess::default().target_shape(), None);
@@ -289,4 +290,194 @@ fn dynamic_sizes_and_errors() {
         ..Preprocess::default()
     };
     assert!(bad.apply(&pattern(2, 2)).is_err());
+}
+
+/// 114 / 255, the normalised letterbox grey.
+const GREY: f32 = 114.0 / 255.0;
+
+/// Channel `c`, row `y` of an NCHW `[1, 3, h, w]` tensor.
+fn row(v: &[f32], c: usize, y: usize, h: usize, w: usize) -> &[f32] {
+    &v[(c * h + y) * w..(c * h + y + 1) * w]
+}
+
+#[test]
+fn letterbox_geometry_matches_the_ultralytics_formula() {
+    // Ultralytics' LetterBox, written out as it computes it: float division,
+    // Python's round (ties to even) on the scaled size, then
+    // round(d / 2 - 0.1) padding before. `None` where a side rounds to 0
+    // pixels, which OpenCV cannot resize to (qport keeps 1, below).
+    let ultralytics = |w: usize, h: usize, bw: usize, bh: usize| {
+        let r = (bh as f64 / h as f64).min(bw as f64 / w as f64);
+        let nw = (w as f64 * r).round_ties_even() as usize;
+        let nh = (h as f64 * r).round_ties_even() as usize;
+        if nw == 0 || nh == 0 {
+            return None;
+        }
+        let dw = (bw - nw) as f64 / 2.0;
+        let dh = (bh - nh) as f64 / 2.0;
+        let (left, right) = ((dw - 0.1).round_ties_even(), (dw + 0.1).round_ties_even());
+        let (top, bottom) = ((dh - 0.1).round_ties_even(), (dh + 0.1).round_ties_even());
+        assert_eq!(left + right, (bw - nw) as f64);
+        assert_eq!(top + bottom, (bh - nh) as f64);
+        Some((nw, nh, left as usize, top as usize))
+    };
+    let mut compared = 0;
+    for (bw, bh) in [(640, 640), (320, 256), (7, 5)] {
+        for w in (1..700).step_by(37) {
+            for h in (1..700).step_by(41) {
+                if let Some(want) = ultralytics(w, h, bw, bh) {
+                    assert_eq!(
+                        letterbox_geometry(w, h, bw, bh),
+                        want,
+                        "{w}x{h} in {bw}x{bh}"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 800, "{compared}");
+    // By hand: 500x375 -> r = 640/500 = 1.28 -> 640x480, 160 rows of
+    // padding, 80 above. 5x2 in 10x1: r = 0.5, 2.5 rounds to 2 (half to
+    // even), 8 columns of padding, 4 left; 7x2: 3.5 -> 4, 3 left.
+    assert_eq!(letterbox_geometry(500, 375, 640, 640), (640, 480, 0, 80));
+    assert_eq!(letterbox_geometry(5, 2, 10, 1), (2, 1, 4, 0));
+    assert_eq!(letterbox_geometry(7, 2, 10, 1), (4, 1, 3, 0));
+    // Odd padding: 1 before, 2 after (round(1.4), round(1.6)).
+    assert_eq!(letterbox_geometry(6, 3, 6, 6), (6, 3, 0, 1));
+    // A sliver keeps at least one pixel.
+    assert_eq!(letterbox_geometry(1, 5000, 640, 640), (1, 640, 319, 0));
+}
+
+#[test]
+fn yolo_letterbox_places_the_image_and_pads_with_114() {
+    // 6x3 into 6x6 needs no resampling (r = 1): 3 rows of padding, 1
+    // above and 2 below, every other pixel copied and divided by 255.
+    let img = pattern(6, 3);
+    let pp = Preprocess::from_preset("yolo")
+        .unwrap()
+        .with_override("resize=letterbox:6")
+        .unwrap();
+    assert_eq!(pp.target_shape(), Some(vec![1, 3, 6, 6]));
+    let t = pp.apply(&img).unwrap();
+    assert_eq!(t.shape(), &[1, 3, 6, 6]);
+    let v = floats(&t);
+    for c in 0..3 {
+        for y in [0, 4, 5] {
+            assert_eq!(row(v, c, y, 6, 6), &[GREY; 6], "channel {c} row {y}");
+        }
+        for y in 0..3 {
+            for x in 0..6 {
+                let want = img.pixel(x, y)[c] as f32 / 255.0;
+                assert_eq!(v[(c * 6 + y + 1) * 6 + x], want, "{c} {x} {y}");
+            }
+        }
+    }
+    // 3x5 into 6x5 (r = 1): columns 0 and 4, 5 are padding.
+    let tall = pattern(3, 5);
+    let pp = pp.with_override("resize=letterbox:6x5").unwrap();
+    let v = pp.apply(&tall).unwrap().as_slice::<f32>().unwrap().to_vec();
+    for y in 0..5 {
+        let r = row(&v, 1, y, 5, 6);
+        assert_eq!([r[0], r[4], r[5]], [GREY; 3], "row {y}");
+        for x in 0..3 {
+            assert_eq!(r[x + 1], tall.pixel(x, y)[1] as f32 / 255.0);
+        }
+    }
+}
+
+#[test]
+fn yolo_keeps_the_aspect_ratio_at_640() {
+    // A flat 200x100 image: r = 3.2 -> 640x320, 160 rows above and below.
+    // A constant image stays constant under the resize, so the content
+    // rows hold exactly 50 / 255 and the rest 114 / 255.
+    let img = RgbImage::new(200, 100, vec![50; 200 * 100 * 3]).unwrap();
+    let t = Preprocess::from_preset("yolo")
+        .unwrap()
+        .apply(&img)
+        .unwrap();
+    assert_eq!(t.shape(), &[1, 3, 640, 640]);
+    let v = floats(&t);
+    let content = 50.0f32 / 255.0;
+    for c in 0..3 {
+        for y in 0..640 {
+            let want = if (160..480).contains(&y) {
+                content
+            } else {
+                GREY
+            };
+            assert!(row(v, c, y, 640, 640).iter().all(|&p| p == want), "{c} {y}");
+        }
+    }
+    // A varied 500x375 image: the 640x480 bilinear resize, 80 rows down.
+    let img = pattern(500, 375);
+    let t = Preprocess::from_preset("yolo")
+        .unwrap()
+        .apply(&img)
+        .unwrap();
+    let v = floats(&t);
+    let inner = resize_bilinear(&img, 640, 480).unwrap();
+    for (x, y) in [(0, 0), (639, 0), (17, 240), (639, 479)] {
+        assert_eq!(
+            v[(2 * 640 + y + 80) * 640 + x],
+            inner.pixel(x, y)[2] as f32 / 255.0
+        );
+    }
+    assert_eq!(row(v, 0, 79, 640, 640), &[GREY; 640][..]);
+    assert_eq!(row(v, 0, 560, 640, 640), &[GREY; 640][..]);
+}
+
+#[test]
+fn letterbox_toml_overrides_and_errors() {
+    let pp = Preprocess::from_toml_str(
+        "preset = \"yolo\"\nresize = \"letterbox:320x256\"\n",
+        "yolo.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        pp.resize,
+        Resize::Letterbox {
+            width: 320,
+            height: 256,
+            fill: 114
+        }
+    );
+    assert_eq!(pp.target_shape(), Some(vec![1, 3, 256, 320]));
+    assert_eq!(
+        pp.apply(&pattern(50, 40)).unwrap().shape(),
+        &[1, 3, 256, 320]
+    );
+    let text = pp.to_string();
+    assert!(text.contains("resize=letterbox:320x256,fill:114"), "{text}");
+    let back = Preprocess::default()
+        .with_overrides(text.split(' '))
+        .unwrap();
+    assert_eq!(back, pp);
+    // fill: a 1x1 black image in a 1x3 box sits in the middle row.
+    let black = RgbImage::new(1, 1, vec![0; 3]).unwrap();
+    let zero = Preprocess::default()
+        .with_overrides(["resize=letterbox:1x3,fill:0", "scale=1"])
+        .unwrap();
+    assert_eq!(floats(&zero.apply(&black).unwrap()), &[0.0; 9]);
+    let fill = zero.with_override("resize=LetterBox:1x3, fill:7").unwrap();
+    assert_eq!(
+        floats(&fill.apply(&black).unwrap()),
+        &[7.0, 0.0, 7.0, 7.0, 0.0, 7.0, 7.0, 0.0, 7.0]
+    );
+    for (bad, want) in [
+        ("resize=letterbox:640,fill:300", "fill '300'"),
+        ("resize=letterbox:640,pad:3", "'pad:3' is not fill:V"),
+        ("resize=letterbox:0", "out of range"),
+        ("resize=letterbox:", "letterbox:N|WxH"),
+    ] {
+        let e = Preprocess::default()
+            .with_override(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+    let e = Preprocess::from_toml_str("preset = \"yolo\"\npad = \"right:600\"\n", "y.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("narrower width 600"), "{e}");
 }
