@@ -257,5 +257,5 @@ fn qport_j6m_artifact_relu6_is_fused_and_a_float_island_is_not() {
         }
     }
     // only the Clip: its reader keeps int8 weights (an int8 node)
-    assert_eq!(float32_nodes(&island), [clip.name.clone()]);
+    assert_eq!(float32_nodes(&island), std::slice::from_ref(&clip.name));
 }
