@@ -61,7 +61,7 @@ Rules (id, default severity):
   weight-axis             warning  per-channel weight scales off the output-channel axis
   non-pot-scale           warning  scale not a power of two on a shift-only target
   unsupported-precision   error    node in a precision the platform does not run
-  float32-node            warning  compute node left float32: re-quantized or placed on the CPU
+  float32-node            warning  compute node left float32 (not an activation fused into a quantized Conv/Gemm/MatMul/Add): re-quantized or placed on the CPU
   template-precision      info     quantized node at another precision than the platform's template
   concat-requant          warning  Concat inputs/output on different grids (inserted requantization)
   add-requant             info     Add inputs on different grids (rescaled in integers)

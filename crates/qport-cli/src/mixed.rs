@@ -92,16 +92,19 @@ pub struct StudyReport<T> {
 }
 
 /// Runs `f` with a progress bar of `what` that `f`'s `(done, total)`
-/// callback moves.
+/// callback moves. The bar and its phase line (`qport: WHAT (N runs)`)
+/// are made at the first callback, which the library analyses give as
+/// `(0, total)` before their first run.
 pub fn with_bar<T>(
     ui: &Ui,
     what: &str,
     f: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<T, QuantError>,
 ) -> Result<T> {
-    let pb = ui.progress(0, "runs", what);
+    let mut pb: Option<crate::output::Progress> = None;
     let r = f(&mut |done, total| {
-        pb.set_length(total as u64);
-        pb.set_position(done as u64);
+        let bar = pb.get_or_insert_with(|| ui.progress(total as u64, "runs", what));
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
     });
     drop(pb);
     r.map_err(|e| anyhow!(e))

@@ -10,6 +10,11 @@
 //! (then the command's own files are replaced and nothing else is
 //! touched). Writability is probed by creating and removing a temporary
 //! file. Every refusal is an input error (exit 2).
+//!
+//! An output **file** (`run --output OUT.npz`) follows the same rules for
+//! its directory: [`check_file`] refuses a path that is a directory or
+//! whose directory cannot be created or written, and [`create_parent`]
+//! creates the missing directories just before the (atomic) write.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -138,6 +143,59 @@ fn probe(dir: &Path, at: &Path) -> Result<()> {
         })
 }
 
+/// Checks the output file `path` given as `flag` before any work: it is
+/// not a directory, and its directory exists as a writable directory or
+/// can be created (its nearest existing ancestor is a writable directory).
+/// An existing file is replaced when written.
+pub fn check_file(path: &Path, flag: &str) -> Result<()> {
+    if path.is_dir() {
+        bail!(
+            "{flag} '{}' is a directory; {flag} names a file",
+            path.display()
+        );
+    }
+    let dir = parent(path);
+    let at = if dir.is_dir() {
+        dir.to_path_buf()
+    } else {
+        let a = existing_ancestor(&dir);
+        if !a.is_dir() {
+            bail!(
+                "cannot create the directory of {flag} '{}': '{}' is not a directory",
+                path.display(),
+                a.display()
+            );
+        }
+        a
+    };
+    tempfile::Builder::new()
+        .prefix(".qport-probe")
+        .tempfile_in(&at)
+        .map(drop)
+        .with_context(|| {
+            format!(
+                "cannot write {flag} '{}': '{}' is not writable",
+                path.display(),
+                at.display()
+            )
+        })
+}
+
+/// Creates the missing directories above the output file `path`.
+pub fn create_parent(path: &Path) -> Result<()> {
+    let dir = parent(path);
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create output directory '{}'", dir.display()))
+}
+
+/// The directory `path` is written in (`.` for a bare file name).
+fn parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// Creates `dir` (and parents) and writes `bytes` to `dir/name` atomically;
 /// returns the file's path.
 pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
@@ -175,6 +233,29 @@ mod tests {
         assert!(e.contains("is not a directory"), "{e}");
         let names: Vec<_> = std::fs::read_dir(&empty).unwrap().flatten().collect();
         assert_eq!(names.len(), 1, "no probe file is left behind");
+    }
+
+    #[test]
+    fn output_files_in_missing_directories_are_accepted_and_created() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("a/b/out.npz");
+        check_file(&f, "--output").unwrap();
+        assert!(!t.path().join("a").exists(), "the check creates nothing");
+        create_parent(&f).unwrap();
+        assert!(t.path().join("a/b").is_dir());
+        let e = check_file(t.path(), "--output").unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        let file = t.path().join("x.txt");
+        std::fs::write(&file, b"1").unwrap();
+        let e = check_file(&file.join("sub/out.npz"), "--output")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("is not a directory") && e.contains("x.txt"),
+            "{e}"
+        );
+        let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 2, "no probe file is left behind");
     }
 
     #[test]

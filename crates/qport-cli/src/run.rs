@@ -95,7 +95,8 @@ profile other than fp32 is refused (quantize it first with qport quantize).
 Inputs: each --input NAME=FILE gives one graph input (FILE is .npy, or .npz
 holding an array named NAME); --inputs FILE.npz gives every input, one array
 per input name. Outputs are written to --output as an .npz keyed by output
-name (np.load(\"out.npz\")[\"logits\"]). Exit code 2 for a missing, unknown or
+name (np.load(\"out.npz\")[\"logits\"]); missing directories above it are
+created, as --dump creates its DIR. Exit code 2 for a missing, unknown or
 mis-shaped input, an unreadable file, an unknown profile or a float model
 given an integer profile.
 
@@ -127,7 +128,8 @@ pub struct RunArgs {
     /// An .npz holding every graph input, keyed by input name.
     #[arg(long, value_name = "FILE.npz")]
     pub inputs: Option<PathBuf>,
-    /// Write the outputs to this .npz, keyed by output name (atomic write).
+    /// Write the outputs to this .npz, keyed by output name (atomic write;
+    /// missing directories are created).
     #[arg(long, short = 'o', value_name = "OUT.npz")]
     pub output: Option<PathBuf>,
     /// Integer-arithmetic profile to run a quantized model under (`qport
@@ -411,7 +413,7 @@ fn gather_inputs(args: &RunArgs) -> Result<Vec<(String, Tensor, String)>> {
 /// Runs `qport run`.
 pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     if let Some(out) = &args.output {
-        check_output_path(out)?;
+        crate::out_dir::check_file(out, "--output")?;
     }
     let profile = pick_profile(args)?;
     if profile.is_none() && args.coverage.min_integer_coverage.is_some() {
@@ -561,6 +563,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     }
 
     if let Some(out) = &args.output {
+        crate::out_dir::create_parent(out)?;
         qport_data::npz::write(out, &outputs)
             .with_context(|| format!("cannot write outputs to '{}'", out.display()))?;
     }
@@ -604,28 +607,6 @@ fn pick_profile(args: &RunArgs) -> Result<Option<ArithProfile>> {
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// Fails early (before running) when the output's directory does not exist.
-fn check_output_path(out: &Path) -> Result<()> {
-    let dir = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        bail!(
-            "cannot write outputs to '{}': directory '{}' does not exist",
-            out.display(),
-            dir.display()
-        );
-    }
-    if out.is_dir() {
-        bail!(
-            "cannot write outputs to '{}': it is a directory",
-            out.display()
-        );
-    }
-    Ok(())
 }
 
 fn shape_text(s: &[usize]) -> String {

@@ -367,6 +367,31 @@ fn run_npz_in_npz_out_matches_reference() {
     assert_eq!(names.len(), 2, "{names:?}");
 }
 
+/// `--output` in a directory that does not exist yet: the directories are
+/// created (as `--dump DIR` creates its own) and the file is the same as
+/// one written into an existing directory, with no temporary left behind.
+#[test]
+fn run_output_creates_missing_directories() {
+    let d = temp_dir("run-output-dirs");
+    let x = d.join("x.npy");
+    qport_data::npy::write(&x, &crop_input("line_00_0deg.png")).unwrap();
+    let x = format!("x={}", s(&x));
+    let flat = d.join("flat.npz");
+    let nested = d.join("new/sub/out.npz");
+    for out in [&flat, &nested] {
+        let o = qport(&["run", &model(), "--input", &x, "--output", &s(out)]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let (a, b) = (
+        qport_data::npz::read(&flat).unwrap(),
+        qport_data::npz::read(&nested).unwrap(),
+    );
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].0, b[0].0);
+    assert_eq!(a[0].1.to_f32_vec().unwrap(), b[0].1.to_f32_vec().unwrap());
+    assert_eq!(entry_names(&d.join("new/sub")).len(), 1);
+}
+
 #[test]
 fn run_npy_input_human() {
     let d = temp_dir("run-npy");
@@ -411,7 +436,7 @@ fn run_input_errors_exit_2() {
     let (x_good, y_good) = (arg(&good), format!("y={}", s(&good)));
     let (x_short, x_f64, x_text) = (arg(&short), arg(&f64x), arg(&text));
     let x_missing = arg(&d.join("missing.npy"));
-    let (other_npz, no_dir) = (s(&other), s(&d.join("no/such/dir/o.npz")));
+    let (other_npz, no_dir) = (s(&other), s(&text.join("sub/o.npz")));
     let cases: [(&[&str], &[&str]); 10] = [
         (&[], &["missing input 'x'", "--input x=FILE.npy"]),
         (
@@ -442,7 +467,7 @@ fn run_input_errors_exit_2() {
         ),
         (
             &["--input", &x_good, "--output", &no_dir],
-            &["does not exist"],
+            &["notes.txt", "is not a directory"],
         ),
     ];
     for (args, words) in cases {

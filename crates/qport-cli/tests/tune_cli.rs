@@ -75,10 +75,18 @@ fn run_sensitivity(calib: &Path, eval: &Path, threads: &str) -> (Out, Value) {
         threads,
         "--format",
         "json",
-        "-q",
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let v = serde_json::from_str(&o.stdout).unwrap();
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    // the phase line announces the runs the result shows were made: the
+    // base and all-promoted models, each node alone and, for an int8
+    // node, promoted, and the layer errors
+    let nodes = v["nodes"].as_array().unwrap();
+    let promoted = nodes.iter().filter(|n| !n["promoted"].is_null()).count();
+    let layers = usize::from(!v["layers"].as_array().unwrap().is_empty());
+    let runs = 2 + nodes.len() + promoted + layers;
+    let line = format!("qport: measuring each node ({runs} runs)\n");
+    assert!(o.stderr.contains(&line), "{line}: {}", o.stderr);
     (o, v)
 }
 
@@ -274,12 +282,21 @@ fn run_study(cmd: &str, d: &Path, extra: &[&str]) -> (Out, Value) {
     let eval = encoder_npz(d, "eval.npz", 8..11);
     let (m, c, e) = (encoder(), s(&calib), s(&eval));
     let mut a = vec![
-        cmd, &m, "-p", "j6m", "--calib", &c, "--eval", &e, "--format", "json", "-q",
+        cmd, &m, "-p", "j6m", "--calib", &c, "--eval", &e, "--format", "json",
     ];
     a.extend_from_slice(extra);
     let o = qport(&a);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    // the phase line announces one run per scored row (ablate's fp32 row
+    // is not run)
+    let rows = v["rows"].as_array().unwrap().len();
+    let (what, runs) = match cmd {
+        "ablate" => ("scoring each scope", rows - 1),
+        _ => ("scoring each calibrator", rows),
+    };
+    let line = format!("qport: {what} ({runs} runs)\n");
+    assert!(o.stderr.contains(&line), "{line}: {}", o.stderr);
     (o, v)
 }
 

@@ -243,7 +243,9 @@ pub struct Ablation {
 }
 
 /// Runs the ablation of `scopes` (see the [module docs](self));
-/// `progress(done, total)` after each scored row.
+/// `progress(0, total)` before the first scored row, `progress(done,
+/// total)` after each (`total`: one row per scope, the unscoped rest if
+/// any, and the whole model).
 pub fn ablate(
     scorer: &Scorer<'_>,
     scopes: &[Scope],
@@ -281,6 +283,7 @@ pub fn ablate(
         parts.push(("(unscoped)".into(), unscoped));
     }
     let total = parts.len() + 1;
+    progress(0, total);
     let fp32_score = Score {
         cosine: 1.0,
         sqnr_db: None,

@@ -74,7 +74,8 @@ pub struct Comparison {
 }
 
 /// Scores every (calibrator, asymmetric) pair of `opts` with the scorer's
-/// statistics and samples; `progress(done, total)` after each row.
+/// statistics and samples; `progress(0, total)` before the first row and
+/// `progress(done, total)` after each (`total`: one row per pair).
 pub fn compare(
     scorer: &Scorer<'_>,
     opts: &Options,
@@ -89,6 +90,7 @@ pub fn compare(
     if combos.is_empty() {
         return Err(QuantError::Outputs("no calibrator to compare".into()));
     }
+    progress(0, combos.len());
     let mut rows = Vec::with_capacity(combos.len());
     for (i, &(method, asymmetric)) in combos.iter().enumerate() {
         let t = Instant::now();

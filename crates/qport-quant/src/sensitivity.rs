@@ -174,8 +174,44 @@ pub fn promotion_candidates(scorer: &Scorer<'_>) -> Vec<usize> {
         .collect()
 }
 
+/// The nodes [`analyze`] measures: affected by quantization and not
+/// float32 in the base config, in graph order.
+fn measured_nodes(scorer: &Scorer<'_>) -> Vec<usize> {
+    let q = scorer.affected_nodes(Precision::Int8);
+    scorer
+        .base_precisions()
+        .iter()
+        .zip(q)
+        .enumerate()
+        .filter(|(_, (p, a))| *a && p.qtype != Precision::Float32)
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// How many measurements (each a full export and run on the scorer's
+/// samples) [`analyze`] makes with `opts`: the base and the all-promoted
+/// model; per measured node *alone*, and *promoted* for a promotion
+/// candidate; with [`Granularity::WeightActivation`] each of those again
+/// for the node's weights and for its activations, where it has that kind
+/// of input; and the layer errors when asked for.
+pub fn run_count(scorer: &Scorer<'_>, opts: &SensitivityOptions) -> usize {
+    let promotable = promotion_candidates(scorer);
+    let split = opts.granularity == Granularity::WeightActivation;
+    let per_node: usize = measured_nodes(scorer)
+        .into_iter()
+        .map(|k| {
+            let (w, a) = split_inputs(scorer, k);
+            let parts =
+                usize::from(split) * (usize::from(!w.is_empty()) + usize::from(!a.is_empty()));
+            (1 + usize::from(promotable.contains(&k))) * (1 + parts)
+        })
+        .sum();
+    2 + per_node + usize::from(opts.layers)
+}
+
 /// Measures every node's sensitivity (see the [module docs](self)).
-/// `progress(done, total)` is called after each measurement.
+/// `progress(0, total)` is called before the first measurement and
+/// `progress(done, total)` after each, `total` being [`run_count`].
 pub fn analyze(
     scorer: &Scorer<'_>,
     opts: &SensitivityOptions,
@@ -185,19 +221,12 @@ pub fn analyze(
     let base = scorer.base_precisions();
     let macs = scorer.node_macs();
     let total_macs: u64 = macs.iter().sum();
-    let affected_base: Vec<bool> = {
-        let q = scorer.affected_nodes(Precision::Int8);
-        base.iter()
-            .zip(q)
-            .map(|(p, a)| a && p.qtype != Precision::Float32)
-            .collect()
-    };
-    let nodes: Vec<usize> = (0..base.len()).filter(|&k| affected_base[k]).collect();
+    let nodes = measured_nodes(scorer);
     let promotable = promotion_candidates(scorer);
     let float: Vec<NodePrecision> = promote_where(&base, Precision::Float32, |_| true);
     let split = opts.granularity == Granularity::WeightActivation;
-    let per_node = 1 + usize::from(split) * 2;
-    let total = 2 + nodes.len() * per_node + promotable.len() * per_node + usize::from(opts.layers);
+    let total = run_count(scorer, opts);
+    progress(0, total);
     let mut done = 0;
     let mut step = |done: &mut usize| {
         *done += 1;

@@ -359,3 +359,67 @@ fn on_j6p_the_gemms_are_the_candidates() {
     assert_eq!(cands, [0, 2]);
     assert_eq!(r.nodes[1].qtype, Precision::Float16);
 }
+
+/// [`model`] with a second MatMul on the Relu's output and an Add of the
+/// two results: the Add has activations and no weights.
+fn model_with_add() -> Model {
+    let w3: Vec<f32> = (0..16 * 4)
+        .map(|i| ((i * 13 % 11) as f32 - 5.0) / 6.0)
+        .collect();
+    let mut m = model();
+    let g = &mut m.graph;
+    g.initializers
+        .insert("w3".into(), Tensor::from_vec(vec![16, 4], w3).unwrap());
+    g.nodes[2].outputs = vec!["y0".into()];
+    g.nodes
+        .push(Node::new("mm3", "MatMul", ["r", "w3"], ["y1"]));
+    g.nodes.push(Node::new("add", "Add", ["y0", "y1"], ["y"]));
+    m
+}
+
+/// The number of runs announced before the first measurement is the number
+/// made: counted from the result's scores, for both granularities, with
+/// and without the layer errors.
+#[test]
+fn run_count_is_announced_first_and_is_the_number_of_measurements() {
+    let m = model_with_add();
+    let (r, c) = calibrate(&m, "j6m");
+    let s = scorer(&m, &r, &c, 2);
+    for granularity in [Granularity::Node, Granularity::WeightActivation] {
+        for layers in [false, true] {
+            let opts = SensitivityOptions {
+                metric: Metric::Cosine,
+                granularity,
+                high: Precision::Int16,
+                layers,
+            };
+            let mut calls = vec![];
+            let res = analyze(&s, &opts, &mut |d, t| calls.push((d, t))).unwrap();
+            let ctx = format!("{granularity:?}, layers {layers}: {calls:?}");
+            let per_node = |n: &sensitivity::NodeSensitivity| {
+                let split = n.split.as_ref().map_or(0, |sp| {
+                    [
+                        sp.weights_alone,
+                        sp.activations_alone,
+                        sp.weights_promoted,
+                        sp.activations_promoted,
+                    ]
+                    .iter()
+                    .filter(|x| x.is_some())
+                    .count()
+                });
+                1 + usize::from(n.promoted.is_some()) + split
+            };
+            // base, every int8 node promoted, the nodes, the layer errors
+            let made = 2 + res.nodes.iter().map(per_node).sum::<usize>() + usize::from(layers);
+            assert_eq!(sensitivity::run_count(&s, &opts), made, "{ctx}");
+            let want: Vec<(usize, usize)> = (0..=made).map(|d| (d, made)).collect();
+            assert_eq!(calls, want, "{ctx}");
+            let add = res.nodes.iter().find(|n| n.node == "add").expect(&ctx);
+            if let Some(sp) = &add.split {
+                // no weights: only the activation measurements
+                assert!(sp.weights_alone.is_none() && sp.activations_alone.is_some());
+            }
+        }
+    }
+}

@@ -38,6 +38,7 @@
 //! ```
 
 mod checks;
+mod fused;
 mod rules;
 mod sarif;
 

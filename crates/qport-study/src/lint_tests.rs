@@ -631,3 +631,102 @@ fn sarif_names_rules_levels_and_locations() {
         "{levels:?}"
     );
 }
+
+/// x[1,3,4,4] -> Conv `conv` -> `c`, then `rest` from `c` to the output
+/// y[1,2,4,4]. With `quantized_conv` x is Q/DQ'd and the weight is int8
+/// (the Conv imports as int8); else both stay float32. Clip bounds `lo`,
+/// `hi` (0, 6) are initializers.
+fn conv_then(quantized_conv: bool, rest: impl FnOnce(ModelBuilder) -> ModelBuilder) -> Model {
+    let b = ModelBuilder::new(13)
+        .input("x", DType::F32, &[1, 3, 4, 4])
+        .initializer("lo", Tensor::scalar(0.0f32))
+        .initializer("hi", Tensor::scalar(6.0f32));
+    let b = if quantized_conv {
+        let wq = Tensor::from_vec(vec![2, 3, 1, 1], vec![1i8, 2, 3, 4, 5, 6]).unwrap();
+        let s = Tensor::from_vec(vec![2], vec![0.01f32; 2]).unwrap();
+        let z = Tensor::from_vec(vec![2], vec![0i8; 2]).unwrap();
+        weight(act8(b, "x", "xd", 0.1), "w", wq, s, z, 0)
+    } else {
+        let w = Tensor::from_vec(vec![2, 3, 1, 1], vec![0.01f32; 6]).unwrap();
+        b.initializer("w", w).op("Identity", ["x"], ["xd"])
+    };
+    let b = b.node(Node::new("conv", "Conv", ["xd", "w"], ["c"]));
+    rest(b).output("y", DType::F32, &[1, 2, 4, 4]).build()
+}
+
+/// The float32-node findings' nodes.
+fn float32_nodes(m: &Model) -> Vec<String> {
+    run(m, &plat("j6m"))
+        .findings
+        .into_iter()
+        .filter(|f| f.rule == "float32-node")
+        .flat_map(|f| f.nodes)
+        .collect()
+}
+
+#[test]
+fn float32_node_spares_fused_activations_and_flags_float_islands() {
+    let clip = |x: &str, y: &str| Node::new("relu6", "Clip", [x, "lo", "hi"], [y]);
+    // qport's export: Conv -> Clip(0, 6) -> Q/DQ, the Clip fused into the
+    // Conv's requantization
+    let fused = conv_then(true, |b| {
+        act8(b.node(clip("c", "r")), "r", "y", 6.0 / 255.0)
+    });
+    assert_eq!(float32_nodes(&fused), Vec::<String>::new());
+    // Conv -> Relu -> MaxPool -> Q/DQ: quantized after data movement
+    let pooled = conv_then(true, |b| {
+        let pool = Node::new("pool", "MaxPool", ["r"], ["p"])
+            .with_attr("kernel_shape", Attribute::Ints(vec![1, 1]));
+        act8(b.op("Relu", ["c"], ["r"]).node(pool), "p", "y", 0.05)
+    });
+    assert_eq!(float32_nodes(&pooled), Vec::<String>::new());
+    // Conv -> Q/DQ -> Clip -> Q/DQ: both sides quantized, an int8 Clip
+    let both = conv_then(true, |b| {
+        act8(
+            act8(b, "c", "cd", 0.05).node(clip("cd", "r")),
+            "r",
+            "y",
+            6.0 / 255.0,
+        )
+    });
+    assert_eq!(float32_nodes(&both), Vec::<String>::new());
+
+    // float islands stay flagged:
+    // the Clip's output goes on unquantized into a float Sigmoid
+    let unquantized_out = conv_then(true, |b| {
+        b.node(clip("c", "r"))
+            .node(Node::new("sig", "Sigmoid", ["r"], ["y"]))
+    });
+    assert_eq!(float32_nodes(&unquantized_out), ["relu6", "sig"]);
+    // the Conv's output is also read by another node (a Mul, int8 as it
+    // reads a dequantized value): nothing to fuse the Clip into
+    let shared = conv_then(true, |b| {
+        let b = act8(b.node(clip("c", "r")), "r", "rd", 6.0 / 255.0);
+        act8(b.op("Mul", ["c", "rd"], ["m"]), "m", "y", 0.1)
+    });
+    assert_eq!(float32_nodes(&shared), ["relu6"]);
+    // a float32 Conv before the Clip
+    let float_conv = conv_then(false, |b| act8(b.node(clip("c", "r")), "r", "y", 0.05));
+    assert_eq!(float32_nodes(&float_conv), ["conv", "relu6"]);
+    // not a fusable activation
+    let sigmoid = conv_then(true, |b| {
+        act8(b.op("Sigmoid", ["c"], ["s"]), "s", "y", 1.0 / 255.0)
+    });
+    assert_eq!(float32_nodes(&sigmoid), ["Sigmoid_s"]);
+    // x -> Q/DQ -> Clip -> float Conv: the Clip reads dequantized data (an
+    // int8 node), the Conv after it is the float island
+    let island = ModelBuilder::new(13)
+        .input("x", DType::F32, &[1, 3, 4, 4])
+        .initializer("lo", Tensor::scalar(0.0f32))
+        .initializer("hi", Tensor::scalar(6.0f32))
+        .initializer(
+            "w",
+            Tensor::from_vec(vec![2, 3, 1, 1], vec![0.01f32; 6]).unwrap(),
+        );
+    let island = act8(island, "x", "xd", 0.1)
+        .node(clip("xd", "r"))
+        .node(Node::new("conv", "Conv", ["r", "w"], ["y"]))
+        .output("y", DType::F32, &[1, 2, 4, 4])
+        .build();
+    assert_eq!(float32_nodes(&island), ["conv"]);
+}

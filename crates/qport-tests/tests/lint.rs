@@ -184,3 +184,78 @@ fn ort_efficientnet_lite0_findings_follow_the_file_and_the_platform() {
         assert_eq!(run(&m, "x86-vnni").count_rule("external-scales"), 0);
     }
 }
+
+/// The float32-node findings' nodes of `m` on j6m.
+fn float32_nodes(m: &Model) -> Vec<String> {
+    run(m, "j6m")
+        .findings
+        .into_iter()
+        .filter(|f| f.rule == "float32-node")
+        .flat_map(|f| f.nodes)
+        .collect()
+}
+
+/// qport's own j6m artifact of EfficientNet-Lite0 leaves every ReLU6 as
+/// `Conv -> Clip -> QuantizeLinear` (the Clip fused into the Conv's
+/// requantization): no float32-node finding. Removing the Q/DQ after one
+/// Clip makes a real float island, which is flagged.
+#[test]
+fn qport_j6m_artifact_relu6_is_fused_and_a_float_island_is_not() {
+    use qport_quant::{ptq, resolve, template};
+    let fp32 = qport_onnx::load::load(fixture("models/efficientnet-lite0.onnx")).unwrap();
+    let model = ptq::prepare(&fp32);
+    let reg = Registry::builtin();
+    let p = reg.get("j6m").unwrap();
+    let base = template::template(p, template::Template::Default);
+    let r = resolve::resolve(&model, p, &base, None).unwrap();
+    let samples = qport_tests::photo_crops("calib", 2);
+    let calib = ptq::calibrate(
+        &model,
+        &r,
+        samples.into_iter().map(Ok),
+        &Default::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let q = ptq::quantize(&model, &r, &calib, None).unwrap();
+    let art = qport_onnx::from_bytes(&qport_onnx::to_bytes(&q.exported.model), None).unwrap();
+
+    // the Clips of the artifact that read a Conv's output directly
+    let g = &art.graph;
+    let index = GraphIndex::new(g);
+    let fused: Vec<&qport_onnx::Node> = g
+        .nodes
+        .iter()
+        .filter(|n| n.is_onnx("Clip"))
+        .filter(|n| {
+            index
+                .producer(&n.inputs[0])
+                .is_some_and(|i| g.nodes[i].is_onnx("Conv"))
+        })
+        .collect();
+    assert!(fused.len() > 10, "{} fused Clips", fused.len());
+    assert_eq!(float32_nodes(&art), Vec::<String>::new());
+
+    // drop the Q/DQ pair after the first fused Clip: its readers now take
+    // the float Clip output
+    let clip = fused[0];
+    let out = &clip.outputs[0];
+    let qn = &g.nodes[index.consumers(out)[0]];
+    assert!(qn.is_onnx("QuantizeLinear"), "{}", qn.name);
+    let dq = &g.nodes[index.consumers(&qn.outputs[0])[0]];
+    assert!(dq.is_onnx("DequantizeLinear"), "{}", dq.name);
+    assert!(!index.consumers(&dq.outputs[0]).is_empty());
+    let mut island = art.clone();
+    let (qname, dqname, dqout) = (qn.name.clone(), dq.name.clone(), dq.outputs[0].clone());
+    island
+        .graph
+        .nodes
+        .retain(|n| n.name != qname && n.name != dqname);
+    for n in &mut island.graph.nodes {
+        for x in n.inputs.iter_mut().filter(|x| **x == dqout) {
+            *x = out.clone();
+        }
+    }
+    // only the Clip: its reader keeps int8 weights (an int8 node)
+    assert_eq!(float32_nodes(&island), std::slice::from_ref(&clip.name));
+}

@@ -2,6 +2,7 @@
 //! (before the import, which refuses some of them), then checks on what
 //! [`qport_quant::import`] read back (parameters, precisions, float graph).
 
+use super::fused::fused_activation;
 use super::{rule, LintFinding, QdqCensus};
 use qport_core::arith::{ArithProfile, Requant};
 use qport_core::DType;
@@ -575,9 +576,12 @@ impl<'a> Checker<'a> {
             .or_else(|| self.native.model_config.as_ref()?.all_node_type)
     }
 
-    /// unsupported-precision, template-precision, float32-node.
+    /// unsupported-precision, template-precision, float32-node. A float32
+    /// activation fused into the quantized node before it is not a float
+    /// island (the exact rule: [`super::fused`]).
     fn precisions(&mut self, imp: &Imported) {
         let f = &imp.model.graph;
+        let index = GraphIndex::new(f);
         // a float model is quantized whole by the native flow: no islands
         let qdq = self.census.quantize_nodes + self.census.dequantize_nodes > 0;
         for n in &f.nodes {
@@ -627,7 +631,11 @@ impl<'a> Checker<'a> {
                         vec![],
                     );
                 }
-            } else if prec == Precision::Float32 && self.p.byo_qdq.native_flow() && qdq {
+            } else if prec == Precision::Float32
+                && self.p.byo_qdq.native_flow()
+                && qdq
+                && !fused_activation(imp, &index, n)
+            {
                 let t = self.template_precision(&n.op_type);
                 if t.is_some_and(|t| t != Precision::Float32) {
                     self.push(

@@ -72,7 +72,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "float32-node",
         severity: Warning,
-        summary: "compute node left in float32: the native flow quantizes it per its template or places it on the CPU",
+        summary: "compute node left in float32: the native flow quantizes it per its template or places it on the CPU (a Relu/Clip/LeakyRelu/HardSwish/HardSigmoid fused into the quantized Conv/Gemm/MatMul/Add it solely reads, with a quantized output, is not counted)",
         help: "quantize the node (int8/int16, or float16 where the platform runs it) or mark it float32 with ON: CPU in quant_config knowingly",
         source: "OE manual, quant_config (node_config qtype float32 with ON: CPU); OE manual, Platform Differences > ONNX Model Quantization Platform Differences",
     },
