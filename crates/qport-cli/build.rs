@@ -1,7 +1,9 @@
 //! Embeds the bundled demo assets (`assets/demo/ppocr-cls.onnx` and every
 //! `assets/demo/*.png`) into the binary: writes `$OUT_DIR/demo_assets.rs`
 //! with one `include_bytes!` per file, so `qport demo` needs no files at run
-//! time and new crops are picked up on the next build.
+//! time and new crops are picked up on the next build. Also sets
+//! `QPORT_GIT_COMMIT` to the commit of the checkout being built (empty
+//! outside a git checkout), which `qport study` records in its report.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -50,4 +52,34 @@ fn main() {
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("demo_assets.rs");
     std::fs::write(out, src).expect("write demo_assets.rs");
+    git_commit(&manifest.join("../.."));
+}
+
+/// `cargo:rustc-env=QPORT_GIT_COMMIT=<HEAD's sha>`, rebuilt when HEAD or
+/// the branch it names moves.
+fn git_commit(root: &std::path::Path) {
+    let git = root.join(".git");
+    let head = git.join("HEAD");
+    if head.is_file() {
+        println!("cargo:rerun-if-changed={}", head.display());
+        if let Ok(h) = std::fs::read_to_string(&head) {
+            if let Some(r) = h.trim().strip_prefix("ref: ") {
+                println!("cargo:rerun-if-changed={}", git.join(r).display());
+            }
+        }
+        println!(
+            "cargo:rerun-if-changed={}",
+            git.join("packed-refs").display()
+        );
+    }
+    let sha = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_default();
+    println!("cargo:rustc-env=QPORT_GIT_COMMIT={sha}");
 }

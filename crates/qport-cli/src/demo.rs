@@ -1,5 +1,13 @@
-//! `qport demo`: the bundled PP-OCR text-direction classifier on the
-//! bundled text-line crops, embedded in the binary (no files, no network).
+//! `qport demo`: the mission in miniature on the bundled PP-OCR
+//! text-direction classifier and its bundled text-line crops, embedded in
+//! the binary (no files, no network). It classifies each crop in FP32,
+//! then runs the whole study (`qport study`, [`qport_study::study`]) on
+//! the crops and their 180° rotations (16 labelled samples): quantize for
+//! j6m and j6p, agreement across every arithmetic profile, localization
+//! of the first divergence, a host benchmark, layouts, migration and lint.
+//! It writes `./qport-demo/` (or `--out DIR`): the artifacts,
+//! `report.json` and the self-contained `report.html`, and prints the
+//! verdict and the report's path.
 //!
 //! Preprocessing follows `assets/demo/README.md` (the recipe onnxruntime's
 //! reference predictions were made with): RGB, Pillow-exact bilinear resize
@@ -7,7 +15,7 @@
 //! 0.5`, zero padding on the right to width 192, NCHW `[1, 3, 48, 192]`.
 //! The model's output is already a softmax over {0°, 180°}.
 //!
-//! # JSON schema (`--format json`), `"schema": "qport.demo/1"`
+//! # JSON schema (`--format json`), `"schema": "qport.demo/2"`
 //!
 //! ```text
 //! {
@@ -25,7 +33,10 @@
 //!       "latency_ms": float                      // one engine run, preprocessing excluded
 //!   } ],
 //!   "summary": { "crops": int, "labelled": int, "correct": int,
-//!                "accuracy": float | null, "mean_latency_ms": float | null }
+//!                "accuracy": float | null, "mean_latency_ms": float | null },
+//!   "study": { "dir": str, "report_json": str, "report_html": str,
+//!              "samples": int,                   // crops and their rotations
+//!              "verdict": [str] }                // the report's claims
 //! }
 //! ```
 
@@ -37,7 +48,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use qport_core::Tensor;
 use qport_data::image::{decode_png, pad_right, resize_bilinear, to_chw, RgbImage};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod assets {
@@ -47,11 +58,17 @@ mod assets {
 /// Examples shown by `qport demo --help`.
 pub const AFTER_HELP: &str = "\
 Examples:
-  qport demo
-  qport demo --format json | jq '.summary'
+  qport demo                      writes ./qport-demo/report.html
+  qport demo --out /tmp/demo      anywhere else
+  qport demo --format json | jq '.study.verdict'
 
 The model and crops are compiled into the binary; onnxruntime's predictions
-for the same inputs are listed in assets/demo/README.md.";
+for the same inputs are listed in assets/demo/README.md. After the FP32
+predictions it runs `qport study` on the crops and their 180° rotations
+(16 labelled samples; calibration and measurement on the same samples):
+platforms j6m and j6p, every arithmetic profile, 4 localized samples, 10
+benchmark rounds. --out is created if missing; qport's own files in it are
+replaced, others are left alone.";
 
 /// Model input height.
 pub const HEIGHT: usize = 48;
@@ -64,6 +81,9 @@ const MODEL_NAME: &str = "ppocr-cls.onnx";
 /// Arguments of `qport demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
+    /// Directory the study writes (artifacts, report.json, report.html).
+    #[arg(long, short, value_name = "DIR", default_value = "qport-demo")]
+    pub out: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -83,6 +103,8 @@ pub struct DemoJson {
     pub crops: Vec<CropJson>,
     /// Totals.
     pub summary: SummaryJson,
+    /// The study and where its report is.
+    pub study: DemoStudyJson,
     /// Each crop's latency, their mean and the load time, for the human
     /// form.
     #[serde(skip)]
@@ -105,6 +127,21 @@ impl Render for DemoJson {
         let t = &self.times;
         render_human(self, &t.latencies, t.mean, t.load, ui)
     }
+}
+
+/// The demo's study.
+#[derive(Debug, Serialize)]
+pub struct DemoStudyJson {
+    /// The study directory.
+    pub dir: PathBuf,
+    /// Its `report.json`.
+    pub report_json: PathBuf,
+    /// Its `report.html`.
+    pub report_html: PathBuf,
+    /// Samples studied (the crops and their rotations).
+    pub samples: usize,
+    /// The verdict's sentences.
+    pub verdict: Vec<String>,
 }
 
 /// The bundled model.
@@ -231,13 +268,21 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
         .map(|v| v.name.clone())
         .ok_or_else(|| anyhow!("the bundled model has no inputs"))?;
 
+    let out = args.out.as_path();
+    crate::out_dir::check(out, true, &["report.json", "report.html", "j6m/", "j6p/"])?;
     let pb = ui.progress(assets::CROPS.len() as u64, "crops", "classifying");
     let mut crops = vec![];
+    let mut samples = vec![];
     let mut latencies = vec![];
     for (name, bytes) in assets::CROPS {
         pb.set_message(name.to_string());
         let img = decode_png(bytes, Path::new(name))?;
         let x = preprocess(&img).with_context(|| format!("cannot preprocess {name}"))?;
+        samples.push((name.to_string(), x.clone(), expected_degrees(name)));
+        let rotated = preprocess(&qport_data::image::rotate180(&img))
+            .with_context(|| format!("cannot preprocess {name} rotated"))?;
+        let flipped = expected_degrees(name).map(|d| (d + 180) % 360);
+        samples.push((format!("{name} rotated 180°"), rotated, flipped));
         let t = Instant::now();
         let out = plan
             .run(vec![(input_name.clone(), x)])
@@ -270,8 +315,9 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
     let correct = crops.iter().filter(|c| c.correct == Some(true)).count();
     let mean_latency = (!latencies.is_empty())
         .then(|| latencies.iter().sum::<Duration>() / latencies.len() as u32);
+    let study = study(model_bytes, &model, &input_name, samples, out, ui)?;
     let report = DemoJson {
-        header: Header::new("qport.demo/1"),
+        header: Header::new("qport.demo/2"),
         model: DemoModelJson {
             name: MODEL_NAME,
             size_bytes: model_bytes.len() as u64,
@@ -287,6 +333,7 @@ pub fn run(args: &DemoArgs, ui: &Ui) -> Result<ExitStatus> {
             mean_latency_ms: mean_latency.map(output::ms),
         },
         crops,
+        study,
         times: DemoTimes {
             latencies,
             mean: mean_latency,
@@ -359,7 +406,90 @@ fn render_human(
         mean.map(fmt_ms).unwrap_or_else(|| "-".into()),
         fmt_ms(load)
     ));
+    s.push_str(&format!(
+        "\n{} quantized for j6m and j6p, every arithmetic profile, {} samples (the crops and their 180° rotations)\n",
+        ui.paint("study:", Style::Bold),
+        r.study.samples
+    ));
+    for v in &r.study.verdict {
+        s.push_str(&format!("  - {v}\n"));
+    }
+    s.push_str(&format!(
+        "\nreport: {}\n        {}\n",
+        r.study.report_html.display(),
+        r.study.report_json.display()
+    ));
     s
+}
+
+/// Runs the study on the demo's `samples` (name, input, true rotation)
+/// and writes its report into `out`.
+fn study(
+    model_bytes: &[u8],
+    model: &qport_onnx::Model,
+    input_name: &str,
+    samples: Vec<(String, Tensor, Option<u32>)>,
+    out: &Path,
+    ui: &Ui,
+) -> Result<DemoStudyJson> {
+    use qport_study::report::{self, DataRef, Inputs};
+    use qport_study::study::{self, StudyData, StudyOptions};
+    let reg = qport_platform::Registry::builtin();
+    let platforms = vec![reg.get("j6m")?.clone(), reg.get("j6p")?.clone()];
+    let profiles = qport_core::arith::ProfileRegistry::builtin()
+        .profiles()
+        .to_vec();
+    let labels: Vec<usize> = samples
+        .iter()
+        .map(|(_, _, d)| d.map_or(0, |d| usize::from(d == CLASSES_DEGREES[1])))
+        .collect();
+    let labelled = samples.iter().all(|(_, _, d)| d.is_some());
+    let samples: Vec<qport_quant::ptq::Sample> = samples
+        .into_iter()
+        .enumerate()
+        .map(|(index, (origin, x, _))| qport_quant::ptq::Sample {
+            index,
+            origin,
+            inputs: vec![(input_name.to_string(), x)],
+        })
+        .collect();
+    let data = StudyData {
+        calib: &samples,
+        eval: &samples,
+        labels: labelled.then_some(labels.as_slice()),
+    };
+    let opts = StudyOptions::new(platforms, profiles);
+    let mut header = report::Header::new(crate::study::command_line());
+    header.git_commit = crate::study::git_commit();
+    let bundled = DataRef {
+        path: "<bundled crops and their 180° rotations>".into(),
+        samples: samples.len(),
+        sha256: report::samples_sha256(&samples),
+    };
+    let inputs = Inputs {
+        model: qport_core::report::FileJson {
+            path: format!("<bundled>/{MODEL_NAME}"),
+            size_bytes: model_bytes.len() as u64,
+            sha256: sha256_hex(model_bytes),
+        },
+        data: bundled.clone(),
+        eval: Some(bundled),
+        seeds: vec![],
+    };
+    // a stale report must not outlive a failed rerun
+    for f in [study::files::REPORT_JSON, study::files::REPORT_HTML] {
+        let _ = std::fs::remove_file(out.join(f));
+    }
+    let r = crate::study::run_stages(model, header, inputs, &opts, &data, out, ui)?;
+    let (json, html) = study::write_report(out, &r)
+        .with_context(|| format!("cannot write the report into '{}'", out.display()))?;
+    Ok(DemoStudyJson {
+        dir: out.to_path_buf(),
+        report_json: json,
+        report_html: html,
+        samples: samples.len(),
+        verdict: r.verdict.claims.iter().map(|c| c.text.clone()).collect(),
+    })
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ mod regime;
 mod report;
 mod run;
 mod sensitivity;
+mod study;
 mod sweep;
 mod tune;
 mod verify;
@@ -81,7 +82,9 @@ const ABOUT: &str =
 
 const AFTER_HELP: &str = "\
 Examples:
-  qport demo                                  run the bundled text-direction classifier
+  qport demo                                  the whole study on the bundled classifier: ./qport-demo/report.html
+  qport study model.onnx --data photos/ --preprocess effnet-lite --platforms j6m,j6p --out study/
+                                              quantize, agree, diverge, bench, layout, migrate, lint: one report
   qport info model.onnx                       inputs, outputs, ops and parameters of a model
   qport run model.onnx --input x=x.npy        run a model on a .npy tensor
   qport run model.onnx --inputs in.npz --output out.npz --format json
@@ -140,9 +143,18 @@ enum Command {
     /// Run a model on tensors from .npy/.npz files with qport's engine.
     #[command(after_help = run::AFTER_HELP)]
     Run(run::RunArgs),
-    /// Run the bundled PP-OCR text-direction classifier on bundled crops.
+    /// The mission in miniature on the bundled PP-OCR text-direction
+    /// classifier: quantize for j6m and j6p, agree across every profile,
+    /// localize the first divergence, bench, layout, migrate, lint; writes
+    /// a self-contained HTML report.
     #[command(after_help = demo::AFTER_HELP)]
     Demo(demo::DemoArgs),
+    /// The whole study in one command: quantize per platform, agreement
+    /// across profiles, the first divergence, bench, layouts, migration,
+    /// lint (sensitivity, tuning, regime on request); writes report.json
+    /// and a self-contained report.html.
+    #[command(after_help = study::AFTER_HELP)]
+    Study(study::StudyArgs),
     /// Quantize a model for a platform: calibrate, write a QDQ artifact, its
     /// quant_config.json and a report.
     #[command(after_help = quantize::AFTER_HELP)]
@@ -228,6 +240,7 @@ fn main() -> ExitCode {
         Command::Info(a) => info::run(a, &ui),
         Command::Run(a) => run::run(a, &ui),
         Command::Demo(a) => demo::run(a, &ui),
+        Command::Study(a) => study::run(a, &ui),
         Command::Quantize(a) => quantize::run(a, &ui),
         Command::Platforms(a) => platforms::run(a, &ui),
         Command::Layout(a) => layout::run(a, &ui),

@@ -413,7 +413,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     // outputs
     // the config of the chosen calibrator and symmetry
     let mix = ptq::precision_mix(&prepared, &chosen.resolved, &calib.values);
-    let qc = resolved_config(&chosen.resolved, &chosen.exported)?;
+    let qc = ptq::resolved_config(&chosen.resolved, &chosen.exported)?;
     let mut warnings: Vec<String> = resolved.warnings.iter().map(|w| w.to_string()).collect();
     if load_mode && args.fp32.is_none() {
         warnings.push(
@@ -493,27 +493,6 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         crate::compare::status(report.evaluation.as_ref().and_then(|e| e.check.as_ref())),
         args.coverage.status(report.integer_coverage.as_slice()),
     ]))
-}
-
-/// The resolved `quant_config.json` of an export: the config with every
-/// node's precisions (`node_config`) and every quantized tensor's grid,
-/// scales and zero points (`tensor_config`); a valid `--config` again.
-pub fn resolved_config(
-    resolved: &resolve::Resolved,
-    exported: &qport_quant::qdq::Exported,
-) -> Result<serde_json::Value> {
-    let mut qc = serde_json::to_value(&resolved.config)?;
-    if let Some(obj) = qc.as_object_mut() {
-        obj.insert(
-            "node_config".into(),
-            serde_json::to_value(ptq::node_table(resolved))?,
-        );
-        obj.insert(
-            "tensor_config".into(),
-            serde_json::to_value(ptq::tensor_table(exported))?,
-        );
-    }
-    Ok(qc)
 }
 
 /// The integer coverage of the exported artifact `model` under `arith`,

@@ -144,7 +144,7 @@ pub fn run(args: &TuneArgs, ui: &Ui) -> Result<ExitStatus> {
     } else {
         let fin = &tuned.precisions;
         let exported = scorer.export(fin).map_err(|e| anyhow!(e))?;
-        let qc = crate::quantize::resolved_config(&scorer.resolved_with(fin), &exported)?;
+        let qc = qport_quant::ptq::resolved_config(&scorer.resolved_with(fin), &exported)?;
         Some((exported.model, qc))
     };
     drop(scorer);

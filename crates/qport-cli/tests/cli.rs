@@ -9,10 +9,11 @@ mod common;
 
 use common::{help_has, qport, qport_with_env, s};
 use qport_core::{DType, Tensor};
-use qport_tests::cli::{assert_contains_all, assert_input_error_first, entry_names};
+use qport_tests::cli::{assert_contains_all, assert_input_error_first, entry_names, Out};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -213,9 +214,19 @@ fn info_names_unsupported_ops_and_run_refuses_them() {
 
 // ---------------------------------------------------------------- demo
 
+/// `qport demo --out DIR` in human form, run once for the tests here.
+fn demo_human() -> &'static (Out, qport_tests::cli::TempDir) {
+    static R: OnceLock<(Out, qport_tests::cli::TempDir)> = OnceLock::new();
+    R.get_or_init(|| {
+        let d = temp_dir("demo-human");
+        let o = qport(&["demo", "--out", &s(&d.join("study"))]);
+        (o, d)
+    })
+}
+
 #[test]
-fn demo_human_predicts_every_crop() {
-    let o = qport(&["demo"]);
+fn demo_human_predicts_every_crop_and_writes_the_report() {
+    let (o, d) = demo_human();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let crops = expected()["crops"].as_array().unwrap().clone();
     for c in &crops {
@@ -237,7 +248,31 @@ fn demo_human_predicts_every_crop() {
         "{}",
         o.stdout
     );
-    assert_contains_all(&o.stdout, &["model load"]);
+    // the study: the verdict and where the report is
+    let html = d.join("study/report.html");
+    assert_contains_all(
+        &o.stdout,
+        &[
+            "model load",
+            "study: quantized for j6m and j6p",
+            &format!("{} samples", 2 * n),
+            "INT8 top-1 agreement across 8 profiles",
+            "first diverge at layer",
+            "On j6m:",
+            "On j6p:",
+            "Lint for j6m",
+            "Migrating from j6m to j6p",
+            &format!("report: {}", html.display()),
+        ],
+    );
+    for f in [
+        "report.html",
+        "report.json",
+        "j6m/model.qdq.onnx",
+        "j6p/quant_config.json",
+    ] {
+        assert!(d.join("study").join(f).is_file(), "{f} written");
+    }
     assert!(!o.stdout.contains('\x1b'));
     assert!(
         o.stderr.is_empty(),
@@ -246,12 +281,41 @@ fn demo_human_predicts_every_crop() {
     );
 }
 
+/// The demo's report in headless Chromium (issue 16): no console error,
+/// nothing but local files requested, every chart drawn at a nonzero size,
+/// no text out of its box, at a laptop's 1280 x 800; the screenshot is
+/// kept at `target/browser/demo-report.png`.
+#[test]
+fn demo_report_renders_in_chromium() {
+    let (o, d) = demo_human();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let page = d.join("study/report.html");
+    let kept = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("browser");
+    std::fs::create_dir_all(&kept).unwrap();
+    let png = kept.join("demo-report.png");
+    let v = qport_tests::browser::check(&page, &png, &["--expect-svg"]);
+    assert_eq!(
+        qport_tests::browser::failures(&v),
+        vec![],
+        "{}",
+        page.display()
+    );
+    // speed bars, the agreement heatmap and the precision mix at least
+    assert!(v["svg_count"].as_u64().unwrap() >= 3, "{v:#}");
+    let (w, h) = qport_tests::browser::png_size(&png);
+    assert!(w >= 1280 && h > 800, "{w}x{h}");
+}
+
 #[test]
 fn demo_json_matches_onnxruntime_reference() {
-    let o = qport(&["demo", "--format", "json"]);
+    let d = temp_dir("demo-json");
+    let o = qport(&["demo", "--format", "json", "--out", &s(&d.join("x"))]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let j: Value = serde_json::from_str(&o.stdout).unwrap();
-    assert_eq!(j["schema"], "qport.demo/1");
+    assert_eq!(j["schema"], "qport.demo/2");
     assert_eq!(j["model"]["sha256"], expected()["model_sha256"]);
     assert_eq!(j["classes_degrees"], serde_json::json!([0, 180]));
     let ours = j["crops"].as_array().unwrap();
@@ -286,10 +350,46 @@ fn demo_json_matches_onnxruntime_reference() {
     assert_eq!(j["summary"]["labelled"], refs.len());
     assert!(j["summary"]["mean_latency_ms"].as_f64().unwrap() > 0.0);
     assert!(j["model"]["load_ms"].as_f64().unwrap() > 0.0);
+    // the study: its report validates, and its verdict is the report's
+    let st = &j["study"];
+    assert_eq!(st["samples"], 2 * refs.len());
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(st["report_json"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("docs/schemas/study-report.schema.json")).unwrap(),
+    )
+    .unwrap();
+    qport_tests::schema::validate(&schema, &report).unwrap_or_else(|e| panic!("{e:#?}"));
+    let claims: Vec<&Value> = report["verdict"]["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["text"])
+        .collect();
+    let verdict: Vec<&Value> = st["verdict"].as_array().unwrap().iter().collect();
+    assert_eq!(verdict, claims);
+    // FP32 accuracy on the crops and their rotations, against their labels
+    assert_eq!(report["sections"]["fp32"]["samples"], 2 * refs.len());
+    let acc = report["sections"]["fp32"]["accuracy"].as_f64().unwrap();
+    assert!(acc >= 0.5, "FP32 accuracy {acc}");
+    for key in [
+        "fp32",
+        "quantization",
+        "agreement",
+        "divergence",
+        "bench",
+        "layouts",
+        "migration",
+        "lint",
+    ] {
+        assert!(report["sections"].get(key).is_some(), "{key}");
+    }
 }
 
 #[test]
-fn demo_runs_from_any_directory() {
+fn demo_writes_qport_demo_in_the_current_directory() {
     let d = temp_dir("cwd");
     let o = Command::new(env!("CARGO_BIN_EXE_qport"))
         .args(["demo", "--quiet"])
@@ -297,13 +397,21 @@ fn demo_runs_from_any_directory() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
+    assert!(d.join("qport-demo/report.html").is_file());
+    // --out that is a file is an input error, and nothing is written
+    let f = d.join("file");
+    std::fs::write(&f, b"x").unwrap();
+    let o = qport(&["demo", "--out", &s(&f)]);
+    assert_input_error_first(&o, &["is a file"]);
+    assert_eq!(std::fs::read(&f).unwrap(), b"x");
 }
 
 #[test]
 fn colour_only_when_forced_and_never_with_no_color() {
-    let o = qport_with_env(&["demo"], &[("CLICOLOR_FORCE", "1")]);
+    let m = model();
+    let o = qport_with_env(&["info", &m], &[("CLICOLOR_FORCE", "1")]);
     assert_contains_all(&o.stdout, &["\x1b[32m"]);
-    let o = qport_with_env(&["demo"], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]);
+    let o = qport_with_env(&["info", &m], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]);
     assert!(!o.stdout.contains('\x1b'), "{}", o.stdout);
     let o = qport_with_env(
         &["info", "/nonexistent.onnx"],
@@ -522,7 +630,7 @@ fn bad_model_files_exit_2_naming_the_problem() {
 #[test]
 fn closed_stdout_exits_0_quietly() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_qport"))
-        .args(["demo", "--format", "json"])
+        .args(["info", &model(), "--format", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -67,6 +67,7 @@ fn issue12_format_is_human_or_json_on_every_command() {
         "info",
         "run",
         "demo",
+        "study",
         "quantize",
         "platforms",
         "layout",

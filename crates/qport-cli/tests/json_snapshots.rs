@@ -115,7 +115,8 @@ fn measured_documents_keep_their_shape() {
     let crops = photo_crops_eval();
     let ppocr = ppocr();
     let lines = ppocr_lines("0");
-    snapshot_shape("demo_shape", &["demo"]);
+    let demo_out = s(&t.path().join("demo"));
+    snapshot_shape("demo_shape", &["demo", "--out", &demo_out]);
     let q_out = s(&t.path().join("q"));
     snapshot_shape(
         "quantize_shape",

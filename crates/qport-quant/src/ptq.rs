@@ -608,6 +608,28 @@ pub fn node_macs(model: &Model, n: &qport_onnx::Node, values: &ValueFacts) -> u6
     }
 }
 
+/// The resolved `quant_config.json` of an export: `resolved`'s config with
+/// every node's precisions (`node_config`, [`node_table`]) and every
+/// quantized tensor's grid, scales and zero points (`tensor_config`,
+/// [`tensor_table`]); a valid `--config` again.
+pub fn resolved_config(
+    resolved: &Resolved,
+    exported: &Exported,
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut qc = serde_json::to_value(&resolved.config)?;
+    if let Some(obj) = qc.as_object_mut() {
+        obj.insert(
+            "node_config".into(),
+            serde_json::to_value(node_table(resolved))?,
+        );
+        obj.insert(
+            "tensor_config".into(),
+            serde_json::to_value(tensor_table(exported))?,
+        );
+    }
+    Ok(qc)
+}
+
 /// The per-tensor `tensor_config` section of a resolved `quant_config`:
 /// every quantized tensor's grid, scales and zero points.
 pub fn tensor_table(exported: &Exported) -> BTreeMap<String, crate::config::TensorEntry> {

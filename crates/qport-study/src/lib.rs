@@ -21,6 +21,7 @@ pub mod dump;
 pub mod lint;
 pub mod regime_plot;
 pub mod report;
+pub mod study;
 pub mod svg;
 pub mod sweep;
 pub mod verify;
