@@ -27,7 +27,7 @@
 //!   "integer_coverage": [ Coverage ],   // per profile, in study order (docs/cli-json.md)
 //!   "matrix": { "profiles": [str], "top1_agree": [[int]] | null, "bit_identical": [[int]] },
 //!   "pairs": [ Pair ],                  // every pair of different profiles
-//!   "self": [ Pair ],                   // each profile vs its own second run
+//!   "self": [ Pair ],                   // each profile vs its own second run (first --repeat samples)
 //!   "vs_fp32": [ Pair ],                // each profile vs the fp32 control
 //!   "fp32_controls": [ Pair ],          // fp32 / fp32-generic / fp32-2threads
 //!   "any_flip": { "count": int, "samples": [int], "margin_auc": float | null },
@@ -136,6 +136,10 @@ pub struct AgreeArgs {
     /// Use at most this many samples.
     #[arg(long, value_name = "N")]
     pub n: Option<usize>,
+    /// Run each profile a second time (its self-agreement) only on the
+    /// first N samples (default: every sample).
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<usize>,
     /// The original FP32 model for the FP32 controls and margins (default:
     /// the float graph recovered from MODEL).
     #[arg(long, value_name = "FP32.onnx")]
@@ -290,6 +294,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         &profiles,
         AgreeOptions {
             threads: args.threads.unwrap_or(0),
+            repeat: args.repeat,
             ..AgreeOptions::default()
         },
     )
@@ -497,15 +502,22 @@ fn render_human(r: &Report, a: &Agreement, ui: &Ui, path: &std::path::Path) -> S
         })
         .collect();
     s += "\n";
+    // each profile ran twice on the first `twice` samples (--repeat)
+    let twice = a.selves.iter().map(|p| p.n).min().unwrap_or(n);
     s += &if bad_self.is_empty() {
         format!(
-            "determinism: every profile {}{} bit-identical against its second run\n",
+            "determinism: every profile {}{} bit-identical against its second run{}\n",
             if a.has_top1() {
-                format!("{} top-1 and ", frac(n, n))
+                format!("{} top-1 and ", frac(twice, twice))
             } else {
                 String::new()
             },
-            frac(n, n)
+            frac(twice, twice),
+            if twice < n {
+                format!(" (the first {twice} samples)")
+            } else {
+                String::new()
+            }
         )
     } else {
         ui.paint(

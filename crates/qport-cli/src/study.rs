@@ -41,7 +41,9 @@ per-node sensitivity and a mixed-precision search on the first platform;
 with --regime, the latency regime of the measured sweep.
 
 Data: --data calibrates (its first --calib-n samples); --eval (default:
---data) is what every measurement runs on (its first --n samples).
+--data) is what every measurement runs on (its first --n samples). Each
+profile runs a second time on the first --repeat samples, to check that it
+reproduces itself bit for bit.
 
 Writes into --out: PLATFORM/model.qdq.onnx and PLATFORM/quant_config.json
 per platform, tuned/ when tuning reached its target, regime.svg with
@@ -92,6 +94,10 @@ pub struct StudyArgs {
     /// Samples the worst pair of profiles is localized on.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub localize: usize,
+    /// Samples (the first ones) each profile runs a second time on, to
+    /// check it reproduces itself bit for bit.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub repeat: usize,
     /// Measured benchmark rounds per variant (after 2 warm-up rounds).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub bench_runs: usize,
@@ -232,6 +238,7 @@ pub fn run(args: &StudyArgs, ui: &Ui) -> Result<ExitStatus> {
     };
     let mut opts = StudyOptions::new(platforms, profiles);
     opts.localize_samples = args.localize.max(1);
+    opts.repeat_samples = Some(args.repeat);
     opts.bench.runs = args.bench_runs.max(1);
     opts.threads = args.threads.unwrap_or(0);
     opts.sensitivity = args.sensitivity;

@@ -43,6 +43,15 @@ fn a_rerun_of_the_recorded_command_reproduces_the_report_except_timing() {
     let out = t.path().join("study");
     let lines = common::fixture_arg("datasets/ppocr-lines");
     let (model, o) = (ppocr(), s(&out));
+    // a measured D2H sweep (the seed study's five sizes)
+    let sweep = t.path().join("sweep.csv");
+    std::fs::write(
+        &sweep,
+        "output_bytes,d2h_p50_ms,scaling\n3920,0.141,2.98\n256368,0.776,1.99\n\
+         511952,1.367,1.59\n1000384,2.429,1.21\n1999984,8.892,1.00\n",
+    )
+    .unwrap();
+    let sweep = s(&sweep);
     let args = [
         "study",
         &model,
@@ -67,6 +76,12 @@ fn a_rerun_of_the_recorded_command_reproduces_the_report_except_timing() {
         "--sensitivity",
         "--tune",
         "drop<=1",
+        "--regime",
+        &sweep,
+        "--compute-ms",
+        "2.7",
+        "--cores",
+        "3",
         "--out",
         &o,
         "--force",
@@ -85,6 +100,7 @@ fn a_rerun_of_the_recorded_command_reproduces_the_report_except_timing() {
             "qport: deployment",
             "qport: sensitivity",
             "qport: tune",
+            "qport: regime",
         ],
     );
     assert_contains_all(
@@ -109,10 +125,11 @@ fn a_rerun_of_the_recorded_command_reproduces_the_report_except_timing() {
         "lint",
         "sensitivity",
         "tuning",
+        "regime",
     ] {
         assert!(report["sections"].get(key).is_some(), "{key}");
     }
-    assert!(report["sections"].get("regime").is_none(), "not asked for");
+    assert!(out.join("regime.svg").is_file());
     assert_eq!(report["inputs"]["eval"]["samples"], 12);
     assert_eq!(report["inputs"]["data"]["samples"], 8);
     // every artifact a section names exists

@@ -95,6 +95,10 @@ pub struct AgreeOptions {
     /// Samples read and run at a time (at least 2, so `fp32-2threads`
     /// splits every chunk).
     pub chunk: usize,
+    /// Samples each profile runs a second time on (the first ones), for
+    /// [`Agreement::selves`]; `None`: every sample. This one does change
+    /// the result: the self-agreement counts cover only those samples.
+    pub repeat: Option<usize>,
 }
 
 impl Default for AgreeOptions {
@@ -103,6 +107,7 @@ impl Default for AgreeOptions {
         AgreeOptions {
             threads: 0,
             chunk: 8,
+            repeat: None,
         }
     }
 }
@@ -249,6 +254,8 @@ pub struct AgreeStudy {
     fp32_generic: Plan,
     threads: usize,
     chunk: usize,
+    /// Samples (the first ones) each profile runs twice on.
+    repeat: usize,
     choice: OutputChoice,
     /// Each graph output's quantization step in the artifact, when stated.
     steps: Vec<Option<f64>>,
@@ -271,9 +278,13 @@ enum Job {
 
 /// The outputs of one chunk of samples (the FP32 paths' in the quantized
 /// model's output order).
+/// A profile's runs of one sample: the first and, within the repeated
+/// samples, the second.
+type Runs = (Vec<Tensor>, Option<Vec<Tensor>>);
+
 struct ChunkOut {
-    /// `[sample][profile][rep]`.
-    int: Vec<Vec<[Vec<Tensor>; 2]>>,
+    /// `[sample][profile]`.
+    int: Vec<Vec<Runs>>,
     fp32: Vec<Vec<Tensor>>,
     generic: Vec<Vec<Tensor>>,
     two: Vec<Vec<Tensor>>,
@@ -339,6 +350,7 @@ impl AgreeStudy {
             fp32_generic,
             threads,
             chunk: options.chunk.max(2),
+            repeat: options.repeat.unwrap_or(usize::MAX),
             choice: OutputChoice::default(),
             steps,
             fp32_index,
@@ -402,7 +414,7 @@ impl AgreeStudy {
             if chunk.is_empty() {
                 break;
             }
-            let out = self.run_chunk(&chunk)?;
+            let out = self.run_chunk(&chunk, records.len())?;
             // after the chunk ran, so a bad sample is reported as such
             if coverage.is_none() {
                 let plans: Vec<&IntegerPlan> = self.plans.iter().collect();
@@ -411,7 +423,7 @@ impl AgreeStudy {
             for (k, sample) in chunk.iter().enumerate() {
                 self.check_finite(sample, &out, k)?;
                 if records.is_empty() {
-                    specs = self.specs(&out.int[k][0][0])?;
+                    specs = self.specs(&out.int[k][0].0)?;
                     let sp: Vec<OutputSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
                     for i in 0..np {
                         for j in i + 1..np {
@@ -444,9 +456,9 @@ impl AgreeStudy {
                     let top1 = top1_rows(&outs, &sp, &skip);
                     (outs, top1)
                 };
-                let ints: Vec<[Member; 2]> = out.int[k]
+                let ints: Vec<(Member, Option<Member>)> = out.int[k]
                     .iter()
-                    .map(|[x, y]| [member(pick(x)), member(pick(y))])
+                    .map(|(x, y)| (member(pick(x)), y.as_ref().map(|y| member(pick(y)))))
                     .collect();
                 let fp = member(fp);
                 let gen = member(pick(&out.generic[k]));
@@ -454,15 +466,17 @@ impl AgreeStudy {
                 let input = |e: String| StudyError::Input(format!("{}: {e}", sample.origin));
                 let inputs = &sample.inputs;
                 for (i, j, acc) in &mut pairs {
-                    acc.add(index, margin, run(&ints[*i][0]), run(&ints[*j][0]), inputs)
+                    acc.add(index, margin, run(&ints[*i].0), run(&ints[*j].0), inputs)
                         .map_err(input)?;
                 }
                 for (p, acc) in selves.iter_mut().enumerate() {
-                    acc.add(index, margin, run(&ints[p][0]), run(&ints[p][1]), inputs)
-                        .map_err(input)?;
+                    if let Some(second) = &ints[p].1 {
+                        acc.add(index, margin, run(&ints[p].0), run(second), inputs)
+                            .map_err(input)?;
+                    }
                 }
                 for (p, acc) in vs_fp32.iter_mut().enumerate() {
-                    acc.add(index, margin, run(&ints[p][0]), run(&fp), inputs)
+                    acc.add(index, margin, run(&ints[p].0), run(&fp), inputs)
                         .map_err(input)?;
                 }
                 let paths = [&fp, &gen, &two];
@@ -470,7 +484,7 @@ impl AgreeStudy {
                     acc.add(index, margin, run(paths[x]), run(paths[y]), inputs)
                         .map_err(input)?;
                 }
-                let top1: Vec<Vec<usize>> = ints.iter().map(|r| r[0].1.concat()).collect();
+                let top1: Vec<Vec<usize>> = ints.iter().map(|r| r.0 .1.concat()).collect();
                 if top1.iter().any(|t| *t != top1[0]) {
                     any_flips.push(index);
                 }
@@ -568,7 +582,7 @@ impl AgreeStudy {
             (FP32_PATHS[2], &out.two[k], &self.fp32, false),
         ];
         for (p, r) in out.int[k].iter().enumerate() {
-            for rep in r {
+            for rep in std::iter::once(&r.0).chain(&r.1) {
                 runs.push((&self.profiles[p].name, rep, self.plans[p].plan(), false));
             }
         }
@@ -623,12 +637,14 @@ impl AgreeStudy {
     }
 
     /// Runs one chunk of samples through every member, in parallel.
-    fn run_chunk(&self, chunk: &[Sample]) -> Result<ChunkOut, StudyError> {
+    /// Runs `chunk`, whose first sample is the study's sample `first`.
+    fn run_chunk(&self, chunk: &[Sample], first: usize) -> Result<ChunkOut, StudyError> {
         let n = chunk.len();
         let np = self.plans.len();
+        let repeated = |s: usize| first + s < self.repeat;
         let mut jobs: Vec<Job> = Vec::with_capacity(n * (2 * np + 1));
         for s in 0..n {
-            for rep in 0..2 {
+            for rep in 0..if repeated(s) { 2 } else { 1 } {
                 for p in 0..np {
                     jobs.push(Job::Int { s, p, rep });
                 }
@@ -715,7 +731,8 @@ impl AgreeStudy {
         for (s, ((runs, g), t)) in int.into_iter().zip(generic).zip(two).enumerate() {
             let mut per_profile = Vec::with_capacity(np);
             for [a, b] in runs {
-                per_profile.push([take(a, s)?, take(b, s)?]);
+                let second = if repeated(s) { Some(take(b, s)?) } else { None };
+                per_profile.push((take(a, s)?, second));
             }
             result.int.push(per_profile);
             result.fp32.push(take(seq.next(), s)?);

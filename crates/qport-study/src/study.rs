@@ -65,6 +65,9 @@ pub struct StudyOptions {
     pub localize_samples: usize,
     /// Evaluation samples the benchmark feeds in turn (at least 1).
     pub bench_samples: usize,
+    /// Samples (the first ones) each profile runs a second time on, to
+    /// check it reproduces itself bit for bit; `None`: every sample.
+    pub repeat_samples: Option<usize>,
     /// The benchmark's settings.
     pub bench: BenchOptions,
     /// Worker threads of the agreement study and the scorer (`0`: every
@@ -81,13 +84,15 @@ pub struct StudyOptions {
 impl StudyOptions {
     /// Every stage but the optional ones, on `platforms` and `profiles`,
     /// with a short benchmark (2 warm-up and 10 measured rounds on one
-    /// thread) and localization on 4 samples.
+    /// thread), localization on 4 samples, and each profile's second run
+    /// (its self-agreement) on the first 100 samples.
     pub fn new(platforms: Vec<Platform>, profiles: Vec<ArithProfile>) -> StudyOptions {
         StudyOptions {
             platforms,
             profiles,
             localize_samples: 4,
             bench_samples: 4,
+            repeat_samples: Some(100),
             bench: BenchOptions {
                 batch: 1,
                 warmup: 2,
@@ -390,6 +395,7 @@ impl<'a> Study<'a> {
                 AgreeOptions {
                     threads: opts.threads,
                     chunk: 8,
+                    repeat: opts.repeat_samples,
                 },
             )?;
             let total = data.eval.len();
@@ -407,9 +413,12 @@ impl<'a> Study<'a> {
         };
         let agreement_section = AgreementSection::new(
             self.prov(format!(
-                "qport agree {} --data {eval_path} --fp32 {mname} --profiles {}",
+                "qport agree {} --data {eval_path} --fp32 {mname} --profiles {}{}",
                 artifacts[0],
-                profile_names.join(",")
+                profile_names.join(","),
+                opts.repeat_samples
+                    .map(|r| format!(" --repeat {r}"))
+                    .unwrap_or_default()
             ))
             .with_profiles(&opts.profiles)
             .with_platforms(&platforms[..1])

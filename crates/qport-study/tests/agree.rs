@@ -33,7 +33,11 @@ fn study(threads: usize, chunk: usize, samples: &[Sample]) -> Agreement {
         &qdq,
         &fp32,
         &profiles(&["f32-rne", "avx2-u8s8", "gemmlowp"]),
-        AgreeOptions { threads, chunk },
+        AgreeOptions {
+            threads,
+            chunk,
+            repeat: None,
+        },
     )
     .unwrap();
     let mut calls = vec![];

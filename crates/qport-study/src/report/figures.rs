@@ -112,11 +112,18 @@ pub(super) fn agreement(h: &mut String, a: &AgreementSection) {
         Some(m) => (m.clone(), "top-1 agreement"),
         None => (a.bit_identical.clone(), "bit-identical outputs"),
     };
-    let rate = |k: usize| if n == 0 { 1.0 } else { k as f64 / n as f64 };
+    // the diagonal counts over the samples each profile ran twice on
+    let of = |i: usize, j: usize| match a.self_agreement.get(i) {
+        Some(p) if i == j => p.n,
+        _ => n,
+    };
+    let rate = |k: usize, m: usize| if m == 0 { 1.0 } else { k as f64 / m as f64 };
+    let repeated = a.self_agreement.iter().map(|p| p.n).min().unwrap_or(n);
     let lo = matrix
         .iter()
-        .flatten()
-        .map(|&k| rate(k))
+        .enumerate()
+        .flat_map(|(i, r)| r.iter().enumerate().map(move |(j, &k)| (i, j, k)))
+        .map(|(i, j, k)| rate(k, of(i, j)))
         .fold(1.0f64, f64::min);
     let lo = (lo.min(0.99) * 100.0).floor() / 100.0;
     h.push_str("<figure>\n");
@@ -125,7 +132,13 @@ pub(super) fn agreement(h: &mut String, a: &AgreementSection) {
         labels: a.profiles.clone(),
         values: matrix
             .iter()
-            .map(|r| r.iter().map(|&k| Some(rate(k))).collect())
+            .enumerate()
+            .map(|(i, r)| {
+                r.iter()
+                    .enumerate()
+                    .map(|(j, &k)| Some(rate(k, of(i, j))))
+                    .collect()
+            })
             .collect(),
         texts: matrix
             .iter()
@@ -137,8 +150,13 @@ pub(super) fn agreement(h: &mut String, a: &AgreementSection) {
     let _ = writeln!(
         h,
         "<figcaption>Each cell counts the samples (of {n}) on which the row and column profiles \
-         give {what}; the diagonal is each profile against its own second run. {} samples flip \
+         give {what}; the diagonal is each profile against its own second run{}. {} samples flip \
          under some pair. Outputs compared: {}.</figcaption>",
+        if repeated < n {
+            format!(" (of the first {repeated} samples, the ones run twice)")
+        } else {
+            String::new()
+        },
         a.any_flip,
         escape(&a.outputs.join(", "))
     );

@@ -106,14 +106,25 @@ fn agreement(s: &Sections, out: &mut Vec<Claim>) {
     if !a.self_agreement.is_empty() {
         let lo = a.self_agreement.iter().map(|p| p.bit_identical).min();
         let lo = lo.unwrap_or(0);
+        let twice = a.self_agreement.iter().map(|p| p.n).min().unwrap_or(0);
         out.push(claim(
             "self-agreement",
-            format!(
-                "Every profile reproduces its own run bit for bit on {lo}/{} samples.",
-                a.samples
-            ),
+            if twice < a.samples {
+                format!(
+                    "Every profile reproduces its own run bit for bit on {lo}/{twice} samples \
+                     (the first {twice} of {}, each run twice).",
+                    a.samples
+                )
+            } else {
+                format!("Every profile reproduces its own run bit for bit on {lo}/{twice} samples.")
+            },
             (0..a.self_agreement.len())
-                .map(|i| ev(format!("{base}/self_agreement/{i}/bit_identical")))
+                .flat_map(|i| {
+                    [
+                        ev(format!("{base}/self_agreement/{i}/bit_identical")),
+                        ev(format!("{base}/self_agreement/{i}/n")),
+                    ]
+                })
                 .collect(),
         ));
     }

@@ -171,6 +171,7 @@ fn build() -> StudyReport {
         AgreeOptions {
             threads: 2,
             chunk: 4,
+            repeat: None,
         },
     )
     .unwrap();
