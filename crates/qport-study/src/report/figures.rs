@@ -607,6 +607,45 @@ pub(super) fn lint(h: &mut String, l: &LintSection) {
             h.push_str("<p>No findings.</p>\n");
             continue;
         }
+        // one row per rule (and severity), in the order found; every
+        // finding in a folded table below it
+        let mut groups: Vec<(&str, super::Severity, Vec<&super::LintRow>)> = vec![];
+        for f in &p.findings {
+            match groups
+                .iter_mut()
+                .find(|(r, s, _)| *r == f.rule && *s == f.severity)
+            {
+                Some(g) => g.2.push(f),
+                None => groups.push((&f.rule, f.severity, vec![f])),
+            }
+        }
+        let mut t = Table::new(&["severity", "rule", "findings", "nodes", "first message"]);
+        for (rule, severity, rows) in &groups {
+            let nodes: Vec<&str> = rows
+                .iter()
+                .flat_map(|f| f.nodes.iter().map(String::as_str))
+                .collect();
+            let shown = nodes.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+            let more = nodes.len().saturating_sub(8);
+            t.row(vec![
+                Cell::severity(*severity),
+                Cell::code(rule),
+                Cell::num(rows.len().to_string()),
+                Cell::wrap(&if more > 0 {
+                    format!("{shown} and {more} more")
+                } else {
+                    shown
+                }),
+                Cell::wrap(&rows[0].message),
+            ]);
+        }
+        t.render(h);
+        let _ = writeln!(
+            h,
+            "<details><summary>All {} findings for {}</summary>",
+            p.findings.len(),
+            escape(&p.platform)
+        );
         let mut t = Table::new(&["severity", "rule", "nodes", "message"]);
         for f in &p.findings {
             t.row(vec![
@@ -617,6 +656,7 @@ pub(super) fn lint(h: &mut String, l: &LintSection) {
             ]);
         }
         t.render(h);
+        h.push_str("</details>\n");
     }
     provenance(h, &l.provenance);
     h.push_str("</figure>\n");
