@@ -357,11 +357,8 @@ fn demo_json_matches_onnxruntime_reference() {
         &std::fs::read_to_string(st["report_json"].as_str().unwrap()).unwrap(),
     )
     .unwrap();
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo().join("docs/schemas/study-report.schema.json")).unwrap(),
-    )
-    .unwrap();
-    qport_tests::schema::validate(&schema, &report).unwrap_or_else(|e| panic!("{e:#?}"));
+    qport_tests::schema::validate(&qport_tests::schema::study_report(), &report)
+        .unwrap_or_else(|e| panic!("{e:#?}"));
     let claims: Vec<&Value> = report["verdict"]["claims"]
         .as_array()
         .unwrap()

@@ -10,13 +10,8 @@ mod common;
 
 use common::{ppocr, qport, s};
 use qport_tests::cli::{assert_contains_all, assert_input_error, assert_input_error_first};
-use qport_tests::{repo_root, schema};
+use qport_tests::schema;
 use serde_json::Value;
-
-fn schema_doc() -> Value {
-    let p = repo_root().join("docs/schemas/study-report.schema.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
 
 fn read_json(p: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
@@ -112,7 +107,7 @@ fn a_rerun_of_the_recorded_command_reproduces_the_report_except_timing() {
         ],
     );
     let report = read_json(&out.join("report.json"));
-    schema::validate(&schema_doc(), &report).unwrap_or_else(|e| panic!("{e:#?}"));
+    schema::validate(&schema::study_report(), &report).unwrap_or_else(|e| panic!("{e:#?}"));
     assert_eq!(report["schema"], "qport.study/1");
     for key in [
         "fp32",

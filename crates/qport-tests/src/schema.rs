@@ -37,6 +37,17 @@ const KEYWORDS: [&str; 9] = [
 /// Keywords that only annotate.
 const ANNOTATIONS: [&str; 5] = ["$schema", "$id", "$comment", "title", "description"];
 
+/// The documented schema of the study report,
+/// `docs/schemas/study-report.schema.json` (`qport.study/1`).
+///
+/// # Panics
+/// Panics (failing the test) when the file is missing or not JSON.
+pub fn study_report() -> Value {
+    let p = crate::repo_root().join("docs/schemas/study-report.schema.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
 /// Checks `value` against `schema`; every violation (and every use of a
 /// keyword outside the subset) is one message naming the JSON pointer of
 /// the value (or of the schema) concerned.

@@ -16,7 +16,7 @@ use qport_core::report::FileJson;
 use qport_quant::ptq::Sample;
 use qport_study::report::{self, DataRef, Header, Inputs};
 use qport_study::study::{self, StudyData, StudyOptions};
-use qport_tests::{fixture, parity, repo_root, schema};
+use qport_tests::{fixture, parity, schema};
 use serde_json::Value;
 
 const PROFILES: [&str; 4] = ["exact", "f32-rne", "avx2-u8s8", "gemmlowp"];
@@ -103,12 +103,7 @@ fn check_family(name: &str, parity_dir: &str) {
     let v: Value =
         serde_json::from_str(&std::fs::read_to_string(t.path().join("a/report.json")).unwrap())
             .unwrap();
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_root().join("docs/schemas/study-report.schema.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    schema::validate(&s, &v).unwrap_or_else(|e| panic!("{name}: {e:#?}"));
+    schema::validate(&schema::study_report(), &v).unwrap_or_else(|e| panic!("{name}: {e:#?}"));
     assert!(
         r.dangling_evidence().is_empty(),
         "{name}: {:?}",

@@ -17,7 +17,7 @@
 //! resolve to the values its sentences state.
 
 use qport_study::report::{self, StudyReport};
-use qport_tests::{repo_root, schema};
+use qport_tests::schema;
 use serde_json::Value;
 
 #[path = "support/study.rs"]
@@ -25,8 +25,7 @@ mod study;
 use study::{built, MARK, PROFILES};
 
 fn schema_doc() -> Value {
-    let p = repo_root().join("docs/schemas/study-report.schema.json");
-    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+    schema::study_report()
 }
 
 fn json(r: &StudyReport) -> Value {
