@@ -476,10 +476,6 @@ fn study(
         eval: Some(bundled),
         seeds: vec![],
     };
-    // a stale report must not outlive a failed rerun
-    for f in [study::files::REPORT_JSON, study::files::REPORT_HTML] {
-        let _ = std::fs::remove_file(out.join(f));
-    }
     let r = crate::study::run_stages(model, header, inputs, &opts, &data, out, ui)?;
     let (json, html) = study::write_report(out, &r)
         .with_context(|| format!("cannot write the report into '{}'", out.display()))?;

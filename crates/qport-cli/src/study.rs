@@ -263,17 +263,12 @@ pub fn run(args: &StudyArgs, ui: &Ui) -> Result<ExitStatus> {
             value: opts.bench.seed,
         }],
     };
-    if args.out.force {
-        // a stale report must not outlive a failed rerun
-        for f in [study::files::REPORT_JSON, study::files::REPORT_HTML] {
-            let _ = std::fs::remove_file(out.join(f));
-        }
-    }
     let report = run_stages(&loaded.model, header, study_inputs, &opts, &data, out, ui)?;
     finish(&report, out, args.format, ui)
 }
 
-/// Runs the study with progress on stderr.
+/// Runs the study with progress on stderr, after removing any report
+/// already in `out` (a stale report must not outlive a failed rerun).
 pub fn run_stages(
     model: &qport_onnx::Model,
     header: Header,
@@ -283,6 +278,9 @@ pub fn run_stages(
     out: &Path,
     ui: &Ui,
 ) -> Result<StudyReport> {
+    for f in [study::files::REPORT_JSON, study::files::REPORT_HTML] {
+        let _ = std::fs::remove_file(out.join(f));
+    }
     let mut bar: Option<crate::output::Progress> = None;
     let mut stage = String::new();
     let r = study::run(model, header, inputs, opts, data, out, &mut |p| match p {
