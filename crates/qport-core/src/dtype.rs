@@ -256,6 +256,9 @@ pub trait Element: Clone + Send + Sync + 'static {
     fn slice_mut(data: &mut TensorData) -> Option<&mut [Self]>;
     /// Take the vector out if it holds this type.
     fn into_vec(data: TensorData) -> Result<Vec<Self>, TensorData>;
+    /// Mutably borrow the vector itself (to resize it in place) if the
+    /// data holds this type.
+    fn vec_mut(data: &mut TensorData) -> Option<&mut Vec<Self>>;
     /// Wrap a vector of this type.
     fn wrap(v: Vec<Self>) -> TensorData;
     /// The additive identity (empty string for strings, false for bool;
@@ -283,6 +286,12 @@ macro_rules! element {
                 match data {
                     TensorData::$variant(v) => Ok(v),
                     other => Err(other),
+                }
+            }
+            fn vec_mut(data: &mut TensorData) -> Option<&mut Vec<Self>> {
+                match data {
+                    TensorData::$variant(v) => Some(v),
+                    _ => None,
                 }
             }
             fn wrap(v: Vec<Self>) -> TensorData {

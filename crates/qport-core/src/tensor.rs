@@ -322,6 +322,33 @@ impl Tensor {
         &mut self.data
     }
 
+    /// Turns this tensor into one of `shape` and element type `T`, keeping
+    /// its allocations (the shape vector, and the element vector when it
+    /// already holds `T`): no heap allocation when their capacities
+    /// suffice, which is how a plan reuses a value's buffer run after run.
+    /// Returns the elements: those kept from the old contents are left as
+    /// they were, new ones are zero, so callers must write every element.
+    ///
+    /// ```
+    /// use qport_core::Tensor;
+    /// let mut t = Tensor::from_vec(vec![4], vec![1.0f32; 4]).unwrap();
+    /// let y = t.reuse_as::<f32>(&[2, 1]).unwrap();
+    /// y.copy_from_slice(&[5.0, 6.0]);
+    /// assert_eq!(t.shape(), &[2, 1]);
+    /// assert_eq!(t.as_slice::<f32>().unwrap(), &[5.0, 6.0]);
+    /// ```
+    pub fn reuse_as<T: Element>(&mut self, shape: &[usize]) -> Result<&mut [T]> {
+        let n = shape::checked_numel(shape)?;
+        self.shape.clear();
+        self.shape.extend_from_slice(shape);
+        if T::vec_mut(&mut self.data).is_none() {
+            self.data = T::wrap(Vec::new());
+        }
+        let v = T::vec_mut(&mut self.data).expect("just made of type T");
+        v.resize(n, T::zero());
+        Ok(v)
+    }
+
     /// Splits into shape and storage.
     pub fn into_parts(self) -> (Vec<usize>, TensorData) {
         (self.shape, self.data)

@@ -25,4 +25,4 @@ pub use integer::{quantized_node_count, IntegerPlan};
 pub use lower::{lower_qdq, Coverage, FloatGroup, Lowered, MacCount};
 pub use ops::{BuildCtx, Op, OpBuilder, Registry};
 pub use optimize::fold_batch_norms;
-pub use plan::{unsupported_ops, Plan, PlanOptions};
+pub use plan::{unsupported_ops, Plan, PlanOptions, Session};

@@ -10,6 +10,9 @@
 //! - Conv (after any such fold) followed by Relu, LeakyRelu, HardSwish or
 //!   Clip with constant bounds: the activation is applied by the Conv to
 //!   each output element as it is produced.
+//! - DequantizeLinear of constants (a QDQ artifact's weights and biases,
+//!   where they run in float): computed once when the plan is built, by
+//!   the same operator, and a constant for the nodes that read it.
 //!
 //! Numerics: folding changes rounding (within the FP32 parity bound
 //! against onnxruntime); results stay bit-identical run to run.
@@ -23,6 +26,7 @@ use qport_core::Tensor;
 use qport_onnx::{Model, ValueInfo};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 struct Step {
     node: String,
@@ -31,9 +35,31 @@ struct Step {
     inputs: Vec<Option<usize>>,
     outputs: Vec<Option<usize>>,
     output_names: Vec<String>,
-    /// Slots whose last reader is this step (freed after it runs).
-    frees: Vec<usize>,
 }
+
+/// Where a run finds the value of a slot.
+#[derive(Clone, Copy)]
+enum Src {
+    /// `Plan::constants[i]`.
+    Const(usize),
+    /// The run's input `i` (in [`Plan::inputs`] order).
+    Input(usize),
+    /// The arena: written by a step of this run.
+    Value,
+}
+
+/// The storage of one run: a tensor per value slot, each written by its
+/// step (reusing the tensor's buffer from the previous run where the
+/// operator can, see [`Op::eval_into`]) and kept after the run, so runs on
+/// inputs of unchanged shapes find every buffer already sized.
+struct Arena {
+    vals: Vec<Option<Tensor>>,
+}
+
+/// Node inputs passed without a heap allocation (more go in a `Vec`).
+const MAX_ARGS: usize = 16;
+/// Node outputs written without a heap allocation (more go in a `Vec`).
+const MAX_OUTS: usize = 8;
 
 /// An executable float plan of a model.
 ///
@@ -55,6 +81,11 @@ pub struct Plan {
     constants: Vec<(usize, Arc<Tensor>)>,
     inputs: Vec<(ValueInfo, usize)>,
     outputs: Vec<(String, usize)>,
+    /// Per slot: where a run reads it.
+    src: Vec<Src>,
+    /// Arenas of finished runs, taken by the next runs (one per run in
+    /// flight at a time, so concurrent runs never share one).
+    arenas: Mutex<Vec<Arena>>,
 }
 
 /// Op types in `model` that qport cannot run, with their node counts,
@@ -67,6 +98,37 @@ pub fn unsupported_ops(model: &Model) -> Vec<(String, usize)> {
         }
     }
     counts.into_iter().collect()
+}
+
+/// The value of `node` computed once at plan time, when it is a
+/// `DequantizeLinear` whose inputs are all constants (a QDQ artifact's
+/// weights and biases run in float): the operator of later nodes then sees
+/// a constant (a float convolution packs it once), and no step recomputes
+/// it every run. The same operator computes it, so the value is the one a
+/// run would produce. `None` for any other node, or when the evaluation
+/// fails (the step then reports the error when the plan runs).
+fn fold_constant(
+    node: &qport_onnx::Node,
+    op: &dyn Op,
+    initializers: &BTreeMap<String, Tensor>,
+) -> Option<Tensor> {
+    if !(node.in_default_domain() && node.op_type == "DequantizeLinear")
+        || node.outputs.len() != 1
+        || node.outputs[0].is_empty()
+        || initializers.contains_key(&node.outputs[0])
+    {
+        return None;
+    }
+    let args = node
+        .inputs
+        .iter()
+        .map(|n| match n.is_empty() {
+            true => Some(None),
+            false => initializers.get(n).map(Some),
+        })
+        .collect::<Option<Vec<Option<&Tensor>>>>()?;
+    let mut out = op.eval(&args).ok()?;
+    (out.len() == 1).then(|| out.pop()).flatten()
 }
 
 /// How [`Plan::with_options`] compiles a model.
@@ -132,7 +194,7 @@ impl Plan {
         }
         let g = &model.graph;
         let rewritten = optimize::rewrite(model, options.fuse);
-        let initializers = rewritten.initializers;
+        let mut initializers = rewritten.initializers;
         let mut slots: HashMap<String, usize> = HashMap::new();
         let slot = |name: &str, slots: &mut HashMap<String, usize>| -> usize {
             let n = slots.len();
@@ -180,6 +242,18 @@ impl Plan {
                 op: node.qualified_op(),
                 source: Box::new(source),
             })?;
+            if options.fuse {
+                if let Some(t) = fold_constant(node, op.as_ref(), &initializers) {
+                    let name = &node.outputs[0];
+                    let s = slot(name, &mut slots);
+                    if produced.len() <= s {
+                        produced.resize(s + 1, false);
+                    }
+                    produced[s] = true;
+                    initializers.insert(name.clone(), t);
+                    continue;
+                }
+            }
             let mut ins = vec![];
             for name in &node.inputs {
                 if name.is_empty() {
@@ -216,12 +290,27 @@ impl Plan {
                 inputs: ins,
                 outputs: outs,
                 output_names: node.outputs.clone(),
-                frees: vec![],
             });
+        }
+        // constants no step reads and no output is (the int8 weights of
+        // folded DequantizeLinear nodes) are not kept
+        let mut read = vec![false; slots.len()];
+        for s in steps
+            .iter()
+            .flat_map(|st: &Step| st.inputs.iter().flatten())
+        {
+            read[*s] = true;
+        }
+        for o in &g.outputs {
+            if let Some(&s) = slots.get(&o.name) {
+                read[s] = true;
+            }
         }
         let constants: Vec<(usize, Arc<Tensor>)> = initializers
             .into_iter()
-            .map(|(name, t)| (slots[&name], Arc::new(t)))
+            .map(|(name, t)| (slots[&name], t))
+            .filter(|(s, _)| read[*s])
+            .map(|(s, t)| (s, Arc::new(t)))
             .collect();
         let mut outputs = vec![];
         for o in &g.outputs {
@@ -237,20 +326,17 @@ impl Plan {
                 }
             }
         }
-        // Liveness: free each non-output slot after its last reader.
         let n_slots = slots.len();
-        let mut last: Vec<Option<usize>> = vec![None; n_slots];
-        for (i, st) in steps.iter().enumerate() {
-            for s in st.inputs.iter().flatten() {
-                last[*s] = Some(i);
-            }
+        let mut src = vec![Src::Value; n_slots];
+        for (i, (s, _)) in constants.iter().enumerate() {
+            src[*s] = Src::Const(i);
         }
-        for (_, s) in &outputs {
-            last[*s] = None;
+        for (i, (_, s)) in inputs.iter().enumerate() {
+            src[*s] = Src::Input(i);
         }
-        for (s, l) in last.iter().enumerate() {
-            if let Some(i) = l {
-                steps[*i].frees.push(s);
+        for st in &steps {
+            for s in st.outputs.iter().flatten() {
+                src[*s] = Src::Value;
             }
         }
         Ok(Plan {
@@ -259,6 +345,8 @@ impl Plan {
             constants,
             inputs,
             outputs,
+            src,
+            arenas: Mutex::new(vec![]),
         })
     }
 
@@ -270,6 +358,18 @@ impl Plan {
     /// The graph output names, in order.
     pub fn output_names(&self) -> impl Iterator<Item = &str> {
         self.outputs.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// `(value name, op type)` for every value a step produces, in
+    /// execution order (a fused step carries its first node's op type,
+    /// e.g. `Conv` for a Conv with its activation).
+    pub fn producers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.steps.iter().flat_map(|st| {
+            st.output_names
+                .iter()
+                .filter(|n| !n.is_empty())
+                .map(move |n| (n.as_str(), st.op_type.as_str()))
+        })
     }
 
     /// Number of operator steps.
@@ -323,36 +423,37 @@ impl Plan {
         Ok(first)
     }
 
-    fn run_steps(
-        &self,
-        inputs: Vec<(String, Tensor)>,
-        tap: &mut dyn FnMut(&Step, &str, &Tensor),
-    ) -> Result<Vec<(String, Tensor)>, EngineError> {
-        let mut vals: Vec<Option<Arc<Tensor>>> = vec![None; self.n_slots];
-        for (s, t) in &self.constants {
-            vals[*s] = Some(t.clone());
+    /// A run context that keeps this plan's value buffers between runs:
+    /// see [`Session`].
+    pub fn session(&self) -> Session<'_> {
+        Session {
+            plan: self,
+            arena: self.new_arena(),
         }
-        let mut given: HashMap<String, Tensor> = HashMap::new();
-        for (name, t) in inputs {
-            if !self.inputs.iter().any(|(v, _)| v.name == name) {
-                return Err(EngineError::UnknownInput {
-                    name,
-                    expected: self.inputs.iter().map(|(v, _)| v.name.clone()).collect(),
-                });
-            }
-            given.insert(name, t);
+    }
+
+    fn new_arena(&self) -> Arena {
+        Arena {
+            vals: (0..self.n_slots).map(|_| None).collect(),
         }
-        for (vi, s) in &self.inputs {
-            let t = given
-                .remove(&vi.name)
-                .ok_or_else(|| EngineError::MissingInput {
-                    name: vi.name.clone(),
-                    dtype: vi
-                        .dtype
-                        .map(|d| d.to_string())
-                        .unwrap_or_else(|| "?".into()),
-                    shape: vi.shape_string(),
-                })?;
+    }
+
+    /// Checks `inputs` (in [`Plan::inputs`] order) against the declared
+    /// dtypes and shapes.
+    fn check_inputs(&self, inputs: &[&Tensor]) -> Result<(), EngineError> {
+        if inputs.len() != self.inputs.len() {
+            return Err(EngineError::Graph(format!(
+                "the plan takes {} input(s) ({}), {} given",
+                self.inputs.len(),
+                self.inputs
+                    .iter()
+                    .map(|(v, _)| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                inputs.len()
+            )));
+        }
+        for ((vi, _), t) in self.inputs.iter().zip(inputs) {
             if let Some(d) = vi.dtype {
                 if d != t.dtype() {
                     return Err(EngineError::InputDType {
@@ -369,57 +470,226 @@ impl Plan {
                     actual: t.shape().to_vec(),
                 });
             }
-            vals[*s] = Some(Arc::new(t));
         }
-        for st in &self.steps {
-            let args: Vec<Option<&Tensor>> = st
-                .inputs
+        Ok(())
+    }
+
+    /// Named inputs in [`Plan::inputs`] order, or the error naming the
+    /// unknown or missing one.
+    fn order_inputs<'t>(
+        &self,
+        inputs: &'t [(String, Tensor)],
+    ) -> Result<Vec<&'t Tensor>, EngineError> {
+        for (name, _) in inputs {
+            if !self.inputs.iter().any(|(v, _)| v.name == *name) {
+                return Err(EngineError::UnknownInput {
+                    name: name.clone(),
+                    expected: self.inputs.iter().map(|(v, _)| v.name.clone()).collect(),
+                });
+            }
+        }
+        self.inputs
+            .iter()
+            .map(|(vi, _)| {
+                inputs
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| *n == vi.name)
+                    .map(|(_, t)| t)
+                    .ok_or_else(|| EngineError::MissingInput {
+                        name: vi.name.clone(),
+                        dtype: vi
+                            .dtype
+                            .map(|d| d.to_string())
+                            .unwrap_or_else(|| "?".into()),
+                        shape: vi.shape_string(),
+                    })
+            })
+            .collect()
+    }
+
+    fn run_steps(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+        tap: &mut dyn FnMut(&Step, &str, &Tensor),
+    ) -> Result<Vec<(String, Tensor)>, EngineError> {
+        let ordered = self.order_inputs(&inputs)?;
+        self.check_inputs(&ordered)?;
+        let mut arena = self
+            .arenas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_else(|| self.new_arena());
+        let result = self.run_arena(&mut arena, &ordered, tap);
+        let outputs = result.map(|()| {
+            self.outputs
                 .iter()
-                .map(|s| s.and_then(|s| vals[s].as_deref()))
-                .collect();
-            let outs = st.op.eval(&args).map_err(|source| EngineError::Node {
+                .map(|(n, s)| {
+                    let t = match self.src[*s] {
+                        Src::Const(i) => (*self.constants[i].1).clone(),
+                        Src::Input(i) => ordered[i].clone(),
+                        // moved out: the next run allocates this one again
+                        Src::Value => arena.vals[*s].take().expect("outputs are produced"),
+                    };
+                    (n.clone(), t)
+                })
+                .collect()
+        });
+        self.arenas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(arena);
+        outputs
+    }
+
+    /// The value of slot `s` in a run with `inputs` and `arena`.
+    fn value<'a>(
+        &'a self,
+        s: usize,
+        inputs: &[&'a Tensor],
+        arena: &'a Arena,
+    ) -> Option<&'a Tensor> {
+        match self.src[s] {
+            Src::Const(i) => Some(&self.constants[i].1),
+            Src::Input(i) => inputs.get(i).copied(),
+            Src::Value => arena.vals[s].as_ref(),
+        }
+    }
+
+    /// Runs every step on checked `inputs` (in [`Plan::inputs`] order),
+    /// writing each step's outputs into `arena`.
+    fn run_arena(
+        &self,
+        arena: &mut Arena,
+        inputs: &[&Tensor],
+        tap: &mut dyn FnMut(&Step, &str, &Tensor),
+    ) -> Result<(), EngineError> {
+        for st in &self.steps {
+            let node_error = |source: crate::OpError| EngineError::Node {
                 node: st.node.clone(),
                 op: st.op_type.clone(),
                 source: Box::new(source),
-            })?;
-            drop(args);
-            for (i, t) in outs.into_iter().enumerate() {
-                if let Some(Some(s)) = st.outputs.get(i) {
-                    vals[*s] = Some(Arc::new(t));
+            };
+            let mut out_buf: [Option<Tensor>; MAX_OUTS] = Default::default();
+            let mut out_vec: Vec<Option<Tensor>>;
+            let n_out = st.outputs.len();
+            let outs: &mut [Option<Tensor>] = if n_out <= MAX_OUTS {
+                &mut out_buf[..n_out]
+            } else {
+                out_vec = (0..n_out).map(|_| None).collect();
+                &mut out_vec
+            };
+            for (o, s) in outs.iter_mut().zip(&st.outputs) {
+                if let Some(s) = s {
+                    *o = arena.vals[*s].take();
                 }
             }
-            for (s, name) in st.outputs.iter().zip(&st.output_names) {
-                let Some(s) = s else { continue };
-                match vals[*s].as_deref() {
-                    Some(t) => tap(st, name, t),
+            let result = {
+                let get = |s: &Option<usize>| s.and_then(|s| self.value(s, inputs, arena));
+                let mut arg_buf: [Option<&Tensor>; MAX_ARGS] = [None; MAX_ARGS];
+                let arg_vec: Vec<Option<&Tensor>>;
+                let args: &[Option<&Tensor>] = if st.inputs.len() <= MAX_ARGS {
+                    for (a, s) in arg_buf.iter_mut().zip(&st.inputs) {
+                        *a = get(s);
+                    }
+                    &arg_buf[..st.inputs.len()]
+                } else {
+                    arg_vec = st.inputs.iter().map(get).collect();
+                    &arg_vec
+                };
+                st.op.eval_into(args, outs)
+            };
+            let mut missing = false;
+            for (o, s) in outs.iter_mut().zip(&st.outputs) {
+                match s {
+                    Some(s) => {
+                        missing |= o.is_none();
+                        arena.vals[*s] = o.take();
+                    }
                     None => {
-                        return Err(EngineError::Node {
-                            node: st.node.clone(),
-                            op: st.op_type.clone(),
-                            source: Box::new(crate::OpError::invalid(
-                                "operator did not produce all outputs",
-                            )),
-                        })
+                        if let Some(t) = o.take() {
+                            crate::buffers::recycle(t);
+                        }
                     }
                 }
             }
-            for s in &st.frees {
-                if let Some(t) = vals[*s].take().and_then(|a| Arc::try_unwrap(a).ok()) {
-                    crate::buffers::recycle(t);
+            result.map_err(node_error)?;
+            if missing {
+                return Err(node_error(crate::OpError::invalid(
+                    "operator did not produce all outputs",
+                )));
+            }
+            for (s, name) in st.outputs.iter().zip(&st.output_names) {
+                if let Some(t) = s.and_then(|s| arena.vals[s].as_ref()) {
+                    tap(st, name, t);
                 }
             }
         }
-        Ok(self
-            .outputs
-            .iter()
-            .map(|(n, s)| {
-                let t = vals[*s].clone().expect("outputs are produced");
-                (
-                    n.clone(),
-                    Arc::try_unwrap(t).unwrap_or_else(|a| (*a).clone()),
-                )
-            })
-            .collect())
+        Ok(())
+    }
+}
+
+/// A run context of a [`Plan`] that owns the storage of every value the
+/// plan computes, one buffer per value slot, sized by the first run and
+/// resized only when the input shapes change: once warm, a run on inputs
+/// of the same shapes writes every step's result into the buffer of the
+/// previous run, and operators that implement [`Op::eval_into`] (the
+/// common float and integer operators of convolutional networks) allocate
+/// nothing. Results are those of [`Plan::run`], bit for bit.
+///
+/// ```no_run
+/// use qport_engine::Plan;
+/// let model = qport_onnx::load::load("model.onnx").unwrap();
+/// let plan = Plan::new(&model).unwrap();
+/// let x = qport_core::Tensor::zeros(qport_core::DType::F32, vec![1, 3, 224, 224]).unwrap();
+/// let mut session = plan.session();
+/// for _ in 0..3 {
+///     session.run(&[&x]).unwrap();
+///     println!("{:?}", session.output(0).unwrap().shape());
+/// }
+/// ```
+pub struct Session<'p> {
+    plan: &'p Plan,
+    arena: Arena,
+}
+
+impl Session<'_> {
+    /// Runs the plan on `inputs`, given in [`Plan::inputs`] order; the
+    /// outputs stay in the session until the next run
+    /// ([`Session::output`]). Errors as [`Plan::run`].
+    pub fn run(&mut self, inputs: &[&Tensor]) -> Result<(), EngineError> {
+        self.run_with_tap(inputs, &mut |_, _| {})
+    }
+
+    /// Like [`Session::run`], calling `tap(value_name, tensor)` for every
+    /// value a step produces, in execution order (as
+    /// [`Plan::run_with_tap`]).
+    pub fn run_with_tap(
+        &mut self,
+        inputs: &[&Tensor],
+        tap: &mut dyn FnMut(&str, &Tensor),
+    ) -> Result<(), EngineError> {
+        let plan = self.plan;
+        plan.check_inputs(inputs)?;
+        plan.run_arena(&mut self.arena, inputs, &mut |_, name, t| tap(name, t))?;
+        // an output that is a graph input outlives this call as a copy
+        for (_, s) in &plan.outputs {
+            if let Src::Input(i) = plan.src[*s] {
+                self.arena.vals[*s] = Some(inputs[i].clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Graph output `i` (in [`Plan::output_names`] order) of the last
+    /// successful run; `None` before one or past the last output.
+    pub fn output(&self, i: usize) -> Option<&Tensor> {
+        let (_, s) = self.plan.outputs.get(i)?;
+        match self.plan.src[*s] {
+            Src::Const(c) => Some(&self.plan.constants[c].1),
+            Src::Input(_) | Src::Value => self.arena.vals[*s].as_ref(),
+        }
     }
 }
 

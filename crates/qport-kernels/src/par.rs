@@ -85,10 +85,54 @@ pub fn split(total: usize, align: usize, work: usize, f: impl Fn(usize, usize) +
     });
 }
 
+/// [`split`] over the elements of `out`: `f(start, block)` gets each
+/// disjoint block `out[start..start + block.len()]`, every start a
+/// multiple of `align` (so a kernel with `align`-element vector steps
+/// takes its scalar tail only at the very end, as on one thread); the
+/// blocks cover `out` once.
+///
+/// ```
+/// let mut y = vec![0usize; 12];
+/// qport_kernels::par::split_mut(&mut y, 4, 1 << 30, |start, block| {
+///     assert_eq!(start % 4, 0);
+///     for (i, v) in block.iter_mut().enumerate() {
+///         *v = start + i;
+///     }
+/// });
+/// assert_eq!(y, (0..12).collect::<Vec<_>>());
+/// ```
+pub fn split_mut<T: Send>(
+    out: &mut [T],
+    align: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let p = SendPtr(out.as_mut_ptr());
+    let p = &p;
+    split(out.len(), align, work, |a, b| {
+        // SAFETY: the ranges of `split` are disjoint and within `out`,
+        // which stays mutably borrowed until every block has returned.
+        let block = unsafe { std::slice::from_raw_parts_mut(p.get().add(a), b - a) };
+        f(a, block)
+    });
+}
+
+/// Multiply-add equivalents of one element of a streaming (elementwise,
+/// requantizing, pooling) step, for the `work` of [`split`]: such a step
+/// splits from about `MIN_WORK / STREAM_COST` elements.
+pub const STREAM_COST: usize = 64;
+
 /// A raw pointer that may cross threads: for kernels whose blocks write
 /// disjoint elements of one output.
 #[derive(Clone, Copy)]
 pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the whole wrapper).
+    pub(crate) fn get(&self) -> *mut T {
+        self.0
+    }
+}
 
 // SAFETY: users only write disjoint elements through it, and the scope in
 // `split` joins every writer before the output is read.

@@ -105,61 +105,111 @@ pub fn calibrate(
     let mut selection = Vec::new();
     let mut n = 0usize;
     let inputs: Vec<&str> = model.graph.inputs.iter().map(|v| v.name.as_str()).collect();
-    for s in samples {
-        let s = s?;
-        let mut failure: Option<QuantError> = None;
-        let mut observe = |name: &str, t: &Tensor| {
-            if failure.is_some() {
-                return;
-            }
-            values
-                .entry(name.to_string())
-                .or_insert_with(|| (t.dtype(), t.shape().to_vec()));
-            if t.dtype() != DType::F32 {
-                return;
-            }
-            let Ok(v) = t.as_slice::<f32>() else { return };
-            let o = observers.entry(name.to_string()).or_insert_with(|| {
-                let mut o = Observer::new(oopts);
-                // a model input may hold 8-bit pixels: exact on uint8
-                if inputs.contains(&name) {
-                    o.track_levels();
+    // The plan runs the next sample on a second thread (its values copied
+    // out through the tap) while this thread observes the previous one's,
+    // in the order one thread would: the statistics do not change.
+    type Ran = (
+        Sample,
+        Result<Vec<(String, Tensor)>, qport_engine::EngineError>,
+    );
+    std::thread::scope(|scope| -> Result<(), QuantError> {
+        let (to_run, jobs) = std::sync::mpsc::sync_channel::<Sample>(1);
+        let (ran, done) = std::sync::mpsc::sync_channel::<Ran>(1);
+        let plan = &plan;
+        scope.spawn(move || {
+            for s in jobs {
+                let mut taps = Vec::new();
+                let r = plan
+                    .run_with_tap(s.inputs.clone(), &mut |name, t| {
+                        taps.push((name.to_string(), t.clone()))
+                    })
+                    .map(|_| taps);
+                if ran.send((s, r)).is_err() {
+                    break;
                 }
-                o
-            });
-            if let Err(e) = o.observe(v) {
-                failure = Some(QuantError::NonFinite {
-                    sample: s.origin.clone(),
-                    tensor: name.to_string(),
-                    count: e.count,
-                });
-                return;
             }
-            if per_channel && t.rank() >= 2 {
-                let c = channels
+        });
+        let stopped = || QuantError::Internal("the calibration thread stopped".into());
+        // per sample read, in order: sent to the thread, or its read error
+        let mut pending: std::collections::VecDeque<Option<QuantError>> = Default::default();
+        let mut samples = samples;
+        let mut more = true;
+        loop {
+            while more && pending.len() < 2 {
+                match samples.next() {
+                    Some(Ok(s)) => {
+                        to_run.send(s).map_err(|_| stopped())?;
+                        pending.push_back(None);
+                    }
+                    Some(Err(e)) => {
+                        pending.push_back(Some(e));
+                        more = false;
+                    }
+                    None => more = false,
+                }
+            }
+            match pending.pop_front() {
+                None => break,
+                Some(Some(e)) => return Err(e),
+                Some(None) => {}
+            }
+            let (s, run) = done.recv().map_err(|_| stopped())?;
+            let mut failure: Option<QuantError> = None;
+            let mut observe = |name: &str, t: &Tensor| {
+                if failure.is_some() {
+                    return;
+                }
+                values
                     .entry(name.to_string())
-                    .or_insert_with(|| ChannelObserver::new(copts));
-                if let Err(e) = c.observe(v, t.shape(), 1) {
-                    failure = Some(QuantError::Internal(format!(
-                        "per-channel statistics of '{name}': {e}"
-                    )));
+                    .or_insert_with(|| (t.dtype(), t.shape().to_vec()));
+                if t.dtype() != DType::F32 {
+                    return;
                 }
+                let Ok(v) = t.as_slice::<f32>() else { return };
+                let o = observers.entry(name.to_string()).or_insert_with(|| {
+                    let mut o = Observer::new(oopts);
+                    // a model input may hold 8-bit pixels: exact on uint8
+                    if inputs.contains(&name) {
+                        o.track_levels();
+                    }
+                    o
+                });
+                if let Err(e) = o.observe(v) {
+                    failure = Some(QuantError::NonFinite {
+                        sample: s.origin.clone(),
+                        tensor: name.to_string(),
+                        count: e.count,
+                    });
+                    return;
+                }
+                if per_channel && t.rank() >= 2 {
+                    let c = channels
+                        .entry(name.to_string())
+                        .or_insert_with(|| ChannelObserver::new(copts));
+                    if let Err(e) = c.observe(v, t.shape(), 1) {
+                        failure = Some(QuantError::Internal(format!(
+                            "per-channel statistics of '{name}': {e}"
+                        )));
+                    }
+                }
+            };
+            for (name, t) in &s.inputs {
+                observe(name, t);
             }
-        };
-        for (name, t) in &s.inputs {
-            observe(name, t);
+            for (name, t) in &run? {
+                observe(name, t);
+            }
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            if selection.len() < opts.keep_for_selection {
+                selection.push(s);
+            }
+            n += 1;
+            progress(n);
         }
-        let inputs = s.inputs.clone();
-        plan.run_with_tap(inputs, &mut observe)?;
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        if selection.len() < opts.keep_for_selection {
-            selection.push(s);
-        }
-        n += 1;
-        progress(n);
-    }
+        Ok(())
+    })?;
     if n == 0 {
         return Err(QuantError::EmptyCalibration);
     }
@@ -524,37 +574,60 @@ pub fn evaluate(
 ) -> Result<Evaluation, QuantError> {
     let mut ev = Evaluation::default();
     let mut accs: Vec<(usize, OutputAcc)> = vec![];
-    for s in samples {
-        let s = s?;
-        let a = fp32.run(s.inputs.clone())?;
-        if let Some(e) = non_finite_error(fp32, "the FP32 model", &s, &a)? {
-            return Err(e);
+    // samples run in parallel, a few per core at a time, and are compared
+    // in sample order (nothing depends on the thread count)
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    type Outs = Result<Vec<(String, Tensor)>, QuantError>;
+    let mut samples = samples.peekable();
+    while samples.peek().is_some() {
+        let mut chunk = vec![];
+        for s in samples.by_ref() {
+            chunk.push(s);
+            if chunk.len() == 2 * threads {
+                break;
+            }
         }
-        let b = quant.run(s.inputs.clone())?;
-        if let Some(e) = non_finite_error(quant, "the quantized model", &s, &b)? {
-            return Err(e);
+        let runs: Vec<Option<(Outs, Outs)>> = crate::measure::par_map(&chunk, threads, |s| {
+            Ok(s.as_ref().ok().map(|s| {
+                (
+                    fp32.run(s.inputs.clone()).map_err(Into::into),
+                    quant.run(s.inputs.clone()).map_err(Into::into),
+                )
+            }))
+        })?;
+        for (s, run) in chunk.into_iter().zip(runs) {
+            let s = s?;
+            let (a, b) = run.expect("run for every readable sample");
+            let a = a?;
+            if let Some(e) = non_finite_error(fp32, "the FP32 model", &s, &a)? {
+                return Err(e);
+            }
+            let b = b?;
+            if let Some(e) = non_finite_error(quant, "the quantized model", &s, &b)? {
+                return Err(e);
+            }
+            if ev.samples == 0 {
+                accs = choice
+                    .specs(&a, |n| quant_model.graph.dequantize_step(n))
+                    .map_err(QuantError::Outputs)?
+                    .into_iter()
+                    .map(|(i, spec)| (i, OutputAcc::new(spec)))
+                    .collect();
+            }
+            if a.len() != b.len() {
+                return Err(QuantError::Outputs(format!(
+                    "the FP32 model has {} outputs, the quantized model {}",
+                    a.len(),
+                    b.len()
+                )));
+            }
+            for (i, acc) in &mut accs {
+                acc.add(&a[*i].1, &b[*i].1, &s.inputs)
+                    .map_err(QuantError::Outputs)?;
+            }
+            ev.samples += 1;
+            progress(ev.samples);
         }
-        if ev.samples == 0 {
-            accs = choice
-                .specs(&a, |n| quant_model.graph.dequantize_step(n))
-                .map_err(QuantError::Outputs)?
-                .into_iter()
-                .map(|(i, spec)| (i, OutputAcc::new(spec)))
-                .collect();
-        }
-        if a.len() != b.len() {
-            return Err(QuantError::Outputs(format!(
-                "the FP32 model has {} outputs, the quantized model {}",
-                a.len(),
-                b.len()
-            )));
-        }
-        for (i, acc) in &mut accs {
-            acc.add(&a[*i].1, &b[*i].1, &s.inputs)
-                .map_err(QuantError::Outputs)?;
-        }
-        ev.samples += 1;
-        progress(ev.samples);
     }
     ev.outputs = accs.into_iter().map(|(_, a)| a.finish()).collect();
     Ok(ev)

@@ -11,6 +11,40 @@ fn model() -> qport_onnx::Model {
     qport_onnx::load::load(fixture("models/efficientnet-lite0.qdq-u8s8.onnx")).unwrap()
 }
 
+/// One inference split over 1, 2 or 3 intra-op threads (the GEMMs, and
+/// the elementwise, quantize and pooling steps large enough to split their
+/// elements) gives the same bits, in FP32 and under integer profiles.
+#[test]
+fn intra_op_thread_counts_give_identical_bits() {
+    let x = qport_tests::photo_crops("eval", 1).remove(0).inputs;
+    let fp32 = qport_onnx::load::load(fixture("models/efficientnet-lite0.onnx")).unwrap();
+    let fp32 = qport_engine::Plan::new(&fp32).unwrap();
+    let model = model();
+    let integer: Vec<IntegerPlan> = ["f32-rne", "exact", "gemmlowp"]
+        .iter()
+        .map(|n| IntegerPlan::new(&model, &ArithProfile::preset(n).unwrap()).unwrap())
+        .collect();
+    let plans: Vec<&qport_engine::Plan> = std::iter::once(&fp32)
+        .chain(integer.iter().map(|p| p.plan()))
+        .collect();
+    let run_all = || -> Vec<Vec<u32>> {
+        plans
+            .iter()
+            .map(|p| bits(&p.run(x.clone()).unwrap()[0].1))
+            .collect()
+    };
+    qport_kernels::par::set_threads(1);
+    let one = run_all();
+    for t in [2, 3] {
+        qport_kernels::par::set_threads(t);
+        let got = run_all();
+        qport_kernels::par::set_threads(1);
+        for (i, (g, o)) in got.iter().zip(&one).enumerate() {
+            assert!(g == o, "plan {i}: {t} intra-op threads differ from 1");
+        }
+    }
+}
+
 #[test]
 fn every_profile_is_bit_identical_across_30_repeats_and_two_threads() {
     let model = model();

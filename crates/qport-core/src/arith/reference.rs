@@ -855,27 +855,100 @@ impl Requantizer {
             (self.integer, self.bias_acc)
         {
             // TFLite's integer path in i64: the accumulator plus the i32
-            // bias, shifted left by at most 30 bits, stays below 2^63; when
+            // bias, shifted left by at most 30 bits, stays below 2^63; where
             // it fits in i32 this is `Q31Multiplier::apply_wide`'s first
-            // branch (the others fall back to `apply`)
+            // branch, and the few elements where it does not are redone
+            // with `apply` afterwards (so the loop has no branch)
             let left = q.exponent.max(0) as u32;
             let right = q.exponent.saturating_neg().max(0) as u32;
-            if left < 31 && right < 63 && lo <= hi {
+            if left < 31 && right < 63 && lo <= hi && q.multiplier != i32::MIN {
+                let k = Q31Loop {
+                    b,
+                    negate,
+                    multiplier: q.multiplier,
+                    left,
+                    right,
+                    z,
+                    lo,
+                    hi,
+                };
+                let all_fit = match self.rounding {
+                    Rounding::HalfAway => k.run(acc, out, &cast, Rounding::HalfAway),
+                    Rounding::HalfEven => k.run(acc, out, &cast, Rounding::HalfEven),
+                    Rounding::HalfUp => k.run(acc, out, &cast, Rounding::HalfUp),
+                    Rounding::Floor => k.run(acc, out, &cast, Rounding::Floor),
+                };
+                if !all_fit {
+                    for (o, &v) in out.iter_mut().zip(acc) {
+                        if !k.fits(v) {
+                            *o = cast(self.apply(i64::from(v)));
+                        }
+                    }
+                }
+                return;
+            }
+        }
+        if let (Some(IntegerScale::Pot { negate, k: Some(k) }), Some(b)) =
+            (self.integer, self.bias_acc)
+        {
+            // a power-of-two scale of `acc + bias` (|·| ≤ 2^32): a left
+            // shift by at most 30 bits stays below 2^63, a right shift
+            // below 63 bits rounds as `shr_round` does, all in i64
+            if (-62..=30).contains(&k) && lo <= hi {
+                let (lo, hi, z) = (i64::from(lo), i64::from(hi), i64::from(z));
                 let r = self.rounding;
                 for (o, &v) in out.iter_mut().zip(acc) {
                     let a = i64::from(v) + b;
                     let x = if negate { -a } else { a };
-                    *o = match i32::try_from(x << left) {
-                        Ok(x32) => {
-                            let m = saturating_rounding_doubling_high_mul(x32, q.multiplier);
-                            let y = shr_round_i64(i64::from(m), right, r) + i64::from(z);
-                            cast(y.clamp(i64::from(lo), i64::from(hi)) as i32)
-                        }
-                        Err(_) => cast(self.apply(i64::from(v))),
+                    let y = if k >= 0 {
+                        x << k as u32
+                    } else {
+                        shr_round_i64(x, k.unsigned_abs(), r)
                     };
+                    *o = cast((y + z).clamp(lo, hi) as i32);
                 }
                 return;
             }
+        }
+        let float_after_scale = self.bias_acc.is_none()
+            && self.integer.is_none()
+            && self.requant == Requant::F32
+            && self.rounding == Rounding::HalfEven
+            && small(lo)
+            && small(hi)
+            && lo <= hi;
+        if float_after_scale && matches!(self.epilogue, Epilogue::F32 | Epilogue::F16) {
+            // `BiasPlacement::FloatAfterScale`: `hold(hold(f32(acc) ·
+            // f32(m)) + hold(bias · m))` rounded half to even. The product
+            // is an f32, so holding it in f16 from f64 or from f32 is the
+            // same rounding; the sum of two values of the epilogue type
+            // computed in f32 and rounded to it equals the exact sum
+            // rounded to it (f32 has at least 2p + 2 bits for p = 11 or
+            // 24), which is what the f64 sum and `hold` compute. Then
+            // clamped before rounding, as in the loops above.
+            const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
+            let m = self.multiplier as f32;
+            let bt = self.bias_term as f32; // held: exact in f32
+            let (lo_r, hi_r) = ((lo - z) as f32, (hi - z) as f32);
+            let finish = |t: f32| {
+                let c = t.max(lo_r).min(hi_r);
+                let r = (c + MAGIC) - MAGIC;
+                // SAFETY: `max`/`min` leave no NaN and bound `r` to
+                // [qmin − z, qmax − z], integers below 2^22 in magnitude.
+                let i = unsafe { r.to_int_unchecked::<i32>() };
+                i + z
+            };
+            if self.epilogue == Epilogue::F32 {
+                for (o, &v) in out.iter_mut().zip(acc) {
+                    *o = cast(finish(v as f32 * m + bt));
+                }
+            } else {
+                let h = |x: f32| f16::from_f32(x).to_f32();
+                for (o, &v) in out.iter_mut().zip(acc) {
+                    *o = cast(finish(h(h(v as f32 * m) + bt)));
+                }
+            }
+            return;
         }
         for (o, &v) in out.iter_mut().zip(acc) {
             *o = cast(self.apply(i64::from(v)));
@@ -924,5 +997,56 @@ impl Requantizer {
                 clamp_float(round(v, self.rounding), z, lo, hi)
             }
         }
+    }
+}
+
+/// The Q31 requantization loop of [`Requantizer::apply_slice_into`] for
+/// elements whose shifted sum fits in i32 (TFLite's path).
+#[derive(Clone, Copy)]
+struct Q31Loop {
+    b: i64,
+    negate: bool,
+    multiplier: i32,
+    left: u32,
+    right: u32,
+    z: i32,
+    lo: i32,
+    hi: i32,
+}
+
+impl Q31Loop {
+    /// `acc + b`, negated when the multiplier is negative, shifted left.
+    #[inline(always)]
+    fn shifted(&self, v: i32) -> i64 {
+        let a = i64::from(v) + self.b;
+        (if self.negate { -a } else { a }) << self.left
+    }
+
+    /// Whether this element takes the i32 path.
+    #[inline(always)]
+    fn fits(&self, v: i32) -> bool {
+        i32::try_from(self.shifted(v)).is_ok()
+    }
+
+    /// Writes every element as the i32 path computes it; false when some
+    /// element does not fit (its output is then wrong and must be redone).
+    #[inline(always)]
+    fn run<T>(&self, acc: &[i32], out: &mut [T], cast: &impl Fn(i32) -> T, r: Rounding) -> bool {
+        let (z, lo, hi) = (i64::from(self.z), i64::from(self.lo), i64::from(self.hi));
+        let m = i64::from(self.multiplier);
+        let mut fit = true;
+        for (o, &v) in out.iter_mut().zip(acc) {
+            let x = self.shifted(v);
+            let x32 = x as i32;
+            fit &= i64::from(x32) == x;
+            // `saturating_rounding_doubling_high_mul(x32, multiplier)`
+            // without its branch (the multiplier is not i32::MIN)
+            let ab = i64::from(x32) * m;
+            let nudge = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
+            let hi_mul = (ab + nudge) / (1i64 << 31);
+            let y = shr_round_i64(hi_mul, self.right, r) + z;
+            *o = cast(y.clamp(lo, hi) as i32);
+        }
+        fit
     }
 }

@@ -25,6 +25,57 @@ pub trait Op: Send + Sync {
     /// optional input. Returns one tensor per node output (trailing optional
     /// outputs may be omitted).
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>>;
+
+    /// Evaluates the operator into `outputs` (one entry per node output),
+    /// which hold what this step wrote in the plan's previous run (or
+    /// `None`): an operator that overrides this writes its results into
+    /// those tensors' storage ([`reuse_output`]), so a steady-state run
+    /// allocates nothing. Every entry the operator produces must be `Some`
+    /// afterwards and the others `None`. The default runs [`Op::eval`],
+    /// handing the old storage to the plan's buffer pool first.
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        eval_fallback(self, inputs, outputs)
+    }
+}
+
+/// [`Op::eval`] into `outputs` (the default of [`Op::eval_into`], also
+/// for operators whose own `eval_into` covers only some cases): the old
+/// outputs' storage goes to the plan's buffer pool, where the operator's
+/// kernels may take it back.
+pub(crate) fn eval_fallback<O: Op + ?Sized>(
+    op: &O,
+    inputs: &[Option<&Tensor>],
+    outputs: &mut [Option<Tensor>],
+) -> OpResult<()> {
+    for o in outputs.iter_mut() {
+        if let Some(t) = o.take() {
+            crate::buffers::recycle(t);
+        }
+    }
+    for (o, t) in outputs.iter_mut().zip(op.eval(inputs)?) {
+        *o = Some(t);
+    }
+    Ok(())
+}
+
+/// Output `i` of an [`Op::eval_into`] call made a tensor of `shape` and
+/// element type `T`, reusing the storage it held (see
+/// [`Tensor::reuse_as`]); returns its elements, which the caller must all
+/// overwrite.
+pub fn reuse_output<'a, T: qport_core::Element>(
+    outputs: &'a mut [Option<Tensor>],
+    i: usize,
+    shape: &[usize],
+) -> OpResult<&'a mut [T]> {
+    let slot = outputs
+        .get_mut(i)
+        .ok_or_else(|| OpError::invalid(format!("output {i} is not wired")))?;
+    let t = slot.get_or_insert_with(|| Tensor::from_vec::<T>(vec![0], vec![]).expect("empty"));
+    Ok(t.reuse_as::<T>(shape)?)
 }
 
 /// What a builder sees at plan time.

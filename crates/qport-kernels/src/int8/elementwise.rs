@@ -33,28 +33,40 @@ const MAGIC: f32 = 12_582_912.0;
 /// assert_eq!(q, [12, 14, 0, 0]);
 /// ```
 pub fn quantize<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
+    let mut out = vec![T::truncate(0); xs.len()];
+    quantize_into(xs, scale, zero, &mut out);
+    out
+}
+
+/// [`quantize`] into `out` (`min(xs.len(), out.len())` elements written).
+///
+/// ```
+/// use qport_kernels::int8::elementwise::quantize_into;
+/// let mut q = [0i8; 3];
+/// quantize_into(&[0.25, -0.35, 99.0], 0.1, 0, &mut q);
+/// assert_eq!(q, [2, -4, 127]);
+/// ```
+pub fn quantize_into<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
     if crate::isa().avx2() {
         // SAFETY: the dispatch table has an x86-64 row only where the CPU
         // has AVX2 + FMA (`dispatch::detect`).
-        return unsafe { x86::quantize_avx2(xs, scale, zero) };
+        return unsafe { x86::quantize_avx2(xs, scale, zero, out) };
     }
-    quantize_loop(xs, scale, zero)
+    quantize_loop(xs, scale, zero, out)
 }
 
 #[inline(always)]
-pub(crate) fn quantize_loop<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
+pub(crate) fn quantize_loop<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T]) {
     let zero = zero.clamp(T::MIN, T::MAX);
     let (lo, hi) = ((T::MIN - zero) as f32, (T::MAX - zero) as f32);
-    xs.iter()
-        .map(|&v| {
-            let c = (v / scale).max(lo).min(hi);
-            // SAFETY: `max`/`min` leave no NaN, and `c` lies within
-            // ±(255 + |zero|) ≤ 510, far below 2^22, so the rounded value
-            // converts exactly.
-            T::truncate(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() } + zero)
-        })
-        .collect()
+    for (o, &v) in out.iter_mut().zip(xs) {
+        let c = (v / scale).max(lo).min(hi);
+        // SAFETY: `max`/`min` leave no NaN, and `c` lies within
+        // ±(255 + |zero|) ≤ 510, far below 2^22, so the rounded value
+        // converts exactly.
+        *o = T::truncate(unsafe { ((c + MAGIC) - MAGIC).to_int_unchecked::<i32>() } + zero);
+    }
 }
 
 /// `(x − zero)·scale` in f32 for every element (the difference is exact)

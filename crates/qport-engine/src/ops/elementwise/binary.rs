@@ -309,7 +309,61 @@ fn variadic(k: Kind, mean: bool, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Ten
 }
 
 fn build_arith(ctx: &BuildCtx, k: Kind) -> OpResult<Box<dyn Op>> {
-    binary_op(ctx, move |a, b, bsh| arith(k, a, b, bsh))
+    Ok(Box::new(ArithOp {
+        k,
+        general: binary_op(ctx, move |a, b, bsh| arith(k, a, b, bsh))?,
+    }))
+}
+
+/// A binary arithmetic operator: `f32` operands of one shape straight into
+/// the reused output, split over the intra-op threads; everything else
+/// (broadcasting, other types) through the general form.
+struct ArithOp {
+    k: Kind,
+    general: Box<dyn Op>,
+}
+
+impl Op for ArithOp {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        self.general.eval(inputs)
+    }
+
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let (Some(Some(a)), Some(Some(b))) = (inputs.first(), inputs.get(1)) else {
+            return self.general.eval_into(inputs, outputs);
+        };
+        let (Ok(x), Ok(y)) = (a.as_slice::<f32>(), b.as_slice::<f32>()) else {
+            return self.general.eval_into(inputs, outputs);
+        };
+        if a.shape() != b.shape() {
+            return self.general.eval_into(inputs, outputs);
+        }
+        let out = crate::ops::reuse_output::<f32>(outputs, 0, a.shape())?;
+        match self.k {
+            Kind::Add => zip_into(x, y, out, |p, q| p.add(q)),
+            Kind::Sub => zip_into(x, y, out, |p, q| p.sub(q)),
+            Kind::Mul => zip_into(x, y, out, |p, q| p.mul(q)),
+            Kind::Div => zip_into(x, y, out, |p, q| p.div(q)),
+            Kind::Mod { fmod } => zip_into(x, y, out, |p, q| p.rem(q, fmod)),
+            Kind::Max => zip_into(x, y, out, |p, q| if p >= q || p.nan() { p } else { q }),
+            Kind::Min => zip_into(x, y, out, |p, q| if p <= q || p.nan() { p } else { q }),
+        }
+        Ok(())
+    }
+}
+
+/// `out[i] = f(x[i], y[i])`, split over the intra-op threads.
+fn zip_into(x: &[f32], y: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32 + Sync) {
+    let work = out.len() * qport_kernels::par::STREAM_COST;
+    qport_kernels::par::split_mut(out, 1, work, |i0, o| {
+        for ((o, &p), &q) in o.iter_mut().zip(&x[i0..]).zip(&y[i0..]) {
+            *o = f(p, q);
+        }
+    });
 }
 
 fn build_variadic(k: Kind, mean: bool) -> OpResult<Box<dyn Op>> {

@@ -297,44 +297,51 @@ fn max_dispatch(x: &Tensor, t: &Table, planes: usize) -> OpResult<(TensorData, V
 
 /// Window maxima of a totally ordered integer type (an empty window gives
 /// the type's minimum, as [`max`] does).
-fn max_only<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
-    let osz = t.padded.len();
-    let isz = x.len().checked_div(planes).unwrap_or(0);
-    let mut y = Vec::with_capacity(planes * osz);
-    for p in 0..planes {
-        let plane = &x[p * isz..(p + 1) * isz];
-        y.extend((0..osz).map(|o| {
-            t.offsets[t.starts[o]..t.starts[o + 1]]
-                .iter()
-                .fold(T::LOWEST, |b, &off| b.max(plane[off]))
-        }));
-    }
-    y
+fn max_only<T: MaxElem + Ord + Send + Sync>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
+    window_maxima(x, t, planes, |plane, offs| {
+        offs.iter().fold(T::LOWEST, |b, &off| b.max(plane[off]))
+    })
 }
 
 /// The maxima of [`max`] without the indices: each window's first tap,
 /// then every later tap that compares greater (so NaN behaves exactly as
 /// in [`max`]).
-fn max_values<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
+fn max_values<T: MaxElem + Send + Sync>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
+    window_maxima(x, t, planes, |plane, offs| match offs.split_first() {
+        None => T::LOWEST,
+        Some((&first, rest)) => rest.iter().fold(plane[first], |b, &off| {
+            let v = plane[off];
+            if v > b {
+                v
+            } else {
+                b
+            }
+        }),
+    })
+}
+
+/// `reduce(plane, window offsets)` for every window of every plane, the
+/// planes split over the intra-op threads (each window reduced as on one
+/// thread).
+fn window_maxima<T: MaxElem + Send + Sync>(
+    x: &[T],
+    t: &Table,
+    planes: usize,
+    reduce: impl Fn(&[T], &[usize]) -> T + Sync,
+) -> Vec<T> {
     let osz = t.padded.len();
     let isz = x.len().checked_div(planes).unwrap_or(0);
-    let mut y = Vec::with_capacity(planes * osz);
-    for p in 0..planes {
-        let plane = &x[p * isz..(p + 1) * isz];
-        y.extend((0..osz).map(
-            |o| match t.offsets[t.starts[o]..t.starts[o + 1]].split_first() {
-                None => T::LOWEST,
-                Some((&first, rest)) => rest.iter().fold(plane[first], |b, &off| {
-                    let v = plane[off];
-                    if v > b {
-                        v
-                    } else {
-                        b
-                    }
-                }),
-            },
-        ));
-    }
+    let mut y = vec![T::LOWEST; planes * osz];
+    let work = planes * t.offsets.len() * qport_kernels::par::STREAM_COST;
+    qport_kernels::par::split_mut(&mut y, osz.max(1), work, |start, block| {
+        for (i, yp) in block.chunks_mut(osz.max(1)).enumerate() {
+            let p = start / osz.max(1) + i;
+            let plane = &x[p * isz..(p + 1) * isz];
+            for (o, yo) in yp.iter_mut().enumerate() {
+                *yo = reduce(plane, &t.offsets[t.starts[o]..t.starts[o + 1]]);
+            }
+        }
+    });
     y
 }
 
@@ -494,6 +501,35 @@ impl Op for Global {
                 .collect();
             Ok(vec![real_tensor(out_shape, y, x.dtype())?])
         })
+    }
+
+    /// `f32` averages into the reused output, the planes split over the
+    /// intra-op threads (each plane summed as [`Op::eval`] sums it); other
+    /// cases through [`Op::eval`].
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let x = input(inputs, 0)?;
+        let xs = x.shape();
+        let (Ok(xv), GlobalKind::Avg, 3..=8) = (x.as_slice::<f32>(), self.0, xs.len()) else {
+            return crate::ops::eval_fallback(self, inputs, outputs);
+        };
+        let (n, c, isz) = ncd(x)?;
+        if isz == 0 {
+            return crate::ops::eval_fallback(self, inputs, outputs);
+        }
+        let mut shape = [1usize; 8];
+        shape[..2].copy_from_slice(&xs[..2]);
+        let y = crate::ops::reuse_output::<f32>(outputs, 0, &shape[..xs.len()])?;
+        qport_kernels::par::split_mut(y, 1, n * c * isz, |p0, y| {
+            for (p, yv) in (p0..).zip(y) {
+                let s: f64 = xv[p * isz..][..isz].iter().map(|v| *v as f64).sum();
+                *yv = (s / isz as f64) as f32;
+            }
+        });
+        Ok(())
     }
 }
 

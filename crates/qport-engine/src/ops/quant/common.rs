@@ -189,13 +189,39 @@ pub(crate) fn i32_values(t: &Tensor, what: &str) -> OpResult<Vec<i32>> {
 
 /// The single value of a one-element float tensor (a per-tensor scale).
 pub(crate) fn scalar_f32(t: &Tensor, what: &str) -> OpResult<f32> {
+    if let Some(v) = one_f32(t) {
+        return Ok(v);
+    }
     single(f32_values(t, what)?, t, what)
+}
+
+/// The value of a one-element `f32` tensor, read in place (`None` for any
+/// other tensor: the general readers handle it).
+pub(crate) fn one_f32(t: &Tensor) -> Option<f32> {
+    match t.as_slice::<f32>() {
+        Ok([v]) => Some(*v),
+        _ => None,
+    }
+}
+
+/// The value of a one-element `u8`, `i8` or `i32` tensor as `i32`, read in
+/// place (`None` for any other tensor).
+pub(crate) fn one_i32(t: &Tensor) -> Option<i32> {
+    match t.data() {
+        TensorData::U8(v) if v.len() == 1 => Some(v[0] as i32),
+        TensorData::I8(v) if v.len() == 1 => Some(v[0] as i32),
+        TensorData::I32(v) if v.len() == 1 => Some(v[0]),
+        _ => None,
+    }
 }
 
 /// The single value of an optional one-element integer tensor (a per-tensor
 /// zero point); 0 when absent.
 pub(crate) fn scalar_zero(t: Option<&Tensor>, what: &str) -> OpResult<i32> {
     let Some(t) = t else { return Ok(0) };
+    if let Some(v) = one_i32(t) {
+        return Ok(v);
+    }
     single(i32_values(t, what)?, t, what)
 }
 

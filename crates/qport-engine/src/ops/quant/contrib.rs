@@ -33,7 +33,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use super::common::{
-    i32_values, quantize, round_half_even, saturate_rounded, scalar_f32, scalar_zero, Grid,
+    i32_values, one_f32, one_i32, quantize, round_half_even, saturate_rounded, scalar_f32,
+    scalar_zero, Grid,
 };
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::pool::table;
@@ -58,6 +59,12 @@ impl QParams {
         zero: usize,
         name: &str,
     ) -> OpResult<QParams> {
+        let s = input(inputs, scale)?;
+        if let (Some(scale), Some(zero)) =
+            (one_f32(s), opt_input(inputs, zero).map_or(Some(0), one_i32))
+        {
+            return Ok(QParams { scale, zero });
+        }
         Ok(QParams {
             scale: scalar_f32(input(inputs, scale)?, &format!("{name}_scale"))?,
             zero: scalar_zero(opt_input(inputs, zero), &format!("{name}_zero_point"))?,
@@ -110,7 +117,92 @@ enum Binary {
     Mul,
 }
 
+/// The residual add's parameters: `C = A·r_ac + (B·r_bc + fixed)`,
+/// clamped to `q`'s range and rounded half to even (onnxruntime's
+/// arithmetic).
+fn residual_add_params(pa: &QParams, pb: &QParams, pc: &QParams, q: Grid) -> AddParams {
+    let r_ac = pa.scale / pc.scale;
+    let r_bc = pb.scale / pc.scale;
+    let fixed = pc.zero as f32 - r_ac.mul_add(pa.zero as f32, r_bc * pb.zero as f32);
+    AddParams {
+        r_ac,
+        r_bc,
+        fixed,
+        lo: q.min() as f32,
+        hi: q.max() as f32,
+    }
+}
+
+/// `QLinearAdd` / `QLinearMul`: the residual add (same shapes,
+/// onnxruntime's arithmetic) straight into the reused output, split over
+/// the intra-op threads; every other case through the general form.
+struct QBinary {
+    /// Whether the residual-add path applies to this profile.
+    residual: bool,
+    general: Box<dyn Op>,
+}
+
+impl Op for QBinary {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        self.general.eval(inputs)
+    }
+
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let (Ok(a), Ok(b)) = (input(inputs, 0), input(inputs, 3)) else {
+            return self.general.eval_into(inputs, outputs);
+        };
+        if !self.residual || a.dtype() != b.dtype() || a.shape() != b.shape() {
+            return self.general.eval_into(inputs, outputs);
+        }
+        let q = Grid::of8("A", a.dtype())?;
+        let pa = QParams::read(inputs, 1, 2, "A")?;
+        let pb = QParams::read(inputs, 4, 5, "B")?;
+        let pc = QParams::read(inputs, 6, 7, "C")?;
+        if out_type(inputs, 7, a)? != q {
+            return self.general.eval_into(inputs, outputs);
+        }
+        let k = residual_add_params(&pa, &pb, &pc, q);
+        fn add_into<T: qport_kernels::igemm::QInt + qport_core::Element>(
+            x: &[T],
+            y: &[T],
+            k: &AddParams,
+            shape: &[usize],
+            outputs: &mut [Option<Tensor>],
+        ) -> OpResult<()> {
+            let out = crate::ops::reuse_output::<T>(outputs, 0, shape)?;
+            let work = out.len() * qport_kernels::par::STREAM_COST;
+            qport_kernels::par::split_mut(out, 64, work, |i0, o| {
+                let n = o.len();
+                elementwise::add(&x[i0..][..n], &y[i0..][..n], k, o);
+            });
+            Ok(())
+        }
+        match (a.data(), b.data()) {
+            (TensorData::U8(x), TensorData::U8(y)) => add_into(x, y, &k, a.shape(), outputs),
+            (TensorData::I8(x), TensorData::I8(y)) => add_into(x, y, &k, a.shape(), outputs),
+            _ => self.general.eval_into(inputs, outputs),
+        }
+    }
+}
+
 fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
+    let rounding = p.rounding;
+    let fixed_point = p.non_gemm == NonGemm::FixedPoint;
+    let residual = matches!(
+        (kind, fixed_point, rounding),
+        (Binary::Add, false, Rounding::HalfEven)
+    );
+    Box::new(QBinary {
+        residual,
+        general: build_binary_general(kind, p),
+    })
+}
+
+fn build_binary_general(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
     let rounding = p.rounding;
     let fixed_point = p.non_gemm == NonGemm::FixedPoint;
     fn_op(move |inputs| {
@@ -137,16 +229,7 @@ fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
             (kind, fixed_point, rounding, a.shape() == b.shape())
         {
             // the residual-add case: same shapes, onnxruntime's arithmetic
-            let r_ac = pa.scale / pc.scale;
-            let r_bc = pb.scale / pc.scale;
-            let fixed = pc.zero as f32 - r_ac.mul_add(pa.zero as f32, r_bc * pb.zero as f32);
-            let k = AddParams {
-                r_ac,
-                r_bc,
-                fixed,
-                lo: q.min() as f32,
-                hi: q.max() as f32,
-            };
+            let k = residual_add_params(&pa, &pb, &pc, q);
             let data = match (a.data(), b.data()) {
                 (TensorData::U8(x), TensorData::U8(y)) => {
                     let mut out = crate::buffers::take_u8(x.len()); // all written
@@ -423,13 +506,80 @@ impl Planes {
 pub(crate) fn build_global_average_pool(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let channels_last = ctx.node.attr_int("channels_last", 0)? != 0;
     let profile = ctx.arith.clone();
-    Ok(fn_op(move |inputs| {
-        let u = Unary::read(inputs, ("x", "y"))?;
-        let p = Planes::new(u.x.shape(), channels_last)?;
-        // [N, C] in memory either way; the shape keeps unit spatial axes
-        let shape = p.shape_with(&vec![1; p.spatial.len()]);
-        Ok(vec![Tensor::new(shape, global_average(&u, &p, &profile)?)?])
+    let general = {
+        let profile = profile.clone();
+        fn_op(move |inputs| {
+            let u = Unary::read(inputs, ("x", "y"))?;
+            let p = Planes::new(u.x.shape(), channels_last)?;
+            // [N, C] in memory either way; the shape keeps unit spatial axes
+            let shape = p.shape_with(&vec![1; p.spatial.len()]);
+            Ok(vec![Tensor::new(shape, global_average(&u, &p, &profile)?)?])
+        })
+    };
+    Ok(Box::new(QGlobalAverage {
+        channels_first: !channels_last,
+        profile,
+        general,
     }))
+}
+
+/// `QLinearGlobalAveragePool` over channel-first 8-bit input of rank 3 to
+/// 8: [`global_average`]'s arithmetic on the bytes in place, into the
+/// reused output; every other case through the general form.
+struct QGlobalAverage {
+    channels_first: bool,
+    profile: ArithProfile,
+    general: Box<dyn Op>,
+}
+
+impl Op for QGlobalAverage {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        self.general.eval(inputs)
+    }
+
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let Ok(u) = Unary::read(inputs, ("x", "y")) else {
+            return self.general.eval_into(inputs, outputs);
+        };
+        let xs = u.x.shape();
+        let size: usize = xs.get(2..).map_or(0, |s| s.iter().product());
+        if !self.channels_first || !(3..=8).contains(&xs.len()) || u.qy != u.qx || size == 0 {
+            return self.general.eval_into(inputs, outputs);
+        }
+        let mut shape = [1usize; 8];
+        shape[..2].copy_from_slice(&xs[..2]);
+        let shape = &shape[..xs.len()];
+        let m = self
+            .profile
+            .rescale_multiplier(&[u.px.scale], &[u.py.scale, size as f32]);
+        let (p, q, profile) = (u.px, u.qy, &self.profile);
+        fn run<T: qport_kernels::igemm::QInt + qport_core::Element>(
+            xv: &[T],
+            size: usize,
+            shape: &[usize],
+            outputs: &mut [Option<Tensor>],
+            avg: impl Fn(i64) -> i32,
+        ) -> OpResult<()> {
+            let out = crate::ops::reuse_output::<T>(outputs, 0, shape)?;
+            for (o, plane) in out.iter_mut().zip(xv.chunks_exact(size)) {
+                *o = T::truncate(avg(plane.iter().map(|v| v.widen() as i64).sum()));
+            }
+            Ok(())
+        }
+        let avg = |sum: i64| {
+            let acc = (sum - p.zero as i64 * size as i64) as i32;
+            arith::rescale(acc, 0, m, u.py.zero, q.min(), q.max(), profile)
+        };
+        match u.x.data() {
+            TensorData::U8(v) => run(v, size, shape, outputs, avg),
+            TensorData::I8(v) => run(v, size, shape, outputs, avg),
+            _ => self.general.eval_into(inputs, outputs),
+        }
+    }
 }
 
 /// The per-plane averages of [`build_global_average_pool`], `[N, C]` in

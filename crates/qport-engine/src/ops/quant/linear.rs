@@ -3,7 +3,7 @@
 //! for dequantized biases) and `DynamicQuantizeLinear`.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use super::common::{f32_values, i32_values, pack_float, quantize, Grid, Layout};
+use super::common::{f32_values, i32_values, one_f32, one_i32, pack_float, quantize, Grid, Layout};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::{CastOptions, DType, Tensor, TensorData};
@@ -63,7 +63,7 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         0 => None,
         code => Some(output_qtype(code)?),
     };
-    Ok(fn_op(move |inputs| {
+    let general = fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let scale = input(inputs, 1)?;
         let zero = opt_input(inputs, 2);
@@ -156,6 +156,13 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
         };
         Ok(vec![Tensor::new(x.shape().to_vec(), data)?])
+    });
+    Ok(Box::new(PerTensor8 {
+        quantize: true,
+        declared: rounding.is_none().then_some(declared),
+        axis,
+        block_size,
+        general,
     }))
 }
 
@@ -185,7 +192,7 @@ pub(crate) fn build_dequantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             }
         }),
     };
-    Ok(fn_op(move |inputs| {
+    let general = fn_op(move |inputs| {
         let x = input(inputs, 0)?;
         let scale = input(inputs, 1)?;
         let zero = opt_input(inputs, 2);
@@ -249,7 +256,115 @@ pub(crate) fn build_dequantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             x.shape().to_vec(),
             pack_float(out, out_dtype)?,
         )?])
+    });
+    Ok(Box::new(PerTensor8 {
+        quantize: false,
+        declared: None,
+        axis,
+        block_size,
+        general: match output_dtype {
+            None | Some(DType::F32) => general,
+            // only f32 outputs take the fast path below
+            Some(_) => return Ok(general),
+        },
     }))
+}
+
+/// `QuantizeLinear` (f32 to 8 bits) or `DequantizeLinear` (8 bits to f32)
+/// with one scale and zero point: straight into the reused output, split
+/// over the intra-op threads, computed as the general form's per-tensor
+/// 8-bit loops compute it; every other case through the general form.
+struct PerTensor8 {
+    /// QuantizeLinear (else DequantizeLinear).
+    quantize: bool,
+    /// For a QuantizeLinear that rounds half to even, `Some(its declared
+    /// output type)`; `None` otherwise (another rounding never takes the
+    /// fast path).
+    declared: Option<Option<QOut>>,
+    axis: i64,
+    block_size: i64,
+    general: Box<dyn Op>,
+}
+
+impl Op for PerTensor8 {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        self.general.eval(inputs)
+    }
+
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let (Ok(x), Ok(scale)) = (input(inputs, 0), input(inputs, 1)) else {
+            return self.general.eval_into(inputs, outputs);
+        };
+        let zero = opt_input(inputs, 2);
+        let per_tensor = matches!(
+            Layout::new(x.shape(), scale.shape(), self.axis, self.block_size),
+            Ok(Layout::PerTensor)
+        );
+        let s = one_f32(scale);
+        let z = zero.map_or(Some(0), one_i32);
+        let same = zero.is_none_or(|z| z.shape() == scale.shape());
+        let (true, Some(s), Some(z), true) = (per_tensor, s, z, same) else {
+            return self.general.eval_into(inputs, outputs);
+        };
+        let work = x.len() * qport_kernels::par::STREAM_COST;
+        if self.quantize {
+            let (Some(declared), Ok(xv)) = (self.declared, x.as_slice::<f32>()) else {
+                return self.general.eval_into(inputs, outputs);
+            };
+            let q = match zero.map(|z| z.dtype()) {
+                Some(DType::U8) | None if declared.is_none_or(|d| d == QOut::Int(Grid::U8)) => {
+                    Grid::U8
+                }
+                Some(DType::I8) if declared.is_none_or(|d| d == QOut::Int(Grid::I8)) => Grid::I8,
+                Some(DType::I8) | None if declared == Some(QOut::Int(Grid::I8)) => Grid::I8,
+                _ => return self.general.eval_into(inputs, outputs),
+            };
+            fn quantize_into<T: QInt + qport_core::Element>(
+                xv: &[f32],
+                s: f32,
+                z: i32,
+                shape: &[usize],
+                work: usize,
+                outputs: &mut [Option<Tensor>],
+            ) -> OpResult<()> {
+                let out = crate::ops::reuse_output::<T>(outputs, 0, shape)?;
+                qport_kernels::par::split_mut(out, 64, work, |i0, o| {
+                    elementwise::quantize_into(&xv[i0..][..o.len()], s, z, o);
+                });
+                Ok(())
+            }
+            return match q {
+                Grid::U8 => quantize_into::<u8>(xv, s, z, x.shape(), work, outputs),
+                _ => quantize_into::<i8>(xv, s, z, x.shape(), work, outputs),
+            };
+        }
+        if zero.is_some_and(|zt| zt.dtype() != x.dtype()) {
+            return self.general.eval_into(inputs, outputs);
+        }
+        fn dequantize_into<T: QInt>(
+            xv: &[T],
+            s: f32,
+            z: i32,
+            shape: &[usize],
+            work: usize,
+            outputs: &mut [Option<Tensor>],
+        ) -> OpResult<()> {
+            let out = crate::ops::reuse_output::<f32>(outputs, 0, shape)?;
+            qport_kernels::par::split_mut(out, 64, work, |i0, o| {
+                elementwise::dequantize(&xv[i0..][..o.len()], s, z, o);
+            });
+            Ok(())
+        }
+        match x.data() {
+            TensorData::U8(v) => dequantize_into(v, s, z, x.shape(), work, outputs),
+            TensorData::I8(v) => dequantize_into(v, s, z, x.shape(), work, outputs),
+            _ => self.general.eval_into(inputs, outputs),
+        }
+    }
 }
 
 /// `DynamicQuantizeLinear` (uint8), exactly as ONNX defines it:

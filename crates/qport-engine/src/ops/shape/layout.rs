@@ -28,10 +28,20 @@ fn reshaped(t: &Tensor, shape: Vec<usize>) -> OpResult<Tensor> {
 }
 
 fn build_flatten(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    let axis = ctx.node.attr_int("axis", 1)?;
-    Ok(fn_op(move |inputs| {
-        let x = input(inputs, 0)?;
-        let r = x.rank();
+    Ok(Box::new(Flatten {
+        axis: ctx.node.attr_int("axis", 1)?,
+    }))
+}
+
+/// Flatten: `[d0 … d(axis-1), d(axis) …]` to `[outer, inner]`.
+struct Flatten {
+    axis: i64,
+}
+
+impl Flatten {
+    /// `[outer, inner]` for `x`.
+    fn shape(&self, x: &Tensor) -> OpResult<[usize; 2]> {
+        let (axis, r) = (self.axis, x.rank());
         let a = if axis < 0 { axis + r as i64 } else { axis };
         if !(0..=r as i64).contains(&a) {
             return Err(OpError::invalid(format!(
@@ -39,10 +49,52 @@ fn build_flatten(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             )));
         }
         let a = a as usize;
-        let outer: usize = x.shape()[..a].iter().product();
-        let inner: usize = x.shape()[a..].iter().product();
-        Ok(vec![reshaped(x, vec![outer, inner])?])
-    }))
+        Ok([
+            x.shape()[..a].iter().product(),
+            x.shape()[a..].iter().product(),
+        ])
+    }
+}
+
+impl Op for Flatten {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        Ok(vec![reshaped(x, self.shape(x)?.to_vec())?])
+    }
+
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let x = input(inputs, 0)?;
+        copy_into(x, &self.shape(x)?, outputs)
+    }
+}
+
+/// Output 0 made a copy of `x`'s elements with `shape`, in the storage it
+/// held ([`crate::ops::reuse_output`]).
+pub(crate) fn copy_into(
+    x: &Tensor,
+    shape: &[usize],
+    outputs: &mut [Option<Tensor>],
+) -> OpResult<()> {
+    fn copy<T: qport_core::Element>(
+        v: &[T],
+        shape: &[usize],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let y = crate::ops::reuse_output::<T>(outputs, 0, shape)?;
+        if y.len() != v.len() {
+            return Err(OpError::invalid(format!(
+                "cannot give {} elements the shape {shape:?}",
+                v.len()
+            )));
+        }
+        y.clone_from_slice(v);
+        Ok(())
+    }
+    qport_core::match_data!(x.data(), v => copy(v.as_slice(), shape, outputs))
 }
 
 /// Resolves a Reshape target against the input shape (0 copies a dimension

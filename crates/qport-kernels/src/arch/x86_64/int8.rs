@@ -13,7 +13,8 @@ use qport_core::arith::Requantizer;
 
 recompiled! {
     /// [`quantize_loop`] with AVX2.
-    "avx2" fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> = quantize_loop;
+    "avx2" fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T])
+        = quantize_loop;
     /// [`dequantize_loop`] with AVX2.
     "avx2" fn dequantize_avx2<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32])
         = dequantize_loop;
