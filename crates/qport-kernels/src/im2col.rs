@@ -54,6 +54,41 @@ impl ConvGeometry {
         }
     }
 
+    /// The geometry of output rows `row0..row1` along the first spatial
+    /// axis: the same image, the output cut to those rows and the padding
+    /// before the axis shifted by `row0 * stride`, so that [`im2col`] on it
+    /// gives exactly columns `row0 * rest..row1 * rest` of the full column
+    /// matrix (`rest` the output positions per row). Convolutions run
+    /// blocks of rows this way so that each block's column matrix stays in
+    /// cache.
+    ///
+    /// ```
+    /// use qport_kernels::im2col::{im2col, ConvGeometry};
+    /// let g = ConvGeometry::new_2d([4, 4], [3, 3], [4, 4], [1, 1], [1, 1], [1, 1]);
+    /// let img: Vec<i32> = (1..=16).collect();
+    /// let mut full = vec![0; 9 * 16];
+    /// im2col(&g, 1, &img, 0, &mut full);
+    /// let mut part = vec![0; 9 * 8];
+    /// im2col(&g.output_rows(1, 3), 1, &img, 0, &mut part);
+    /// for r in 0..9 {
+    ///     assert_eq!(part[r * 8..][..8], full[r * 16 + 4..][..8]);
+    /// }
+    /// ```
+    ///
+    /// # Panics
+    /// Panics unless `row0 <= row1 <= output[0]`.
+    pub fn output_rows(&self, row0: usize, row1: usize) -> ConvGeometry {
+        assert!(
+            row0 <= row1 && row1 <= self.output[0],
+            "output_rows: rows {row0}..{row1} of {}",
+            self.output[0]
+        );
+        let mut g = self.clone();
+        g.output[0] = row1 - row0;
+        g.pads_begin[0] -= (row0 * g.strides[0]) as isize;
+        g
+    }
+
     /// Number of spatial axes.
     pub fn rank(&self) -> usize {
         self.image.len()
@@ -531,6 +566,22 @@ mod tests {
             let mut col = vec![-7; ch * g.kernel_size() * g.output_size()];
             im2col(&g, ch, &image, 0, &mut col);
             prop_assert_eq!(col, naive(&g, ch, &image));
+        }
+
+        #[test]
+        fn output_rows_give_those_columns((g, ch) in geometry(), a in 0usize..8, b in 0usize..8) {
+            let image: Vec<i32> = (1..=(ch * g.image_size()) as i32).collect();
+            let full = naive(&g, ch, &image);
+            let (rows, osz) = (g.output[0], g.output_size());
+            let (r0, r1) = (a.min(b).min(rows), a.max(b).min(rows));
+            let rest = osz / rows;
+            let part_g = g.output_rows(r0, r1);
+            let w = (r1 - r0) * rest;
+            let mut part = vec![-7; ch * g.kernel_size() * w];
+            im2col(&part_g, ch, &image, 0, &mut part);
+            for r in 0..ch * g.kernel_size() {
+                prop_assert_eq!(&part[r * w..][..w], &full[r * osz + r0 * rest..][..w]);
+            }
         }
 
         #[test]

@@ -27,6 +27,10 @@ pub struct PackedI8 {
     pub(crate) quads: Vec<i32>,
     /// `Σ_p A[i][p]` per row.
     pub(crate) row_sum: Vec<i32>,
+    /// The AVX2 kernel's layout (`[⌈m/4⌉][⌈k/2⌉][4]` int16 pairs), built on
+    /// its first use.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) pairs: std::sync::OnceLock<Vec<i32>>,
 }
 
 impl PackedI8 {
@@ -57,6 +61,7 @@ impl PackedI8 {
             quads,
             row_sum,
             given: a[..m * k].to_vec(),
+            pairs: std::sync::OnceLock::new(),
         }
     }
 

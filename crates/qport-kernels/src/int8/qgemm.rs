@@ -36,7 +36,7 @@ pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut 
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => crate::vnni::gemm_packed(a, za, b, zb, n, c, ldc),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 => crate::avx2q::gemm_u8s8(rows, za, b, zb, (m, k, n), c, ldc),
+        Isa::Avx2 | Isa::Avx512 => crate::avx2q::gemm_packed(a, za, b, zb, n, c, ldc),
         #[cfg(target_arch = "aarch64")]
         Isa::Neon | Isa::Dotprod => crate::arm::gemm_u8s8(rows, za, b, zb, (m, k, n), c, ldc),
         _ => false,

@@ -3,7 +3,8 @@
 //!
 //! Conv runs per image and group as `W_g [M/g, C/g * K] x col [C/g * K, O]`,
 //! where `col` is the im2col matrix (or the input itself for a 1x1,
-//! stride-1, unpadded kernel). In `f32` (float32, and float16/bfloat16
+//! stride-1, unpadded kernel); the `f32` path builds it per block of
+//! output rows small enough to stay in cache. In `f32` (float32, and float16/bfloat16
 //! through f32) an ungrouped Conv runs [`gemm_bias_act`] with the weight
 //! packed once at build time when it is a constant, its sum over `C * K`
 //! blocked as onnxruntime's single-threaded convolution blocks it
@@ -18,7 +19,7 @@
 //! convolutions take the generic path (GEMM per group, then bias and
 //! activation). ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
 
-use super::spatial::{AutoPad, ConvAttrs, ConvGeom, WindowAttrs, MAX_PARAM};
+use super::spatial::{row_block, AutoPad, ConvAttrs, ConvGeom, WindowAttrs, MAX_PARAM};
 use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
 use crate::buffers;
 use crate::error::{OpError, OpResult};
@@ -73,6 +74,14 @@ fn add_bias<T: Real>(y: &mut [T], bias: &[T], plane: usize) {
         chunk.iter_mut().for_each(|v| *v += b);
     }
 }
+
+/// Bytes of the column matrix of one block of output rows in the `f32`
+/// im2col path: the block and its packed panels stay in the L2 cache.
+const F32_BLOCK_BYTES: usize = 512 << 10;
+
+/// Output positions of one block at least, so that the packed weight
+/// streamed once per block is amortized over enough columns.
+const F32_MIN_BLOCK_COLS: usize = 256;
 
 /// A Conv node, with the activation a plan fused into it (see
 /// [`crate::plan`]); [`Activation::Identity`] for a plain Conv.
@@ -207,33 +216,54 @@ impl Conv {
                 }
             };
             let pointwise = s.geom.pointwise();
+            // blocks of output rows whose column matrix stays in cache
+            // (pointwise layers read the input itself, in one block)
+            let rows = geo.output[0].max(1);
+            let rest = osz / rows;
+            let rb = if pointwise {
+                rows
+            } else {
+                row_block(rows, rest, 4 * kdim, F32_BLOCK_BYTES, F32_MIN_BLOCK_COLS)
+            };
             let mut col = if pointwise {
                 vec![]
             } else {
                 // every element is written by im2col
-                buffers::take_f32(checked_numel(&[kdim, osz])?)
+                buffers::take_f32(checked_numel(&[kdim, rb * rest])?)
             };
             let mut scratch = buffers::take_scratch();
+            // the sum over k is blocked by the whole output's size, as
+            // onnxruntime blocks it, whatever the row blocks
+            let kb = ort_k_block(osz, kdim);
             for ni in 0..n {
                 let xi = &xv[ni * c * isz..][..c * isz];
-                let rhs = if pointwise {
-                    xi
-                } else {
-                    im2col(geo, c, xi, 0.0, &mut col);
-                    &col[..]
-                };
-                gemm_bias_act(
-                    packed,
-                    rhs,
-                    osz,
-                    osz,
-                    bv.as_deref(),
-                    self.act,
-                    &mut y[ni * m * osz..][..m * osz],
-                    osz,
-                    ort_k_block(osz, kdim),
-                    &mut scratch,
-                );
+                let yi = &mut y[ni * m * osz..][..m * osz];
+                let mut r0 = 0;
+                while r0 < rows && osz > 0 {
+                    let r1 = rows.min(r0 + rb);
+                    let (j0, nb) = (r0 * rest, (r1 - r0) * rest);
+                    let rhs = if pointwise {
+                        xi
+                    } else {
+                        let cb = &mut col[..kdim * nb];
+                        im2col(&geo.output_rows(r0, r1), c, xi, 0.0, cb);
+                        cb
+                    };
+                    let ldb = if pointwise { osz } else { nb };
+                    gemm_bias_act(
+                        packed,
+                        rhs,
+                        ldb,
+                        nb,
+                        bv.as_deref(),
+                        self.act,
+                        &mut yi[j0..],
+                        osz,
+                        kb,
+                        &mut scratch,
+                    );
+                    r0 = r1;
+                }
             }
             buffers::give_f32(col);
             buffers::give_scratch(scratch);
@@ -567,6 +597,65 @@ mod tests {
                 naive(&geo, &x, &wt, n, c, m, group),
                 "case {c} {m} {group} {k} {s} {d} {p}"
             );
+        }
+    }
+
+    /// The `f32` im2col path in blocks of output rows gives the bits of
+    /// one block, over strides, padding, dilation and a batch of two.
+    #[test]
+    fn row_blocks_give_the_same_bits() {
+        use crate::ops::nn::spatial::with_row_block;
+        use qport_onnx::model::{Attribute, Node};
+        use std::collections::BTreeMap;
+        // (channels, out channels, kernel, stride, dilation, pad)
+        for (c, m, k, s, d, p) in [(3, 5, 3, 1, 1, 1), (4, 9, 3, 2, 1, 0), (2, 3, 5, 2, 2, 2)] {
+            let (h, w) = (13, 11);
+            let x: Vec<f32> = (0..2 * c * h * w)
+                .map(|i| ((i * 7) % 23) as f32 * 0.37 - 4.0)
+                .collect();
+            let wt: Vec<f32> = (0..m * c * k * k)
+                .map(|i| ((i * 5) % 11) as f32 * 0.21 - 1.0)
+                .collect();
+            let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.3 - 0.5).collect();
+            let xt = Tensor::from_vec(vec![2, c, h, w], x).unwrap();
+            let wt = Tensor::from_vec(vec![m, c, k, k], wt).unwrap();
+            let bt = Tensor::from_vec(vec![m], b).unwrap();
+            let mut inits = BTreeMap::new();
+            inits.insert("w".to_string(), wt);
+            let ints = |v: i64, n: usize| Attribute::Ints(vec![v; n]);
+            let attributes = BTreeMap::from([
+                ("pads".to_string(), ints(p, 4)),
+                ("strides".to_string(), ints(s, 2)),
+                ("dilations".to_string(), ints(d, 2)),
+            ]);
+            let node = Node {
+                name: "conv".into(),
+                op_type: "Conv".into(),
+                domain: String::new(),
+                inputs: vec!["x".into(), "w".into(), "b".into()],
+                outputs: vec!["y".into()],
+                attributes,
+                doc_string: String::new(),
+            };
+            let ctx = BuildCtx::new(&node, 13, &inits);
+            let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
+            let op = build_conv_fused(&ctx, Activation::Relu).unwrap();
+            let bits = |t: Tensor| -> Vec<u32> {
+                t.as_slice::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            let whole = bits(op.eval(&args).unwrap().remove(0));
+            for rows in [1, 2, 3] {
+                let blocked = with_row_block(rows, || op.eval(&args).unwrap().remove(0));
+                assert_eq!(
+                    bits(blocked),
+                    whole,
+                    "case {c} {m} {k} {s} {d} {p}, {rows} rows"
+                );
+            }
         }
     }
 

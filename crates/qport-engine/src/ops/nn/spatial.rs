@@ -386,3 +386,39 @@ pub(crate) struct ConvSizes {
     /// The reduction length, `cg · ks`.
     pub kdim: usize,
 }
+
+/// Output rows per block when a convolution runs in blocks of rows of its
+/// first output axis ([`qport_kernels::im2col::ConvGeometry::output_rows`]):
+/// as many as `budget` bytes hold at `bytes_per_col` bytes per output
+/// position (`cols_per_row` positions a row), at least enough rows for
+/// `min_cols` positions, between 1 and `rows`. Every block size gives the
+/// same results; tests shrink the blocks with [`with_row_block`].
+pub(crate) fn row_block(
+    rows: usize,
+    cols_per_row: usize,
+    bytes_per_col: usize,
+    budget: usize,
+    min_cols: usize,
+) -> usize {
+    #[cfg(test)]
+    if let Some(r) = TEST_ROW_BLOCK.with(|c| c.get()) {
+        return r.clamp(1, rows.max(1));
+    }
+    let fit = budget / (bytes_per_col * cols_per_row).max(1);
+    fit.max(min_cols.div_ceil(cols_per_row.max(1)))
+        .clamp(1, rows.max(1))
+}
+
+#[cfg(test)]
+thread_local! {
+    static TEST_ROW_BLOCK: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with [`row_block`] answering `rows` on this thread.
+#[cfg(test)]
+pub(crate) fn with_row_block<R>(rows: usize, f: impl FnOnce() -> R) -> R {
+    let old = TEST_ROW_BLOCK.with(|c| c.replace(Some(rows)));
+    let r = f();
+    TEST_ROW_BLOCK.with(|c| c.set(old));
+    r
+}

@@ -4,9 +4,10 @@
 //! the plan is built — the weights packed for the integer GEMM kernels
 //! ([`qport_kernels::int8::PackedI8`], run by [`qport_kernels::qgemm`]), one prepared
 //! [`qport_core::arith::Requantizer`] per output channel — and inference
-//! runs im2col (or nothing, for pointwise layers), the GEMM into a reused
-//! per-thread i32 buffer, and requantization straight into the 8-bit
-//! output. Signed activations are turned into unsigned ones by flipping
+//! runs, per block of output rows sized to stay in the L2 cache, im2col
+//! (or nothing, for a pointwise layer in one block), the GEMM into a
+//! reused per-thread i32 buffer, and requantization straight into the
+//! 8-bit output, so the accumulators never leave the cache. Signed activations are turned into unsigned ones by flipping
 //! their top bit (`x ^ 0x80`, zero point `+128`: the same differences
 //! `x − x_zero`), so u8×s8 kernels serve s8×s8 models too.
 //!
@@ -19,15 +20,26 @@ use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zer
 use super::conv::{conv_accumulate_with, depthwise_image};
 use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
-use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};
+use crate::ops::nn::spatial::{row_block, ConvAttrs, ConvGeom, ConvSizes};
 use crate::ops::{input, BuildCtx, Op};
 use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_exact_f32;
+use qport_kernels::igemm::QInt;
+use qport_kernels::im2col::im2col;
 use qport_kernels::int8::elementwise;
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
 use std::cell::RefCell;
+
+/// Bytes of one row block's working set (column matrix, packed copy,
+/// accumulators) in [`PreparedConv`]'s blocked path: well inside the L2
+/// cache of the cores the kernels target.
+const BLOCK_BYTES: usize = 768 << 10;
+
+/// Output positions of one block at least (fewer make the per-block
+/// calls dominate).
+const MIN_BLOCK_COLS: usize = 64;
 
 /// A `QLinearConv` with constant i8 weights and constant quantization
 /// parameters, prepared at plan time.
@@ -214,17 +226,26 @@ impl PreparedConv {
             let is = g.spatial.image_size();
             for n in 0..g.batch {
                 let xn = &xu[n * g.c_in * is..(n + 1) * g.c_in * is];
+                let o = n * g.c_out * os;
+                if !sat && !g.depthwise_plane() {
+                    match self.y {
+                        Grid::U8 => {
+                            self.blocked(xn, xz, &g, col, acc, &mut out_u8[o..][..g.c_out * os])
+                        }
+                        _ => self.blocked(xn, xz, &g, col, acc, &mut out_i8[o..][..g.c_out * os]),
+                    }
+                    continue;
+                }
                 if sat {
                     // the saturating pairs see the stored u8 values
                     let a = conv_accumulate_with(xn, &self.w, &one(&g), xz, &self.w_zero, true)?;
                     acc.copy_from_slice(&a);
                 } else {
-                    self.accumulate(xn, xz, &g, col, acc);
+                    self.depthwise(xn, xz, &g, acc);
                 }
                 if let Some(b) = &self.bias_acc {
                     add_int32_bias(acc, b, os);
                 }
-                let o = n * g.c_out * os;
                 match self.y {
                     Grid::U8 => {
                         elementwise::requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os])
@@ -245,24 +266,79 @@ impl PreparedConv {
         }
     }
 
-    /// Exact accumulators of one image into `acc` (`[c_out, os]`).
-    fn accumulate(&self, xn: &[u8], xz: i32, g: &ConvGeom, col: &mut Vec<u8>, acc: &mut [i32]) {
-        let ConvSizes { os, mg, kdim, .. } = g.sizes();
-        if g.depthwise_plane() {
-            if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
-                depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
-            }
+    /// One image through the exact GEMM in blocks of output rows: per
+    /// block, the block's column matrix (im2col of those rows, or the
+    /// input itself when one block covers a pointwise layer), the GEMM
+    /// into `acc` (`[c_out, block]`), the wrapping bias and the
+    /// requantization into `out` (`[c_out, os]` of this image). Blocks are
+    /// sized so that column matrix, packed operand and accumulators stay
+    /// in the core's L2 cache between the passes; every output element
+    /// is the same exact sum and the same requantization as unblocked.
+    fn blocked<T: QInt>(
+        &self,
+        xn: &[u8],
+        xz: i32,
+        g: &ConvGeom,
+        col: &mut Vec<u8>,
+        acc: &mut [i32],
+        out: &mut [T],
+    ) {
+        let ConvSizes {
+            is,
+            os,
+            cg,
+            mg,
+            kdim,
+            ..
+        } = g.sizes();
+        let rows = g.spatial.output[0];
+        if os == 0 || rows == 0 {
             return;
         }
-        if !g.pointwise() && col.len() < kdim * os {
-            col.resize(kdim * os, 0);
+        let rest = os / rows;
+        // column matrix, its packed copy, the accumulators
+        let per_col = 2 * kdim + 4 * g.c_out;
+        let rb = row_block(rows, rest, per_col, BLOCK_BYTES, MIN_BLOCK_COLS);
+        let pointwise = g.pointwise();
+        // the padding holds the zero point (a u8 value here)
+        let pad = xz.clamp(0, 255) as u8;
+        let mut r0 = 0;
+        while r0 < rows {
+            let r1 = rows.min(r0 + rb);
+            let (j0, nb) = (r0 * rest, (r1 - r0) * rest);
+            let sub = g.spatial.output_rows(r0, r1);
+            let acc = &mut acc[..g.c_out * nb];
+            for gi in 0..g.group {
+                let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
+                let b: &[u8] = if pointwise && nb == os {
+                    xs
+                } else {
+                    if col.len() < kdim * nb {
+                        col.resize(kdim * nb, 0);
+                    }
+                    im2col(&sub, cg, xs, pad, &mut col[..kdim * nb]);
+                    &col[..kdim * nb]
+                };
+                let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
+                let c = &mut acc[gi * mg * nb..(gi + 1) * mg * nb];
+                qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, nb, c, nb);
+            }
+            if let Some(b) = &self.bias_acc {
+                add_int32_bias(acc, b, nb);
+            }
+            for (ch, a) in acc.chunks_exact(nb).enumerate() {
+                let o = &mut out[ch * os + j0..][..nb];
+                elementwise::requantize(&self.rq[ch..ch + 1], a, nb, o);
+            }
+            r0 = r1;
         }
-        for gi in 0..g.group {
-            // the padding holds the zero point (a u8 value here)
-            let b = g.group_columns(xn, gi, xz.clamp(0, 255) as u8, col);
-            let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
-            let out = &mut acc[gi * mg * os..(gi + 1) * mg * os];
-            qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, os, out, os);
+    }
+
+    /// Exact accumulators of one image of a 2-D depthwise layer into `acc`
+    /// (`[c_out, os]`); the other layers run [`Self::blocked`].
+    fn depthwise(&self, xn: &[u8], xz: i32, g: &ConvGeom, acc: &mut [i32]) {
+        if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
+            depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
         }
     }
 }
@@ -294,6 +370,7 @@ impl Op for WithFallback {
 #[cfg(test)]
 mod tests {
     use super::super::conv::build_qlinear_conv;
+    use crate::ops::nn::spatial::with_row_block;
     use crate::ops::quant::test_util::{bytes, q8, run_const, t};
     use qport_core::arith::presets;
     use qport_core::Tensor;
@@ -310,7 +387,8 @@ mod tests {
     /// depthwise), u8 and i8 activations and outputs, symmetric and
     /// asymmetric weights, with and without bias (and with a bias so close
     /// to the i32 limits that accumulator plus bias wraps), under every
-    /// preset (onnxruntime's arithmetic included).
+    /// preset (onnxruntime's arithmetic included), in one block of output
+    /// rows and in blocks of one and two rows.
     #[test]
     fn prepared_equals_general() {
         // (x shape, w shape, group, strides, pads)
@@ -408,6 +486,24 @@ mod tests {
                         prepared[0], general[0],
                         "case {n} variant {variant} profile {name}"
                     );
+                    // blocks of one and of two output rows: the same values
+                    for rows in [1, 2] {
+                        let blocked = with_row_block(rows, || {
+                            run_const(
+                                build_qlinear_conv,
+                                "QLinearConv",
+                                attrs.clone(),
+                                &ins,
+                                &consts,
+                                Some(p),
+                            )
+                        })
+                        .unwrap();
+                        assert_eq!(
+                            blocked[0], general[0],
+                            "case {n} variant {variant} profile {name}, blocks of {rows} rows"
+                        );
+                    }
                 }
             }
         }

@@ -25,7 +25,8 @@
 //! AVX2, when the portable path is forced ([`crate::force_generic`]), or
 //! when `k` exceeds [`crate::int8::MAX_K`]; callers then use `igemm`.
 
-use crate::int8::packed::gemm_u8s8_entry;
+use crate::int8::packed::{gemm_u8s8_entry, run_u8s8, U8s8};
+use crate::int8::PackedI8;
 
 /// True when [`gemm_u8s8`] can run its AVX2 kernel on this thread: the
 /// dispatch table's row ([`crate::isa`]) is an x86-64 one.
@@ -52,10 +53,43 @@ gemm_u8s8_entry! {
     ///
     /// # Panics
     /// When a slice is shorter than its shape says.
-    on "x86_64" => available().then_some(|o, c: &mut [i32], ldc| {
+    on "x86_64" => available().then_some(|o: U8s8<'_, [i8]>, c: &mut [i32], ldc| {
+        let (m, k, _) = o.dims;
+        let (ap, row_sum) = x86::pack_a(o.a, (m, k));
         // SAFETY: `available()` checked that the CPU supports AVX2.
-        unsafe { x86::gemm(o, c, ldc) }
+        unsafe { x86::gemm(o.with_a(&(ap, row_sum)), c, ldc) }
     })
+}
+
+/// [`gemm_u8s8`] with `A` packed ahead of time ([`PackedI8`]): the int16
+/// pair layout of this kernel is built once per matrix, on first use, and
+/// kept in it. `B` is `a.depth() × n` row-major. Returns `false` without
+/// touching `c` when the AVX2 kernel cannot run.
+///
+/// # Panics
+/// When a slice is shorter than its shape says.
+pub fn gemm_packed(
+    a: &PackedI8,
+    za: &[i32],
+    b: &[u8],
+    zb: i32,
+    n: usize,
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    let dims = (a.m, a.k, n);
+    #[cfg(target_arch = "x86_64")]
+    let kernel = available().then_some(|o: U8s8<'_, PackedI8>, c: &mut [i32], ldc| {
+        let (m, k, _) = o.dims;
+        let ap =
+            o.a.pairs
+                .get_or_init(|| x86::pack_a(o.a.as_slice(), (m, k)).0);
+        // SAFETY: `available()` checked that the CPU supports AVX2.
+        unsafe { x86::gemm_on(ap, &o.a.row_sum, o.with_a(&()), c, ldc) }
+    });
+    #[cfg(not(target_arch = "x86_64"))]
+    let kernel = None::<crate::int8::packed::Kernel<PackedI8>>;
+    run_u8s8(U8s8 { a, za, b, zb, dims }, a.m * a.k, c, ldc, kernel)
 }
 
 /// The AVX2 kernel (see the module docs).
@@ -73,23 +107,44 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gemm(o: U8s8<'_, [i8]>, c: &mut [i32], ldc: usize) {
+    pub(super) unsafe fn gemm(o: U8s8<'_, (Vec<i32>, Vec<i32>)>, c: &mut [i32], ldc: usize) {
+        let (ap, row_sum) = o.a;
+        // SAFETY: forwarded contract.
+        unsafe { gemm_on(ap, row_sum, o.with_a(&()), c, ldc) }
+    }
+
+    /// The GEMM with `A` packed by [`pack_a`] (`ap`) and its row sums.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; shapes checked, `m` and `n` non-zero.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn gemm_on(
+        ap: &[i32],
+        row_sum: &[i32],
+        o: U8s8<'_, ()>,
+        c: &mut [i32],
+        ldc: usize,
+    ) {
         let U8s8 {
-            a,
             za,
             b,
             zb,
             dims: (m, k, n),
+            ..
         } = o;
         let k2 = k.div_ceil(2);
-        let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
-        let (ap, row_sum) = pack_a(a, (m, k), k2, mp);
+        let np = n.div_ceil(NR);
         let bp = pack_b(b, (k, n), k2, np);
-        let col_sum = col_sums(&bp, k2, np);
+        // the column sums are needed only where a row's zero point is not 0
+        let col_sum = if za[..m].iter().any(|&z| z != 0) {
+            col_sums(&bp, k2, np)
+        } else {
+            vec![0; np * NR]
+        };
         let zbs = vec![zb; np * NR];
         let corr = Corr {
             za: |i| za[i],
-            row_sum: &row_sum,
+            row_sum,
             col_sum: &col_sum,
             zb: &zbs,
         };
@@ -131,7 +186,8 @@ mod x86 {
 
     /// `A` (`m × k`) as `[mp][k2][MR]` pairs of int16 `(A[i][2t],
     /// A[i][2t+1])` in one i32 (rows and `k` zero padded), and its row sums.
-    fn pack_a(a: &[i8], (m, k): (usize, usize), k2: usize, mp: usize) -> (Vec<i32>, Vec<i32>) {
+    pub(super) fn pack_a(a: &[i8], (m, k): (usize, usize)) -> (Vec<i32>, Vec<i32>) {
+        let (k2, mp) = (k.div_ceil(2), m.div_ceil(MR));
         let mut ap = vec![0i32; mp * k2 * MR];
         let mut sums = vec![0i32; m];
         for (i, sum) in sums.iter_mut().enumerate() {
@@ -251,5 +307,29 @@ mod tests {
     #[test]
     fn reports_whether_it_ran() {
         backend_tests::reports_whether_it_ran(gemm_u8s8, available);
+    }
+
+    /// The packed form keeps its pair layout between calls: one
+    /// [`PackedI8`] over several right-hand sides, zero points and widths
+    /// (with and without the column sums) gives the exact sums each time.
+    #[test]
+    fn packed_operand_is_reused_exactly() {
+        let (m, k) = (7, 45);
+        let a: Vec<i8> = (0..m * k).map(|i| (i * 73 % 256) as u8 as i8).collect();
+        let packed = PackedI8::new(&a, m, k);
+        for (n, zb, za) in [
+            (19, 3, [0; 7]),
+            (40, 250, [1, -2, 0, 5, -128, 127, 9]),
+            (5, 0, [0; 7]),
+        ] {
+            let b: Vec<u8> = (0..k * n).map(|i| (i * 29 % 256) as u8).collect();
+            let want = backend_tests::exact((&a, &za), (&b, zb), (m, k, n), n);
+            let mut got = vec![7i32; m * n];
+            let ran = gemm_packed(&packed, &za, &b, zb, n, &mut got, n);
+            assert_eq!(ran, available());
+            if ran {
+                assert_eq!(got, want, "n {n}");
+            }
+        }
     }
 }
