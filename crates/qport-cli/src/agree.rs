@@ -59,7 +59,8 @@ use clap::{Args, ValueEnum};
 use qport_core::compare::{OutputKind, OutputStats};
 use qport_quant::pot::{self, PotMode};
 use qport_study::agree::report::{DataJson, PotJson, Provenance, Report};
-use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement};
+use qport_study::agree::shard::ShardContext;
+use qport_study::agree::{AgreeOptions, AgreeStudy, Agreement, PartialAgreement, Shard};
 use qport_study::StudyError;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -158,6 +159,12 @@ pub struct AgreeArgs {
     /// Worker threads (default: every core); results do not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Run only shard I of N (numbered from 0: 0/4 .. 3/4), a contiguous
+    /// slice of the samples, and write OUT/agree.shard.json instead of
+    /// agree.json; `qport merge` turns the N shard directories into the
+    /// agree.json of one unsharded run (docs/scale-out.md).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
     #[command(flatten)]
     pub out: OutDirArg,
     /// Output format on stdout.
@@ -212,7 +219,11 @@ fn study_err(e: StudyError) -> anyhow::Error {
 pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
     let ui = &ui.with_phase_lines();
-    let out_dir = args.out.check(&["agree.json"])?;
+    let out_dir = args.out.check(&[if args.shard.is_some() {
+        SHARD_FILE
+    } else {
+        "agree.json"
+    }])?;
     let loaded = args.files.load()?;
     let profiles = args.profiles.select(&loaded.registry)?;
     let mut qdq = model_file::load(&args.model)?;
@@ -271,7 +282,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
             (
                 m,
                 Some(PotJson {
-                    mode: name,
+                    mode: name.to_string(),
                     summary,
                 }),
             )
@@ -302,27 +313,8 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     .with_context(|| format!("cannot run '{}'", args.model.display()))?
     .with_outputs(args.compare.choice());
     drop(sp);
-    let pb = ui.progress(src.len() as u64, "samples", "running every profile");
-    let last = LastSample::default();
-    let result = study
-        .run(src.samples(&last), &mut |n| pb.set_position(n as u64))
-        .map_err(study_err)?;
-    drop(pb);
-    if args.min_agreement.is_some() && !result.has_top1() {
-        bail!(
-            "--min-agreement needs top-1 classes, but no compared output has an arg-max axis \
-             (outputs: {}); give --argmax-axis, or --output a [N, C] output",
-            result
-                .outputs
-                .iter()
-                .map(|o| format!("'{}' {:?}", o.name, o.shape))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-
     let reg = &loaded.registry;
-    let provenance = Provenance {
+    let mut provenance = Provenance {
         header: Header::with_command("qport.agree/2"),
         model: FileJson::from(&qdq.facts),
         fp32_model: fp32_facts.as_ref().map(FileJson::from),
@@ -340,12 +332,145 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
             .collect(),
         warnings,
     };
-    let report = Report::new(
+    let last = LastSample::default();
+    if let Some(shard) = args.shard {
+        let range = shard.range(src.len());
+        let pb = ui.progress(range.len() as u64, "samples", "running every profile");
+        let mut part = study
+            .run_shard(shard, src.len(), src.samples_in(range, &last), &mut |n| {
+                pb.set_position(n as u64)
+            })
+            .map_err(study_err)?;
+        drop(pb);
+        // the merged report records the command of one unsharded run
+        provenance.header.command = Some(command_without_shard(std::env::args()));
+        part.context = Some(ShardContext {
+            provenance,
+            min_agreement: args.min_agreement,
+            thresholds: args.compare.thresholds(),
+            min_integer_coverage: args.coverage.min_integer_coverage,
+        });
+        part.seconds = t0.elapsed().as_secs_f64();
+        let json = serde_json::to_string(&part).context("cannot encode agree.shard.json")? + "\n";
+        let path = crate::out_dir::write(out_dir, SHARD_FILE, json.as_bytes())?;
+        let doc = ShardDoc { part, path };
+        emit(&doc, args.format, ui)?;
+        return Ok(ExitStatus::Success);
+    }
+    let pb = ui.progress(src.len() as u64, "samples", "running every profile");
+    let result = study
+        .run(src.samples(&last), &mut |n| pb.set_position(n as u64))
+        .map_err(study_err)?;
+    drop(pb);
+    let checks = Checks {
+        min_agreement: args.min_agreement,
+        thresholds: args.compare.thresholds(),
+        coverage: args.coverage.clone(),
+    };
+    write_report(
         &result,
         provenance,
-        args.min_agreement,
-        &args.compare.thresholds(),
+        &checks,
         t0.elapsed().as_secs_f64(),
+        out_dir,
+        args.format,
+        ui,
+    )
+}
+
+/// The file a shard writes into `--out`.
+pub const SHARD_FILE: &str = "agree.shard.json";
+
+/// The checks of a run (`--min-agreement`, `--min-cosine`, `--min-sqnr`,
+/// `--min-integer-coverage`).
+pub struct Checks {
+    /// `--min-agreement`.
+    pub min_agreement: Option<f64>,
+    /// `--min-cosine` / `--min-sqnr`.
+    pub thresholds: qport_core::compare::Thresholds,
+    /// `--min-integer-coverage`.
+    pub coverage: crate::args::CoverageArg,
+}
+
+/// `command` without its `--shard I/N` (or `--shard=I/N`).
+pub fn command_without_shard(command: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out = vec![];
+    let mut skip = false;
+    for a in command {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if a == "--shard" {
+            skip = true;
+        } else if !a.starts_with("--shard=") {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// A shard's document, as `--format json` prints it, with where it was
+/// written.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+struct ShardDoc {
+    part: PartialAgreement,
+    #[serde(skip)]
+    path: PathBuf,
+}
+
+impl Render for ShardDoc {
+    fn human(&self, _ui: &Ui) -> String {
+        let p = &self.part;
+        format!(
+            "shard {} of the agreement study: samples {}..{} of {} ({} profiles)\n\
+             wrote {} in {:.1} s; when every shard 0/{n} .. {}/{n} is done: \
+             qport merge DIR... --out DIR\n",
+            p.shard,
+            p.samples.start,
+            p.samples.end,
+            p.total,
+            p.identity
+                .get("profiles")
+                .map_or(0, |s| s.split(',').count()),
+            self.path.display(),
+            p.seconds,
+            p.shard.count - 1,
+            n = p.shard.count
+        )
+    }
+}
+
+/// Writes `OUT/agree.json` for `result` (a run, or merged shards), prints
+/// it in `format` and returns the exit status of the checks.
+pub fn write_report(
+    result: &Agreement,
+    provenance: Provenance,
+    checks: &Checks,
+    seconds: f64,
+    out_dir: &std::path::Path,
+    format: Format,
+    ui: &Ui,
+) -> Result<ExitStatus> {
+    if checks.min_agreement.is_some() && !result.has_top1() {
+        bail!(
+            "--min-agreement needs top-1 classes, but no compared output has an arg-max axis \
+             (outputs: {}); give --argmax-axis, or --output a [N, C] output",
+            result
+                .outputs
+                .iter()
+                .map(|o| format!("'{}' {:?}", o.name, o.shape))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+
+    let report = Report::new(
+        result,
+        provenance,
+        checks.min_agreement,
+        &checks.thresholds,
+        seconds,
     );
     let json = serde_json::to_string_pretty(&report).context("cannot encode agree.json")? + "\n";
     let path = crate::out_dir::write(out_dir, "agree.json", json.as_bytes())?;
@@ -354,10 +479,10 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
     }
     let doc = AgreeDoc {
         report,
-        result: &result,
+        result,
         path,
     };
-    emit(&doc, args.format, ui)?;
+    emit(&doc, format, ui)?;
     let agreement = match &doc.report.min_agreement {
         Some(c) if !c.passed => {
             for f in &c.failing {
@@ -374,7 +499,7 @@ pub fn run(args: &AgreeArgs, ui: &Ui) -> Result<ExitStatus> {
         _ => ExitStatus::Success,
     };
     let thresholds = crate::compare::status(doc.report.check.as_ref());
-    let coverage = args.coverage.status(&result.integer_coverage);
+    let coverage = checks.coverage.status(&result.integer_coverage);
     Ok(ExitStatus::any_failed([agreement, thresholds, coverage]))
 }
 

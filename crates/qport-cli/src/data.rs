@@ -190,6 +190,23 @@ impl Source {
         format!("{} {kind} of {}", self.limit, self.dataset.len())
     }
 
+    /// The samples at `range` (a shard's slice of the samples used),
+    /// streamed and recorded in `last` as [`Source::samples`] does.
+    pub fn samples_in<'a, E: From<qport_data::DataError>>(
+        &'a self,
+        range: std::ops::Range<usize>,
+        last: &'a LastSample,
+    ) -> impl Iterator<Item = Result<Sample, E>> + 'a {
+        let end = range.end.min(self.limit);
+        self.dataset
+            .samples_in(range.start.min(end)..end)
+            .map(move |s| {
+                let s = s?;
+                last.record(&s);
+                Ok(s)
+            })
+    }
+
     /// The samples, streamed; each one is recorded in `last` as it is
     /// handed out. A read error comes as `E` (`DataError` for a study,
     /// `QuantError` for calibration).

@@ -22,6 +22,7 @@ mod diverge;
 mod info;
 mod layout;
 mod lint;
+mod merge;
 mod migrate;
 mod mixed;
 mod model_file;
@@ -184,6 +185,10 @@ enum Command {
     /// matrix, bit-identical outputs, FP32 controls, flips and margins.
     #[command(after_help = agree::AFTER_HELP)]
     Agree(agree::AgreeArgs),
+    /// Combine the shard directories of `qport agree --shard I/N` into the
+    /// agree.json of one unsharded run.
+    #[command(after_help = merge::AFTER_HELP)]
+    Merge(merge::MergeArgs),
     /// Per-node quantization sensitivity: each node alone at the base
     /// precision, each promoted alone to int16, ranked, with MAC shares.
     #[command(after_help = sensitivity::AFTER_HELP)]
@@ -249,6 +254,7 @@ fn main() -> ExitCode {
         Command::Profiles(a) => profiles::run(a, &ui),
         Command::Diverge(a) => diverge::run(a, &ui),
         Command::Agree(a) => agree::run(a, &ui),
+        Command::Merge(a) => merge::run(a, &ui),
         Command::Bench(a) => bench::run(a, &ui),
         Command::Sensitivity(a) => sensitivity::run(a, &ui),
         Command::Tune(a) => tune::run(a, &ui),

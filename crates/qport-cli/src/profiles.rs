@@ -182,10 +182,17 @@ mod tests {
         let p = ArithProfile::preset("avx2-u8s8").unwrap();
         let j = ProfileJson::new(&p, None);
         assert_eq!(
-            (j.origin, j.accumulator.as_str(), j.requant.as_str()),
+            (
+                j.origin.as_str(),
+                j.accumulator.as_str(),
+                j.requant.as_str()
+            ),
             ("preset", "i16-sat-pairs", "f32")
         );
         let j = ProfileJson::new(&p, Some("f.toml"));
-        assert_eq!((j.origin, j.file.as_deref()), ("file", Some("f.toml")));
+        assert_eq!(
+            (j.origin.as_str(), j.file.as_deref()),
+            ("file", Some("f.toml"))
+        );
     }
 }

@@ -18,6 +18,7 @@ use qport_core::compare::{self, ThresholdCheck};
 use qport_quant::bias::BiasShift;
 use qport_quant::fp16::{self, Float16Finding};
 use qport_quant::ptq::{self, Evaluation, PrecisionMix, Sample};
+use qport_quant::shard::Identity;
 use qport_quant::template::{self, Template};
 use qport_quant::{config::QuantConfig, resolve, CalibMethod, QuantError};
 use qport_study::coverage::CoverageJson;
@@ -117,6 +118,19 @@ pub struct QuantizeArgs {
     pub compare: crate::args::OutputArgs,
     #[command(flatten)]
     pub coverage: crate::args::CoverageArg,
+    /// Observe only shard I of N of the calibration samples (numbered from
+    /// 0: 0/4 .. 3/4, a contiguous slice) and write the observers'
+    /// statistics to OUT/calib.shard.json; nothing is quantized. Finish
+    /// with the same command and --calib-shards (docs/scale-out.md).
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["calib_shards", "bias_correction"])]
+    pub shard: Option<qport_quant::shard::Shard>,
+    /// Take the calibration statistics from the --out directories of every
+    /// `--shard I/N` run of this command instead of observing --calib here,
+    /// then quantize as one run over all of --calib would (the same
+    /// artifact and quant_config.json). The calibrator must merge exactly
+    /// (max, percentile, kl, mse; not ema).
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with = "bias_correction")]
+    pub calib_shards: Vec<PathBuf>,
     #[command(flatten)]
     pub out: OutDirArg,
     /// Output format on stdout: the summary, or the report as JSON.
@@ -207,7 +221,10 @@ fn quant_err(e: QuantError) -> anyhow::Error {
 pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
     let t0 = Instant::now();
     let ui = &ui.with_phase_lines();
-    let out_dir = args.out.check(&OUT_FILES)?;
+    let out_dir = match args.shard {
+        Some(_) => args.out.check(&[CALIB_SHARD_FILE])?,
+        None => args.out.check(&OUT_FILES)?,
+    };
     let registry = args.overrides.load()?;
     let platform = registry.get(&args.platform)?.clone();
     let arith = qport_core::arith::ArithProfile::preset(&platform.default_arith_profile)
@@ -309,9 +326,38 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
 
     drop(sp);
 
-    // calibrate
+    // calibrate: here, one shard of it, or from the shards' statistics
+    let identity = calib_identity(args, &loaded.facts, &platform, &resolved, &calib_src)?;
+    if let Some(shard) = args.shard {
+        let range = shard.range(calib_src.len());
+        let pb = ui.progress(range.len() as u64, "samples", "calibrating");
+        let last = crate::data::LastSample::default();
+        let mut part = qport_quant::shard::calibrate_shard(
+            &prepared,
+            &resolved,
+            shard,
+            calib_src.len(),
+            calib_src.samples_in(range, &last),
+            &mut |n| pb.set_position(n as u64),
+        )
+        .map_err(|e| last.explain(e, &inputs))?;
+        drop(pb);
+        part.identity = identity;
+        part.seconds = t0.elapsed().as_secs_f64();
+        let json = serde_json::to_string(&part).context("cannot encode calib.shard.json")? + "\n";
+        let path = crate::out_dir::write(out_dir, CALIB_SHARD_FILE, json.as_bytes())?;
+        let doc = CalibShardDoc { part, path };
+        emit(&doc, args.format, ui)?;
+        return Ok(ExitStatus::Success);
+    }
     let tc = Instant::now();
-    let calib = crate::data::calibrate(&prepared, &resolved, &calib_src, &inputs, ui)?;
+    let (calib, shard_secs) = if args.calib_shards.is_empty() {
+        let c = crate::data::calibrate(&prepared, &resolved, &calib_src, &inputs, ui)?;
+        (c, 0.0)
+    } else {
+        qport_quant::shard::check_mergeable(&resolved).map_err(quant_err)?;
+        merge_calib_shards(&args.calib_shards, &identity, &calib_src)?
+    };
     let float16_guard = if args.no_float16_guard {
         vec![]
     } else {
@@ -348,7 +394,7 @@ pub fn run(args: &QuantizeArgs, ui: &Ui) -> Result<ExitStatus> {
         None
     };
     sp.phase(ui, "building the FP32 and quantized plans");
-    let calib_secs = tc.elapsed().as_secs_f64();
+    let calib_secs = tc.elapsed().as_secs_f64() + shard_secs;
 
     // evaluate
     let fp32 = match &args.fp32 {
@@ -525,6 +571,141 @@ fn measure_coverage(
                 arith.name
             )),
         ),
+    }
+}
+
+/// The file `quantize --shard` writes into `--out`.
+const CALIB_SHARD_FILE: &str = "calib.shard.json";
+
+/// What identifies a calibration run besides the library's own entries:
+/// the model, the data, the platform and the resolved configuration.
+fn calib_identity(
+    args: &QuantizeArgs,
+    model: &model_file::FileFacts,
+    platform: &qport_platform::Platform,
+    resolved: &resolve::Resolved,
+    calib: &crate::data::Source,
+) -> Result<Identity> {
+    use sha2::{Digest, Sha256};
+    let config = serde_json::to_string(&resolved.config).context("cannot encode the config")?;
+    let mut id = qport_quant::shard::run_identity(resolved, calib.len());
+    for (k, v) in [
+        ("model sha256", model.sha256.clone()),
+        ("data sha256", calib.fingerprint()?),
+        ("platform", platform.name.clone()),
+        ("input shapes", format!("{:?}", args.shapes)),
+        (
+            "resolved config sha256",
+            model_file::hex(&Sha256::digest(config.as_bytes())),
+        ),
+    ] {
+        id.insert(k.to_string(), v);
+    }
+    Ok(id)
+}
+
+/// The calibration of this run from the shards in `dirs` (each the --out
+/// of `quantize --shard I/N`), checked against this run's `identity`,
+/// with the run's first samples read again to choose between
+/// calibrators; and the shards' total wall time.
+fn merge_calib_shards(
+    dirs: &[PathBuf],
+    identity: &Identity,
+    calib: &crate::data::Source,
+) -> Result<(ptq::Calibration, f64)> {
+    let mut parts = vec![];
+    let mut seen: Vec<(qport_quant::shard::Shard, &PathBuf)> = vec![];
+    for dir in dirs {
+        let path = dir.join(CALIB_SHARD_FILE);
+        if !path.is_file() {
+            bail!(
+                "'{}' holds no {CALIB_SHARD_FILE}: give the --out directories of \
+                 `qport quantize ... --shard I/N`",
+                dir.display()
+            );
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read '{}'", path.display()))?;
+        let part: qport_quant::shard::PartialCalibration = serde_json::from_str(&text)
+            .with_context(|| {
+                format!(
+                    "'{}' is not a calibration shard (schema {})",
+                    path.display(),
+                    qport_quant::shard::CALIB_SHARD_SCHEMA
+                )
+            })?;
+        if let Some((_, other)) = seen.iter().find(|(s, _)| *s == part.shard) {
+            bail!(
+                "shard {} is given twice: '{}' and '{}'",
+                part.shard,
+                other.display(),
+                dir.display()
+            );
+        }
+        let keys: std::collections::BTreeSet<&String> =
+            identity.keys().chain(part.identity.keys()).collect();
+        for k in keys {
+            let (theirs, ours) = (part.identity.get(k), identity.get(k));
+            if theirs != ours {
+                let show = |v: Option<&String>| v.map_or("nothing".into(), |v| format!("'{v}'"));
+                bail!(
+                    "'{}' (shard {}) is not a calibration of this run: {k} differs ({} in the \
+                     shard, {} here)",
+                    dir.display(),
+                    part.shard,
+                    show(theirs),
+                    show(ours)
+                );
+            }
+        }
+        seen.push((part.shard, dir));
+        parts.push(part);
+    }
+    let seconds = parts.iter().map(|p| p.seconds).sum();
+    let keep = ptq::CalibrateOptions::default().keep_for_selection;
+    let last = crate::data::LastSample::default();
+    let selection = calib
+        .samples_in(0..keep, &last)
+        .collect::<Result<Vec<Sample>, qport_data::DataError>>()
+        .context("cannot read the calibration samples again")?;
+    let calib = qport_quant::shard::merge(parts, selection).with_context(|| {
+        format!(
+            "cannot merge {}",
+            dirs.iter()
+                .map(|d| format!("'{}'", d.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    Ok((calib, seconds))
+}
+
+/// A calibration shard's document, as `--format json` prints it, with
+/// where it was written.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+struct CalibShardDoc {
+    part: qport_quant::shard::PartialCalibration,
+    #[serde(skip)]
+    path: PathBuf,
+}
+
+impl Render for CalibShardDoc {
+    fn human(&self, _ui: &Ui) -> String {
+        let p = &self.part;
+        format!(
+            "calibration shard {}: samples {}..{} of {}\nwrote {} in {:.1} s; when every shard \
+             0/{n} .. {}/{n} is done, run this command again without --shard, with \
+             --calib-shards DIR...\n",
+            p.shard,
+            p.samples.start,
+            p.samples.end,
+            p.total,
+            self.path.display(),
+            p.seconds,
+            p.shard.count - 1,
+            n = p.shard.count
+        )
     }
 }
 

@@ -29,6 +29,7 @@ fn writers(model: &str, data: &str) -> Vec<Vec<String>> {
     vec![
         v(&["quantize", model, "--platform", "j6m", "--calib", data]),
         v(&["agree", model, "--data", data]),
+        v(&["merge", data]),
         v(&[
             "diverge",
             model,
@@ -76,6 +77,7 @@ fn issue12_format_is_human_or_json_on_every_command() {
         "profiles",
         "diverge",
         "agree",
+        "merge",
         "bench",
         "verify",
         "regime",

@@ -40,9 +40,10 @@
 //! assert!(s.cosine_mean.unwrap() > 0.99);
 //! ```
 
+use crate::exact::ExactSum;
 use crate::metrics;
 use crate::{DType, Tensor, TensorData};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Cosine similarity against FP32 below which the commands warn even
 /// without a threshold: the quantized output no longer resembles the
@@ -74,7 +75,7 @@ impl OutputKind {
 }
 
 /// How one output is compared.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputSpec {
     /// The graph output's name.
     pub name: String,
@@ -550,10 +551,17 @@ impl OutputStats {
     }
 }
 
-/// Accumulates [`OutputStats`] sample by sample, in sample order.
-#[derive(Debug, Clone)]
+/// Accumulates [`OutputStats`] sample by sample, in sample order. The
+/// sums over samples are exact ([`ExactSum`]) and every other part is a
+/// count, an extreme or the first sample's facts, so two accumulators of
+/// consecutive runs of samples combine exactly ([`OutputAcc::merge`]):
+/// the result is bit-identical to one accumulator over all the samples.
+/// It serialises (serde) for that purpose: a study split into shards
+/// carries its accumulators from one process to another.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutputAcc {
     spec: OutputSpec,
+    #[serde(with = "dtype_name")]
     dtype: Option<DType>,
     shape: Vec<usize>,
     samples: usize,
@@ -561,16 +569,39 @@ pub struct OutputAcc {
     /// The input every sample so far passed through (`Some("")` before the
     /// first sample).
     passes: Option<String>,
-    cosine_sum: f64,
-    cosine_min: f64,
-    signal: f64,
-    noise: f64,
+    cosine_sum: ExactSum,
+    /// `None` before the first float sample (NaN in JSON is not a number).
+    cosine_min: Option<f64>,
+    signal: ExactSum,
+    noise: ExactSum,
     max_abs_diff: f64,
     elements: usize,
     within_steps: usize,
     rows: usize,
     rows_agree: usize,
-    top5_sum: f64,
+    top5_sum: ExactSum,
+}
+
+/// An optional dtype in JSON: its name ([`DType::name`]).
+mod dtype_name {
+    use crate::DType;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<DType>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(d.name()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DType>, D::Error> {
+        let name: Option<String> = Option::deserialize(d)?;
+        name.map(|n| {
+            DType::from_name(&n)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown dtype '{n}'")))
+        })
+        .transpose()
+    }
 }
 
 impl OutputAcc {
@@ -583,16 +614,16 @@ impl OutputAcc {
             samples: 0,
             bit_identical: 0,
             passes: Some(String::new()),
-            cosine_sum: 0.0,
-            cosine_min: 1.0,
-            signal: 0.0,
-            noise: 0.0,
+            cosine_sum: ExactSum::default(),
+            cosine_min: None,
+            signal: ExactSum::default(),
+            noise: ExactSum::default(),
             max_abs_diff: 0.0,
             elements: 0,
             within_steps: 0,
             rows: 0,
             rows_agree: 0,
-            top5_sum: 0.0,
+            top5_sum: ExactSum::default(),
         }
     }
 
@@ -652,21 +683,67 @@ impl OutputAcc {
             reference.shape(),
             &self.spec,
         );
-        self.cosine_sum += d.cosine;
-        self.cosine_min = if self.samples == 1 {
-            d.cosine
-        } else {
-            self.cosine_min.min(d.cosine)
-        };
-        self.signal += d.signal;
-        self.noise += d.noise;
+        self.cosine_sum.add(d.cosine);
+        self.cosine_min = Some(self.cosine_min.map_or(d.cosine, |m| m.min(d.cosine)));
+        self.signal.add(d.signal);
+        self.noise.add(d.noise);
         self.max_abs_diff = self.max_abs_diff.max(d.max_abs_diff);
         self.elements += d.elements;
         self.within_steps += d.within_steps;
         self.rows += d.rows;
         self.rows_agree += d.rows_agree;
-        self.top5_sum += d.top5_sum;
+        self.top5_sum.add(d.top5_sum);
         Ok(Some(d))
+    }
+
+    /// Folds in `next`, the accumulator of the samples that follow this
+    /// one's: afterwards `self` is bit-identical to one accumulator that
+    /// saw both runs of samples in order. Fails when the two compare
+    /// different outputs (another spec) or saw different types or shapes.
+    pub fn merge(&mut self, next: &OutputAcc) -> Result<(), String> {
+        if self.spec != next.spec {
+            return Err(format!(
+                "output '{}' is compared as {:?} in one part and as {:?} in the other",
+                self.spec.name, self.spec, next.spec
+            ));
+        }
+        if next.samples == 0 {
+            return Ok(());
+        }
+        if self.samples == 0 {
+            *self = next.clone();
+            return Ok(());
+        }
+        if self.dtype != next.dtype || self.shape != next.shape {
+            return Err(format!(
+                "output '{}': {} {:?} in one part, {} {:?} in the other",
+                self.spec.name,
+                self.dtype.map_or("?", |d| d.name()),
+                self.shape,
+                next.dtype.map_or("?", |d| d.name()),
+                next.shape
+            ));
+        }
+        self.samples += next.samples;
+        self.bit_identical += next.bit_identical;
+        self.passes = match (self.passes.take(), &next.passes) {
+            (Some(p), Some(n)) if p == *n => Some(p),
+            _ => None,
+        };
+        self.cosine_sum.merge(&next.cosine_sum);
+        self.cosine_min = match (self.cosine_min, next.cosine_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.signal.merge(&next.signal);
+        self.noise.merge(&next.noise);
+        self.max_abs_diff = self.max_abs_diff.max(next.max_abs_diff);
+        self.elements += next.elements;
+        self.within_steps += next.within_steps;
+        self.rows += next.rows;
+        self.rows_agree += next.rows_agree;
+        self.top5_sum.merge(&next.top5_sum);
+        Ok(())
     }
 
     /// What the output turned out to be.
@@ -691,10 +768,10 @@ impl OutputAcc {
             shape: self.shape,
             samples: self.samples,
             bit_identical: self.bit_identical,
-            cosine_mean: float.then(|| self.cosine_sum / n),
-            cosine_min: float.then_some(self.cosine_min),
+            cosine_mean: float.then(|| self.cosine_sum.value() / n),
+            cosine_min: float.then_some(self.cosine_min.unwrap_or(1.0)),
             sqnr_db: if float {
-                sqnr_db(self.signal, self.noise)
+                sqnr_db(self.signal.value(), self.noise.value())
             } else {
                 None
             },
@@ -708,9 +785,12 @@ impl OutputAcc {
                 _ => None,
             },
             top1: match (float, self.spec.argmax_axis) {
-                (true, Some(axis)) => {
-                    Some(top1_record(axis, self.rows, self.rows_agree, self.top5_sum))
-                }
+                (true, Some(axis)) => Some(top1_record(
+                    axis,
+                    self.rows,
+                    self.rows_agree,
+                    self.top5_sum.value(),
+                )),
                 _ => None,
             },
             name: self.spec.name,
@@ -730,7 +810,7 @@ fn ratio(part: usize, whole: usize) -> f64 {
 
 /// `--min-cosine` and `--min-sqnr`: the smallest mean cosine and pooled
 /// SQNR every compared output must reach.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Thresholds {
     /// Smallest mean cosine similarity.
     pub min_cosine: Option<f64>,

@@ -240,3 +240,67 @@ fn choices_give_specs() {
         .contains("'logits' has rank 2"));
     assert!("x".parse::<ArgmaxAxis>().is_err());
 }
+
+#[test]
+fn accumulators_of_consecutive_samples_merge_exactly() {
+    // twelve samples of a [2, 5] output with a step, pseudo-random values
+    let mut x = 0x2545_f491u32;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        (x % 20_000) as f32 / 997.0 - 10.0
+    };
+    let samples: Vec<(Tensor, Tensor)> = (0..12)
+        .map(|k| {
+            let r: Vec<f32> = (0..10).map(|_| next()).collect();
+            // every third sample identical; the others perturbed
+            let q: Vec<f32> = if k % 3 == 0 {
+                r.clone()
+            } else {
+                r.iter().map(|v| v + next() * 0.05).collect()
+            };
+            (t(&[2, 5], &r), t(&[2, 5], &q))
+        })
+        .collect();
+    let mut spec = OutputSpec::new("scores", &[2, 5]);
+    spec.step = Some(0.1);
+    let acc = |part: &[(Tensor, Tensor)]| {
+        let mut a = OutputAcc::new(spec.clone());
+        for (r, q) in part {
+            a.add(r, q, &[]).unwrap();
+        }
+        a
+    };
+    let whole = acc(&samples).finish();
+    assert_eq!((whole.samples, whole.bit_identical), (12, 4));
+    for cuts in [vec![0, 12], vec![5, 12], vec![1, 7, 12], vec![4, 4, 9, 12]] {
+        let mut merged = OutputAcc::new(spec.clone());
+        let mut from = 0;
+        for &to in &cuts {
+            // through JSON, as a shard carries it
+            let part = acc(&samples[from..to]);
+            let json = serde_json::to_string(&part).unwrap();
+            let part: OutputAcc = serde_json::from_str(&json).unwrap();
+            merged.merge(&part).unwrap();
+            from = to;
+        }
+        let m = merged.finish();
+        assert_eq!(m, whole, "cuts {cuts:?}");
+        assert_eq!(
+            m.cosine_mean.unwrap().to_bits(),
+            whole.cosine_mean.unwrap().to_bits()
+        );
+    }
+    // another output, or another shape, does not merge
+    let mut other = OutputAcc::new(OutputSpec::new("boxes", &[2, 5]));
+    assert!(other
+        .merge(&acc(&samples[..2]))
+        .unwrap_err()
+        .contains("compared as"));
+    let mut a = acc(&samples[..2]);
+    let mut b = OutputAcc::new(spec.clone());
+    b.add(&t(&[1, 10], &[0.0; 10]), &t(&[1, 10], &[0.0; 10]), &[])
+        .unwrap();
+    assert!(a.merge(&b).unwrap_err().contains("in the other"));
+}

@@ -237,6 +237,21 @@ impl DType {
     }
 }
 
+impl DType {
+    /// The dtype named `name` ([`DType::name`]); `None` for another name.
+    ///
+    /// ```
+    /// use qport_core::DType;
+    /// assert_eq!(DType::from_name("int8"), Some(DType::I8));
+    /// assert_eq!(DType::from_name("i8"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<DType> {
+        (0..64)
+            .filter_map(DType::from_onnx_code)
+            .find(|t| t.name() == name)
+    }
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -17,6 +17,7 @@ pub mod cast;
 pub mod compare;
 pub mod dtype;
 pub mod error;
+pub mod exact;
 pub mod metrics;
 pub mod minifloat;
 pub mod pattern;

@@ -25,12 +25,12 @@ use crate::arith::{wire, ArithProfile};
 use serde::{Deserialize, Serialize};
 
 /// The first fields of every `--format json` document.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Header {
     /// `qport.<command>/<version>`.
-    pub schema: &'static str,
+    pub schema: String,
     /// Version of qport that wrote the document.
-    pub qport_version: &'static str,
+    pub qport_version: String,
     /// The command line, for documents that record it (studies).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
@@ -40,8 +40,8 @@ impl Header {
     /// A header without the command line.
     pub fn new(schema: &'static str) -> Header {
         Header {
-            schema,
-            qport_version: env!("CARGO_PKG_VERSION"),
+            schema: schema.to_string(),
+            qport_version: env!("CARGO_PKG_VERSION").to_string(),
             command: None,
         }
     }
@@ -70,12 +70,12 @@ pub struct FileJson {
 /// One arithmetic profile as reports record it (an entry of
 /// `qport.profiles/1`): its name, where it came from and every policy in
 /// its wire spelling.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileJson {
     /// The profile's name.
     pub name: String,
     /// `preset` or `file`.
-    pub origin: &'static str,
+    pub origin: String,
     /// The file it was read from (`None` for a preset).
     pub file: Option<String>,
     /// One line on what the profile stands for.
@@ -104,7 +104,7 @@ impl ProfileJson {
     pub fn new(p: &ArithProfile, file: Option<&str>) -> ProfileJson {
         ProfileJson {
             name: p.name.clone(),
-            origin: if file.is_some() { "file" } else { "preset" },
+            origin: if file.is_some() { "file" } else { "preset" }.to_string(),
             file: file.map(str::to_string),
             description: p.description.clone(),
             accumulator: wire(&p.accumulator),

@@ -345,6 +345,18 @@ impl Dataset {
         (0..self.len).map(move |i| r.read(i))
     }
 
+    /// The samples at `range` (clamped to the dataset), in order, read one
+    /// at a time: a shard's slice of a dataset, read without touching the
+    /// samples before it.
+    pub fn samples_in(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = Result<Sample>> + '_ {
+        let mut r = self.reader();
+        let end = range.end.min(self.len);
+        (range.start.min(end)..end).map(move |i| r.read(i))
+    }
+
     /// The samples in consecutive batches of `batch_size` (at least 1; the
     /// last may be shorter). Only one batch is in memory at a time.
     pub fn batches(&self, batch_size: usize) -> impl Iterator<Item = Result<Batch>> + '_ {

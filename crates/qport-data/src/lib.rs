@@ -34,9 +34,11 @@ pub mod npz;
 pub mod preprocess;
 pub mod resample;
 pub mod rng;
+pub mod shard;
 pub mod stream;
 
 pub use dataset::{Batch, Dataset, InputSpec, Sample};
 pub use error::{DataError, Result};
 pub use image::RgbImage;
 pub use preprocess::Preprocess;
+pub use shard::Shard;

@@ -67,6 +67,11 @@ pub enum QuantError {
     /// A tensor named in the config or needed by the export has no calibration data.
     #[error("tensor '{0}' was never observed during calibration")]
     Unobserved(String),
+    /// Calibration shards that cannot be merged, or a calibration that
+    /// cannot be sharded exactly (names the problem; see
+    /// [`crate::shard`]).
+    #[error("{0}")]
+    Shard(String),
     /// An internal invariant failed (a bug).
     #[error("internal error: {0}")]
     Internal(String),

@@ -13,7 +13,8 @@
 //! - [`qdq`]: QDQ ONNX export; [`import`]: reading a QDQ model back;
 //!   [`lineage`]: whether an artifact is a quantization of a float model.
 //! - [`opset`]: raising a model's opset when the export needs it.
-//! - [`ptq`]: calibrate, export per calibrator, choose, evaluate.
+//! - [`ptq`]: calibrate, export per calibrator, choose, evaluate;
+//!   [`shard`]: calibration split into shards and merged exactly.
 //! - [`fp16`]: the float16 range guard (nodes float16 cannot hold kept wider).
 //! - [`measure`]: scoring precision assignments against FP32 with one
 //!   calibration; [`sensitivity`]: per-node sensitivity; [`tune`]: mixed
@@ -38,6 +39,7 @@ pub mod ptq;
 pub mod qdq;
 pub mod resolve;
 pub mod sensitivity;
+pub mod shard;
 pub mod template;
 pub mod tune;
 pub mod types;

@@ -43,12 +43,15 @@
 //! [`ChannelObserver`] keeps one [`Observer`] per slice along an axis, for
 //! per-channel activation ranges.
 
+use qport_core::exact::f32_json;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Options of an [`Observer`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ObserverOptions {
     /// EMA momentum `m` in `[0, 1]`: weight of the newest batch. Default 0.1.
+    #[serde(with = "f32_json")]
     pub ema_momentum: f32,
     /// Bins per half-histogram (positive values, negative magnitudes), in
     /// `[2, 2^24]`. Default 2048.
@@ -115,14 +118,21 @@ pub const SENTINEL: f32 = 1e30;
 pub const F16_MIN_NORMAL: f32 = 6.103_515_6e-5;
 
 /// Streaming statistics of one tensor or channel (see the module docs).
-#[derive(Debug, Clone, PartialEq)]
+/// It serialises (serde, every value exactly) so that observers of a
+/// calibration split into shards travel to the merge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observer {
+    #[serde(with = "f32_json")]
     momentum: f32,
+    #[serde(with = "f32_json")]
     min: f32,
+    #[serde(with = "f32_json")]
     max: f32,
     count: u64,
     batches: u64,
+    #[serde(with = "f32_json")]
     ema_min: f32,
+    #[serde(with = "f32_json")]
     ema_max: f32,
     zeros: u64,
     /// Nonzero values of magnitude below [`F16_MIN_NORMAL`].
@@ -134,12 +144,37 @@ pub struct Observer {
     /// Sentinels seen below `-SENTINEL` and above `SENTINEL`, and their
     /// extremes (see [`SENTINEL`]).
     sentinels: (u64, u64),
+    #[serde(with = "f32_json")]
     sentinel_min: f32,
+    #[serde(with = "f32_json")]
     sentinel_max: f32,
     /// The distinct ordinary values seen, sorted, while there are at most
     /// [`MAX_LEVELS`]; `None` when not tracked ([`Observer::track_levels`])
     /// or when more were seen.
+    #[serde(with = "levels_json")]
     levels: Option<Vec<f32>>,
+}
+
+/// [`Observer`]'s levels in JSON, each value exact.
+mod levels_json {
+    use qport_core::exact::f32_vec_json;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Vec<f32>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => f32_vec_json::serialize(v, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<f32>>, D::Error> {
+        let v: Option<Vec<Option<f64>>> = Option::deserialize(d)?;
+        Ok(v.map(|v| {
+            v.into_iter()
+                .map(|x| x.map_or(f32::NAN, |x| x as f32))
+                .collect()
+        }))
+    }
 }
 
 /// Most distinct values [`Observer::levels`] keeps: one 8-bit grid.
@@ -622,7 +657,7 @@ pub(crate) fn check_shape(
 }
 
 /// One [`Observer`] per slice along an axis (per-channel statistics).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChannelObserver {
     opts: ObserverOptions,
     axis: Option<usize>,

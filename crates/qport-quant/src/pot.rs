@@ -100,7 +100,7 @@ pub enum PotError {
 }
 
 /// What [`rewrite_scales_with_summary`] changed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PotSummary {
     /// Scale initializers written (including copies made for sharing).
     pub scales: usize,

@@ -65,7 +65,9 @@
 //! ```
 
 pub mod report;
+pub mod shard;
 mod stats;
+mod tally;
 
 pub use stats::{
     logit_margin, margin_auc, sample_margin, top1_rows, Flip, PairAcc, PairStats, Run,
@@ -80,7 +82,9 @@ use qport_data::{DataError, Sample};
 use qport_engine::{EngineError, IntegerPlan, Plan};
 use qport_onnx::Model;
 use serde::Serialize;
+pub use shard::{merge, Merged, PartialAgreement, Shard, SHARD_SCHEMA};
 use std::sync::atomic::{AtomicUsize, Ordering};
+pub(crate) use tally::Tally;
 
 /// Names of the three FP32 control paths, in report order.
 pub const FP32_PATHS: [&str; 3] = ["fp32", "fp32-generic", "fp32-2threads"];
@@ -391,17 +395,24 @@ impl AgreeStudy {
     where
         I: IntoIterator<Item = Result<Sample, DataError>>,
     {
+        self.tally(samples, 0, progress)?.finish(self.threads)
+    }
+
+    /// Runs `samples`, the study's samples from index `first` on, and
+    /// accumulates their statistics ([`Tally`]: what [`AgreeStudy::run`]
+    /// finishes, and what a shard of a study carries to the merge).
+    pub(crate) fn tally<I>(
+        &self,
+        samples: I,
+        first: usize,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Tally, StudyError>
+    where
+        I: IntoIterator<Item = Result<Sample, DataError>>,
+    {
         let np = self.profiles.len();
         let names: Vec<&str> = self.profiles.iter().map(|p| p.name.as_str()).collect();
-        // built on the first sample, when the outputs' shapes are known
-        let mut specs: Vec<(usize, OutputSpec)> = vec![];
-        let mut pairs: Vec<(usize, usize, PairAcc)> = vec![];
-        let mut selves: Vec<PairAcc> = vec![];
-        let mut vs_fp32: Vec<PairAcc> = vec![];
-        let mut controls: Vec<PairAcc> = vec![];
-        let mut records: Vec<SampleRecord> = vec![];
-        let mut any_flips: Vec<usize> = vec![];
-        let mut coverage = None;
+        let mut t = Tally::empty(first);
         let mut iter = samples.into_iter();
         loop {
             let mut chunk: Vec<Sample> = Vec::with_capacity(self.chunk);
@@ -414,33 +425,34 @@ impl AgreeStudy {
             if chunk.is_empty() {
                 break;
             }
-            let out = self.run_chunk(&chunk, records.len())?;
+            let out = self.run_chunk(&chunk, first + t.records.len())?;
             // after the chunk ran, so a bad sample is reported as such
-            if coverage.is_none() {
+            if t.coverage.is_none() {
                 let plans: Vec<&IntegerPlan> = self.plans.iter().collect();
-                coverage = Some(CoverageJson::measure_each(&plans, &chunk[0].inputs)?);
+                t.coverage = Some(CoverageJson::measure_each(&plans, &chunk[0].inputs)?);
             }
             for (k, sample) in chunk.iter().enumerate() {
                 self.check_finite(sample, &out, k)?;
-                if records.is_empty() {
-                    specs = self.specs(&out.int[k][0].0)?;
-                    let sp: Vec<OutputSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
+                if t.records.is_empty() {
+                    t.specs = self.specs(&out.int[k][0].0)?;
+                    let sp: Vec<OutputSpec> = t.specs.iter().map(|(_, s)| s.clone()).collect();
                     for i in 0..np {
                         for j in i + 1..np {
-                            pairs.push((i, j, PairAcc::new(names[i], names[j], &sp)));
+                            t.pairs.push((i, j, PairAcc::new(names[i], names[j], &sp)));
                         }
                     }
-                    selves = names.iter().map(|n| PairAcc::new(n, n, &sp)).collect();
-                    vs_fp32 = names
+                    t.selves = names.iter().map(|n| PairAcc::new(n, n, &sp)).collect();
+                    t.vs_fp32 = names
                         .iter()
                         .map(|n| PairAcc::new(n, FP32_PATHS[0], &sp).with_reference_b())
                         .collect();
-                    controls = [(0, 1), (0, 2), (1, 2)]
+                    t.controls = [(0, 1), (0, 2), (1, 2)]
                         .iter()
                         .map(|&(x, y)| PairAcc::new(FP32_PATHS[x], FP32_PATHS[y], &sp))
                         .collect();
                 }
-                let index = records.len();
+                let index = first + t.records.len();
+                let specs = &t.specs;
                 let pick = |outs: &[Tensor]| -> Vec<Tensor> {
                     specs.iter().map(|(i, _)| outs[*i].clone()).collect()
                 };
@@ -465,80 +477,40 @@ impl AgreeStudy {
                 let two = member(pick(&out.two[k]));
                 let input = |e: String| StudyError::Input(format!("{}: {e}", sample.origin));
                 let inputs = &sample.inputs;
-                for (i, j, acc) in &mut pairs {
+                for (i, j, acc) in &mut t.pairs {
                     acc.add(index, margin, run(&ints[*i].0), run(&ints[*j].0), inputs)
                         .map_err(input)?;
                 }
-                for (p, acc) in selves.iter_mut().enumerate() {
+                for (p, acc) in t.selves.iter_mut().enumerate() {
                     if let Some(second) = &ints[p].1 {
                         acc.add(index, margin, run(&ints[p].0), run(second), inputs)
                             .map_err(input)?;
                     }
                 }
-                for (p, acc) in vs_fp32.iter_mut().enumerate() {
+                for (p, acc) in t.vs_fp32.iter_mut().enumerate() {
                     acc.add(index, margin, run(&ints[p].0), run(&fp), inputs)
                         .map_err(input)?;
                 }
                 let paths = [&fp, &gen, &two];
-                for (acc, (x, y)) in controls.iter_mut().zip([(0, 1), (0, 2), (1, 2)]) {
+                for (acc, (x, y)) in t.controls.iter_mut().zip([(0, 1), (0, 2), (1, 2)]) {
                     acc.add(index, margin, run(paths[x]), run(paths[y]), inputs)
                         .map_err(input)?;
                 }
                 let top1: Vec<Vec<usize>> = ints.iter().map(|r| r.0 .1.concat()).collect();
                 if top1.iter().any(|t| *t != top1[0]) {
-                    any_flips.push(index);
+                    t.any_flips.push(index);
                 }
-                records.push(SampleRecord {
+                t.records.push(SampleRecord {
                     id: sample.origin.clone(),
                     fp32_top1: fp.1.concat(),
                     fp32_margin: margin,
                     top1,
                 });
-                progress(records.len());
+                progress(t.records.len());
             }
         }
-        if records.is_empty() {
-            return Err(StudyError::Input(
-                "no samples: the agreement study needs at least one input".into(),
-            ));
-        }
-        let margins: Vec<f32> = records.iter().map(|r| r.fp32_margin).collect();
-        let mut flipped = vec![false; records.len()];
-        for &i in &any_flips {
-            flipped[i] = true;
-        }
-        let finish = |v: Vec<PairAcc>| -> Vec<PairStats> {
-            v.into_iter().map(|a| a.finish(&margins)).collect()
-        };
-        let vs_fp32 = finish(vs_fp32);
-        let outputs = specs
-            .iter()
-            .zip(&vs_fp32[0].outputs)
-            .map(|((_, spec), o)| OutputInfo {
-                name: o.name.clone(),
-                kind: o.kind,
-                passes_input: o.passes_input.clone(),
-                dtype: o.dtype.clone(),
-                shape: o.shape.clone(),
-                argmax_axis: spec.argmax_axis,
-                step: spec.step,
-            })
-            .collect();
-        Ok(Agreement {
-            outputs,
-            profiles: names.iter().map(|s| s.to_string()).collect(),
-            threads: self.threads,
-            pairs: finish(pairs.into_iter().map(|(_, _, a)| a).collect()),
-            selves: finish(selves),
-            vs_fp32,
-            fp32_controls: finish(controls),
-            any_flip: AnyFlip {
-                margin_auc: margin_auc(&margins, &flipped),
-                samples: any_flips,
-            },
-            samples: records,
-            integer_coverage: coverage.ok_or_else(|| StudyError::Input("no samples".into()))?,
-        })
+        t.profiles = names.iter().map(|s| s.to_string()).collect();
+        Ok(t)
     }
 
     /// The chosen outputs (index among the quantized model's outputs, and

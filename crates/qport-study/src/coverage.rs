@@ -11,7 +11,7 @@
 //! thresholds.
 
 use qport_core::arith::{wire, Lowering};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Below this share of MACs in integers a study warns that it says little
 /// about integer arithmetic.
@@ -19,7 +19,7 @@ pub const LOW_MAC_SHARE: f64 = 0.5;
 
 /// How much of a model ran in integers under a profile (from
 /// [`qport_engine::Coverage`] of one run).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CoverageJson {
     /// The profile it was measured under.
     pub profile: String,
@@ -46,7 +46,7 @@ pub struct CoverageJson {
 }
 
 /// A quantized group left in float.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FloatGroupJson {
     /// The operator node's name.
     pub node: String,

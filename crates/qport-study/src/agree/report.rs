@@ -33,10 +33,10 @@ use crate::coverage::{low_coverage_warnings, CoverageJson};
 use qport_core::compare::{low_cosine_warnings, ThresholdCheck, Thresholds};
 use qport_core::report::{FileJson, Header, ProfileJson};
 use qport_quant::pot::PotSummary;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The data a study ran on.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DataJson {
     /// Path as given (an image folder, a `.npy` or `.npz` file).
     pub path: String,
@@ -49,10 +49,10 @@ pub struct DataJson {
 }
 
 /// The power-of-two rewrite of the artifact's scales, when one was made.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PotJson {
     /// `ceil` or `nearest`.
-    pub mode: &'static str,
+    pub mode: String,
     /// What the rewrite changed.
     #[serde(flatten)]
     pub summary: PotSummary,
@@ -174,8 +174,9 @@ impl CheckJson {
 
 /// What an agreement report records besides the study's result: the
 /// document header, the files, data and profiles the study ran on, and the
-/// warnings given.
-#[derive(Debug)]
+/// warnings given. It serialises (serde) so that the shards of a study
+/// carry it to the merge ([`super::PartialAgreement`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Provenance {
     /// `schema` (`qport.agree/2`), `qport_version`, `command`.
     pub header: Header,

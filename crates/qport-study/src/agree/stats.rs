@@ -7,7 +7,7 @@
 
 use qport_core::compare::{OutputAcc, OutputSpec, OutputStats};
 use qport_core::{metrics, Tensor};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The FP32 logit margin of an output: its largest value minus its second
 /// largest. NaN for an output with fewer than two elements.
@@ -166,11 +166,67 @@ pub fn sample_margin(outputs: &[Tensor], specs: &[OutputSpec], skip: &[bool]) ->
 
 /// Accumulates [`PairStats`] sample by sample, in sample order (so sums,
 /// and therefore results, do not depend on how the work was scheduled).
-#[derive(Debug, Clone)]
+/// Accumulators of consecutive runs of samples combine exactly
+/// ([`PairAcc::merge`]), and serialise (serde) so that a sharded study can
+/// carry them between processes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairAcc {
-    stats: PairStats,
+    a: String,
+    b: String,
+    n: usize,
+    top1_agree: Option<usize>,
+    bit_identical: usize,
+    #[serde(with = "exact_flips")]
+    flips: Vec<Flip>,
     outputs: Vec<OutputAcc>,
     reference_b: bool,
+}
+
+/// [`Flip`]s in JSON with their margins written exactly
+/// ([`qport_core::exact::f32_json`]).
+mod exact_flips {
+    use super::Flip;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct F {
+        index: usize,
+        #[serde(with = "qport_core::exact::f32_json")]
+        margin: f32,
+        output: String,
+        row: usize,
+        top1_a: usize,
+        top1_b: usize,
+    }
+
+    pub fn serialize<S: Serializer>(v: &[Flip], s: S) -> Result<S::Ok, S::Error> {
+        let f: Vec<F> = v
+            .iter()
+            .map(|f| F {
+                index: f.index,
+                margin: f.margin,
+                output: f.output.clone(),
+                row: f.row,
+                top1_a: f.top1_a,
+                top1_b: f.top1_b,
+            })
+            .collect();
+        f.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Flip>, D::Error> {
+        let f: Vec<F> = Vec::deserialize(d)?;
+        Ok(f.into_iter()
+            .map(|f| Flip {
+                index: f.index,
+                margin: f.margin,
+                output: f.output,
+                row: f.row,
+                top1_a: f.top1_a,
+                top1_b: f.top1_b,
+            })
+            .collect())
+    }
 }
 
 impl PairAcc {
@@ -178,19 +234,47 @@ impl PairAcc {
     /// `specs` describe.
     pub fn new(a: &str, b: &str, specs: &[OutputSpec]) -> PairAcc {
         PairAcc {
-            stats: PairStats {
-                a: a.to_string(),
-                b: b.to_string(),
-                n: 0,
-                top1_agree: specs.iter().any(|s| s.argmax_axis.is_some()).then_some(0),
-                bit_identical: 0,
-                outputs: vec![],
-                flips: vec![],
-                margin_auc: None,
-            },
+            a: a.to_string(),
+            b: b.to_string(),
+            n: 0,
+            top1_agree: specs.iter().any(|s| s.argmax_axis.is_some()).then_some(0),
+            bit_identical: 0,
+            flips: vec![],
             outputs: specs.iter().cloned().map(OutputAcc::new).collect(),
             reference_b: false,
         }
+    }
+
+    /// Folds in `next`, the accumulator of the same pair over the samples
+    /// that follow this one's (with their study-wide indices): afterwards
+    /// `self` is bit-identical to one accumulator that saw every sample.
+    /// Fails when `next` is another pair or compares other outputs.
+    pub fn merge(&mut self, next: &PairAcc) -> Result<(), String> {
+        if (&self.a, &self.b, self.reference_b) != (&next.a, &next.b, next.reference_b)
+            || self.outputs.len() != next.outputs.len()
+            || self.top1_agree.is_some() != next.top1_agree.is_some()
+        {
+            return Err(format!(
+                "cannot merge the statistics of {} vs {} with those of {} vs {}",
+                self.a, self.b, next.a, next.b
+            ));
+        }
+        for (x, y) in self.outputs.iter_mut().zip(&next.outputs) {
+            x.merge(y)
+                .map_err(|e| format!("{} vs {}: {e}", self.a, self.b))?;
+        }
+        self.n += next.n;
+        self.bit_identical += next.bit_identical;
+        if let (Some(x), Some(y)) = (&mut self.top1_agree, next.top1_agree) {
+            *x += y;
+        }
+        self.flips.extend(next.flips.iter().cloned());
+        Ok(())
+    }
+
+    /// Samples added so far.
+    pub fn samples(&self) -> usize {
+        self.n
     }
 
     /// Takes member `b` as the reference of the per-output statistics
@@ -211,11 +295,11 @@ impl PairAcc {
         b: Run,
         inputs: &[(String, Tensor)],
     ) -> Result<(), String> {
-        let s = &mut self.stats;
+        let s = self;
         s.n += 1;
         let mut identical = true;
-        let (r, t) = if self.reference_b { (b, a) } else { (a, b) };
-        for ((acc, x), y) in self.outputs.iter_mut().zip(r.outputs).zip(t.outputs) {
+        let (r, t) = if s.reference_b { (b, a) } else { (a, b) };
+        for ((acc, x), y) in s.outputs.iter_mut().zip(r.outputs).zip(t.outputs) {
             if let Some(d) = acc.add(x, y, inputs)? {
                 identical &= d.bit_identical;
             }
@@ -238,7 +322,7 @@ impl PairAcc {
                 Some((k, row, top1_a, top1_b)) => s.flips.push(Flip {
                     index,
                     margin,
-                    output: self.outputs[k].spec().name.clone(),
+                    output: s.outputs[k].spec().name.clone(),
                     row,
                     top1_a,
                     top1_b,
@@ -251,8 +335,16 @@ impl PairAcc {
     /// The statistics; `margins` holds every sample's FP32 margin, by
     /// index, for the ROC-AUC.
     pub fn finish(self, margins: &[f32]) -> PairStats {
-        let mut s = self.stats;
-        s.outputs = self.outputs.into_iter().map(OutputAcc::finish).collect();
+        let mut s = PairStats {
+            a: self.a,
+            b: self.b,
+            n: self.n,
+            top1_agree: self.top1_agree,
+            bit_identical: self.bit_identical,
+            outputs: self.outputs.into_iter().map(OutputAcc::finish).collect(),
+            flips: self.flips,
+            margin_auc: None,
+        };
         let mut flipped = vec![false; margins.len()];
         for f in &s.flips {
             if let Some(x) = flipped.get_mut(f.index) {
