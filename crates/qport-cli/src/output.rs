@@ -96,6 +96,9 @@ impl Ui {
     /// Prints `qport: warning: TEXT` on stderr (also with `--quiet`: a
     /// warning is part of the result; JSON documents carry it too).
     pub fn warn(&self, text: &str) {
+        if crate::embed::keep_warning(text) {
+            return;
+        }
         let mut e = std::io::stderr().lock();
         let _ = writeln!(e, "qport: {} {text}", self.warn_style("warning:"));
     }
@@ -105,6 +108,7 @@ impl Ui {
     }
 
     fn phase_line(&self, text: &str) {
+        crate::embed::notify(crate::embed::Event::Phase(text));
         if self.phase_lines {
             let mut e = std::io::stderr().lock();
             let _ = writeln!(e, "qport: {text}");
@@ -139,7 +143,10 @@ impl Ui {
             pb.set_style(style.progress_chars("=> "));
         }
         pb.set_message(msg.to_string());
-        Progress(pb)
+        Progress {
+            bar: pb,
+            observer: crate::embed::observer(),
+        }
     }
 
     /// A labelled spinner on stderr for a step of unknown length (hidden
@@ -157,33 +164,77 @@ impl Ui {
         }
         pb.set_message(msg.to_string());
         pb.enable_steady_tick(std::time::Duration::from_millis(120));
-        Progress(pb)
+        Progress {
+            bar: pb,
+            observer: crate::embed::observer(),
+        }
     }
 }
 
 /// A progress bar or spinner that is cleared from the terminal when
-/// dropped, so an error message never lands after a stale bar.
-pub struct Progress(ProgressBar);
+/// dropped, so an error message never lands after a stale bar. Inside
+/// [`crate::embed::execute`] its moves also reach the caller's observer
+/// (from whichever thread makes them).
+pub struct Progress {
+    bar: ProgressBar,
+    observer: Option<crate::embed::Observer>,
+}
 
 impl Progress {
     /// Moves on to the next phase of a spinner: a new label, and (with
     /// phase lines on) a new `qport: MSG` line.
     pub fn phase(&self, ui: &Ui, msg: &str) {
         ui.phase_line(msg);
-        self.0.set_message(msg.to_string());
+        self.bar.set_message(msg.to_string());
+    }
+
+    /// A new label for the bar or spinner.
+    pub fn set_message(&self, msg: impl Into<String>) {
+        let msg = msg.into();
+        if let Some(o) = &self.observer {
+            o(crate::embed::Event::Phase(&msg));
+        }
+        self.bar.set_message(msg);
+    }
+
+    /// Sets the count done to `pos`.
+    pub fn set_position(&self, pos: u64) {
+        self.bar.set_position(pos);
+        self.moved();
+    }
+
+    /// Adds `delta` to the count done.
+    pub fn inc(&self, delta: u64) {
+        self.bar.inc(delta);
+        self.moved();
+    }
+
+    /// Sets the total count.
+    pub fn set_length(&self, len: u64) {
+        self.bar.set_length(len);
+        self.moved();
+    }
+
+    fn moved(&self) {
+        if let Some(o) = &self.observer {
+            o(crate::embed::Event::Progress {
+                done: self.bar.position(),
+                total: self.bar.length(),
+            });
+        }
     }
 }
 
 impl std::ops::Deref for Progress {
     type Target = ProgressBar;
     fn deref(&self) -> &ProgressBar {
-        &self.0
+        &self.bar
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
 }
 
@@ -204,10 +255,15 @@ pub fn print(text: &str) -> Result<()> {
 }
 
 /// Writes `value` as pretty JSON and a newline to stdout.
+/// Inside [`crate::embed::execute`] the document is kept for the caller
+/// instead.
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     let mut s = serde_json::to_string_pretty(value).context("cannot encode JSON output")?;
     s.push('\n');
-    print(&s)
+    match crate::embed::keep_document(s) {
+        Some(s) => print(&s),
+        None => Ok(()),
+    }
 }
 
 /// Column alignment in a [`Table`].

@@ -461,30 +461,13 @@ pub fn run(args: &RunArgs, ui: &Ui) -> Result<ExitStatus> {
     // Unknown and missing inputs: name them and say how to pass them (the
     // engine checks too, but cannot know about command-line flags).
     let declared: Vec<&qport_onnx::ValueInfo> = plan.inputs().collect();
-    for (name, _, src) in &given {
-        if !declared.iter().any(|v| v.name == *name) {
-            let names: Vec<&str> = declared.iter().map(|v| v.name.as_str()).collect();
-            bail!(
-                "unknown input '{name}' (from {src}); the model's inputs are: {}",
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            );
-        }
-    }
-    for vi in &declared {
-        if !given.iter().any(|(n, _, _)| *n == vi.name) {
-            let dtype = vi.dtype.map(|d| d.name()).unwrap_or("?");
-            bail!(
-                "missing input '{}' ({dtype} {}); pass it with --input {}=FILE.npy or in --inputs FILE.npz",
-                vi.name,
-                vi.shape_string(),
-                vi.name
-            );
-        }
-    }
+    let named: Vec<(&str, &str)> = given
+        .iter()
+        .map(|(n, _, src)| (n.as_str(), src.as_str()))
+        .collect();
+    check_feed(&declared, &named, |name| {
+        format!("pass it with --input {name}=FILE.npy or in --inputs FILE.npz")
+    })?;
     let mut inputs_json: Vec<InputJson> = given
         .iter()
         .map(|(n, t, src)| InputJson {
@@ -595,18 +578,63 @@ const FP32: &str = "fp32";
 /// `None` for `fp32` or no profile. An unknown name lists the valid ones.
 fn pick_profile(args: &RunArgs) -> Result<Option<ArithProfile>> {
     let loaded = args.profile_files.load()?;
-    let name = match args.profile.as_deref().map(str::trim) {
+    profile_named(&loaded.registry, args.profile.as_deref())
+}
+
+/// The profile called `name` in `registry` (any case); `None` for `fp32`
+/// (the float graph) or no name. An unknown name lists the valid ones.
+pub fn profile_named(
+    registry: &qport_core::arith::ProfileRegistry,
+    name: Option<&str>,
+) -> Result<Option<ArithProfile>> {
+    let name = match name.map(str::trim) {
         None => return Ok(None),
         Some(n) if n.eq_ignore_ascii_case(FP32) => return Ok(None),
         Some(n) => n,
     };
-    match loaded.registry.get(name) {
+    match registry.get(name) {
         Ok(p) => Ok(Some(p.clone())),
         Err(ProfileError::Unknown { name, valid }) => {
             bail!("unknown arithmetic profile `{name}`; valid: {FP32} (the float graph), {valid}")
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Checks the `given` inputs (name, where it came from) against the
+/// `declared` ones: an unknown name lists the model's inputs, a missing
+/// one is named with its dtype and shape and `how(name)` says how to pass
+/// it. The engine checks dtypes and shapes.
+pub fn check_feed(
+    declared: &[&qport_onnx::ValueInfo],
+    given: &[(&str, &str)],
+    how: impl Fn(&str) -> String,
+) -> Result<()> {
+    for (name, src) in given {
+        if !declared.iter().any(|v| v.name == *name) {
+            let names: Vec<&str> = declared.iter().map(|v| v.name.as_str()).collect();
+            bail!(
+                "unknown input '{name}' (from {src}); the model's inputs are: {}",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+    }
+    for vi in declared {
+        if !given.iter().any(|(n, _)| *n == vi.name) {
+            let dtype = vi.dtype.map(|d| d.name()).unwrap_or("?");
+            bail!(
+                "missing input '{}' ({dtype} {}); {}",
+                vi.name,
+                vi.shape_string(),
+                how(&vi.name)
+            );
+        }
+    }
+    Ok(())
 }
 
 fn shape_text(s: &[usize]) -> String {

@@ -148,7 +148,7 @@ pub fn git_commit() -> Option<String> {
 /// path it was started by), so the recorded command reruns anywhere.
 pub fn command_line() -> Vec<String> {
     std::iter::once("qport".to_string())
-        .chain(std::env::args().skip(1))
+        .chain(qport_core::report::command_line().into_iter().skip(1))
         .collect()
 }
 

@@ -49,10 +49,39 @@ impl Header {
     /// A header recording the command line (this process's arguments).
     pub fn with_command(schema: &'static str) -> Header {
         Header {
-            command: Some(std::env::args().collect()),
+            command: Some(command_line()),
             ..Header::new(schema)
         }
     }
+}
+
+std::thread_local! {
+    /// The command line [`with_command_line`] set on this thread.
+    static COMMAND_LINE: std::cell::RefCell<Option<Vec<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The command line reports record: this process's arguments, or on this
+/// thread inside [`with_command_line`] the command line given there (a
+/// host program running a `qport` command in-process records the `qport`
+/// command line that reproduces the report, not its own).
+pub fn command_line() -> Vec<String> {
+    COMMAND_LINE
+        .with(|c| c.borrow().clone())
+        .unwrap_or_else(|| std::env::args().collect())
+}
+
+/// Runs `f` with [`command_line`] returning `argv` on this thread.
+pub fn with_command_line<R>(argv: Vec<String>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Vec<String>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            COMMAND_LINE.with(|c| *c.borrow_mut() = prev);
+        }
+    }
+    let _restore = Restore(COMMAND_LINE.with(|c| c.borrow_mut().replace(argv)));
+    f()
 }
 
 /// A file as reports record it.
