@@ -233,8 +233,8 @@ pub struct Runner {
 }
 
 enum Runnable {
-    Float(qport_engine::Plan),
-    Integer(qport_engine::IntegerPlan),
+    Float(Box<qport_engine::Plan>),
+    Integer(Box<qport_engine::IntegerPlan>),
 }
 
 impl Runner {
@@ -246,15 +246,15 @@ impl Runner {
             let registry = qport_core::arith::ProfileRegistry::builtin();
             let profile = crate::run::profile_named(&registry, profile)?;
             let plan = match &profile {
-                Some(p) => Runnable::Integer(
+                Some(p) => Runnable::Integer(Box::new(
                     qport_engine::IntegerPlan::with_fusion(&m.model, p, true).with_context(
                         || format!("cannot run model '{path}' under profile `{}`", p.name),
                     )?,
-                ),
-                None => Runnable::Float(
+                )),
+                None => Runnable::Float(Box::new(
                     qport_engine::Plan::with_options(&m.model, Default::default())
                         .with_context(|| format!("cannot run model '{path}'"))?,
-                ),
+                )),
             };
             Ok(Runner {
                 plan,
