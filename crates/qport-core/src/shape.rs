@@ -18,29 +18,36 @@ pub const MAX_ELEMENTS: u64 = 1 << 34;
 /// assert!(checked_numel(&[1 << 20, 1 << 20]).is_err());
 /// ```
 pub fn checked_numel(shape: &[usize]) -> Result<usize> {
-    let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-    checked_numel_u64(&dims)
+    // no allocation unless it fails: the planned arena calls this on
+    // every step of a steady-state run
+    numel_of(shape.iter().map(|&d| d as u64))
+        .map_err(|reason| too_large(shape.iter().map(|&d| d as u64).collect(), reason))
 }
 
 /// Like [`checked_numel`] for declared (untrusted) 64-bit dimensions.
 pub fn checked_numel_u64(shape: &[u64]) -> Result<usize> {
+    numel_of(shape.iter().copied()).map_err(|reason| too_large(shape.to_vec(), reason))
+}
+
+/// The element count of `dims`, or why it is too large.
+fn numel_of(dims: impl Iterator<Item = u64> + Clone) -> std::result::Result<usize, String> {
     let mut n: u64 = 1;
-    for &d in shape {
-        n = n.checked_mul(d).ok_or_else(|| Error::TooLarge {
-            shape: shape.to_vec(),
-            reason: "element count overflows 64 bits".into(),
-        })?;
+    for d in dims.clone() {
+        n = n
+            .checked_mul(d)
+            .ok_or_else(|| "element count overflows 64 bits".to_string())?;
     }
-    if shape.contains(&0) {
+    if dims.into_iter().any(|d| d == 0) {
         return Ok(0);
     }
     if n > MAX_ELEMENTS {
-        return Err(Error::TooLarge {
-            shape: shape.to_vec(),
-            reason: format!("{n} elements exceeds the limit of {MAX_ELEMENTS}"),
-        });
+        return Err(format!("{n} elements exceeds the limit of {MAX_ELEMENTS}"));
     }
     Ok(n as usize)
+}
+
+fn too_large(shape: Vec<u64>, reason: String) -> Error {
+    Error::TooLarge { shape, reason }
 }
 
 /// Row-major strides (in elements) of `shape`.
