@@ -112,18 +112,20 @@ struct PySession {
     runner: Arc<Runner>,
 }
 
-/// One input array converted to a tensor: a contiguous array's data is
-/// copied once into the tensor; any other layout is gathered in logical
-/// (C) order.
+/// One input array converted to a tensor: a C-contiguous array's data is
+/// copied once into the tensor; any other layout (strided views, Fortran
+/// order) is gathered in logical (C) order.
 fn tensor_of<T: Element + Copy>(
     arr: &Bound<'_, PyArrayDyn<T>>,
     wrap: fn(Vec<T>) -> TensorData,
 ) -> Result<Tensor, String> {
     let view = arr.readonly();
     let shape = view.shape().to_vec();
+    // `as_slice` also accepts a Fortran-contiguous array, whose memory
+    // order is not the tensor's: only C order is copied as is
     let data: Vec<T> = match view.as_slice() {
-        Ok(s) => s.to_vec(),
-        Err(_) => view.as_array().iter().copied().collect(),
+        Ok(s) if arr.is_c_contiguous() => s.to_vec(),
+        _ => view.as_array().iter().copied().collect(),
     };
     Tensor::new(shape, wrap(data)).map_err(|e| e.to_string())
 }
