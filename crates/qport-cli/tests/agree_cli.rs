@@ -197,6 +197,109 @@ fn pot_rewrite_is_recorded() {
     assert_eq!(j["self"][0]["bit_identical"], 1);
 }
 
+/// Without `--fp32` the FP32 side is the float graph recovered from the
+/// artifact. onnxruntime's quantizer folded EfficientNet-Lite0's ReLU6
+/// Clips into quantization ranges, so that graph lacks them and no profile
+/// comes near it: the report must say so and why, not just print figures
+/// against it. A qport artifact keeps its activations: no such warning.
+#[test]
+fn a_recovered_float_graph_that_lacks_folded_activations_is_named() {
+    let dir = temp_dir("agree-recovered");
+    let (model, data) = (effnet_qdq(), photo_crops_eval());
+    let out = s(&dir.join("ort"));
+    let a = [
+        "agree",
+        &model,
+        "--data",
+        &data,
+        "--preprocess",
+        "effnet-lite",
+        "--n",
+        "2",
+        "--profiles",
+        "f32-rne",
+        "--out",
+        &out,
+        "--format",
+        "json",
+    ];
+    let o = qport(&a);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let j: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert!(j["fp32_model"].is_null());
+    let cos = j["vs_fp32"][0]["outputs"][0]["cosine_mean"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        cos < 0.9,
+        "the recovered graph came near the artifact: cosine {cos}"
+    );
+    let w: Vec<&str> = j["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let named = w
+        .iter()
+        .find(|w| {
+            w.starts_with(
+                "the float graph recovered from the artifact is far from its integer execution",
+            )
+        })
+        .unwrap_or_else(|| panic!("no warning names the recovered float graph: {w:?}"));
+    assert_contains_all(
+        named,
+        &[
+            "Clip folded into a range",
+            "the figures against fp32",
+            "--fp32",
+        ],
+    );
+    assert!(
+        o.stderr.contains("is far from its integer execution"),
+        "{}",
+        o.stderr
+    );
+
+    let q = dir.join("ppocr-q");
+    let o = common::quantize_ppocr(&s(&q), &["--platform", "j6m"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let (qm, lines, out) = (
+        s(&q.join("model.qdq.onnx")),
+        common::ppocr_lines("0"),
+        s(&dir.join("qport")),
+    );
+    let o = qport(&[
+        "agree",
+        &qm,
+        "--data",
+        &lines,
+        "--preprocess",
+        "ppocr",
+        "--n",
+        "2",
+        "--profiles",
+        "f32-rne",
+        "--out",
+        &out,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let j: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert!(j["warnings"]
+        .to_string()
+        .contains("the FP32 controls run the float graph recovered"));
+    assert!(
+        !j["warnings"]
+            .to_string()
+            .contains("is far from its integer execution"),
+        "{}",
+        j["warnings"]
+    );
+}
+
 #[test]
 fn input_errors_exit_2_and_write_nothing() {
     let dir = temp_dir("agree-errors");

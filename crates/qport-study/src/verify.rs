@@ -64,6 +64,7 @@ mod decode;
 mod diagnose;
 mod dump;
 mod refs;
+pub(crate) use refs::recovered_float_warning;
 
 pub use decode::{output_quant, parse_descriptors, LayoutUsed, OutputQuant};
 pub use diagnose::{Candidate, Cause, Diagnosis, Hypothesis, Residual, Verdict};
@@ -590,10 +591,8 @@ fn executions(
                     ))
                 })
                 .fold(1.0f64, f64::min);
-            if worst < 0.9 {
-                warnings.push(format!(
-                    "the float graph recovered from the artifact is far from its integer execution (output cosine {worst:.3}): the artifact's quantization ranges do work its float graph lacks (e.g. a Clip folded into a range), so the float hypotheses mean little; give the original model (--fp32)"
-                ));
+            if worst < qport_core::compare::LOW_COSINE {
+                warnings.push(refs::recovered_float_warning(worst, "the float hypotheses"));
             }
         }
     }

@@ -254,7 +254,9 @@ impl<'a> Report<'a> {
     /// `min_agreement` and `thresholds` (each profile's outputs against
     /// `fp32`) when given; `seconds` is the wall time to record. Adds a
     /// warning for each output whose mean cosine against `fp32` is below
-    /// [`qport_core::compare::LOW_COSINE`].
+    /// [`qport_core::compare::LOW_COSINE`], and one that names the likely
+    /// cause when `fp32` is the float graph recovered from the artifact
+    /// (no `fp32_model`) and no profile comes near it.
     pub fn new(
         result: &'a Agreement,
         p: Provenance,
@@ -266,6 +268,26 @@ impl<'a> Report<'a> {
         warnings.extend(low_coverage_warnings(&result.integer_coverage));
         for v in &result.vs_fp32 {
             warnings.extend(low_cosine_warnings(&runs(v), &v.outputs));
+        }
+        if p.fp32_model.is_none() {
+            // even the profile closest to the recovered float graph is far
+            // from it: the float graph is what is off, not the profiles
+            let best = result
+                .vs_fp32
+                .iter()
+                .filter_map(|v| {
+                    v.outputs
+                        .iter()
+                        .filter_map(|o| o.cosine_mean)
+                        .reduce(f64::min)
+                })
+                .reduce(f64::max);
+            if let Some(best) = best.filter(|&c| c < qport_core::compare::LOW_COSINE) {
+                warnings.push(crate::verify::recovered_float_warning(
+                    best,
+                    "the figures against fp32",
+                ));
+            }
         }
         Report {
             header: p.header,

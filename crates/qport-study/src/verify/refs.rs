@@ -205,6 +205,22 @@ pub(crate) fn float_runs(
     out
 }
 
+/// The warning when the float graph recovered from an artifact is far
+/// from the artifact's integer execution (worst output cosine `worst`,
+/// below [`qport_core::compare::LOW_COSINE`]): the artifact's ranges do
+/// work its float graph lacks, typically an activation (Relu, Clip) that
+/// onnxruntime's quantizer folded into a quantization range, so every
+/// figure against that float graph (`what`) measures the missing
+/// activation, not the quantization.
+pub(crate) fn recovered_float_warning(worst: f64, what: &str) -> String {
+    format!(
+        "the float graph recovered from the artifact is far from its integer execution \
+         (output cosine {worst:.3}): the artifact's quantization ranges do work its float graph \
+         lacks (e.g. a Clip folded into a range), so {what} mean little; give the original \
+         model (--fp32)"
+    )
+}
+
 /// The float graph of a QDQ artifact (its QDQ pairs removed; weights are
 /// the dequantized integers).
 pub(crate) fn recovered_float(artifact: &Model) -> Result<Model, StudyError> {
