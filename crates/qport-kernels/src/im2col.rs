@@ -157,15 +157,26 @@ fn valid_range(base: isize, stride: isize, extent: isize, n_out: usize) -> (usiz
     (lo.min(hi), hi)
 }
 
+/// Spatial ranks up to this keep their index arithmetic on the stack.
+const MAX_STACK_RANK: usize = 8;
+
 /// Iterates the multi-indices of `dims` (row-major), calling `f` with each
 /// (once, with `[]`, when `dims` is empty).
 fn for_each_index(dims: &[usize], mut f: impl FnMut(&[usize])) {
     if dims.contains(&0) {
         return;
     }
-    let mut idx = vec![0usize; dims.len()];
+    // on the stack for the ranks networks use (no allocation per call)
+    let mut stack = [0usize; MAX_STACK_RANK];
+    let mut heap = Vec::new();
+    let idx: &mut [usize] = if dims.len() <= MAX_STACK_RANK {
+        &mut stack[..dims.len()]
+    } else {
+        heap.resize(dims.len(), 0);
+        &mut heap
+    };
     loop {
-        f(&idx);
+        f(idx);
         let mut ax = dims.len();
         loop {
             if ax == 0 {
@@ -200,13 +211,17 @@ fn for_each_run(
     let osize = g.output_size();
     let ksize = g.kernel_size();
     let isize_ = g.image_size();
-    let img_strides = {
-        let mut s = vec![1usize; r];
-        for i in (0..r - 1).rev() {
-            s[i] = s[i + 1] * g.image[i + 1];
-        }
-        s
+    let mut stack = [1usize; MAX_STACK_RANK];
+    let mut heap = Vec::new();
+    let img_strides: &mut [usize] = if r <= MAX_STACK_RANK {
+        &mut stack[..r]
+    } else {
+        heap.resize(r, 1);
+        &mut heap
     };
+    for i in (0..r - 1).rev() {
+        img_strides[i] = img_strides[i + 1] * g.image[i + 1];
+    }
     for c in 0..channels {
         let mut row = c * ksize;
         for_each_index(&g.kernel, |k| {

@@ -31,6 +31,23 @@ pub struct PlaneGeom {
     pub output: [usize; 2],
 }
 
+impl PlaneGeom {
+    /// The same geometry as the kernels' general [`ConvGeometry`]
+    /// (what [`depthwise_exact_f32`] takes).
+    ///
+    /// [`ConvGeometry`]: crate::im2col::ConvGeometry
+    pub fn conv_geometry(&self) -> crate::im2col::ConvGeometry {
+        crate::im2col::ConvGeometry::new_2d(
+            self.input,
+            self.kernel,
+            self.output,
+            self.strides,
+            self.dilations,
+            self.pad_begin.map(|p| p as isize),
+        )
+    }
+}
+
 /// The range of output positions `o` in `0..n_out` whose input coordinate
 /// `o·stride + offset − pad` lies in `0..n_in`.
 fn valid(n_out: usize, n_in: usize, stride: usize, offset: usize, pad: usize) -> (usize, usize) {
@@ -87,7 +104,9 @@ pub fn depthwise_plane<X: QInt, W: QInt>(
 pub const EXACT_F32_TAPS: usize = 258;
 
 /// Every channel of a depthwise layer (`channels` input planes of
-/// `input[0] × input[1]` 8-bit values, kernel `c` applied to plane `c`)
+/// `image[0] × image[1]` 8-bit values, kernel `c` applied to plane `c`, in
+/// the two-dimensional geometry `g`, whose padding is not negative; see
+/// [`PlaneGeom::conv_geometry`])
 /// accumulated exactly through the `f32` depthwise kernel
 /// ([`crate::depthwise::depthwise2d`]): the planes are widened to
 /// `x − x_zero` in f32, `w_centered` holds `w − w_zero` per kernel as f32,
@@ -98,33 +117,23 @@ pub const EXACT_F32_TAPS: usize = 258;
 /// [`EXACT_F32_TAPS`] taps.
 ///
 /// # Panics
-/// When a slice is shorter than the geometry says.
+/// When the geometry is not two-dimensional or a slice is shorter than
+/// the geometry says.
 pub fn depthwise_exact_f32<X: QInt>(
     x: &[X],
     x_zero: i32,
     channels: usize,
     w_centered: &[f32],
-    g: &PlaneGeom,
+    geom: &crate::im2col::ConvGeometry,
     out: &mut [i32],
 ) -> bool {
-    let [ih, iw] = g.input;
-    let [kh, kw] = g.kernel;
-    let [oh, ow] = g.output;
-    let (is, os) = (ih * iw, oh * ow);
-    if kh * kw > EXACT_F32_TAPS {
+    assert_eq!(geom.rank(), 2, "depthwise_exact_f32: a 2-D geometry");
+    let (is, ks, os) = (geom.image_size(), geom.kernel_size(), geom.output_size());
+    if ks > EXACT_F32_TAPS {
         return false;
     }
-    assert!(x.len() >= channels * is && w_centered.len() >= channels * kh * kw);
+    assert!(x.len() >= channels * is && w_centered.len() >= channels * ks);
     assert!(out.len() >= channels * os);
-    let pads = g.pad_begin.map(|p| p as isize);
-    let geom = crate::im2col::ConvGeometry::new_2d(
-        g.input,
-        g.kernel,
-        g.output,
-        g.strides,
-        g.dilations,
-        pads,
-    );
     F32_BUFS.with(|b| {
         let (plane, acc, scratch) = &mut *b.borrow_mut();
         plane.clear();
@@ -135,11 +144,11 @@ pub fn depthwise_exact_f32<X: QInt>(
         );
         acc.resize(channels * os, 0.0);
         crate::depthwise::depthwise2d(
-            &geom,
+            geom,
             channels,
             1,
             plane,
-            &w_centered[..channels * kh * kw],
+            &w_centered[..channels * ks],
             None,
             crate::activation::Activation::Identity,
             acc,
@@ -289,7 +298,7 @@ mod tests {
             let (is, ks, os) = (ih * iw, k * k, g.output[0] * g.output[1]);
             let wc: Vec<f32> = ws[..3 * ks].iter().map(|&v| (i32::from(v) - wz) as f32).collect();
             let mut got = vec![7; 3 * os];
-            prop_assert!(depthwise_exact_f32(&xs[..3 * is], xz, 3, &wc, &g, &mut got));
+            prop_assert!(depthwise_exact_f32(&xs[..3 * is], xz, 3, &wc, &g.conv_geometry(), &mut got));
             for c in 0..3 {
                 let want = naive(&xs[c * is..], xz, &ws[c * ks..], wz, &g);
                 prop_assert_eq!(&got[c * os..(c + 1) * os], &want[..]);

@@ -19,11 +19,11 @@
 //! convolutions take the generic path (GEMM per group, then bias and
 //! activation). ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
 
-use super::spatial::{row_block, AutoPad, ConvAttrs, ConvGeom, WindowAttrs, MAX_PARAM};
+use super::spatial::{row_block, AutoPad, ConvAttrs, ConvGeom, ShapeMemo, WindowAttrs, MAX_PARAM};
 use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
 use crate::buffers;
 use crate::error::{OpError, OpResult};
-use crate::ops::{input, opt_input, BuildCtx, Op, Registry};
+use crate::ops::{eval_fallback, input, opt_input, reuse_output, BuildCtx, Op, Registry};
 use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor};
 use qport_kernels::activation::Activation;
@@ -91,6 +91,44 @@ struct Conv {
     /// The weight packed for [`gemm_bias_act`] when it is an `f32`
     /// constant and the convolution is ungrouped.
     packed: Option<PackedA>,
+    /// What the last `f32` call derived from its shapes.
+    memo: ShapeMemo<F32Call>,
+}
+
+/// What an `f32` Conv call derives from its input shapes (kept in
+/// [`Conv::memo`] for the next call with the same shapes).
+struct F32Call {
+    geom: ConvGeom,
+    y_shape: Vec<usize>,
+    total: usize,
+    /// The depthwise kernel runs (else im2col + GEMM, or the generic
+    /// grouped path).
+    depthwise: bool,
+    /// Output rows per block of the GEMM path (see [`f32_row_block`]).
+    rb: usize,
+    /// The geometry of each block of `rb` output rows of the GEMM path
+    /// (one block over every row for a pointwise layer, which reads the
+    /// input itself), with its first row.
+    blocks: Vec<(usize, ConvGeometry)>,
+}
+
+/// Output rows per block of the `f32` GEMM path: blocks whose column
+/// matrix stays in cache (pointwise layers read the input itself, in one
+/// block).
+fn f32_row_block(g: &ConvGeom) -> usize {
+    let geo = &g.spatial;
+    let rows = geo.output.first().copied().unwrap_or(1).max(1);
+    if g.pointwise() {
+        return rows;
+    }
+    let kdim = g.sizes().kdim;
+    row_block(
+        rows,
+        geo.output_size() / rows,
+        4 * kdim,
+        F32_BLOCK_BYTES,
+        F32_MIN_BLOCK_COLS,
+    )
 }
 
 fn build_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
@@ -109,7 +147,12 @@ pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<
         }
         _ => None,
     };
-    Ok(Box::new(Conv { attrs, act, packed }))
+    Ok(Box::new(Conv {
+        attrs,
+        act,
+        packed,
+        memo: ShapeMemo::default(),
+    }))
 }
 
 impl Op for Conv {
@@ -119,8 +162,31 @@ impl Op for Conv {
         let b = opt_input(inputs, 2);
         match compute_type(x.dtype(), "input 0 (X)")? {
             DType::F64 => self.run::<f64>(x, w, b),
-            _ => self.run_f32(x, w, b),
+            _ => {
+                let call = self.f32_call(x, w)?;
+                // every element is written by run_f32
+                let mut y = buffers::take_f32(call.total);
+                self.run_f32(&call, x, w, b, &mut y)?;
+                Ok(vec![real_tensor(call.y_shape.clone(), y, x.dtype())?])
+            }
         }
+    }
+
+    /// A float32 Conv writes into the storage of its previous output and,
+    /// with the shapes of the previous call, allocates nothing.
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let x = input(inputs, 0)?;
+        if x.dtype() != DType::F32 {
+            return eval_fallback(self, inputs, outputs);
+        }
+        let w = input(inputs, 1)?;
+        let call = self.f32_call(x, w)?;
+        let y = reuse_output::<f32>(outputs, 0, &call.y_shape)?;
+        self.run_f32(&call, x, w, opt_input(inputs, 2), y)
     }
 }
 
@@ -134,6 +200,45 @@ struct ConvSetup<'a, T: Real> {
 }
 
 impl Conv {
+    /// The geometry, output shape and row blocks of an `f32` call on `x`
+    /// and `w`: the previous call's when the shapes (and the row block
+    /// size) are the same.
+    fn f32_call(&self, x: &Tensor, w: &Tensor) -> OpResult<std::sync::Arc<F32Call>> {
+        self.memo.get(
+            x.shape(),
+            w.shape(),
+            |c| c.rb == f32_row_block(&c.geom),
+            || {
+                let geom = self.attrs.geometry(x.shape(), w.shape())?;
+                let y_shape = geom.y_shape();
+                let geo = &geom.spatial;
+                let (isz, osz) = (geo.image_size(), geo.output_size());
+                let depthwise = geom.c_in / geom.group == 1
+                    && geo.rank() == 2
+                    && depthwise2d_scratch(geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
+                let rb = f32_row_block(&geom);
+                let mut blocks = vec![];
+                if !depthwise && geom.group == 1 && osz > 0 {
+                    let rows = geo.output[0].max(1);
+                    let mut r0 = 0;
+                    while r0 < rows {
+                        let r1 = rows.min(r0 + rb);
+                        blocks.push((r0, geo.output_rows(r0, r1)));
+                        r0 = r1;
+                    }
+                }
+                Ok(F32Call {
+                    total: checked_numel(&y_shape)?,
+                    y_shape,
+                    depthwise,
+                    rb,
+                    blocks,
+                    geom,
+                })
+            },
+        )
+    }
+
     fn setup<'a, T: Real>(&self, x: &'a Tensor, w: &'a Tensor) -> OpResult<ConvSetup<'a, T>> {
         let geom = self.attrs.geometry(x.shape(), w.shape())?;
         let out_shape = geom.y_shape();
@@ -167,13 +272,23 @@ impl Conv {
         Ok(vec![real_tensor(s.out_shape, y, x.dtype())?])
     }
 
-    /// The `f32` evaluation (float32, and float16/bfloat16 through f32):
-    /// the depthwise kernel or im2col + GEMM, with the bias and activation
-    /// applied as the output is produced.
-    fn run_f32(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
-        let s = self.setup::<f32>(x, w)?;
-        let (geo, n, c, m) = (&s.geom.spatial, s.geom.batch, s.geom.c_in, s.geom.c_out);
-        let (xv, wv, total) = (&s.x, &s.w, s.total);
+    /// The `f32` evaluation (float32, and float16/bfloat16 through f32)
+    /// of `call` into `y` (every element written): the depthwise kernel or
+    /// im2col + GEMM, with the bias and activation applied as the output
+    /// is produced.
+    fn run_f32(
+        &self,
+        call: &F32Call,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        y: &mut [f32],
+    ) -> OpResult<()> {
+        let geom = &call.geom;
+        let (geo, n, c, m) = (&geom.spatial, geom.batch, geom.c_in, geom.c_out);
+        let xv = read_real::<f32>(x, "input 0 (X)")?;
+        let wv = read_real::<f32>(w, "input 1 (W)")?;
+        let (xv, wv) = (&xv, &wv);
         let bv = match b {
             Some(b) => {
                 check_len(b, m, "input 2 (B)")?;
@@ -182,14 +297,9 @@ impl Conv {
             None => None,
         };
         let g = self.attrs.group;
-        let (cg, mg) = (c / g, m / g);
+        let mg = m / g;
         let (isz, osz) = (geo.image_size(), geo.output_size());
-        // every element of y is overwritten below
-        let mut y = buffers::take_f32(total);
-        let depthwise = cg == 1
-            && geo.rank() == 2
-            && depthwise2d_scratch(geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
-        if depthwise {
+        if call.depthwise {
             let mut scratch = buffers::take_scratch();
             for ni in 0..n {
                 depthwise2d(
@@ -215,16 +325,12 @@ impl Conv {
                     &fresh
                 }
             };
-            let pointwise = s.geom.pointwise();
+            let pointwise = geom.pointwise();
             // blocks of output rows whose column matrix stays in cache
             // (pointwise layers read the input itself, in one block)
             let rows = geo.output[0].max(1);
             let rest = osz / rows;
-            let rb = if pointwise {
-                rows
-            } else {
-                row_block(rows, rest, 4 * kdim, F32_BLOCK_BYTES, F32_MIN_BLOCK_COLS)
-            };
+            let rb = call.rb;
             let mut col = if pointwise {
                 vec![]
             } else {
@@ -238,15 +344,13 @@ impl Conv {
             for ni in 0..n {
                 let xi = &xv[ni * c * isz..][..c * isz];
                 let yi = &mut y[ni * m * osz..][..m * osz];
-                let mut r0 = 0;
-                while r0 < rows && osz > 0 {
-                    let r1 = rows.min(r0 + rb);
-                    let (j0, nb) = (r0 * rest, (r1 - r0) * rest);
+                for (r0, sub) in &call.blocks {
+                    let (j0, nb) = (r0 * rest, sub.output[0] * rest);
                     let rhs = if pointwise {
                         xi
                     } else {
                         let cb = &mut col[..kdim * nb];
-                        im2col(&geo.output_rows(r0, r1), c, xi, 0.0, cb);
+                        im2col(sub, c, xi, 0.0, cb);
                         cb
                     };
                     let ldb = if pointwise { osz } else { nb };
@@ -262,13 +366,12 @@ impl Conv {
                         kb,
                         &mut scratch,
                     );
-                    r0 = r1;
                 }
             }
             buffers::give_f32(col);
             buffers::give_scratch(scratch);
         } else {
-            conv_forward(geo, xv, wv, n, c, m, g, &mut y)?;
+            conv_forward(geo, xv, wv, n, c, m, g, y)?;
             if (bv.is_some() || self.act != Activation::Identity) && osz > 0 {
                 for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
                     let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
@@ -276,7 +379,7 @@ impl Conv {
                 }
             }
         }
-        Ok(vec![real_tensor(s.out_shape, y, x.dtype())?])
+        Ok(())
     }
 }
 

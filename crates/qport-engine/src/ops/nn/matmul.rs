@@ -7,7 +7,7 @@
 
 use super::{read_real, real_tensor, with_real, Real};
 use crate::error::{OpError, OpResult};
-use crate::ops::{input, opt_input, BuildCtx, Op, Registry};
+use crate::ops::{eval_fallback, input, opt_input, reuse_output, BuildCtx, Op, Registry};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Element, Tensor};
 use qport_kernels::gemm::{gemm, GemmScalar, MatRef};
@@ -40,10 +40,35 @@ impl Op for Gemm {
         let c = opt_input(inputs, 2);
         with_real!(a.dtype(), "input 0 (A)", T => self.run::<T>(a, b, c))
     }
+
+    /// A float32 Gemm writes into the storage of its previous output (no
+    /// allocation when the shapes repeat).
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let a = input(inputs, 0)?;
+        if a.dtype() != DType::F32 {
+            return eval_fallback(self, inputs, outputs);
+        }
+        let b = input(inputs, 1)?;
+        let (m, n, _) = self.dims(a, b)?;
+        let y = reuse_output::<f32>(outputs, 0, &[m, n])?;
+        self.compute::<f32>(a, b, opt_input(inputs, 2), y)
+    }
 }
 
 impl Gemm {
     fn run<T: Real>(&self, a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
+        let (m, n, _) = self.dims(a, b)?;
+        let mut y = vec![T::ZERO; checked_numel(&[m, n])?];
+        self.compute::<T>(a, b, c, &mut y)?;
+        Ok(vec![real_tensor(vec![m, n], y, a.dtype())?])
+    }
+
+    /// `(M, N, K)` of `op(A) [M, K] x op(B) [K, N]`, checked.
+    fn dims(&self, a: &Tensor, b: &Tensor) -> OpResult<(usize, usize, usize)> {
         let (ash, bsh) = (a.shape(), b.shape());
         if ash.len() != 2 || bsh.len() != 2 {
             return Err(OpError::invalid(format!(
@@ -66,21 +91,54 @@ impl Gemm {
                 self.trans_a as u8, self.trans_b as u8
             )));
         }
-        let total = checked_numel(&[m, n])?;
-        let mut y = vec![T::ZERO; total];
+        checked_numel(&[m, n])?;
+        Ok((m, n, k))
+    }
+
+    /// `y [M, N] = alpha * op(A) x op(B) + beta * C` (every element of `y`
+    /// written).
+    fn compute<T: Real>(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        c: Option<&Tensor>,
+        y: &mut [T],
+    ) -> OpResult<()> {
+        let (m, n, k) = self.dims(a, b)?;
+        let (ash, bsh) = (a.shape(), b.shape());
         let mut beta = T::ZERO;
         if let Some(c) = c {
             if self.beta != 0.0 {
                 let cs = c.shape();
-                let ok = cs.len() <= 2 && broadcast_shapes(cs, &[m, n]).is_ok_and(|s| s == [m, n]);
+                let fits = |d: usize, to: usize| d == 1 || d == to;
+                let ok = match cs {
+                    [] => true,
+                    [j] => fits(*j, n),
+                    [i, j] => fits(*i, m) && fits(*j, n),
+                    _ => false,
+                };
                 if !ok {
                     return Err(OpError::invalid(format!(
                         "input 2 (C) of shape {cs:?} does not broadcast to [{m}, {n}]"
                     )));
                 }
                 let cv = read_real::<T>(c, "input 2 (C)")?;
-                for (dst, src) in y.iter_mut().zip(broadcast_index_map(cs, &[m, n])) {
-                    *dst = cv[src];
+                // C as [rows, cols] (each 1 or the output's), broadcast
+                let (cr, cc) = match cs {
+                    [] => (1, 1),
+                    [j] => (1, *j),
+                    [i, j] => (*i, *j),
+                    _ => unreachable!("rank checked above"),
+                };
+                if n > 0 {
+                    for (i, row) in y.chunks_exact_mut(n).enumerate() {
+                        let src = &cv[if cr == 1 { 0 } else { i * cc }..][..cc];
+                        if cc == 1 {
+                            row.fill(src[0]);
+                        } else {
+                            row.copy_from_slice(src);
+                        }
+                    }
                 }
                 beta = T::from_f64(self.beta as f64);
             }
@@ -98,8 +156,8 @@ impl Gemm {
             trans: self.trans_b,
         };
         let alpha = T::from_f64(self.alpha as f64);
-        gemm(m, n, k, alpha, a_ref, b_ref, beta, &mut y, n);
-        Ok(vec![real_tensor(vec![m, n], y, a.dtype())?])
+        gemm(m, n, k, alpha, a_ref, b_ref, beta, y, n);
+        Ok(())
     }
 }
 

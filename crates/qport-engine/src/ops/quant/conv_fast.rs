@@ -20,13 +20,14 @@ use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zer
 use super::conv::{conv_accumulate_with, depthwise_image};
 use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
-use crate::ops::nn::spatial::{row_block, ConvAttrs, ConvGeom, ConvSizes};
-use crate::ops::{input, BuildCtx, Op};
+use crate::ops::nn::spatial::{row_block, ConvAttrs, ConvGeom, ConvSizes, ShapeMemo};
+use crate::ops::{input, reuse_output, BuildCtx, Op};
 use qport_core::arith::{Accumulator, Requantizer};
+use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_exact_f32;
 use qport_kernels::igemm::QInt;
-use qport_kernels::im2col::im2col;
+use qport_kernels::im2col::{im2col, ConvGeometry};
 use qport_kernels::int8::elementwise;
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
@@ -61,6 +62,36 @@ pub(crate) struct PreparedConv {
     y: Grid,
     /// The AVX2 int16-saturating pair accumulation (u8 activations only).
     sat_pairs: bool,
+    /// What the last call derived from its input shape.
+    memo: ShapeMemo<Call>,
+}
+
+/// What a call of a [`PreparedConv`] derives from its input shape (kept
+/// for the next call with that shape).
+struct Call {
+    g: ConvGeom,
+    y_shape: Vec<usize>,
+    /// Output rows per block of [`PreparedConv::blocked`] ([`block_rows`]).
+    rb: usize,
+    /// Each block of `rb` output rows: its first row and its geometry.
+    blocks: Vec<(usize, ConvGeometry)>,
+}
+
+/// Output rows per block of [`PreparedConv::blocked`]: the block's column
+/// matrix, its packed copy and its accumulators stay in the L2 cache.
+fn block_rows(g: &ConvGeom) -> usize {
+    let ConvSizes { os, kdim, .. } = g.sizes();
+    let rows = g.spatial.output.first().copied().unwrap_or(0);
+    if os == 0 || rows == 0 {
+        return 0;
+    }
+    row_block(
+        rows,
+        os / rows,
+        2 * kdim + 4 * g.c_out,
+        BLOCK_BYTES,
+        MIN_BLOCK_COLS,
+    )
 }
 
 thread_local! {
@@ -189,19 +220,89 @@ impl PreparedConv {
             x_zero,
             y,
             sat_pairs: profile.accumulator == Accumulator::I16SatPairs,
+            memo: ShapeMemo::default(),
         }))
+    }
+
+    /// The geometry, output shape and row blocks of a call on an input of
+    /// shape `x`: the previous call's when the shape (and the block size)
+    /// is the same.
+    fn call(&self, x: &[usize]) -> OpResult<std::sync::Arc<Call>> {
+        self.memo.get(
+            x,
+            &[],
+            |c| c.rb == block_rows(&c.g),
+            || {
+                let g = self.attrs.geometry(x, &self.w_shape)?;
+                let rb = block_rows(&g);
+                let mut blocks = vec![];
+                if rb > 0 {
+                    let rows = g.spatial.output[0];
+                    let mut r0 = 0;
+                    while r0 < rows {
+                        let r1 = rows.min(r0 + rb);
+                        blocks.push((r0, g.spatial.output_rows(r0, r1)));
+                        r0 = r1;
+                    }
+                }
+                Ok(Call {
+                    y_shape: g.y_shape(),
+                    g,
+                    rb,
+                    blocks,
+                })
+            },
+        )
     }
 
     /// Runs on `x` (u8 or i8); `None` when `x`'s type is not 8-bit (the
     /// caller falls back to the general path).
     pub(crate) fn run(&self, x: &Tensor) -> OpResult<Option<Tensor>> {
+        if !matches!(x.dtype(), DType::U8 | DType::I8) {
+            return Ok(None);
+        }
+        let call = self.call(x.shape())?;
+        let n_out = checked_numel(&call.y_shape)?;
+        // pooled buffers: every element is written by run_into
+        let data = match self.y {
+            Grid::U8 => {
+                let mut out = crate::buffers::take_u8(n_out);
+                self.run_into(&call, x, &mut out)?;
+                TensorData::U8(out)
+            }
+            _ => {
+                let mut out = crate::buffers::take_i8(n_out);
+                self.run_into(&call, x, &mut out)?;
+                TensorData::I8(out)
+            }
+        };
+        Ok(Some(Tensor::new(call.y_shape.clone(), data)?))
+    }
+
+    /// Runs on `x` into `outputs[0]`, reusing its storage (no allocation
+    /// when the input shape repeats); `false` (nothing written) when `x`'s
+    /// type is not 8-bit.
+    pub(crate) fn run_reusing(&self, x: &Tensor, outputs: &mut [Option<Tensor>]) -> OpResult<bool> {
+        if !matches!(x.dtype(), DType::U8 | DType::I8) {
+            return Ok(false);
+        }
+        let call = self.call(x.shape())?;
+        match self.y {
+            Grid::U8 => self.run_into(&call, x, reuse_output::<u8>(outputs, 0, &call.y_shape)?)?,
+            _ => self.run_into(&call, x, reuse_output::<i8>(outputs, 0, &call.y_shape)?)?,
+        }
+        Ok(true)
+    }
+
+    /// The convolution of the 8-bit `x` into `out` (`call`'s output shape,
+    /// every element written).
+    fn run_into<T: QInt>(&self, call: &Call, x: &Tensor, out: &mut [T]) -> OpResult<()> {
         #[cfg(test)]
         tests::PREPARED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let g = self.attrs.geometry(x.shape(), &self.w_shape)?;
+        let g = &call.g;
         let sat = self.sat_pairs && x.dtype() == DType::U8 && !g.depthwise();
         let os = g.spatial.output_size();
-        let n_out = g.batch * g.c_out * os;
-        let out = SCRATCH.with(|s| -> OpResult<Option<TensorData>> {
+        SCRATCH.with(|s| -> OpResult<()> {
             let (acc, col, flip) = &mut *s.borrow_mut();
             // activations as u8 with the matching zero point
             let (xu, xz): (&[u8], i32) = match x.data() {
@@ -211,59 +312,34 @@ impl PreparedConv {
                     flip.extend(v.iter().map(|&b| (b as u8) ^ 0x80));
                     (&flip[..], self.x_zero + 128)
                 }
-                _ => return Ok(None),
+                _ => unreachable!("8-bit input checked by the callers"),
             };
             if acc.len() < g.c_out * os {
                 acc.resize(g.c_out * os, 0);
             }
             let acc = &mut acc[..g.c_out * os];
-            let (mut out_u8, mut out_i8) = (Vec::new(), Vec::new());
-            // pooled buffers: every element is written below
-            match self.y {
-                Grid::U8 => out_u8 = crate::buffers::take_u8(n_out),
-                _ => out_i8 = crate::buffers::take_i8(n_out),
-            }
             let is = g.spatial.image_size();
             for n in 0..g.batch {
                 let xn = &xu[n * g.c_in * is..(n + 1) * g.c_in * is];
-                let o = n * g.c_out * os;
+                let o = &mut out[n * g.c_out * os..][..g.c_out * os];
                 if !sat && !g.depthwise_plane() {
-                    match self.y {
-                        Grid::U8 => {
-                            self.blocked(xn, xz, &g, col, acc, &mut out_u8[o..][..g.c_out * os])
-                        }
-                        _ => self.blocked(xn, xz, &g, col, acc, &mut out_i8[o..][..g.c_out * os]),
-                    }
+                    self.blocked(xn, xz, call, col, acc, o);
                     continue;
                 }
                 if sat {
                     // the saturating pairs see the stored u8 values
-                    let a = conv_accumulate_with(xn, &self.w, &one(&g), xz, &self.w_zero, true)?;
+                    let a = conv_accumulate_with(xn, &self.w, &one(g), xz, &self.w_zero, true)?;
                     acc.copy_from_slice(&a);
                 } else {
-                    self.depthwise(xn, xz, &g, acc);
+                    self.depthwise(xn, xz, g, acc);
                 }
                 if let Some(b) = &self.bias_acc {
                     add_int32_bias(acc, b, os);
                 }
-                match self.y {
-                    Grid::U8 => {
-                        elementwise::requantize(&self.rq, acc, os, &mut out_u8[o..o + g.c_out * os])
-                    }
-                    _ => {
-                        elementwise::requantize(&self.rq, acc, os, &mut out_i8[o..o + g.c_out * os])
-                    }
-                }
+                elementwise::requantize(&self.rq, acc, os, o);
             }
-            Ok(Some(match self.y {
-                Grid::U8 => TensorData::U8(out_u8),
-                _ => TensorData::I8(out_i8),
-            }))
-        })?;
-        match out {
-            Some(d) => Ok(Some(Tensor::new(g.y_shape(), d)?)),
-            None => Ok(None),
-        }
+            Ok(())
+        })
     }
 
     /// One image through the exact GEMM in blocks of output rows: per
@@ -278,11 +354,12 @@ impl PreparedConv {
         &self,
         xn: &[u8],
         xz: i32,
-        g: &ConvGeom,
+        call: &Call,
         col: &mut Vec<u8>,
         acc: &mut [i32],
         out: &mut [T],
     ) {
+        let g = &call.g;
         let ConvSizes {
             is,
             os,
@@ -291,22 +368,16 @@ impl PreparedConv {
             kdim,
             ..
         } = g.sizes();
-        let rows = g.spatial.output[0];
+        let rows = g.spatial.output.first().copied().unwrap_or(0);
         if os == 0 || rows == 0 {
             return;
         }
         let rest = os / rows;
-        // column matrix, its packed copy, the accumulators
-        let per_col = 2 * kdim + 4 * g.c_out;
-        let rb = row_block(rows, rest, per_col, BLOCK_BYTES, MIN_BLOCK_COLS);
         let pointwise = g.pointwise();
         // the padding holds the zero point (a u8 value here)
         let pad = xz.clamp(0, 255) as u8;
-        let mut r0 = 0;
-        while r0 < rows {
-            let r1 = rows.min(r0 + rb);
-            let (j0, nb) = (r0 * rest, (r1 - r0) * rest);
-            let sub = g.spatial.output_rows(r0, r1);
+        for (r0, sub) in &call.blocks {
+            let (j0, nb) = (r0 * rest, sub.output[0] * rest);
             let acc = &mut acc[..g.c_out * nb];
             for gi in 0..g.group {
                 let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
@@ -316,7 +387,7 @@ impl PreparedConv {
                     if col.len() < kdim * nb {
                         col.resize(kdim * nb, 0);
                     }
-                    im2col(&sub, cg, xs, pad, &mut col[..kdim * nb]);
+                    im2col(sub, cg, xs, pad, &mut col[..kdim * nb]);
                     &col[..kdim * nb]
                 };
                 let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
@@ -330,14 +401,13 @@ impl PreparedConv {
                 let o = &mut out[ch * os + j0..][..nb];
                 elementwise::requantize(&self.rq[ch..ch + 1], a, nb, o);
             }
-            r0 = r1;
         }
     }
 
     /// Exact accumulators of one image of a 2-D depthwise layer into `acc`
     /// (`[c_out, os]`); the other layers run [`Self::blocked`].
     fn depthwise(&self, xn: &[u8], xz: i32, g: &ConvGeom, acc: &mut [i32]) {
-        if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.plane(), acc) {
+        if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.spatial, acc) {
             depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
         }
     }
@@ -364,6 +434,20 @@ impl Op for WithFallback {
             Some(y) => Ok(vec![y]),
             None => self.general.eval(inputs),
         }
+    }
+
+    /// The prepared path writes into the storage of its previous output
+    /// (no allocation when the input shape repeats).
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let x = input(inputs, 0)?;
+        if self.prepared.run_reusing(x, outputs)? {
+            return Ok(());
+        }
+        self.general.eval_into(inputs, outputs)
     }
 }
 

@@ -81,12 +81,20 @@ unsafe fn for_channels<S: Simd>(
     scratch.resize(len + l, 0.0);
     let start = scratch.as_ptr().align_offset(l * 4).min(l);
     let plane = &mut scratch[start..start + len];
-    let toff: Vec<usize> = (0..g.kh * g.kw)
-        .map(|t| {
-            let (ki, kj) = (t / g.kw, t % g.kw);
-            ki * g.dh * g.sw * wq + ((kj * g.dw) % g.sw) * wq + (kj * g.dw) / g.sw
-        })
-        .collect();
+    // each tap's offset in the plane (on the stack for kernels up to 8x8)
+    let mut stack = [0usize; 64];
+    let mut heap = Vec::new();
+    let toff: &mut [usize] = if g.kh * g.kw <= stack.len() {
+        &mut stack[..g.kh * g.kw]
+    } else {
+        heap.resize(g.kh * g.kw, 0);
+        &mut heap
+    };
+    for (t, off) in toff.iter_mut().enumerate() {
+        let (ki, kj) = (t / g.kw, t % g.kw);
+        *off = ki * g.dh * g.sw * wq + ((kj * g.dw) % g.sw) * wq + (kj * g.dw) / g.sw;
+    }
+    let toff = &*toff;
     let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
     for o in 0..a.channels * a.mult {
         if o % a.mult == 0 {
@@ -106,7 +114,7 @@ unsafe fn for_channels<S: Simd>(
             g,
             plane,
             wq,
-            toff: &toff,
+            toff,
             k: &a.kernels[o * ksz..][..ksz],
             blocked: a.mult == 1,
             bias: a.bias.map(|b| b[o]),
