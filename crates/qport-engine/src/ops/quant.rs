@@ -122,6 +122,18 @@ pub(crate) mod test_util {
         constant: &[bool],
         arith: Option<&qport_core::arith::ArithProfile>,
     ) -> crate::error::OpResult<Vec<Tensor>> {
+        build_const(builder, op, attrs, inputs, constant, arith)?.eval(inputs)
+    }
+
+    /// The operator [`run_const`] builds.
+    pub(crate) fn build_const(
+        builder: OpBuilder,
+        op: &str,
+        attrs: Vec<(&str, Attribute)>,
+        inputs: &[Option<&Tensor>],
+        constant: &[bool],
+        arith: Option<&qport_core::arith::ArithProfile>,
+    ) -> crate::error::OpResult<Box<dyn crate::ops::Op>> {
         let names = (0..inputs.len()).map(|i| match inputs[i] {
             Some(_) => format!("i{i}"),
             None => String::new(),
@@ -137,7 +149,7 @@ pub(crate) mod test_util {
         if let Some(arith) = arith {
             ctx.arith = arith;
         }
-        builder(&ctx)?.eval(inputs)
+        builder(&ctx)
     }
 
     /// A tensor from a shape and values.

@@ -11,7 +11,7 @@
 
 use super::common::{f32_values, i32_values, scalar_f32, scalar_zero, with_q8_pair, Grid};
 use crate::error::{OpError, OpResult};
-use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
+use crate::ops::{fn_op, input, opt_input, reuse_output, BuildCtx, Op};
 use qport_core::arith::{self, Accumulator, ArithProfile, Requantizer};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
@@ -276,8 +276,26 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let const_b = ctx
         .const_input(3)
         .filter(|b| b.rank() == 2)
-        .and_then(|b| ConstB::new(b, trans_b));
-    Ok(fn_op(move |inputs| {
+        .and_then(|b| ConstB::new(b, trans_b))
+        .map(std::sync::Arc::new);
+    // constants the prepared path cannot take (or gets wrong) leave the
+    // node to the general path, which reports them when it runs
+    if let Ok(Some(prepared)) = PreparedQGemm::try_new(ctx, &const_b, trans_a, alpha) {
+        let general = build_qgemm_general(trans_a, trans_b, alpha, p, const_b);
+        return Ok(Box::new(QGemmWithFallback { prepared, general }));
+    }
+    Ok(build_qgemm_general(trans_a, trans_b, alpha, p, const_b))
+}
+
+/// `QGemm` for any inputs (constant or not), computed per call.
+fn build_qgemm_general(
+    trans_a: bool,
+    trans_b: bool,
+    alpha: f32,
+    p: ArithProfile,
+    const_b: Option<std::sync::Arc<ConstB>>,
+) -> Box<dyn Op> {
+    fn_op(move |inputs| {
         let a = input(inputs, 0)?;
         let b = input(inputs, 3)?;
         if a.rank() != 2 || b.rank() != 2 {
@@ -359,7 +377,248 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
             bias.fill(0);
         }
         qgemm_epilogue(&p, inputs, &acc, &bias, (m, n), alpha, a_scale, &b_scale, a)
-    }))
+    })
+}
+
+/// A `QGemm` whose `B`, scales, zero points, `C` (one value per column at
+/// most) and output quantization are constants (the classifier head of a
+/// lowered QDQ artifact), prepared at build time: `B` packed
+/// ([`ConstB`]), the bias per column, one [`Requantizer`] (or float
+/// multiplier) per column. A call computes the same sums and the same
+/// epilogue as [`build_qgemm_general`] (the unit tests hold the two equal)
+/// into reused buffers.
+struct PreparedQGemm {
+    trans_a: bool,
+    b: std::sync::Arc<ConstB>,
+    p: ArithProfile,
+    za: i32,
+    zb: Vec<i32>,
+    /// `C` per column (zeros without `C`), added to the accumulators
+    /// when the profile adds the bias there ([`int_bias`]).
+    bias: Vec<i32>,
+    int_bias: bool,
+    epilogue: QGemmEpilogue,
+}
+
+/// The prepared per-column epilogue of a [`PreparedQGemm`].
+enum QGemmEpilogue {
+    /// Requantized to this 8-bit grid.
+    Quantized(Grid, Vec<Requantizer>),
+    /// Scaled to float32: `(bias, multiplier)` per column.
+    Float(Vec<(f64, f64)>),
+}
+
+thread_local! {
+    /// Accumulators, A transposed, and the transposed product, reused.
+    static QGEMM_SCRATCH: std::cell::RefCell<(Vec<i32>, Vec<u8>, Vec<i32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+impl PreparedQGemm {
+    /// Prepares the node when everything but `A` is a constant of a
+    /// supported form and the profile does not accumulate in saturating
+    /// pairs; `None` otherwise.
+    fn try_new(
+        ctx: &BuildCtx,
+        const_b: &Option<std::sync::Arc<ConstB>>,
+        trans_a: bool,
+        alpha: f32,
+    ) -> OpResult<Option<PreparedQGemm>> {
+        let p = ctx.arith;
+        let Some(b) = const_b else { return Ok(None) };
+        if p.accumulator == Accumulator::I16SatPairs {
+            return Ok(None);
+        }
+        let present = |i: usize| ctx.node.input(i).is_some_and(|n| !n.is_empty());
+        // every given input but A must be a constant
+        if (1..9).any(|i| present(i) && ctx.const_input(i).is_none()) {
+            return Ok(None);
+        }
+        let n = b.packed.rows();
+        let (Some(a_scale), Some(bs)) = (ctx.const_input(1), ctx.const_input(4)) else {
+            return Ok(None);
+        };
+        let a_scale = scalar_f32(a_scale, "a_scale")?;
+        let za = scalar_zero(ctx.const_input(2), "a_zero_point")?;
+        let b_scale =
+            super::common::per_channel(f32_values(bs, "b_scale")?, bs.shape(), n, "b_scale")?;
+        let zb = match ctx.const_input(5) {
+            Some(t) => super::common::per_channel(
+                i32_values(t, "b_zero_point")?,
+                t.shape(),
+                n,
+                "b_zero_point",
+            )?,
+            None => vec![0; n],
+        };
+        let bias = match ctx.const_input(6) {
+            None => vec![0; n],
+            Some(c) => {
+                let Ok(cv) = c.as_slice::<i32>() else {
+                    return Ok(None);
+                };
+                match c.shape() {
+                    [] | [1] | [1, 1] => vec![cv[0]; n],
+                    [j] | [1, j] if *j == n => cv.to_vec(),
+                    // a bias per row: computed per call
+                    _ => return Ok(None),
+                }
+            }
+        };
+        let int_bias = int_bias(p);
+        let col_bias = |j: usize| if int_bias { 0.0 } else { f64::from(bias[j]) };
+        let epilogue = match ctx.const_input(7) {
+            Some(ys) => {
+                // the output type follows A's when y_zero_point is absent:
+                // known per call only
+                let Some(yz) = ctx.const_input(8) else {
+                    return Ok(None);
+                };
+                let q = Grid::of8("y", yz.dtype())?;
+                let (y_scale, y_zero) = (
+                    scalar_f32(ys, "y_scale")?,
+                    scalar_zero(Some(yz), "y_zero_point")?,
+                );
+                let rq = (0..n)
+                    .map(|j| {
+                        let mult = p.gemm_multiplier(&[alpha, a_scale, b_scale[j]], &[y_scale]);
+                        Requantizer::new(col_bias(j), mult, y_zero, q.min(), q.max(), p)
+                    })
+                    .collect();
+                QGemmEpilogue::Quantized(q, rq)
+            }
+            None => QGemmEpilogue::Float(
+                (0..n)
+                    .map(|j| {
+                        (
+                            col_bias(j),
+                            p.gemm_multiplier(&[alpha, a_scale, b_scale[j]], &[]),
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+        Ok(Some(PreparedQGemm {
+            trans_a,
+            b: b.clone(),
+            p: p.clone(),
+            za,
+            zb,
+            bias,
+            int_bias,
+            epilogue,
+        }))
+    }
+
+    /// `(M, K)` of `op(A)` when `a` is an 8-bit matrix with this `B`'s
+    /// inner dimension; `None` for other inputs (the general path runs and
+    /// reports what is wrong).
+    fn rows(&self, a: &Tensor) -> Option<usize> {
+        let [r, c] = a.shape() else { return None };
+        let (m, k) = if self.trans_a { (*c, *r) } else { (*r, *c) };
+        (matches!(a.dtype(), DType::U8 | DType::I8) && k == self.b.packed.depth()).then_some(m)
+    }
+
+    /// The product of `a` into `outputs[0]` (its storage reused); `false`
+    /// (nothing written) when `a` is not an 8-bit matrix of the right
+    /// inner dimension.
+    fn run_into(&self, a: &Tensor, outputs: &mut [Option<Tensor>]) -> OpResult<bool> {
+        let Some(m) = self.rows(a) else {
+            return Ok(false);
+        };
+        let n = self.b.packed.rows();
+        let shape = [m, n];
+        QGEMM_SCRATCH.with(|s| -> OpResult<()> {
+            let (acc, at, ct) = &mut *s.borrow_mut();
+            acc.clear();
+            acc.resize(m * n, 0);
+            let (r, c) = (a.shape()[0], a.shape()[1]);
+            let ta = self.trans_a;
+            match a.data() {
+                TensorData::U8(v) => {
+                    self.b
+                        .accumulate_with(op_a(v, r, c, ta), self.za, &self.zb, acc, at, ct)
+                }
+                TensorData::I8(v) => {
+                    self.b
+                        .accumulate_with(op_a(v, r, c, ta), self.za, &self.zb, acc, at, ct)
+                }
+                _ => unreachable!("8-bit A checked by rows()"),
+            }
+            if self.int_bias && n > 0 {
+                for row in acc.chunks_exact_mut(n) {
+                    for (v, &b) in row.iter_mut().zip(&self.bias) {
+                        *v = v.wrapping_add(b);
+                    }
+                }
+            }
+            match &self.epilogue {
+                QGemmEpilogue::Quantized(Grid::U8, rq) => {
+                    let out = reuse_output::<u8>(outputs, 0, &shape)?;
+                    for (o, (&v, r)) in out.iter_mut().zip(acc.iter().zip(rq.iter().cycle())) {
+                        *o = r.apply(i64::from(v)) as u8;
+                    }
+                }
+                QGemmEpilogue::Quantized(_, rq) => {
+                    let out = reuse_output::<i8>(outputs, 0, &shape)?;
+                    for (o, (&v, r)) in out.iter_mut().zip(acc.iter().zip(rq.iter().cycle())) {
+                        *o = r.apply(i64::from(v)) as i8;
+                    }
+                }
+                QGemmEpilogue::Float(cols) => {
+                    let out = reuse_output::<f32>(outputs, 0, &shape)?;
+                    for (o, (&v, &(b, mult))) in
+                        out.iter_mut().zip(acc.iter().zip(cols.iter().cycle()))
+                    {
+                        *o = arith::dequantize_acc(i64::from(v), b, mult, &self.p);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(true)
+    }
+}
+
+/// `A` (`rows × cols` row-major) as `op(A)`.
+fn op_a<A: QInt>(v: &[A], rows: usize, cols: usize, trans: bool) -> MatRef<'_, A> {
+    let m = MatRef::row_major(v, rows, cols);
+    if trans {
+        m.t()
+    } else {
+        m
+    }
+}
+
+/// A prepared `QGemm` with the general one behind it (for inputs the
+/// prepared one does not take).
+struct QGemmWithFallback {
+    prepared: PreparedQGemm,
+    general: Box<dyn Op>,
+}
+
+impl Op for QGemmWithFallback {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let mut out = [None];
+        if self.prepared.run_into(input(inputs, 0)?, &mut out)? {
+            let [y] = out;
+            return Ok(vec![y.expect("written")]);
+        }
+        self.general.eval(inputs)
+    }
+
+    /// The prepared path writes into the storage of its previous output
+    /// (no allocation when `A`'s shape repeats).
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        if self.prepared.run_into(input(inputs, 0)?, outputs)? {
+            return Ok(());
+        }
+        self.general.eval_into(inputs, outputs)
+    }
 }
 
 /// A constant i8 `B'` (`k × n`) of `QGemm` prepared at build time: its
@@ -400,10 +659,24 @@ impl ConstB {
     /// `C'ᵀ = (B'ᵀ − zb)·(A'ᵀ − za)` on the host's u8×s8 kernel (signed
     /// activations flipped to unsigned, zero point + 128).
     fn accumulate<A: QInt>(&self, a: MatRef<'_, A>, za: i32, zb: &[i32], acc: &mut [i32]) {
+        self.accumulate_with(a, za, zb, acc, &mut vec![], &mut vec![]);
+    }
+
+    /// [`Self::accumulate`] with its two work buffers (`A'ᵀ` and the
+    /// transposed product) in `at` and `ct`, resized as needed.
+    fn accumulate_with<A: QInt>(
+        &self,
+        a: MatRef<'_, A>,
+        za: i32,
+        zb: &[i32],
+        acc: &mut [i32],
+        at: &mut Vec<u8>,
+        ct: &mut Vec<i32>,
+    ) {
         let (m, k, n) = (a.rows, self.packed.depth(), self.packed.rows());
-        // A'ᵀ as u8, k × m
+        // A'ᵀ as u8, k × m (every element written below)
         let flip = A::as_i8(a.data).is_some();
-        let mut at = vec![0u8; k * m];
+        at.resize(k * m, 0);
         for i in 0..m {
             for p in 0..k {
                 let v = a.data[i * a.row_stride + p * a.col_stride].widen();
@@ -411,8 +684,8 @@ impl ConstB {
             }
         }
         let za = if flip { za + 128 } else { za };
-        let mut ct = vec![0i32; n * m];
-        qgemm::gemm_u8s8(&self.packed, zb, &at, za, m, &mut ct, m);
+        ct.resize(n * m, 0);
+        qgemm::gemm_u8s8(&self.packed, zb, &at[..k * m], za, m, &mut ct[..n * m], m);
         for i in 0..m {
             for j in 0..n {
                 acc[i * n + j] = acc[i * n + j].wrapping_add(ct[j * m + i]);
@@ -535,7 +808,7 @@ mod tests {
 
     #[test]
     fn qgemm_with_a_constant_b_equals_the_general_path() {
-        use crate::ops::quant::test_util::run_const;
+        use crate::ops::quant::test_util::{build_const, run_const};
         // (m, k, n, transA, transB); u8 and i8 A; per-column zero points
         for (case, (m, k, n, ta, tb)) in [
             (1, 70, 33, false, true),
@@ -597,6 +870,18 @@ mod tests {
                         run_const(build_qgemm, "QGemm", attrs.clone(), &ins, &consts, None)
                             .unwrap();
                     assert_eq!(prepared[0], general[0], "case {case} signed {signed} y {y}");
+                    // into a reused output, twice (the second reuses the first's storage)
+                    let op = build_const(build_qgemm, "QGemm", attrs.clone(), &ins, &consts, None)
+                        .unwrap();
+                    let mut out = [None];
+                    for run in 0..2 {
+                        op.eval_into(&ins, &mut out).unwrap();
+                        assert_eq!(
+                            out[0].as_ref(),
+                            Some(&general[0]),
+                            "case {case} signed {signed} y {y} eval_into run {run}"
+                        );
+                    }
                 }
             }
         }
