@@ -322,18 +322,7 @@ fn build_qgemm_general(
         }
         let a_scale = scalar_f32(input(inputs, 1)?, "a_scale")?;
         let za = scalar_zero(opt_input(inputs, 2), "a_zero_point")?;
-        let bs = input(inputs, 4)?;
-        let b_scale =
-            super::common::per_channel(f32_values(bs, "b_scale")?, bs.shape(), n, "b_scale")?;
-        let zb = match opt_input(inputs, 5) {
-            Some(t) => super::common::per_channel(
-                i32_values(t, "b_zero_point")?,
-                t.shape(),
-                n,
-                "b_zero_point",
-            )?,
-            None => vec![0; n],
-        };
+        let (b_scale, zb) = b_quantization(input(inputs, 4)?, opt_input(inputs, 5), n)?;
         let mut acc = vec![0i32; m * n];
         let mut bias = vec![0i32; m * n];
         if let Some(c) = opt_input(inputs, 6) {
@@ -378,6 +367,22 @@ fn build_qgemm_general(
         }
         qgemm_epilogue(&p, inputs, &acc, &bias, (m, n), alpha, a_scale, &b_scale, a)
     })
+}
+
+/// `QGemm`'s `b_scale` and `b_zero_point` (zeros when absent), one per
+/// column of `B'` (`n` of them; a single value is repeated).
+fn b_quantization(bs: &Tensor, zb: Option<&Tensor>, n: usize) -> OpResult<(Vec<f32>, Vec<i32>)> {
+    let b_scale = super::common::per_channel(f32_values(bs, "b_scale")?, bs.shape(), n, "b_scale")?;
+    let zb = match zb {
+        Some(t) => super::common::per_channel(
+            i32_values(t, "b_zero_point")?,
+            t.shape(),
+            n,
+            "b_zero_point",
+        )?,
+        None => vec![0; n],
+    };
+    Ok((b_scale, zb))
 }
 
 /// A `QGemm` whose `B`, scales, zero points, `C` (one value per column at
@@ -440,17 +445,7 @@ impl PreparedQGemm {
         };
         let a_scale = scalar_f32(a_scale, "a_scale")?;
         let za = scalar_zero(ctx.const_input(2), "a_zero_point")?;
-        let b_scale =
-            super::common::per_channel(f32_values(bs, "b_scale")?, bs.shape(), n, "b_scale")?;
-        let zb = match ctx.const_input(5) {
-            Some(t) => super::common::per_channel(
-                i32_values(t, "b_zero_point")?,
-                t.shape(),
-                n,
-                "b_zero_point",
-            )?,
-            None => vec![0; n],
-        };
+        let (b_scale, zb) = b_quantization(bs, ctx.const_input(5), n)?;
         let bias = match ctx.const_input(6) {
             None => vec![0; n],
             Some(c) => {
