@@ -501,3 +501,46 @@ mod round_tests {
         }
     }
 }
+
+/// An operator prepared at build time for the inputs it usually gets
+/// (constant weights and quantization parameters), which declines others.
+pub(crate) trait Prepared: Send + Sync {
+    /// Evaluates into `outputs[0]`, reusing its storage; `false` (nothing
+    /// written) for inputs the prepared path does not take.
+    fn run_reusing(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<bool>;
+}
+
+/// A [`Prepared`] operator with the general one behind it, for the inputs
+/// the prepared one declines (such as 16-bit activations).
+pub(crate) struct WithFallback<P> {
+    pub(crate) prepared: P,
+    pub(crate) general: Box<dyn crate::ops::Op>,
+}
+
+impl<P: Prepared> crate::ops::Op for WithFallback<P> {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let mut out = [None];
+        if self.prepared.run_reusing(inputs, &mut out)? {
+            let [y] = out;
+            return Ok(vec![y.expect("a prepared run writes its output")]);
+        }
+        self.general.eval(inputs)
+    }
+
+    /// The prepared path writes into the storage of its previous output
+    /// (no allocation when the input shapes repeat).
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        if self.prepared.run_reusing(inputs, outputs)? {
+            return Ok(());
+        }
+        self.general.eval_into(inputs, outputs)
+    }
+}

@@ -18,11 +18,12 @@
 //! [`qport_kernels::igemm`], the same sums); depthwise layers use the
 //! direct [`qport_kernels::idepthwise`] kernel.
 
+use super::common::WithFallback;
 use super::common::{
     f32_values, i32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, with_q8_pair,
     Grid,
 };
-use super::conv_fast::{PreparedConv, WithFallback};
+use super::conv_fast::PreparedConv;
 use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{ConvAttrs, ConvGeom, ConvSizes};

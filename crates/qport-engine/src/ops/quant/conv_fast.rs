@@ -16,14 +16,15 @@
 //! the two equal.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use super::common::{f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, Grid};
+use super::common::{
+    f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, Grid, Prepared,
+};
 use super::conv::{conv_accumulate_with, depthwise_image};
 use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{row_block, ConvAttrs, ConvGeom, ConvSizes, ShapeMemo};
-use crate::ops::{input, reuse_output, BuildCtx, Op};
+use crate::ops::{input, reuse_output, BuildCtx};
 use qport_core::arith::{Accumulator, Requantizer};
-use qport_core::shape::checked_numel;
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_exact_f32;
 use qport_kernels::igemm::QInt;
@@ -255,45 +256,6 @@ impl PreparedConv {
         )
     }
 
-    /// Runs on `x` (u8 or i8); `None` when `x`'s type is not 8-bit (the
-    /// caller falls back to the general path).
-    pub(crate) fn run(&self, x: &Tensor) -> OpResult<Option<Tensor>> {
-        if !matches!(x.dtype(), DType::U8 | DType::I8) {
-            return Ok(None);
-        }
-        let call = self.call(x.shape())?;
-        let n_out = checked_numel(&call.y_shape)?;
-        // pooled buffers: every element is written by run_into
-        let data = match self.y {
-            Grid::U8 => {
-                let mut out = crate::buffers::take_u8(n_out);
-                self.run_into(&call, x, &mut out)?;
-                TensorData::U8(out)
-            }
-            _ => {
-                let mut out = crate::buffers::take_i8(n_out);
-                self.run_into(&call, x, &mut out)?;
-                TensorData::I8(out)
-            }
-        };
-        Ok(Some(Tensor::new(call.y_shape.clone(), data)?))
-    }
-
-    /// Runs on `x` into `outputs[0]`, reusing its storage (no allocation
-    /// when the input shape repeats); `false` (nothing written) when `x`'s
-    /// type is not 8-bit.
-    pub(crate) fn run_reusing(&self, x: &Tensor, outputs: &mut [Option<Tensor>]) -> OpResult<bool> {
-        if !matches!(x.dtype(), DType::U8 | DType::I8) {
-            return Ok(false);
-        }
-        let call = self.call(x.shape())?;
-        match self.y {
-            Grid::U8 => self.run_into(&call, x, reuse_output::<u8>(outputs, 0, &call.y_shape)?)?,
-            _ => self.run_into(&call, x, reuse_output::<i8>(outputs, 0, &call.y_shape)?)?,
-        }
-        Ok(true)
-    }
-
     /// The convolution of the 8-bit `x` into `out` (`call`'s output shape,
     /// every element written).
     fn run_into<T: QInt>(&self, call: &Call, x: &Tensor, out: &mut [T]) -> OpResult<()> {
@@ -420,34 +382,23 @@ fn one(g: &ConvGeom) -> ConvGeom {
     g
 }
 
-/// A prepared convolution with the general path behind it (for inputs the
-/// prepared one does not take, such as 16-bit activations).
-pub(crate) struct WithFallback {
-    pub(crate) prepared: PreparedConv,
-    pub(crate) general: Box<dyn Op>,
-}
-
-impl Op for WithFallback {
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
-        let x = input(inputs, 0)?;
-        match self.prepared.run(x)? {
-            Some(y) => Ok(vec![y]),
-            None => self.general.eval(inputs),
-        }
-    }
-
-    /// The prepared path writes into the storage of its previous output
-    /// (no allocation when the input shape repeats).
-    fn eval_into(
+impl Prepared for PreparedConv {
+    /// Declines activations that are not 8-bit.
+    fn run_reusing(
         &self,
         inputs: &[Option<&Tensor>],
         outputs: &mut [Option<Tensor>],
-    ) -> OpResult<()> {
+    ) -> OpResult<bool> {
         let x = input(inputs, 0)?;
-        if self.prepared.run_reusing(x, outputs)? {
-            return Ok(());
+        if !matches!(x.dtype(), DType::U8 | DType::I8) {
+            return Ok(false);
         }
-        self.general.eval_into(inputs, outputs)
+        let call = self.call(x.shape())?;
+        match self.y {
+            Grid::U8 => self.run_into(&call, x, reuse_output::<u8>(outputs, 0, &call.y_shape)?)?,
+            _ => self.run_into(&call, x, reuse_output::<i8>(outputs, 0, &call.y_shape)?)?,
+        }
+        Ok(true)
     }
 }
 

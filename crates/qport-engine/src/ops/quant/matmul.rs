@@ -9,7 +9,9 @@
 //! the 32-bit accumulator as the GEMM's sums do (wrapping, as onnxruntime
 //! adds it).
 
-use super::common::{f32_values, i32_values, scalar_f32, scalar_zero, with_q8_pair, Grid};
+use super::common::{
+    f32_values, i32_values, scalar_f32, scalar_zero, with_q8_pair, Grid, Prepared, WithFallback,
+};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, reuse_output, BuildCtx, Op};
 use qport_core::arith::{self, Accumulator, ArithProfile, Requantizer};
@@ -282,7 +284,7 @@ pub(crate) fn build_qgemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     // node to the general path, which reports them when it runs
     if let Ok(Some(prepared)) = PreparedQGemm::try_new(ctx, &const_b, trans_a, alpha) {
         let general = build_qgemm_general(trans_a, trans_b, alpha, p, const_b);
-        return Ok(Box::new(QGemmWithFallback { prepared, general }));
+        return Ok(Box::new(WithFallback { prepared, general }));
     }
     Ok(build_qgemm_general(trans_a, trans_b, alpha, p, const_b))
 }
@@ -398,10 +400,10 @@ struct PreparedQGemm {
     p: ArithProfile,
     za: i32,
     zb: Vec<i32>,
-    /// `C` per column (zeros without `C`), added to the accumulators
-    /// when the profile adds the bias there ([`int_bias`]).
-    bias: Vec<i32>,
-    int_bias: bool,
+    /// `C` per column, added to the accumulators (wrapping) when the
+    /// profile adds the bias there ([`int_bias`]; the requantizers add it
+    /// otherwise).
+    acc_bias: Option<Vec<i32>>,
     epilogue: QGemmEpilogue,
 }
 
@@ -499,25 +501,30 @@ impl PreparedQGemm {
             p: p.clone(),
             za,
             zb,
-            bias,
-            int_bias,
+            acc_bias: int_bias.then_some(bias),
             epilogue,
         }))
     }
 
-    /// `(M, K)` of `op(A)` when `a` is an 8-bit matrix with this `B`'s
-    /// inner dimension; `None` for other inputs (the general path runs and
-    /// reports what is wrong).
+    /// The rows `M` of `op(A)` when `a` is an 8-bit matrix with this
+    /// `B`'s inner dimension; `None` for other inputs (the general path
+    /// runs and reports what is wrong).
     fn rows(&self, a: &Tensor) -> Option<usize> {
         let [r, c] = a.shape() else { return None };
         let (m, k) = if self.trans_a { (*c, *r) } else { (*r, *c) };
         (matches!(a.dtype(), DType::U8 | DType::I8) && k == self.b.packed.depth()).then_some(m)
     }
+}
 
-    /// The product of `a` into `outputs[0]` (its storage reused); `false`
-    /// (nothing written) when `a` is not an 8-bit matrix of the right
-    /// inner dimension.
-    fn run_into(&self, a: &Tensor, outputs: &mut [Option<Tensor>]) -> OpResult<bool> {
+impl Prepared for PreparedQGemm {
+    /// Declines an `A` that is not an 8-bit matrix of the right inner
+    /// dimension.
+    fn run_reusing(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<bool> {
+        let a = input(inputs, 0)?;
         let Some(m) = self.rows(a) else {
             return Ok(false);
         };
@@ -540,9 +547,9 @@ impl PreparedQGemm {
                 }
                 _ => unreachable!("8-bit A checked by rows()"),
             }
-            if self.int_bias && n > 0 {
+            if let (Some(bias), true) = (&self.acc_bias, n > 0) {
                 for row in acc.chunks_exact_mut(n) {
-                    for (v, &b) in row.iter_mut().zip(&self.bias) {
+                    for (v, &b) in row.iter_mut().zip(bias) {
                         *v = v.wrapping_add(b);
                     }
                 }
@@ -582,37 +589,6 @@ fn op_a<A: QInt>(v: &[A], rows: usize, cols: usize, trans: bool) -> MatRef<'_, A
         m.t()
     } else {
         m
-    }
-}
-
-/// A prepared `QGemm` with the general one behind it (for inputs the
-/// prepared one does not take).
-struct QGemmWithFallback {
-    prepared: PreparedQGemm,
-    general: Box<dyn Op>,
-}
-
-impl Op for QGemmWithFallback {
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
-        let mut out = [None];
-        if self.prepared.run_into(input(inputs, 0)?, &mut out)? {
-            let [y] = out;
-            return Ok(vec![y.expect("written")]);
-        }
-        self.general.eval(inputs)
-    }
-
-    /// The prepared path writes into the storage of its previous output
-    /// (no allocation when `A`'s shape repeats).
-    fn eval_into(
-        &self,
-        inputs: &[Option<&Tensor>],
-        outputs: &mut [Option<Tensor>],
-    ) -> OpResult<()> {
-        if self.prepared.run_into(input(inputs, 0)?, outputs)? {
-            return Ok(());
-        }
-        self.general.eval_into(inputs, outputs)
     }
 }
 
