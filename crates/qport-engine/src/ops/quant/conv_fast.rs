@@ -412,7 +412,7 @@ mod tests {
     use qport_onnx::Attribute;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Calls of [`super::PreparedConv::run`] (so the test below can tell the
+    /// Calls of `PreparedConv::run_into` (so the test below can tell the
     /// prepared path really ran).
     pub(super) static PREPARED_RUNS: AtomicUsize = AtomicUsize::new(0);
 
