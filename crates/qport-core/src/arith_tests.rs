@@ -493,3 +493,24 @@ fn presets_lower_by_what_they_model() {
     let old: ArithProfile = serde_json::from_value(v).unwrap();
     assert_eq!(old.lowering, Lowering::Onnxruntime);
 }
+
+/// A case CI found on a CPU without F16C, where `half::f16::from_f64` rounds
+/// on the top 32 bits of the f64 alone: f32(−68754 · m) = −23688.0078125 is
+/// just past the tie between −23680 and −23696, so the fp16 epilogue holds
+/// −23696; plus the held bias term 32384 that is 8688, on every CPU.
+#[test]
+fn fp16_epilogue_rounds_just_past_a_tie_on_every_cpu() {
+    let profile = p("fp16-epilogue");
+    let rq = Requantizer::new(
+        94008.91855177573,
+        0.34453280918790363,
+        0,
+        0,
+        65535,
+        &profile,
+    );
+    assert_eq!(rq.apply(-68754), 8688);
+    let mut slice = [0i32; 1];
+    rq.apply_slice(&[-68754], &mut slice);
+    assert_eq!(slice[0], 8688);
+}

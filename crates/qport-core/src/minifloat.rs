@@ -14,6 +14,10 @@
 //!
 //! The types deliberately implement no arithmetic: compute in `f32`/`f64`
 //! and convert back.
+//!
+//! [`f16_from_f64`] and [`bf16_from_f64`] round an `f64` to the two 16-bit
+//! float types correctly on every CPU, which `half`'s own `from_f64` does
+//! not.
 
 use std::fmt;
 
@@ -167,6 +171,71 @@ impl Format {
             ef = 0;
         }
         sign | ((ef as u8) << self.man_bits) | (n as u8 & self.man_mask())
+    }
+}
+
+/// `x` rounded to the nearest value with `man_bits` fraction bits and least
+/// normal exponent `emin` (subnormals below it), ties to even, as an `f64`;
+/// `None` at or beyond `overflow` (the midpoint above the largest finite
+/// value) and for NaN. The result is exact in `f32`.
+fn round_to_half_format(x: f64, man_bits: i32, emin: i32, overflow: f64) -> Option<f64> {
+    let a = x.abs();
+    if a.is_nan() || a >= overflow {
+        return None;
+    }
+    if a == 0.0 {
+        return Some(x);
+    }
+    // floor(log2(a)); f64 subnormals are far below both formats' ranges.
+    let e = (((a.to_bits() >> 52) & 0x7ff) as i32 - 1023).max(emin);
+    let q = e - man_bits;
+    // both scalings are by powers of two inside f64's range: exact
+    let v = (a * pow2(-q)).round_ties_even() * pow2(q);
+    Some(v.copysign(x))
+}
+
+/// `x` rounded to the nearest IEEE binary16 value, ties to even; beyond the
+/// range an infinity, NaN stays NaN (sign kept).
+///
+/// `half::f16::from_f64` is not this: without F16C it rounds on the top 32
+/// bits of the `f64` alone (a value just past a tie is taken as the tie),
+/// and with F16C it rounds twice (to `f32`, then to `f16`). Either way its
+/// result depends on the CPU, which a portability tool cannot afford.
+///
+/// ```
+/// use qport_core::minifloat::f16_from_f64;
+/// // 2049 + 2^-30 is past the tie between 2048 and 2050: it rounds up
+/// assert_eq!(f16_from_f64(2049.0 + 2f64.powi(-30)).to_f64(), 2050.0);
+/// assert_eq!(f16_from_f64(2049.0).to_f64(), 2048.0); // the tie goes to even
+/// assert_eq!(f16_from_f64(65520.0).to_f64(), f64::INFINITY);
+/// ```
+pub fn f16_from_f64(x: f64) -> half::f16 {
+    // largest finite 65504 = (2 − 2^−10)·2^15; the midpoint above it 65520
+    match round_to_half_format(x, 10, -14, 65520.0) {
+        // exact in f32 and in f16, so `from_f32` (correct on every CPU)
+        // does not round
+        Some(v) => half::f16::from_f32(v as f32),
+        None if x.is_nan() => half::f16::from_f32(x as f32),
+        None => half::f16::INFINITY.copysign(half::f16::from_f32(x as f32)),
+    }
+}
+
+/// `x` rounded to the nearest bfloat16 value, ties to even; beyond the range
+/// an infinity, NaN stays NaN. `half::bf16::from_f64` rounds on the top 32
+/// bits of the `f64` alone; see [`f16_from_f64`].
+///
+/// ```
+/// use qport_core::minifloat::bf16_from_f64;
+/// assert_eq!(bf16_from_f64(257.0 + 2f64.powi(-40)).to_f64(), 258.0);
+/// assert_eq!(bf16_from_f64(257.0).to_f64(), 256.0);
+/// ```
+pub fn bf16_from_f64(x: f64) -> half::bf16 {
+    // largest finite (2 − 2^−7)·2^127; the midpoint above it (2 − 2^−8)·2^127
+    let overflow = (2.0 - pow2(-8)) * pow2(127);
+    match round_to_half_format(x, 7, -126, overflow) {
+        Some(v) => half::bf16::from_f32(v as f32),
+        None if x.is_nan() => half::bf16::from_f32(x as f32),
+        None => half::bf16::INFINITY.copysign(half::bf16::from_f32(x as f32)),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use half::f16;
+use proptest::prelude::*;
 
 /// Decoded value and encodings of every code of one format.
 trait Fmt {
@@ -250,5 +251,123 @@ fn every_f16_input_matches_the_onnx_reference() {
     for (mode, want) in e8 {
         let h = f16_table_hash(|x| F8E8M0::from_f64(x, true, mode).0);
         assert_eq!(h, want, "e8m0 {mode:?}");
+    }
+}
+
+/// Round to nearest, ties to even, by search: the positive finite values of
+/// a 16-bit format ascend with their bit patterns (`top` is the largest),
+/// so `|x|` lies between two neighbours and is compared with their
+/// midpoint, which is exact in `f64`. Returns the bit pattern (`inf` beyond
+/// the range).
+fn nearest_by_search(x: f64, top: u16, inf: u16, dec: impl Fn(u16) -> f64) -> u16 {
+    let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
+    let a = x.abs();
+    let (mut lo, mut hi) = (0u16, top); // dec(lo) <= a < dec(hi + 1)
+    if a >= dec(top) {
+        lo = top;
+    } else {
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if dec(mid) <= a {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    if dec(lo) == a {
+        return sign | lo;
+    }
+    let (up, v_up) = if lo == top {
+        // the next step past the largest value, where an infinity starts
+        (inf, 2.0 * dec(top) - dec(top - 1))
+    } else {
+        (lo + 1, dec(lo + 1))
+    };
+    let mid = (dec(lo) + v_up) / 2.0;
+    let pick = if a < mid {
+        lo
+    } else if a > mid || lo % 2 == 1 {
+        up
+    } else {
+        lo
+    };
+    sign | pick
+}
+
+fn f16_ref(x: f64) -> u16 {
+    nearest_by_search(x, 0x7BFF, 0x7C00, |b| f16::from_bits(b).to_f64())
+}
+
+fn bf16_ref(x: f64) -> u16 {
+    nearest_by_search(x, 0x7F7F, 0x7F80, |b| half::bf16::from_bits(b).to_f64())
+}
+
+/// Values on, just past and just short of every kind of midpoint of a
+/// 16-bit format (`bits` picks the lower neighbour).
+fn near_midpoint(bits: u16, top: u16, dec: fn(u16) -> f64, k: u32, side: u8) -> f64 {
+    let b = bits % top;
+    let mid = (dec(b) + dec(b + 1)) / 2.0;
+    let eps = mid.abs().max(f64::MIN_POSITIVE) * 2f64.powi(-(k as i32));
+    match side % 5 {
+        0 => mid,
+        1 => mid + eps,
+        2 => mid - eps,
+        3 => mid.next_up(),
+        _ => mid.next_down(),
+    }
+}
+
+#[test]
+fn the_cases_half_gets_wrong_round_correctly() {
+    // past a tie by less than the top 32 bits of an f64 (or an f32) show
+    let f = |x: f64| f16_from_f64(x).to_f64();
+    assert_eq!(f(2049.0 + 2f64.powi(-30)), 2050.0);
+    assert_eq!(f(-(2049.0 + 2f64.powi(-30))), -2050.0);
+    assert_eq!(f(2051.0 - 2f64.powi(-30)), 2050.0);
+    // the fp16 epilogue case CI found: −68754 · f32(0.3445328…) in f32 is
+    // −23688.0078125, past the tie between −23680 and −23696
+    assert_eq!(f(-23688.0078125), -23696.0);
+    // subnormals, the largest value and overflow
+    assert_eq!(f(2f64.powi(-25)), 0.0);
+    assert_eq!(f(2f64.powi(-25) + 2f64.powi(-60)), 2f64.powi(-24));
+    assert_eq!(f(-1e-30).to_bits(), (-0.0f64).to_bits());
+    assert_eq!(f(65519.999), 65504.0);
+    assert_eq!(f(65520.0), f64::INFINITY);
+    assert_eq!(f(f64::NEG_INFINITY), f64::NEG_INFINITY);
+    assert!(f16_from_f64(f64::NAN).is_nan());
+    let g = |x: f64| bf16_from_f64(x).to_f64();
+    assert_eq!(g(257.0 + 2f64.powi(-40)), 258.0);
+    let max = half::bf16::MAX.to_f64(); // (2 − 2^−7)·2^127
+    assert_eq!(g(-3.3960e38), -max); // below the midpoint (2 − 2^−8)·2^127
+    assert_eq!(g(3.3962e38), f64::INFINITY);
+    assert_eq!(g(1e300), f64::INFINITY);
+    assert!(bf16_from_f64(-f64::NAN).is_nan());
+}
+
+proptest! {
+    #[test]
+    fn f16_and_bf16_from_f64_round_to_nearest_even(
+        x in prop_oneof![
+            any::<f64>(),
+            -70_000f64..70_000.0,
+            -1e-4f64..1e-4,
+            (any::<u16>(), 12u32..60, 0u8..5)
+                .prop_map(|(b, k, s)| near_midpoint(b, 0x7BFF, |b| f16::from_bits(b).to_f64(), k, s)),
+            (any::<u16>(), 12u32..60, 0u8..5)
+                .prop_map(|(b, k, s)| near_midpoint(b, 0x7F7F, |b| half::bf16::from_bits(b).to_f64(), k, s)),
+        ],
+        neg in any::<bool>(),
+    ) {
+        let x = if neg { -x } else { x };
+        if !x.is_nan() {
+            prop_assert_eq!(f16_from_f64(x).to_bits(), f16_ref(x), "f16 of {:e}", x);
+            prop_assert_eq!(bf16_from_f64(x).to_bits(), bf16_ref(x), "bf16 of {:e}", x);
+            // `half`'s f32 conversions are correct on every CPU, and the
+            // engine relies on them: check them against the reference too
+            let y = x as f32;
+            prop_assert_eq!(f16::from_f32(y).to_bits(), f16_ref(f64::from(y)), "f16 of f32 {:e}", y);
+            prop_assert_eq!(half::bf16::from_f32(y).to_bits(), bf16_ref(f64::from(y)), "bf16 of f32 {:e}", y);
+        }
     }
 }

@@ -239,7 +239,7 @@ fn hold(x: f64, epilogue: Epilogue) -> f64 {
     match epilogue {
         Epilogue::F64 => x,
         Epilogue::F32 => x as f32 as f64,
-        Epilogue::F16 => f16::from_f64(x).to_f64(),
+        Epilogue::F16 => crate::minifloat::f16_from_f64(x).to_f64(),
     }
 }
 

@@ -110,14 +110,14 @@ rnum_float!(
     f16::NEG_INFINITY,
     f16::INFINITY,
     f16::to_f64,
-    f16::from_f64
+    qport_core::minifloat::f16_from_f64
 );
 rnum_float!(
     bf16,
     bf16::NEG_INFINITY,
     bf16::INFINITY,
     bf16::to_f64,
-    bf16::from_f64
+    qport_core::minifloat::bf16_from_f64
 );
 
 impl RNum for bool {

@@ -716,7 +716,7 @@ mod tests {
         let (.., exact_acc, _, _, _) = run_to_float("exact");
         let (ins, ..) = to_float_case();
         let bias = ins[6].as_slice::<i32>().unwrap().to_vec();
-        let h = |v: f64| f16::from_f64(v).to_f64();
+        let h = |v: f64| qport_core::minifloat::f16_from_f64(v).to_f64();
         for (i, &got) in y.iter().enumerate() {
             let c = (i / os) % 6;
             let (b, m32) = (f64::from(bias[c]), sx * sw[c]);
