@@ -124,8 +124,14 @@ macro_rules! num_float {
 }
 num_float!(f32, |x: f32| x as f64, |v: f64, _| v as f32);
 num_float!(f64, |x: f64| x, |v: f64, _| v);
-num_float!(f16, f64::from, |v: f64, _| crate::minifloat::f16_from_f64(v));
-num_float!(bf16, f64::from, |v: f64, _| crate::minifloat::bf16_from_f64(v));
+num_float!(f16, f64::from, |v: f64, _| crate::minifloat::f16_from_f64(
+    v
+));
+num_float!(
+    bf16,
+    f64::from,
+    |v: f64, _| crate::minifloat::bf16_from_f64(v)
+);
 num_float!(F8E4M3FN, F8E4M3FN::to_f64, |v, o: CastOptions| {
     F8E4M3FN::from_f64(v, o.saturate)
 });
