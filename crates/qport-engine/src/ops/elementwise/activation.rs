@@ -8,10 +8,10 @@
 //! dequantize and a quantize rounds to the integers onnxruntime's does;
 //! on `f64` it is `1 / (1 + exp(-x))`.
 
-use super::broadcast::map_vec;
+use super::broadcast::map_slice;
 use super::broadcast::{match_pair, zip_tensor};
 use super::real::Real;
-use super::unary::{float_op, map_float, FloatMap};
+use super::unary::{float_op, float_op_with, map_float, FloatMap};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op, Registry};
 use qport_core::{DType, Tensor, TensorData};
@@ -56,55 +56,55 @@ fn clamp01<T: Real>(v: T) -> T {
 }
 
 impl FloatMap for Act {
-    fn map<T: Real>(&self, x: &[T]) -> Vec<T> {
+    fn map_into<T: Real>(&self, x: &[T], y: &mut [T]) {
         let z = T::ZERO;
         match *self {
-            Act::Relu => map_vec(x, |v| if v < z { z } else { v }),
+            Act::Relu => map_slice(x, y, |v| if v < z { z } else { v }),
             Act::LeakyRelu(a) => {
                 let a = T::c(a as f64);
-                map_vec(x, |v| if v < z { a * v } else { v })
+                map_slice(x, y, |v| if v < z { a * v } else { v })
             }
-            Act::Sigmoid => T::logistic_vec(x),
+            Act::Sigmoid => T::logistic_into(x, y),
             Act::HardSigmoid(a, b) => {
                 let (a, b) = (T::c(a as f64), T::c(b as f64));
-                map_vec(x, |v| clamp01(a * v + b))
+                map_slice(x, y, |v| clamp01(a * v + b))
             }
             Act::HardSwish => {
                 let (a, b) = (T::c(1.0 / 6.0), T::c(0.5));
-                map_vec(x, |v| v * clamp01(a * v + b))
+                map_slice(x, y, |v| v * clamp01(a * v + b))
             }
-            Act::Tanh => map_vec(x, T::fast_tanh),
+            Act::Tanh => map_slice(x, y, T::fast_tanh),
             Act::Elu(a) => {
                 let a = T::c(a as f64);
-                map_vec(x, |v| if v < z { a * v.exp_m1() } else { v })
+                map_slice(x, y, |v| if v < z { a * v.exp_m1() } else { v })
             }
             Act::Selu(a, g) => {
                 let (a, g) = (T::c(a as f64), T::c(g as f64));
-                map_vec(x, |v| if v <= z { g * (a * v.exp() - a) } else { g * v })
+                map_slice(x, y, |v| if v <= z { g * (a * v.exp() - a) } else { g * v })
             }
             Act::Celu(a) => {
                 let a = T::c(a as f64);
-                map_vec(x, |v| {
+                map_slice(x, y, |v| {
                     let neg = a * (v / a).exp_m1();
                     (if v > z { v } else { z }) + if neg < z { neg } else { z }
                 })
             }
-            Act::Softplus => map_vec(x, softplus),
-            Act::Softsign => map_vec(x, |v| v / (T::ONE + v.abs())),
-            Act::Mish => map_vec(x, |v| v * softplus(v).fast_tanh()),
+            Act::Softplus => map_slice(x, y, softplus),
+            Act::Softsign => map_slice(x, y, |v| v / (T::ONE + v.abs())),
+            Act::Mish => map_slice(x, y, |v| v * softplus(v).fast_tanh()),
             Act::ThresholdedRelu(a) => {
                 let a = T::c(a as f64);
-                map_vec(x, |v| if v > a { v } else { z })
+                map_slice(x, y, |v| if v > a { v } else { z })
             }
             Act::Gelu { tanh: false } => {
                 let r = T::c(std::f64::consts::FRAC_1_SQRT_2);
                 let h = T::c(0.5);
-                map_vec(x, |v| h * v * (T::ONE + (v * r).erf()))
+                map_slice(x, y, |v| h * v * (T::ONE + (v * r).erf()))
             }
             Act::Gelu { tanh: true } => {
                 let k = T::c((2.0 / std::f64::consts::PI).sqrt());
                 let (c, h) = (T::c(0.044715), T::c(0.5));
-                map_vec(x, |v| {
+                map_slice(x, y, |v| {
                     h * v * (T::ONE + (k * (v + c * v * v * v)).fast_tanh())
                 })
             }
@@ -255,7 +255,7 @@ fn build_clip(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 /// Registers the activation operators.
 pub(crate) fn register(r: &mut Registry) {
     r.register("Relu", |_| {
-        Ok(fn_op(|inputs| Ok(vec![relu(input(inputs, 0)?)?])))
+        Ok(float_op_with(Act::Relu, "Relu", |_, x, _| relu(x)))
     });
     r.register("LeakyRelu", |ctx| {
         act(
@@ -310,6 +310,63 @@ pub(crate) fn register(r: &mut Registry) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Float activations and math functions written into the previous
+    /// output give `eval`'s values (each element computed alone), in the
+    /// same storage on the next call; other dtypes (Relu's integers) go
+    /// through `eval`.
+    #[test]
+    fn float_maps_write_into_the_previous_output() {
+        let inits = Default::default();
+        let n = 20_011;
+        let v: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % n) as f32 / 1000.0 - 10.0)
+            .collect();
+        let x32 = Tensor::from_vec(vec![n], v.clone()).unwrap();
+        let x64 = x32.cast(DType::F64).unwrap();
+        let xi = Tensor::from_vec(vec![4], vec![-3i8, 0, 5, -128]).unwrap();
+        for op_type in ["Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Abs", "Softplus"] {
+            let node = qport_onnx::Node::new("n", op_type, ["x".to_string()], ["y".to_string()]);
+            let build = crate::ops::registry().get("", op_type).expect("registered");
+            let op = build(&BuildCtx::new(&node, 14, &inits)).unwrap();
+            for x in [&x32, &x64] {
+                let want = op.eval(&[Some(x)]).unwrap().remove(0);
+                let mut out = [None];
+                op.eval_into(&[Some(x)], &mut out).unwrap();
+                let ptr = |o: &[Option<Tensor>; 1]| {
+                    let t = o[0].as_ref().unwrap();
+                    match t.dtype() {
+                        DType::F32 => t.as_slice::<f32>().unwrap().as_ptr() as usize,
+                        _ => t.as_slice::<f64>().unwrap().as_ptr() as usize,
+                    }
+                };
+                let first = ptr(&out);
+                op.eval_into(&[Some(x)], &mut out).unwrap();
+                let got = out[0].as_ref().unwrap();
+                assert_eq!(got.dtype(), want.dtype());
+                let bits = |t: &Tensor| {
+                    t.cast(DType::F64)
+                        .unwrap()
+                        .as_slice::<f64>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(bits(got), bits(&want), "{op_type} {:?}", x.dtype());
+                assert_eq!(ptr(&out), first, "{op_type} {:?}: a new buffer", x.dtype());
+            }
+        }
+        let build = crate::ops::registry().get("", "Relu").unwrap();
+        let node = qport_onnx::Node::new("n", "Relu", ["x".to_string()], ["y".to_string()]);
+        let op = build(&BuildCtx::new(&node, 14, &inits)).unwrap();
+        let mut out = [None];
+        op.eval_into(&[Some(&xi)], &mut out).unwrap();
+        assert_eq!(
+            out[0].as_ref().unwrap().as_slice::<i8>().unwrap(),
+            &[0, 0, 5, 0]
+        );
+    }
 
     #[test]
     fn clip_min_above_max_gives_max() {

@@ -52,14 +52,13 @@ fn right_into<A, B, O>(out: &mut [O], x: &A, b: &[B], f: &impl Fn(&A, &B) -> O) 
     }
 }
 
-/// Maps `x` through `f` into a new vector, in a loop that vectorises.
+/// Writes `f(x[i])` to `out[i]` over the common prefix, in a loop that
+/// vectorises.
 #[inline(always)]
-pub(crate) fn map_vec<T: Copy, U: Copy + Default>(x: &[T], f: impl Fn(T) -> U) -> Vec<U> {
-    let mut out = vec![U::default(); x.len()];
+pub(crate) fn map_slice<T: Copy, U>(x: &[T], out: &mut [U], f: impl Fn(T) -> U) {
     for (o, &v) in out.iter_mut().zip(x) {
         *o = f(v);
     }
-    out
 }
 
 /// Applies `f` elementwise to `a` (shape `ash`) and `b` (shape `bsh`)

@@ -55,7 +55,7 @@ pub(crate) trait Real:
     /// The logistic function `1 / (1 + e^-x)` of every element:
     /// onnxruntime's for `f32` (MLAS's rational approximation, see
     /// [`qport_kernels::f32::logistic`]), `1 / (1 + exp(-x))` for `f64`.
-    fn logistic_vec(x: &[Self]) -> Vec<Self>;
+    fn logistic_into(x: &[Self], out: &mut [Self]);
 }
 
 macro_rules! real_impl {
@@ -168,8 +168,8 @@ macro_rules! real_impl {
                 super::erf::erf(self as f64) as $t
             }
             #[inline(always)]
-            fn logistic_vec(x: &[Self]) -> Vec<Self> {
-                $logistic(x)
+            fn logistic_into(x: &[Self], out: &mut [Self]) {
+                $logistic(x, out)
             }
         }
     };
@@ -183,18 +183,17 @@ real_impl!(
 );
 real_impl!(f64, f64::exp, f64::tanh, logistic_f64);
 
-/// onnxruntime's logistic of every element (into a recycled buffer).
-fn logistic_f32(x: &[f32]) -> Vec<f32> {
-    // every element is written below
-    let mut out = crate::buffers::take_f32(x.len());
-    qport_kernels::f32::logistic::logistic_slice(x, &mut out);
-    out
+/// onnxruntime's logistic of every element.
+fn logistic_f32(x: &[f32], out: &mut [f32]) {
+    qport_kernels::f32::logistic::logistic_slice(x, out);
 }
 
 /// `1 / (1 + exp(-x))` of every element (`exp` overflowing to infinity
 /// gives exactly 0).
-fn logistic_f64(x: &[f64]) -> Vec<f64> {
-    x.iter().map(|&v| 1.0 / (1.0 + (-v).exp())).collect()
+fn logistic_f64(x: &[f64], out: &mut [f64]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = 1.0 / (1.0 + (-v).exp());
+    }
 }
 
 /// Lanes of independent accumulators in [`lane_sum`] and [`lane_max`],

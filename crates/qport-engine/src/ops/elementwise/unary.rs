@@ -3,16 +3,32 @@
 //! IsInf, Not and BitwiseNot; plus [`map_float`], the dtype dispatch shared
 //! by every float-only elementwise operator.
 
-use super::broadcast::map_vec;
+use super::broadcast::map_slice;
 use super::real::Real;
 use crate::error::{OpError, OpResult};
-use crate::ops::{fn_op, input, Op, Registry};
+use crate::ops::{eval_fallback, fn_op, input, reuse_output, Op, Registry};
 use qport_core::{DType, Tensor, TensorData};
 
 /// A float function applied elementwise, generic over the compute type.
 pub(crate) trait FloatMap: Copy + Send + Sync + 'static {
-    /// Maps every element of `x`.
-    fn map<T: Real>(&self, x: &[T]) -> Vec<T>;
+    /// Writes the function of `x[i]` to `y[i]` over the common prefix.
+    fn map_into<T: Real>(&self, x: &[T], y: &mut [T]);
+
+    /// Maps every element of `x` into `y` (the same length), the elements
+    /// split over the intra-op threads (each computed as on one thread).
+    fn map_par<T: Real>(&self, x: &[T], y: &mut [T]) {
+        let work = x.len() * qport_kernels::par::STREAM_COST;
+        qport_kernels::par::split_mut(y, 1, work, |start, block| {
+            self.map_into(&x[start..start + block.len()], block)
+        });
+    }
+
+    /// Maps every element of `x` into a new vector ([`Self::map_par`]).
+    fn map<T: Real>(&self, x: &[T]) -> Vec<T> {
+        let mut y = vec![T::default(); x.len()];
+        self.map_par(x, &mut y);
+        y
+    }
 }
 
 /// Applies `m` to a float tensor: `f32`/`f64` natively, `f16`/`bf16`
@@ -31,9 +47,49 @@ pub(crate) fn map_float<M: FloatMap>(m: &M, x: &Tensor, what: &str) -> OpResult<
     Ok(Tensor::new(x.shape().to_vec(), data)?)
 }
 
-/// Boxes a float map as an operator over input 0.
+/// A float map as an operator over input 0: `f32` and `f64` written into
+/// the storage of the previous output (nothing allocated once it has the
+/// size), every dtype through `eval` in [`Op::eval`].
+struct FloatOp<M> {
+    m: M,
+    what: &'static str,
+    eval: fn(M, &Tensor, &str) -> OpResult<Tensor>,
+}
+
+impl<M: FloatMap> Op for FloatOp<M> {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        Ok(vec![(self.eval)(self.m, input(inputs, 0)?, self.what)?])
+    }
+
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let x = input(inputs, 0)?;
+        match x.data() {
+            TensorData::F32(v) => self.m.map_par(v, reuse_output(outputs, 0, x.shape())?),
+            TensorData::F64(v) => self.m.map_par(v, reuse_output(outputs, 0, x.shape())?),
+            _ => return eval_fallback(self, inputs, outputs),
+        }
+        Ok(())
+    }
+}
+
+/// Boxes a float map as an operator over input 0 (other dtypes refused).
 pub(crate) fn float_op<M: FloatMap>(m: M, what: &'static str) -> Box<dyn Op> {
-    fn_op(move |inputs| Ok(vec![map_float(&m, input(inputs, 0)?, what)?]))
+    float_op_with(m, what, |m, x, what| map_float(&m, x, what))
+}
+
+/// Boxes a float map as an operator over input 0 whose [`Op::eval`] is
+/// `eval` (which also takes the dtypes beyond `f32` and `f64`, and must
+/// agree with `m` on those two).
+pub(crate) fn float_op_with<M: FloatMap>(
+    m: M,
+    what: &'static str,
+    eval: fn(M, &Tensor, &str) -> OpResult<Tensor>,
+) -> Box<dyn Op> {
+    Box::new(FloatOp { m, what, eval })
 }
 
 /// Float-only math functions.
@@ -61,27 +117,27 @@ pub(crate) enum Math {
 }
 
 impl FloatMap for Math {
-    fn map<T: Real>(&self, x: &[T]) -> Vec<T> {
+    fn map_into<T: Real>(&self, x: &[T], y: &mut [T]) {
         match self {
-            Math::Sqrt => map_vec(x, T::sqrt),
-            Math::Exp => map_vec(x, T::fast_exp),
-            Math::Log => map_vec(x, T::ln),
-            Math::Reciprocal => map_vec(x, |v| T::ONE / v),
-            Math::Floor => map_vec(x, T::floor),
-            Math::Ceil => map_vec(x, T::ceil),
-            Math::Round => map_vec(x, T::round_even),
-            Math::Sin => map_vec(x, T::sin),
-            Math::Cos => map_vec(x, T::cos),
-            Math::Tan => map_vec(x, T::tan),
-            Math::Asin => map_vec(x, T::asin),
-            Math::Acos => map_vec(x, T::acos),
-            Math::Atan => map_vec(x, T::atan),
-            Math::Sinh => map_vec(x, T::sinh),
-            Math::Cosh => map_vec(x, T::cosh),
-            Math::Asinh => map_vec(x, T::asinh),
-            Math::Acosh => map_vec(x, T::acosh),
-            Math::Atanh => map_vec(x, T::atanh),
-            Math::Erf => map_vec(x, T::erf),
+            Math::Sqrt => map_slice(x, y, T::sqrt),
+            Math::Exp => map_slice(x, y, T::fast_exp),
+            Math::Log => map_slice(x, y, T::ln),
+            Math::Reciprocal => map_slice(x, y, |v| T::ONE / v),
+            Math::Floor => map_slice(x, y, T::floor),
+            Math::Ceil => map_slice(x, y, T::ceil),
+            Math::Round => map_slice(x, y, T::round_even),
+            Math::Sin => map_slice(x, y, T::sin),
+            Math::Cos => map_slice(x, y, T::cos),
+            Math::Tan => map_slice(x, y, T::tan),
+            Math::Asin => map_slice(x, y, T::asin),
+            Math::Acos => map_slice(x, y, T::acos),
+            Math::Atan => map_slice(x, y, T::atan),
+            Math::Sinh => map_slice(x, y, T::sinh),
+            Math::Cosh => map_slice(x, y, T::cosh),
+            Math::Asinh => map_slice(x, y, T::asinh),
+            Math::Acosh => map_slice(x, y, T::acosh),
+            Math::Atanh => map_slice(x, y, T::atanh),
+            Math::Erf => map_slice(x, y, T::erf),
         }
     }
 }
@@ -95,11 +151,11 @@ enum Signed {
 }
 
 impl FloatMap for Signed {
-    fn map<T: Real>(&self, x: &[T]) -> Vec<T> {
+    fn map_into<T: Real>(&self, x: &[T], y: &mut [T]) {
         match self {
-            Signed::Abs => map_vec(x, T::abs),
-            Signed::Neg => map_vec(x, |v| -v),
-            Signed::Sign => map_vec(x, |v| {
+            Signed::Abs => map_slice(x, y, T::abs),
+            Signed::Neg => map_slice(x, y, |v| -v),
+            Signed::Sign => map_slice(x, y, |v| {
                 if v > T::ZERO {
                     T::ONE
                 } else if v < T::ZERO {
@@ -149,7 +205,7 @@ fn signed_eval(op: Signed, x: &Tensor, what: &str) -> OpResult<Tensor> {
 }
 
 fn signed_op(op: Signed, what: &'static str) -> Box<dyn Op> {
-    fn_op(move |inputs| Ok(vec![signed_eval(op, input(inputs, 0)?, what)?]))
+    float_op_with(op, what, signed_eval)
 }
 
 /// Maps a float tensor to a bool tensor (through `f64`, exact for floats).

@@ -6,11 +6,11 @@
 //! taps lie within the padded input; the same table serves every (N, C)
 //! plane.
 
-use super::spatial::{Window, WindowAttrs};
+use super::spatial::{ShapeMemo, Window, WindowAttrs};
 use super::{ncd, read_real, real_tensor, with_real, Real};
 use crate::error::{OpError, OpResult};
 use crate::ops::reduce::match_num;
-use crate::ops::{input, BuildCtx, Op, Registry};
+use crate::ops::{eval_fallback, input, reuse_output, BuildCtx, Op, Registry};
 use qport_core::shape::{checked_numel, strides};
 use qport_core::{bf16, f16, DType, Element, Tensor, TensorData};
 
@@ -51,6 +51,22 @@ struct Pool {
     /// average over 4-D input whose channels are a multiple of it sums each
     /// window row by row, as onnxruntime's NCHWc pooling kernel does.
     nchwc_block: usize,
+    /// What the last call's input shape gave ([`PoolCall`]).
+    memo: ShapeMemo<PoolCall>,
+}
+
+/// What a pool derives from its input shape, kept for the next call with
+/// the same shape.
+struct PoolCall {
+    /// `[N, C, out...]`.
+    out_shape: Vec<usize>,
+    /// `N · C`.
+    planes: usize,
+    /// The windows of one plane.
+    table: Table,
+    /// The input width when MLAS sums a float average's windows by
+    /// columns ([`mlas_columns`]; not for `nchwc_block` pools).
+    columns: Option<usize>,
 }
 
 fn build(ctx: &BuildCtx, kind: Kind) -> OpResult<Box<dyn Op>> {
@@ -66,6 +82,7 @@ fn build(ctx: &BuildCtx, kind: Kind) -> OpResult<Box<dyn Op>> {
         column_major: n.attr_int("storage_order", 0)? != 0,
         want_indices: n.outputs.get(1).is_some_and(|o| !o.is_empty()),
         nchwc_block: n.attr_int("nchwc_block", 0)?.max(0) as usize,
+        memo: ShapeMemo::default(),
     }))
 }
 
@@ -197,30 +214,54 @@ fn column_major(mut off: usize, dims: &[usize]) -> usize {
     out
 }
 
-impl Op for Pool {
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
-        let x = input(inputs, 0)?;
-        let xs = x.shape();
+impl Pool {
+    /// The output shape, windows and summation order for input shape `xs`:
+    /// the previous call's when the shape is the same.
+    fn call(&self, xs: &[usize]) -> OpResult<std::sync::Arc<PoolCall>> {
         if xs.len() < 3 {
             return Err(OpError::invalid(format!(
                 "input 0 (X) has shape {xs:?}; expected [N, C, D1, ...] with at least one spatial axis"
             )));
         }
+        self.memo.get(
+            xs,
+            &[],
+            |_| true,
+            || {
+                let spatial = &xs[2..];
+                let kernel = self.attrs.kernel(spatial.len())?.unwrap_or_default();
+                let wins = self.attrs.windows(spatial, &kernel, self.ceil_mode)?;
+                let mut out_shape = xs[..2].to_vec();
+                out_shape.extend(wins.iter().map(|w| w.out));
+                checked_numel(&out_shape)?;
+                let nchwc =
+                    self.nchwc_block > 0 && xs.len() == 4 && xs[1].is_multiple_of(self.nchwc_block);
+                Ok(PoolCall {
+                    out_shape,
+                    planes: xs[0] * xs[1],
+                    table: table(spatial, &wins)?,
+                    columns: mlas_columns(spatial, &wins).filter(|_| !nchwc),
+                })
+            },
+        )
+    }
+}
+
+impl Op for Pool {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let xs = x.shape();
+        let call = self.call(xs)?;
+        let (t, planes) = (&call.table, call.planes);
+        let out_shape = call.out_shape.clone();
         let spatial = &xs[2..];
-        let kernel = self.attrs.kernel(spatial.len())?.unwrap_or_default();
-        let wins = self.attrs.windows(spatial, &kernel, self.ceil_mode)?;
-        let mut out_shape = xs[..2].to_vec();
-        out_shape.extend(wins.iter().map(|w| w.out));
-        checked_numel(&out_shape)?;
-        let planes = xs[0] * xs[1];
-        let t = table(spatial, &wins)?;
         match self.kind {
             Kind::Max if !self.want_indices && matches!(x.dtype(), DType::U8 | DType::I8) => {
                 // quantized activations: the maxima alone (no index
                 // bookkeeping; integer max is order-free)
                 let y = match x.data() {
-                    TensorData::U8(v) => TensorData::U8(max_only(v, &t, planes)),
-                    TensorData::I8(v) => TensorData::I8(max_only(v, &t, planes)),
+                    TensorData::U8(v) => TensorData::U8(max_only(v, t, planes)),
+                    TensorData::I8(v) => TensorData::I8(max_only(v, t, planes)),
                     _ => unreachable!("matched above"),
                 };
                 Ok(vec![Tensor::new(out_shape, y)?])
@@ -229,11 +270,11 @@ impl Op for Pool {
                 let v = x
                     .as_slice::<f32>()
                     .map_err(|_| OpError::dtype("X", x.dtype()))?;
-                let y = max_values(v, &t, planes);
+                let y = max_values(v, t, planes);
                 Ok(vec![Tensor::new(out_shape, TensorData::F32(y))?])
             }
             Kind::Max => {
-                let (y, idx) = max_dispatch(x, &t, planes)?;
+                let (y, idx) = max_dispatch(x, t, planes)?;
                 let mut outs = vec![Tensor::new(out_shape.clone(), y)?];
                 if self.want_indices {
                     let isz: usize = spatial.iter().product();
@@ -256,22 +297,56 @@ impl Op for Pool {
                 let v = x
                     .as_slice::<f32>()
                     .map_err(|_| OpError::dtype("X", x.dtype()))?;
-                let nchwc = self.nchwc_block > 0 && xs.len() == 4 && xs[1] % self.nchwc_block == 0;
-                let columns = mlas_columns(spatial, &wins).filter(|_| !nchwc);
-                let y = avg(v, &t, planes, count_include_pad, columns);
+                let mut y = vec![0.0; checked_numel(&out_shape)?];
+                avg_into(v, t, planes, count_include_pad, call.columns, &mut y);
                 Ok(vec![Tensor::new(out_shape, TensorData::F32(y))?])
             }
             Kind::Avg { count_include_pad } => with_real!(x.dtype(), "input 0 (X)", T => {
                 let xv = read_real::<T>(x, "input 0 (X)")?;
-                let y = avg::<T>(&xv, &t, planes, count_include_pad, None);
+                let mut y = vec![T::default(); checked_numel(&out_shape)?];
+                avg_into::<T>(&xv, t, planes, count_include_pad, None, &mut y);
                 Ok(vec![real_tensor(out_shape, y, x.dtype())?])
             }),
             Kind::Lp { p } => with_real!(x.dtype(), "input 0 (X)", T => {
                 let xv = read_real::<T>(x, "input 0 (X)")?;
-                let y = lp::<T>(&xv, &t, planes, p);
+                let y = lp::<T>(&xv, t, planes, p);
                 Ok(vec![real_tensor(out_shape, y, x.dtype())?])
             }),
         }
+    }
+
+    /// MaxPool without indices over `u8`, `i8` and `f32`, and the `f32`
+    /// AveragePool, write into the storage of their previous output (with
+    /// the previous call's input shape, nothing is allocated); other cases
+    /// through [`Op::eval`].
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let x = input(inputs, 0)?;
+        if self.want_indices {
+            return eval_fallback(self, inputs, outputs);
+        }
+        let call = self.call(x.shape())?;
+        let (t, planes, shape) = (&call.table, call.planes, &call.out_shape[..]);
+        match (self.kind, x.data()) {
+            (Kind::Max, TensorData::U8(v)) => {
+                max_only_into(v, t, planes, reuse_output::<u8>(outputs, 0, shape)?)
+            }
+            (Kind::Max, TensorData::I8(v)) => {
+                max_only_into(v, t, planes, reuse_output::<i8>(outputs, 0, shape)?)
+            }
+            (Kind::Max, TensorData::F32(v)) => {
+                max_values_into(v, t, planes, reuse_output::<f32>(outputs, 0, shape)?)
+            }
+            (Kind::Avg { count_include_pad }, TensorData::F32(v)) => {
+                let y = reuse_output::<f32>(outputs, 0, shape)?;
+                avg_into(v, t, planes, count_include_pad, call.columns, y)
+            }
+            _ => return eval_fallback(self, inputs, outputs),
+        }
+        Ok(())
     }
 }
 
@@ -297,8 +372,15 @@ fn max_dispatch(x: &Tensor, t: &Table, planes: usize) -> OpResult<(TensorData, V
 
 /// Window maxima of a totally ordered integer type (an empty window gives
 /// the type's minimum, as [`max`] does).
-fn max_only<T: MaxElem + Ord + Send + Sync>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
-    window_maxima(x, t, planes, |plane, offs| {
+fn max_only<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
+    let mut y = vec![T::LOWEST; planes * t.padded.len()];
+    max_only_into(x, t, planes, &mut y);
+    y
+}
+
+/// [`max_only`] into `y` (`planes` times the table's outputs).
+fn max_only_into<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize, y: &mut [T]) {
+    window_maxima_into(x, t, planes, y, |plane, offs| {
         offs.iter().fold(T::LOWEST, |b, &off| b.max(plane[off]))
     })
 }
@@ -306,8 +388,15 @@ fn max_only<T: MaxElem + Ord + Send + Sync>(x: &[T], t: &Table, planes: usize) -
 /// The maxima of [`max`] without the indices: each window's first tap,
 /// then every later tap that compares greater (so NaN behaves exactly as
 /// in [`max`]).
-fn max_values<T: MaxElem + Send + Sync>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
-    window_maxima(x, t, planes, |plane, offs| match offs.split_first() {
+fn max_values<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
+    let mut y = vec![T::LOWEST; planes * t.padded.len()];
+    max_values_into(x, t, planes, &mut y);
+    y
+}
+
+/// [`max_values`] into `y` (`planes` times the table's outputs).
+fn max_values_into<T: MaxElem>(x: &[T], t: &Table, planes: usize, y: &mut [T]) {
+    window_maxima_into(x, t, planes, y, |plane, offs| match offs.split_first() {
         None => T::LOWEST,
         Some((&first, rest)) => rest.iter().fold(plane[first], |b, &off| {
             let v = plane[off];
@@ -320,20 +409,20 @@ fn max_values<T: MaxElem + Send + Sync>(x: &[T], t: &Table, planes: usize) -> Ve
     })
 }
 
-/// `reduce(plane, window offsets)` for every window of every plane, the
-/// planes split over the intra-op threads (each window reduced as on one
-/// thread).
-fn window_maxima<T: MaxElem + Send + Sync>(
+/// `reduce(plane, window offsets)` for every window of every plane into
+/// `y`, the planes split over the intra-op threads (each window reduced as
+/// on one thread).
+fn window_maxima_into<T: MaxElem>(
     x: &[T],
     t: &Table,
     planes: usize,
+    y: &mut [T],
     reduce: impl Fn(&[T], &[usize]) -> T + Sync,
-) -> Vec<T> {
+) {
     let osz = t.padded.len();
     let isz = x.len().checked_div(planes).unwrap_or(0);
-    let mut y = vec![T::LOWEST; planes * osz];
     let work = planes * t.offsets.len() * qport_kernels::par::STREAM_COST;
-    qport_kernels::par::split_mut(&mut y, osz.max(1), work, |start, block| {
+    qport_kernels::par::split_mut(y, osz.max(1), work, |start, block| {
         for (i, yp) in block.chunks_mut(osz.max(1)).enumerate() {
             let p = start / osz.max(1) + i;
             let plane = &x[p * isz..(p + 1) * isz];
@@ -342,7 +431,6 @@ fn window_maxima<T: MaxElem + Send + Sync>(
             }
         }
     });
-    y
 }
 
 /// Window maxima and the flat input index of each (the first maximum).
@@ -392,51 +480,56 @@ fn mlas_columns(spatial: &[usize], wins: &[Window]) -> Option<usize> {
     (!global && small && last.stride <= 2 && fits).then_some(spatial[r - 1])
 }
 
-/// Average pooling: each window summed in the table's row-major order,
-/// or, given the input width (`columns`), in MLAS's vectorized order:
-/// each column (one position along the last axis) summed over the other
-/// axes in order, then the column sums added left to right. The table
-/// lists a window's offsets row-major, so its columns are the leading run
-/// of offsets on one row.
-fn avg<T: Real>(
+/// Average pooling into `y` (`planes` times the table's outputs): each
+/// window summed in the table's row-major order, or, given the input width
+/// (`columns`), in MLAS's vectorized order: each column (one position
+/// along the last axis) summed over the other axes in order, then the
+/// column sums added left to right. The table lists a window's offsets
+/// row-major, so its columns are the leading run of offsets on one row.
+/// The planes are split over the intra-op threads (each window summed as
+/// on one thread).
+fn avg_into<T: Real>(
     x: &[T],
     t: &Table,
     planes: usize,
     count_include_pad: bool,
     columns: Option<usize>,
-) -> Vec<T> {
+    y: &mut [T],
+) {
     let osz = t.padded.len();
     let isz = x.len().checked_div(planes).unwrap_or(0);
-    let mut y = Vec::with_capacity(planes * osz);
-    for p in 0..planes {
-        let plane = &x[p * isz..(p + 1) * isz];
-        for o in 0..osz {
-            let offs = &t.offsets[t.starts[o]..t.starts[o + 1]];
-            let cols = match columns {
-                Some(w) => offs
-                    .iter()
-                    .take_while(|&&off| off / w == offs[0] / w)
-                    .count()
-                    .max(1),
-                None => offs.len().max(1),
-            };
-            let mut s = T::ZERO;
-            for c in 0..cols.min(offs.len()) {
-                let mut col = T::ZERO;
-                for &off in offs[c..].iter().step_by(cols) {
-                    col += plane[off];
+    let work = planes * t.offsets.len() * qport_kernels::par::STREAM_COST;
+    qport_kernels::par::split_mut(y, osz.max(1), work, |start, block| {
+        for (i, yp) in block.chunks_mut(osz.max(1)).enumerate() {
+            let p = start / osz.max(1) + i;
+            let plane = &x[p * isz..(p + 1) * isz];
+            for (o, yo) in yp.iter_mut().enumerate() {
+                let offs = &t.offsets[t.starts[o]..t.starts[o + 1]];
+                let cols = match columns {
+                    Some(w) => offs
+                        .iter()
+                        .take_while(|&&off| off / w == offs[0] / w)
+                        .count()
+                        .max(1),
+                    None => offs.len().max(1),
+                };
+                let mut s = T::ZERO;
+                for c in 0..cols.min(offs.len()) {
+                    let mut col = T::ZERO;
+                    for &off in offs[c..].iter().step_by(cols) {
+                        col += plane[off];
+                    }
+                    s += col;
                 }
-                s += col;
+                let n = if count_include_pad {
+                    t.padded[o]
+                } else {
+                    offs.len()
+                };
+                *yo = s / T::from_f64(n as f64);
             }
-            let n = if count_include_pad {
-                t.padded[o]
-            } else {
-                offs.len()
-            };
-            y.push(s / T::from_f64(n as f64));
         }
-    }
-    y
+    });
 }
 
 fn lp<T: Real>(x: &[T], t: &Table, planes: usize, p: f64) -> Vec<T> {
@@ -607,6 +700,68 @@ mod tests {
         let w = extent(2, 2, 1, 1, (3, 3), AutoPad::NotSet, false).unwrap();
         let t = table(&[2], &[w]).unwrap();
         assert_eq!(max_only(&[5u8, 9], &t, 1), max(&[5u8, 9], &t, 1).0);
+    }
+
+    /// [`avg_into`] into a new vector.
+    fn avg(x: &[f32], t: &Table, planes: usize, cip: bool, cols: Option<usize>) -> Vec<f32> {
+        let mut y = vec![0.0; planes * t.padded.len()];
+        avg_into(x, t, planes, cip, cols, &mut y);
+        y
+    }
+
+    /// MaxPool and AveragePool written into their previous output give
+    /// `eval`'s values, in the same storage when the shape repeats, and
+    /// follow a change of shape.
+    #[test]
+    fn eval_into_matches_eval_and_reuses_the_output() {
+        use qport_onnx::Attribute;
+        let inits = Default::default();
+        type Build = fn(&BuildCtx) -> OpResult<Box<dyn Op>>;
+        let builds: [(&str, Build); 2] = [("MaxPool", build_max), ("AveragePool", build_avg)];
+        for (op_type, build) in builds {
+            let node = qport_onnx::Node::new("n", op_type, Vec::<String>::new(), ["y".to_string()])
+                .with_attrs(vec![
+                    ("kernel_shape", Attribute::Ints(vec![3, 3])),
+                    ("strides", Attribute::Ints(vec![2, 2])),
+                    ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
+                ]);
+            let op = build(&BuildCtx::new(&node, 13, &inits)).unwrap();
+            let mut out = [None];
+            let mut last: Option<([usize; 4], *const f32)> = None;
+            for shape in [[1, 3, 9, 7], [1, 3, 9, 7], [2, 2, 5, 6], [2, 2, 5, 6]] {
+                let n: usize = shape.iter().product();
+                let v: Vec<i32> = (0..n).map(|i| ((i * 37 + 11) % 101) as i32 - 50).collect();
+                let fv: Vec<f32> = v.iter().map(|&e| e as f32).collect();
+                let f = Tensor::from_vec(shape.to_vec(), fv).unwrap();
+                let want = op.eval(&[Some(&f)]).unwrap();
+                op.eval_into(&[Some(&f)], &mut out).unwrap();
+                assert_eq!(out[0].as_ref(), Some(&want[0]), "{op_type} {shape:?}");
+                let ptr = out[0].as_ref().unwrap().as_slice::<f32>().unwrap().as_ptr();
+                if let Some((s, p)) = last {
+                    if s == shape {
+                        assert_eq!(ptr, p, "{op_type} {shape:?}: a new buffer");
+                    }
+                }
+                last = Some((shape, ptr));
+                if op_type == "MaxPool" {
+                    let uv: Vec<u8> = v.iter().map(|&e| (e + 60) as u8).collect();
+                    let iv: Vec<i8> = v.iter().map(|&e| e as i8).collect();
+                    let u = Tensor::from_vec(shape.to_vec(), uv).unwrap();
+                    let i = Tensor::from_vec(shape.to_vec(), iv).unwrap();
+                    for x in [u, i] {
+                        let want = op.eval(&[Some(&x)]).unwrap();
+                        let mut o = [None];
+                        op.eval_into(&[Some(&x)], &mut o).unwrap();
+                        assert_eq!(
+                            o[0].as_ref(),
+                            Some(&want[0]),
+                            "{op_type} {shape:?} {:?}",
+                            x.dtype()
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
