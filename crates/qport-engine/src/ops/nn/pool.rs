@@ -297,13 +297,13 @@ impl Op for Pool {
                 let v = x
                     .as_slice::<f32>()
                     .map_err(|_| OpError::dtype("X", x.dtype()))?;
-                let mut y = vec![0.0; checked_numel(&out_shape)?];
+                let mut y = vec![0.0; planes * t.padded.len()];
                 avg_into(v, t, planes, count_include_pad, call.columns, &mut y);
                 Ok(vec![Tensor::new(out_shape, TensorData::F32(y))?])
             }
             Kind::Avg { count_include_pad } => with_real!(x.dtype(), "input 0 (X)", T => {
                 let xv = read_real::<T>(x, "input 0 (X)")?;
-                let mut y = vec![T::default(); checked_numel(&out_shape)?];
+                let mut y = vec![T::default(); planes * t.padded.len()];
                 avg_into::<T>(&xv, t, planes, count_include_pad, None, &mut y);
                 Ok(vec![real_tensor(out_shape, y, x.dtype())?])
             }),
