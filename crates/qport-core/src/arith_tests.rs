@@ -12,6 +12,26 @@ fn p(name: &str) -> ArithProfile {
     ArithProfile::preset(name).unwrap()
 }
 
+/// Every preset, then the integer and fp16 ones again under each rounding
+/// mode (each mode has a loop of its own in `apply_slice_into`).
+fn presets_with_every_rounding() -> Vec<ArithProfile> {
+    let mut all = presets();
+    for base in ["pot-shift", "gemmlowp", "fp16-epilogue", "float-bias"] {
+        for r in [
+            Rounding::HalfEven,
+            Rounding::HalfAway,
+            Rounding::HalfUp,
+            Rounding::Floor,
+        ] {
+            let mut v = p(base);
+            v.name = format!("{base}.{}", format!("{r:?}").to_lowercase());
+            v.rounding = r;
+            all.push(v);
+        }
+    }
+    all
+}
+
 /// `requantize` with zero point 0 over the whole i32 range.
 fn rq(acc: i64, m: f64, profile: &ArithProfile) -> i32 {
     requantize(acc, m, 0, I32.0, I32.1, profile)
@@ -249,7 +269,7 @@ proptest! {
     ) {
         let (lo, hi) = [(0, 255), (-128, 127), (0, 65535), (-32768, 32767), (-100_000, 5_000_000)][range];
         let zp = if range < 2 { zp.rem_euclid(256) + lo } else { zp };
-        for profile in presets() {
+        for profile in presets_with_every_rounding() {
             let rq = Requantizer::new(bias, m, zp, lo, hi, &profile);
             let mut got = vec![0i64; accs.len()];
             rq.apply_slice_into(&accs, &mut got, i64::from);

@@ -17,7 +17,8 @@
 //!
 //! [`f16_from_f64`] and [`bf16_from_f64`] round an `f64` to the two 16-bit
 //! float types correctly on every CPU, which `half`'s own `from_f64` does
-//! not.
+//! not; [`f16_round_f32`] rounds an `f32` to float16 in plain arithmetic
+//! that vectorizes.
 
 use std::fmt;
 
@@ -217,6 +218,49 @@ pub fn f16_from_f64(x: f64) -> half::f16 {
         Some(v) => half::f16::from_f32(v as f32),
         None if x.is_nan() => half::f16::from_f32(x as f32),
         None => half::f16::INFINITY.copysign(half::f16::from_f32(x as f32)),
+    }
+}
+
+/// `x` rounded to the nearest IEEE binary16 value (ties to even, beyond
+/// the range an infinity, NaN stays NaN), returned as the `f32` that holds
+/// it exactly: `half::f16::from_f32(x).to_f32()` bit for bit on every
+/// finite or infinite input, without a conversion instruction or a branch,
+/// so a loop over a slice vectorizes on any SIMD level (the fp16 epilogue
+/// of a requantization holds every element this way).
+///
+/// Normal results drop the 13 low fraction bits of `x` with an integer
+/// round-to-nearest-even on its bit pattern (a carry moves into the
+/// exponent, past 65504 it is an infinity); below `2^-14` the result is a
+/// multiple of `2^-24`, which `(|x| + 0.75) − 0.75` rounds to (`0.75` has
+/// that spacing and an even multiple of it).
+///
+/// ```
+/// use qport_core::minifloat::f16_round_f32;
+/// assert_eq!(f16_round_f32(2049.0), 2048.0); // the tie goes to even
+/// assert_eq!(f16_round_f32(2049.01), 2050.0);
+/// assert_eq!(f16_round_f32(65519.0), 65504.0);
+/// assert_eq!(f16_round_f32(-65520.0), f32::NEG_INFINITY);
+/// assert_eq!(f16_round_f32(3e-8), 2f32.powi(-24)); // a subnormal
+/// ```
+#[inline(always)]
+pub fn f16_round_f32(x: f32) -> f32 {
+    const MIN_NORMAL: f32 = 6.103_515_6e-5; // 2^-14
+    let a = x.abs();
+    let bits = a.to_bits();
+    // the nearest multiple of 2^13 in the bit pattern, ties to even
+    let normal = f32::from_bits((bits + 0x0fff + ((bits >> 13) & 1)) & !0x1fff);
+    let normal = if normal > 65504.0 {
+        f32::INFINITY
+    } else {
+        normal
+    };
+    let sub = (a + 0.75) - 0.75;
+    let r = if a < MIN_NORMAL { sub } else { normal };
+    // NaN (its pattern may carry into the sign bit above) stays x
+    if a.is_nan() {
+        x
+    } else {
+        r.copysign(x)
     }
 }
 

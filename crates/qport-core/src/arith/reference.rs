@@ -10,7 +10,6 @@
 //! quantization_util.cc, common.h), written here from those definitions.
 
 use super::{ArithProfile, Epilogue, NonGemm, Requant, Rounding};
-use half::f16;
 
 /// Rounds `x` to an integer-valued `f64` under `mode`. NaN and infinities
 /// come back unchanged.
@@ -895,17 +894,20 @@ impl Requantizer {
             // shift by at most 30 bits stays below 2^63, a right shift
             // below 63 bits rounds as `shr_round` does, all in i64
             if (-62..=30).contains(&k) && lo <= hi {
-                let (lo, hi, z) = (i64::from(lo), i64::from(hi), i64::from(z));
-                let r = self.rounding;
-                for (o, &v) in out.iter_mut().zip(acc) {
-                    let a = i64::from(v) + b;
-                    let x = if negate { -a } else { a };
-                    let y = if k >= 0 {
-                        x << k as u32
-                    } else {
-                        shr_round_i64(x, k.unsigned_abs(), r)
-                    };
-                    *o = cast((y + z).clamp(lo, hi) as i32);
+                let p = PotLoop {
+                    b,
+                    negate: -i64::from(negate),
+                    k,
+                    z: i64::from(z),
+                    lo: i64::from(lo),
+                    hi: i64::from(hi),
+                };
+                // one loop per rounding mode, each free of branches
+                match self.rounding {
+                    Rounding::HalfAway => p.run(acc, out, &cast, Rounding::HalfAway),
+                    Rounding::HalfEven => p.run(acc, out, &cast, Rounding::HalfEven),
+                    Rounding::HalfUp => p.run(acc, out, &cast, Rounding::HalfUp),
+                    Rounding::Floor => p.run(acc, out, &cast, Rounding::Floor),
                 }
                 return;
             }
@@ -943,7 +945,8 @@ impl Requantizer {
                     *o = cast(finish(v as f32 * m + bt));
                 }
             } else {
-                let h = |x: f32| f16::from_f32(x).to_f32();
+                // f16::from_f32(x).to_f32() in arithmetic that vectorizes
+                let h = crate::minifloat::f16_round_f32;
                 for (o, &v) in out.iter_mut().zip(acc) {
                     *o = cast(finish(h(h(v as f32 * m) + bt)));
                 }
@@ -995,6 +998,44 @@ impl Requantizer {
             None => {
                 let v = float_scale(acc, self.multiplier, self.requant, self.epilogue);
                 clamp_float(round(v, self.rounding), z, lo, hi)
+            }
+        }
+    }
+}
+
+/// The power-of-two requantization loop of
+/// [`Requantizer::apply_slice_into`]: `clamp(round((acc + b)·(±2^k)) + z)`
+/// in i64 (`|acc + b| <= 2^32`, `-62 <= k <= 30`, so nothing overflows), the
+/// same value as [`IntegerScale::apply`] followed by the clamp.
+struct PotLoop {
+    b: i64,
+    /// All ones to negate (a negative scale), else zero.
+    negate: i64,
+    k: i32,
+    z: i64,
+    lo: i64,
+    hi: i64,
+}
+
+impl PotLoop {
+    /// Writes every element, rounding under `r` (a literal at each call,
+    /// so the rounding rule folds away and the loop vectorizes).
+    #[inline(always)]
+    fn run<T>(&self, acc: &[i32], out: &mut [T], cast: &impl Fn(i32) -> T, r: Rounding) {
+        let (b, neg, z, lo, hi) = (self.b, self.negate, self.z, self.lo, self.hi);
+        if self.k >= 0 {
+            let s = self.k as u32;
+            for (o, &v) in out.iter_mut().zip(acc) {
+                let x = ((i64::from(v) + b) ^ neg) - neg;
+                *o = cast(((x << s) + z).clamp(lo, hi) as i32);
+            }
+        } else {
+            // 1 <= shift <= 62
+            let s = self.k.unsigned_abs();
+            for (o, &v) in out.iter_mut().zip(acc) {
+                let x = ((i64::from(v) + b) ^ neg) - neg;
+                let y = shr_round_as!(i64, x, s, r);
+                *o = cast((y + z).clamp(lo, hi) as i32);
             }
         }
     }

@@ -176,7 +176,7 @@ pub(crate) fn depthwise_at(lvl: Level, args: &Args, out: &mut [f32], scratch: &m
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         Level::Avx2 => unsafe { x86::avx2(args, out, scratch) },
-        _ => reference(args, out),
+        _ => reference(args, out, scratch),
     }
 }
 
@@ -248,8 +248,15 @@ pub(crate) fn tap_blocks(taps: usize) -> impl Iterator<Item = (usize, usize)> {
 }
 
 /// The scalar body of [`depthwise2d`] on the generic table: the order of
-/// the module documentation, one output element at a time.
-fn reference(a: &Args, out: &mut [f32]) {
+/// the module documentation, output row by output row. Each input plane
+/// is first copied into a zero-padded plane in `scratch` (a tap in the
+/// padding then reads a zero, the product the definition counts), so the
+/// loops over the columns of a row carry no bounds tests and the compiler
+/// can run them on the baseline vector unit; every output element is
+/// still the definition's sequence of separately rounded operations (the
+/// test module keeps that definition, one element at a time, as the
+/// oracle of every path).
+fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
     let Args {
         g,
         channels,
@@ -261,42 +268,68 @@ fn reference(a: &Args, out: &mut [f32]) {
     } = *a;
     let g = &g;
     let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
-    // the input under tap `t` of output (r, x); zero in the padding
-    let tap = |img: &[f32], r: usize, x: usize, t: usize| {
-        let iy = (r * g.sh + (t / g.kw) * g.dh) as isize - g.pt as isize;
-        let ix = (x * g.sw + (t % g.kw) * g.dw) as isize - g.pl as isize;
-        if iy < 0 || iy >= g.h as isize || ix < 0 || ix >= g.w as isize {
-            0.0
-        } else {
-            img[iy as usize * g.w + ix as usize]
-        }
-    };
+    // the padded plane covers every position a tap reads
+    let ph = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+    let pw = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+    let need = ph * pw + 2 * g.ow;
+    if scratch.len() < need {
+        scratch.resize(need, 0.0);
+    }
+    let (plane, rows) = scratch[..need].split_at_mut(ph * pw);
+    let (acc, blk) = rows.split_at_mut(g.ow);
     for o in 0..channels * mult {
-        let img = &image[(o / mult) * isz..][..isz];
+        if o % mult == 0 {
+            let img = &image[(o / mult) * isz..][..isz];
+            plane.fill(0.0);
+            for iy in 0..g.h.min(ph.saturating_sub(g.pt)) {
+                let cols = g.w.min(pw.saturating_sub(g.pl));
+                plane[(iy + g.pt) * pw + g.pl..][..cols].copy_from_slice(&img[iy * g.w..][..cols]);
+            }
+        }
         let k = &kernels[o * ksz..][..ksz];
         let y = &mut out[o * osz..][..osz];
+        // the padded row and column of tap `t` for output row `r`, column 0
+        let at = |r: usize, t: usize| (r * g.sh + (t / g.kw) * g.dh) * pw + (t % g.kw) * g.dw;
         for r in 0..g.oh {
-            for x in 0..g.ow {
-                let mut acc = 0.0f32;
-                if mult == 1 {
-                    for (t0, n) in tap_blocks(ksz) {
-                        let mut blk = k[t0] * tap(img, r, x, t0);
-                        for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
-                            blk += w * tap(img, r, x, t);
+            acc.fill(0.0);
+            if mult == 1 {
+                for (t0, n) in tap_blocks(ksz) {
+                    let src = &plane[at(r, t0)..];
+                    for (x, b) in blk.iter_mut().enumerate() {
+                        *b = k[t0] * src[x * g.sw];
+                    }
+                    for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
+                        let src = &plane[at(r, t)..];
+                        for (x, b) in blk.iter_mut().enumerate() {
+                            *b += w * src[x * g.sw];
                         }
-                        // (float addition commutes: the block's sum plus
-                        // the running total, as MLAS writes it)
-                        acc += blk;
                     }
-                } else {
-                    for (t, &w) in k.iter().enumerate() {
-                        acc = w.mul_add(tap(img, r, x, t), acc);
+                    // (float addition commutes: the block's sum plus the
+                    // running total, as MLAS writes it)
+                    for (a, &b) in acc.iter_mut().zip(blk.iter()) {
+                        *a += b;
                     }
                 }
-                if let Some(b) = bias {
-                    acc += b[o];
+            } else {
+                for (t, &w) in k.iter().enumerate() {
+                    let src = &plane[at(r, t)..];
+                    for (x, a) in acc.iter_mut().enumerate() {
+                        *a = w.mul_add(src[x * g.sw], *a);
+                    }
                 }
-                y[r * g.ow + x] = act.apply(acc);
+            }
+            let yr = &mut y[r * g.ow..][..g.ow];
+            match bias {
+                Some(b) => {
+                    for (v, &a) in yr.iter_mut().zip(acc.iter()) {
+                        *v = act.apply(a + b[o]);
+                    }
+                }
+                None => {
+                    for (v, &a) in yr.iter_mut().zip(acc.iter()) {
+                        *v = act.apply(a);
+                    }
+                }
             }
         }
     }
@@ -329,6 +362,61 @@ mod tests {
                     ConvGeometry::new_2d([h, w], [kh, kw], output, [sh, sw], [dh, dw], [pt, pl])
                 },
             )
+    }
+
+    /// The order of the module documentation, one output element at a
+    /// time: the oracle of every path.
+    fn definition(a: &Args, out: &mut [f32]) {
+        let Args {
+            g,
+            channels,
+            mult,
+            image,
+            kernels,
+            bias,
+            act,
+        } = *a;
+        let g = &g;
+        let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
+        // the input under tap `t` of output (r, x); zero in the padding
+        let tap = |img: &[f32], r: usize, x: usize, t: usize| {
+            let iy = (r * g.sh + (t / g.kw) * g.dh) as isize - g.pt as isize;
+            let ix = (x * g.sw + (t % g.kw) * g.dw) as isize - g.pl as isize;
+            if iy < 0 || iy >= g.h as isize || ix < 0 || ix >= g.w as isize {
+                0.0
+            } else {
+                img[iy as usize * g.w + ix as usize]
+            }
+        };
+        for o in 0..channels * mult {
+            let img = &image[(o / mult) * isz..][..isz];
+            let k = &kernels[o * ksz..][..ksz];
+            let y = &mut out[o * osz..][..osz];
+            for r in 0..g.oh {
+                for x in 0..g.ow {
+                    let mut acc = 0.0f32;
+                    if mult == 1 {
+                        for (t0, n) in tap_blocks(ksz) {
+                            let mut blk = k[t0] * tap(img, r, x, t0);
+                            for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
+                                blk += w * tap(img, r, x, t);
+                            }
+                            // (float addition commutes: the block's sum plus
+                            // the running total, as MLAS writes it)
+                            acc += blk;
+                        }
+                    } else {
+                        for (t, &w) in k.iter().enumerate() {
+                            acc = w.mul_add(tap(img, r, x, t), acc);
+                        }
+                    }
+                    if let Some(b) = bias {
+                        acc += b[o];
+                    }
+                    y[r * g.ow + x] = act.apply(acc);
+                }
+            }
+        }
     }
 
     fn act() -> impl Strategy<Value = Activation> {
@@ -365,6 +453,12 @@ mod tests {
                 depthwise_at(Level::Generic, &args, out, &mut vec![]);
             };
             reference(&image, &kern, bias, act, &mut want);
+            let mut def = vec![f32::NAN; n];
+            definition(&Args::new(&g, ch, mult, &image, &kern, bias, act, &def), &mut def);
+            for i in 0..n {
+                prop_assert_eq!(want[i].to_bits(), def[i].to_bits(),
+                    "generic at {}: {} vs definition {} (geometry {:?})", i, want[i], def[i], g);
+            }
             for lvl in [Level::Avx2, Level::Avx512] {
                 if !supported(lvl) {
                     continue;

@@ -266,6 +266,16 @@ unsafe fn scalar<T: GemmScalar>(p: &GemmArgs<T>) {
             // SAFETY: kk < k: row kk of B starts in bounds by the caller's
             // contract.
             let brow = unsafe { p.b.offset(kk * p.b_rs) };
+            if p.b_cs == 1 {
+                // a contiguous row: the same operations per element, in a
+                // loop the compiler vectorizes
+                // SAFETY: row kk of B holds n contiguous elements (b_cs 1).
+                let brow = unsafe { std::slice::from_raw_parts(brow, p.n) };
+                for (v, &bkj) in acc.iter_mut().zip(brow) {
+                    *v = v.add(aik.mul(bkj));
+                }
+                continue;
+            }
             for (j, v) in acc.iter_mut().enumerate() {
                 // SAFETY: j < n: in bounds of B.
                 let bkj = unsafe { *brow.offset(j as isize * p.b_cs) };
