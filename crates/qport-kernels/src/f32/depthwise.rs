@@ -268,40 +268,59 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
     } = *a;
     let g = &g;
     let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
-    // the padded plane covers every position a tap reads
+    // the padded plane covers every position a tap reads; each of its
+    // rows is split into `sw` column phases (padded column `px` at phase
+    // `px % sw`, index `px / sw`), so the columns a tap reads for
+    // consecutive outputs are contiguous whatever the stride
     let ph = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
     let pw = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-    let need = ph * pw + 2 * g.ow;
+    let pq = pw.div_ceil(g.sw);
+    let row = g.sw * pq;
+    let need = ph * row + 2 * g.ow;
     if scratch.len() < need {
         scratch.resize(need, 0.0);
     }
-    let (plane, rows) = scratch[..need].split_at_mut(ph * pw);
+    let (plane, rows) = scratch[..need].split_at_mut(ph * row);
     let (acc, blk) = rows.split_at_mut(g.ow);
+    // the padding: zero once, never written by the copies below
+    plane.fill(0.0);
+    let cols = g.w.min(pw.saturating_sub(g.pl));
     for o in 0..channels * mult {
         if o % mult == 0 {
             let img = &image[(o / mult) * isz..][..isz];
-            plane.fill(0.0);
             for iy in 0..g.h.min(ph.saturating_sub(g.pt)) {
-                let cols = g.w.min(pw.saturating_sub(g.pl));
-                plane[(iy + g.pt) * pw + g.pl..][..cols].copy_from_slice(&img[iy * g.w..][..cols]);
+                let (src, dst) = (
+                    &img[iy * g.w..][..cols],
+                    &mut plane[(iy + g.pt) * row..][..row],
+                );
+                if g.sw == 1 {
+                    dst[g.pl..][..cols].copy_from_slice(src);
+                } else {
+                    for (ix, &v) in src.iter().enumerate() {
+                        let px = ix + g.pl;
+                        dst[(px % g.sw) * pq + px / g.sw] = v;
+                    }
+                }
             }
         }
         let k = &kernels[o * ksz..][..ksz];
         let y = &mut out[o * osz..][..osz];
-        // the padded row and column of tap `t` for output row `r`, column 0
-        let at = |r: usize, t: usize| (r * g.sh + (t / g.kw) * g.dh) * pw + (t % g.kw) * g.dw;
+        // where tap `t` of output row `r` reads for output column 0; the
+        // following columns follow contiguously
+        let at = |r: usize, t: usize| {
+            let px = (t % g.kw) * g.dw;
+            (r * g.sh + (t / g.kw) * g.dh) * row + (px % g.sw) * pq + px / g.sw
+        };
         for r in 0..g.oh {
             acc.fill(0.0);
             if mult == 1 {
                 for (t0, n) in tap_blocks(ksz) {
-                    let src = &plane[at(r, t0)..];
-                    for (x, b) in blk.iter_mut().enumerate() {
-                        *b = k[t0] * src[x * g.sw];
+                    for (b, &v) in blk.iter_mut().zip(&plane[at(r, t0)..]) {
+                        *b = k[t0] * v;
                     }
                     for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
-                        let src = &plane[at(r, t)..];
-                        for (x, b) in blk.iter_mut().enumerate() {
-                            *b += w * src[x * g.sw];
+                        for (b, &v) in blk.iter_mut().zip(&plane[at(r, t)..]) {
+                            *b += w * v;
                         }
                     }
                     // (float addition commutes: the block's sum plus the
@@ -312,9 +331,8 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
                 }
             } else {
                 for (t, &w) in k.iter().enumerate() {
-                    let src = &plane[at(r, t)..];
-                    for (x, a) in acc.iter_mut().enumerate() {
-                        *a = w.mul_add(src[x * g.sw], *a);
+                    for (a, &v) in acc.iter_mut().zip(&plane[at(r, t)..]) {
+                        *a = w.mul_add(v, *a);
                     }
                 }
             }

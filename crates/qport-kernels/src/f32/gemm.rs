@@ -257,6 +257,10 @@ pub fn gemm<T: GemmScalar>(
 /// # Safety
 /// The views in `p` must be in bounds.
 unsafe fn scalar<T: GemmScalar>(p: &GemmArgs<T>) {
+    if p.b_cs == 1 {
+        // SAFETY: forwarded contract.
+        return unsafe { tiled(p) };
+    }
     let mut acc = vec![T::ZERO; p.n];
     for i in 0..p.m as isize {
         acc.iter_mut().for_each(|v| *v = T::ZERO);
@@ -292,6 +296,77 @@ unsafe fn scalar<T: GemmScalar>(p: &GemmArgs<T>) {
                 prod.add(p.beta.mul(*cv))
             };
         }
+    }
+}
+
+/// Rows of `C` per tile of [`tiled`].
+const TILE_M: usize = 4;
+/// Columns of `C` per tile of [`tiled`].
+const TILE_N: usize = 8;
+
+/// [`scalar`] for a `B` with contiguous rows: tiles of `TILE_M x TILE_N`
+/// elements of `C` whose sums stay in registers over the whole `k` loop
+/// (each element still `((0 + a0·b0) + a1·b1) + …` in order of `p`, with
+/// separate multiplies and adds, then the same `alpha` / `beta` step);
+/// the tiles at the right and bottom edges take the same loop element by
+/// element.
+///
+/// # Safety
+/// As [`scalar`], with `b_cs == 1`.
+unsafe fn tiled<T: GemmScalar>(p: &GemmArgs<T>) {
+    let (m, n, k) = (p.m, p.n, p.k);
+    // The three accessors are called with i < m, j < n, kk < k only.
+    // SAFETY: element (i, kk) of the checked view of A.
+    let a =
+        |i: usize, kk: usize| unsafe { *p.a.offset(i as isize * p.a_rs + kk as isize * p.a_cs) };
+    // SAFETY: element (kk, j) of the checked view of B (b_cs == 1).
+    let b = |kk: usize, j: usize| unsafe { *p.b.offset(kk as isize * p.b_rs + j as isize) };
+    // SAFETY: element (i, j) of the checked view of C.
+    let store = |i: usize, j: usize, v: T| unsafe {
+        let c = p.c.offset(i as isize * p.ldc + j as isize);
+        let prod = p.alpha.mul(v);
+        *c = if p.beta == T::ZERO {
+            prod
+        } else {
+            prod.add(p.beta.mul(*c))
+        };
+    };
+    let mut i0 = 0;
+    while i0 < m {
+        let mi = TILE_M.min(m - i0);
+        let mut j0 = 0;
+        while j0 < n {
+            let nj = TILE_N.min(n - j0);
+            if mi == TILE_M && nj == TILE_N {
+                let mut acc = [[T::ZERO; TILE_N]; TILE_M];
+                for kk in 0..k {
+                    let bv: [T; TILE_N] = std::array::from_fn(|c| b(kk, j0 + c));
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let av = a(i0 + r, kk);
+                        for (v, &bc) in row.iter_mut().zip(&bv) {
+                            *v = v.add(av.mul(bc));
+                        }
+                    }
+                }
+                for (r, row) in acc.iter().enumerate() {
+                    for (c, &v) in row.iter().enumerate() {
+                        store(i0 + r, j0 + c, v);
+                    }
+                }
+            } else {
+                for i in i0..i0 + mi {
+                    for j in j0..j0 + nj {
+                        let mut v = T::ZERO;
+                        for kk in 0..k {
+                            v = v.add(a(i, kk).mul(b(kk, j)));
+                        }
+                        store(i, j, v);
+                    }
+                }
+            }
+            j0 += nj;
+        }
+        i0 += mi;
     }
 }
 
@@ -433,6 +508,45 @@ mod tests {
                     "fast {} vs reference {} at {}", fast[i], slow[i], i);
                 prop_assert!((slow[i] as f64 - want).abs() <= tol,
                     "reference {} vs exact {} at {}", slow[i], want, i);
+            }
+        }
+
+        /// The generic path (tiled or not) is the documented sum, bit for
+        /// bit: each element `((0 + a0·b0) + a1·b1) + …` in order of `p`
+        /// with separately rounded operations, then `alpha·v (+ beta·c)`.
+        #[test]
+        fn generic_path_is_the_in_order_sum(
+            m in 1usize..11, n in 1usize..20, k in 0usize..30,
+            ta: bool, tb: bool, use_beta: bool, seed: u64,
+        ) {
+            let mut s = seed | 1;
+            let mut rnd = move || {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            };
+            let a: Vec<f32> = (0..m * k).map(|_| rnd() * 1e3).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
+            let c0: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            let (alpha, beta) = (rnd(), if use_beta { rnd() } else { 0.0 });
+            let (lda, ldb) = (if ta { m } else { k }, if tb { k } else { n });
+            let mut got = c0.clone();
+            let (av, bv) = (
+                MatRef { data: &a[..], ld: lda, trans: ta },
+                MatRef { data: &b[..], ld: ldb, trans: tb },
+            );
+            crate::with_generic_kernels(|| gemm(m, n, k, alpha, av, bv, beta, &mut got, n));
+            for i in 0..m {
+                for j in 0..n {
+                    let mut v = 0.0f32;
+                    for p in 0..k {
+                        let x = if ta { a[p * m + i] } else { a[i * k + p] };
+                        let y = if tb { b[j * k + p] } else { b[p * n + j] };
+                        v += x * y;
+                    }
+                    let prod = alpha * v;
+                    let want = if beta == 0.0 { prod } else { prod + beta * c0[i * n + j] };
+                    prop_assert_eq!(got[i * n + j].to_bits(), want.to_bits(), "({}, {})", i, j);
+                }
             }
         }
 

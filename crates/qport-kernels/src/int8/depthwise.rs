@@ -136,12 +136,12 @@ pub fn depthwise_exact_f32<X: QInt>(
     assert!(out.len() >= channels * os);
     F32_BUFS.with(|b| {
         let (plane, acc, scratch) = &mut *b.borrow_mut();
-        plane.clear();
-        plane.extend(
-            x[..channels * is]
-                .iter()
-                .map(|&v| (v.widen() - x_zero) as f32),
-        );
+        // (a resize and an indexed loop, which vectorizes; extending from
+        // a mapped iterator does not)
+        plane.resize(channels * is, 0.0);
+        for (p, &v) in plane.iter_mut().zip(&x[..channels * is]) {
+            *p = (v.widen() - x_zero) as f32;
+        }
         acc.resize(channels * os, 0.0);
         crate::depthwise::depthwise2d(
             geom,

@@ -38,7 +38,7 @@ use super::common::{
 };
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::pool::table;
-use crate::ops::nn::spatial::WindowAttrs;
+use crate::ops::nn::spatial::{ShapeMemo, WindowAttrs};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
 use qport_core::arith::{self, ArithProfile, NonGemm, Rounding};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, normalize_axis};
@@ -139,7 +139,70 @@ fn residual_add_params(pa: &QParams, pb: &QParams, pc: &QParams, q: Grid) -> Add
 struct QBinary {
     /// Whether the residual-add path applies to this profile.
     residual: bool,
+    /// The profile of a fixed-point Add (integer-only profiles): 8-bit
+    /// operands of equal shapes then read the sum from a table of every
+    /// pair of input values ([`FixedAddTable`]).
+    fixed_add: Option<ArithProfile>,
+    /// The table of the last quantization parameters seen.
+    table: ShapeMemo<FixedAddTable>,
     general: Box<dyn Op>,
+}
+
+/// `arith::FixedPointAdd` of every pair of 8-bit inputs: entry `(a << 8) |
+/// b` (the bit patterns of the two inputs) holds the bit pattern of the
+/// output, so an element costs one load instead of three integer rescales.
+/// Made once per set of quantization parameters (kept by the node: they
+/// are the artifact's constants) from the same `apply` the general path
+/// runs, so both give the same values.
+struct FixedAddTable(Vec<u8>);
+
+impl FixedAddTable {
+    fn new(pa: &QParams, pb: &QParams, pc: &QParams, q: Grid, p: &ArithProfile) -> Self {
+        let m_a = f64::from(pa.scale) / f64::from(pc.scale);
+        let m_b = f64::from(pb.scale) / f64::from(pc.scale);
+        let add = arith::FixedPointAdd::new(m_a, m_b, pc.zero, q.min(), q.max(), p);
+        let mut t = vec![0u8; 1 << 16];
+        for x in q.min()..=q.max() {
+            for y in q.min()..=q.max() {
+                let v = add.apply(x, pa.zero, y, pb.zero);
+                // within [q.min(), q.max()]: its low byte is the 8-bit value
+                t[usize::from(x as u8) << 8 | usize::from(y as u8)] = v as u8;
+            }
+        }
+        FixedAddTable(t)
+    }
+
+    /// The key of a table: the parameters' bits and the grid.
+    fn key(pa: &QParams, pb: &QParams, pc: &QParams, q: Grid) -> [usize; 7] {
+        let z = |v: i32| v as u32 as usize;
+        [
+            pa.scale.to_bits() as usize,
+            z(pa.zero),
+            pb.scale.to_bits() as usize,
+            z(pb.zero),
+            pc.scale.to_bits() as usize,
+            z(pc.zero),
+            usize::from(q.min() < 0),
+        ]
+    }
+
+    /// Writes `out[i] = table[x[i], y[i]]` on the intra-op threads.
+    fn apply<T: qport_core::Element + Send + Sync + Copy>(
+        &self,
+        x: &[T],
+        y: &[T],
+        bits: impl Fn(T) -> u8 + Sync,
+        from: impl Fn(u8) -> T + Sync,
+        out: &mut [T],
+    ) {
+        let t = &self.0[..1 << 16];
+        let work = out.len() * qport_kernels::par::STREAM_COST;
+        qport_kernels::par::split_mut(out, 64, work, |i0, o| {
+            for ((o, &a), &b) in o.iter_mut().zip(&x[i0..]).zip(&y[i0..]) {
+                *o = from(t[usize::from(bits(a)) << 8 | usize::from(bits(b))]);
+            }
+        });
+    }
 }
 
 impl Op for QBinary {
@@ -155,6 +218,38 @@ impl Op for QBinary {
         let (Ok(a), Ok(b)) = (input(inputs, 0), input(inputs, 3)) else {
             return self.general.eval_into(inputs, outputs);
         };
+        if let (Some(p), true) = (
+            &self.fixed_add,
+            a.dtype() == b.dtype() && a.shape() == b.shape(),
+        ) {
+            let q = Grid::of8("A", a.dtype())?;
+            let pa = QParams::read(inputs, 1, 2, "A")?;
+            let pb = QParams::read(inputs, 4, 5, "B")?;
+            let pc = QParams::read(inputs, 6, 7, "C")?;
+            if out_type(inputs, 7, a)? != q {
+                return self.general.eval_into(inputs, outputs);
+            }
+            let key = FixedAddTable::key(&pa, &pb, &pc, q);
+            let table = self.table.get(
+                &key,
+                &[],
+                |_| true,
+                || Ok(FixedAddTable::new(&pa, &pb, &pc, q, p)),
+            )?;
+            return match (a.data(), b.data()) {
+                (TensorData::U8(x), TensorData::U8(y)) => {
+                    let out = crate::ops::reuse_output::<u8>(outputs, 0, a.shape())?;
+                    table.apply(x, y, |v| v, |v| v, out);
+                    Ok(())
+                }
+                (TensorData::I8(x), TensorData::I8(y)) => {
+                    let out = crate::ops::reuse_output::<i8>(outputs, 0, a.shape())?;
+                    table.apply(x, y, |v| v as u8, |v| v as i8, out);
+                    Ok(())
+                }
+                _ => self.general.eval_into(inputs, outputs),
+            };
+        }
         if !self.residual || a.dtype() != b.dtype() || a.shape() != b.shape() {
             return self.general.eval_into(inputs, outputs);
         }
@@ -198,6 +293,8 @@ fn build_binary(kind: Binary, p: ArithProfile) -> Box<dyn Op> {
     );
     Box::new(QBinary {
         residual,
+        fixed_add: (matches!(kind, Binary::Add) && fixed_point).then(|| p.clone()),
+        table: ShapeMemo::default(),
         general: build_binary_general(kind, p),
     })
 }
@@ -921,6 +1018,70 @@ mod tests {
             })
             .collect();
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &want[..]);
+    }
+
+    /// Integer-only profiles: the table of a fixed-point Add (`eval_into`,
+    /// the plan's path) gives the general loop's values (`eval`) on every
+    /// pair of 8-bit inputs, for u8 and i8, and follows a change of the
+    /// quantization parameters (a table per set, the last one kept).
+    #[test]
+    fn fixed_point_add_table_equals_the_general_loop() {
+        for name in ["gemmlowp", "pot-shift"] {
+            let profile = ArithProfile::preset(name).unwrap();
+            for signed in [false, true] {
+                let (a, b): (Vec<u8>, Vec<u8>) = (0..=255u8)
+                    .flat_map(|x| (0..=255u8).map(move |y| (x, y)))
+                    .unzip();
+                let (xa, xb) = (q8(&[256, 256], a, signed), q8(&[256, 256], b, signed));
+                let z = |v: u8| {
+                    if signed {
+                        Tensor::scalar(v as i8)
+                    } else {
+                        Tensor::scalar(v)
+                    }
+                };
+                let op = QBinary {
+                    residual: false,
+                    fixed_add: Some(profile.clone()),
+                    table: ShapeMemo::default(),
+                    general: build_binary_general(Binary::Add, profile.clone()),
+                };
+                for (sa, sb, sc, zs) in [
+                    (0.1f32, 0.2f32, 0.25f32, [10u8, 200, 3]),
+                    (0.02, 0.9, 0.05, [128, 0, 255]),
+                    (0.1, 0.2, 0.25, [10, 200, 3]),
+                ] {
+                    let (ssa, ssb, ssc) = (s(sa), s(sb), s(sc));
+                    let (za, zb, zc) = (z(zs[0]), z(zs[1]), z(zs[2]));
+                    let ins = [&xa, &ssa, &za, &xb, &ssb, &zb, &ssc, &zc].map(Some);
+                    let want = op.eval(&ins).unwrap();
+                    let mut got = [None];
+                    op.eval_into(&ins, &mut got).unwrap();
+                    let got = got[0].take().unwrap();
+                    assert_eq!(got.shape(), want[0].shape());
+                    assert_eq!(
+                        got.data(),
+                        want[0].data(),
+                        "{name} signed {signed} {sa} {sb} {sc}"
+                    );
+                    // the table path ran: it keeps the table of these
+                    // parameters
+                    let q = Grid::of8("A", xa.dtype()).unwrap();
+                    let p =
+                        |sc: &Tensor, zp: &Tensor| QParams::read(&[Some(sc), Some(zp)], 0, 1, "X");
+                    let (pa, pb, pc) = (
+                        p(&ssa, &za).unwrap(),
+                        p(&ssb, &zb).unwrap(),
+                        p(&ssc, &zc).unwrap(),
+                    );
+                    let key = FixedAddTable::key(&pa, &pb, &pc, q);
+                    let kept =
+                        op.table
+                            .get(&key, &[], |_| true, || Err(OpError::invalid("no table")));
+                    assert!(kept.is_ok(), "{name}: the table path did not run");
+                }
+            }
+        }
     }
 
     #[test]
