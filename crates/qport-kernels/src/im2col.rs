@@ -261,6 +261,30 @@ fn check_col(g: &ConvGeometry, channels: usize, image_len: usize, col_len: usize
     assert!(col_len >= rows * g.output_size(), "{op}: col too short");
 }
 
+/// [`im2col`] with whole channels split over the intra-op threads
+/// ([`crate::par`]): the same bytes in `col` whatever the thread count
+/// (each channel's rows are a copy of its own plane).
+pub fn im2col_par<T: Copy + Send + Sync>(
+    g: &ConvGeometry,
+    channels: usize,
+    image: &[T],
+    zero: T,
+    col: &mut [T],
+) {
+    check_col(g, channels, image.len(), col.len(), "im2col");
+    let (is, per) = (g.image_size(), g.kernel_size() * g.output_size());
+    let col = &mut col[..channels * per];
+    if per == 0 {
+        return;
+    }
+    let work = col.len() * crate::par::STREAM_COST;
+    crate::par::split_mut(col, per, work, |start, block| {
+        // blocks start on a channel and hold whole channels
+        let (c0, c) = (start / per, block.len() / per);
+        im2col(g, c, &image[c0 * is..(c0 + c) * is], zero, block);
+    });
+}
+
 /// Fills `col` (`[channels * kernel_size, output_size]`, row-major) from
 /// `image` (`[channels, image...]`), writing `zero` for padding.
 ///
@@ -509,6 +533,28 @@ fn direct_body<T: DirectScalar>(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Whole channels split over 1, 2 and 3 threads write the column
+    /// matrix of the definition (a padded, strided 3x3 over 13 channels:
+    /// more than one block's work, an odd channel count).
+    #[test]
+    fn threaded_im2col_is_the_definition() {
+        let _g = crate::test_lock();
+        let g = ConvGeometry::new_2d([40, 37], [3, 3], [20, 19], [2, 2], [1, 1], [1, 1]);
+        let channels = 13;
+        let image: Vec<i32> = (0..channels * g.image_size())
+            .map(|i| i as i32 * 7 - 3)
+            .collect();
+        let want = naive(&g, channels, &image);
+        assert!(want.len() * crate::par::STREAM_COST >= crate::par::MIN_WORK);
+        for t in [1, 2, 3] {
+            crate::par::set_threads(t);
+            let mut col = vec![i32::MIN; want.len()];
+            im2col_par(&g, channels, &image, 0, &mut col);
+            crate::par::set_threads(1);
+            assert_eq!(col, want, "{t} threads");
+        }
+    }
 
     /// Direct definition of the column matrix.
     fn naive(g: &ConvGeometry, channels: usize, image: &[i32]) -> Vec<i32> {

@@ -28,7 +28,7 @@ use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::depthwise_exact_f32;
 use qport_kernels::igemm::QInt;
-use qport_kernels::im2col::{im2col, ConvGeometry};
+use qport_kernels::im2col::{im2col_par, ConvGeometry};
 use qport_kernels::int8::elementwise;
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm;
@@ -349,20 +349,30 @@ impl PreparedConv {
                     if col.len() < kdim * nb {
                         col.resize(kdim * nb, 0);
                     }
-                    im2col(sub, cg, xs, pad, &mut col[..kdim * nb]);
+                    im2col_par(sub, cg, xs, pad, &mut col[..kdim * nb]);
                     &col[..kdim * nb]
                 };
                 let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
                 let c = &mut acc[gi * mg * nb..(gi + 1) * mg * nb];
                 qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, nb, c, nb);
             }
+            // whole channels on the intra-op threads (each element as on
+            // one thread): the bias, then the requantization
+            let work = acc.len() * qport_kernels::par::STREAM_COST;
             if let Some(b) = &self.bias_acc {
-                add_int32_bias(acc, b, nb);
+                qport_kernels::par::split_mut(acc, nb, work, |a0, a| {
+                    add_int32_bias(a, &b[a0 / nb..], nb);
+                });
             }
-            for (ch, a) in acc.chunks_exact(nb).enumerate() {
-                let o = &mut out[ch * os + j0..][..nb];
-                elementwise::requantize(&self.rq[ch..ch + 1], a, nb, o);
-            }
+            let acc = &*acc;
+            qport_kernels::par::split_mut(&mut out[..g.c_out * os], os, work, |o0, o| {
+                let c0 = o0 / os;
+                for (i, row) in o.chunks_mut(os).enumerate() {
+                    let ch = c0 + i;
+                    let a = &acc[ch * nb..][..nb];
+                    elementwise::requantize(&self.rq[ch..ch + 1], a, nb, &mut row[j0..][..nb]);
+                }
+            });
         }
     }
 
