@@ -205,6 +205,20 @@ impl FixedAddTable {
     }
 }
 
+/// The 8-bit grid of `A` and the quantization parameters of `A`, `B` and
+/// `C` of a binary QLinear operator; `None` when `C`'s zero point is not
+/// of `A`'s type (the general path then reports it).
+fn add_params(
+    inputs: &[Option<&Tensor>],
+    a: &Tensor,
+) -> OpResult<Option<(Grid, QParams, QParams, QParams)>> {
+    let q = Grid::of8("A", a.dtype())?;
+    let pa = QParams::read(inputs, 1, 2, "A")?;
+    let pb = QParams::read(inputs, 4, 5, "B")?;
+    let pc = QParams::read(inputs, 6, 7, "C")?;
+    Ok((out_type(inputs, 7, a)? == q).then_some((q, pa, pb, pc)))
+}
+
 impl Op for QBinary {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
         self.general.eval(inputs)
@@ -222,13 +236,9 @@ impl Op for QBinary {
             &self.fixed_add,
             a.dtype() == b.dtype() && a.shape() == b.shape(),
         ) {
-            let q = Grid::of8("A", a.dtype())?;
-            let pa = QParams::read(inputs, 1, 2, "A")?;
-            let pb = QParams::read(inputs, 4, 5, "B")?;
-            let pc = QParams::read(inputs, 6, 7, "C")?;
-            if out_type(inputs, 7, a)? != q {
+            let Some((q, pa, pb, pc)) = add_params(inputs, a)? else {
                 return self.general.eval_into(inputs, outputs);
-            }
+            };
             let key = FixedAddTable::key(&pa, &pb, &pc, q);
             let table = self.table.get(
                 &key,
@@ -253,13 +263,9 @@ impl Op for QBinary {
         if !self.residual || a.dtype() != b.dtype() || a.shape() != b.shape() {
             return self.general.eval_into(inputs, outputs);
         }
-        let q = Grid::of8("A", a.dtype())?;
-        let pa = QParams::read(inputs, 1, 2, "A")?;
-        let pb = QParams::read(inputs, 4, 5, "B")?;
-        let pc = QParams::read(inputs, 6, 7, "C")?;
-        if out_type(inputs, 7, a)? != q {
+        let Some((q, pa, pb, pc)) = add_params(inputs, a)? else {
             return self.general.eval_into(inputs, outputs);
-        }
+        };
         let k = residual_add_params(&pa, &pb, &pc, q);
         fn add_into<T: qport_kernels::igemm::QInt + qport_core::Element>(
             x: &[T],
