@@ -119,6 +119,32 @@ pub(crate) fn layout(g: &Geo, lanes: usize) -> Option<(usize, usize, usize)> {
     Some((rows, wq, len))
 }
 
+/// The offset in a plane of [`layout`] (phase width `wq`) of tap `t`
+/// (kernel row-major) for output row 0, column 0.
+#[inline(always)]
+pub(crate) fn tap_offset(g: &Geo, wq: usize, t: usize) -> usize {
+    let (ki, kj) = (t / g.kw, t % g.kw);
+    ki * g.dh * g.sw * wq + ((kj * g.dw) % g.sw) * wq + (kj * g.dw) / g.sw
+}
+
+/// Copies image row `src` into padded row `dst` of a plane of [`layout`]
+/// (`sw` phases of `wq` elements): phase `b` holds padded column
+/// `j * sw + b` (image column `j * sw + b - pl`) at `dst[b * wq + j]`.
+/// Only columns inside the image are written (the padding keeps its
+/// zeros).
+#[inline(always)]
+pub(crate) fn fill_row(g: &Geo, src: &[f32], dst: &mut [f32], wq: usize) {
+    for b in 0..g.sw {
+        let seg = &mut dst[b * wq..][..wq];
+        for (j, d) in seg.iter_mut().enumerate() {
+            let c = (j * g.sw + b) as isize - g.pl as isize;
+            if c >= 0 && (c as usize) < g.w {
+                *d = src[c as usize];
+            }
+        }
+    }
+}
+
 /// The scratch elements [`depthwise2d`] uses for geometry `g` at most, or
 /// `None` when `g` is not a 2-D geometry with non-negative padding, or the
 /// size overflows. Callers can use it to refuse pathological geometries.
@@ -268,49 +294,36 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
     } = *a;
     let g = &g;
     let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
-    // the padded plane covers every position a tap reads; each of its
-    // rows is split into `sw` column phases (padded column `px` at phase
-    // `px % sw`, index `px / sw`), so the columns a tap reads for
+    // the phase-split plane of the SIMD bodies ([`layout`] for one lane,
+    // [`fill_row`], [`tap_offset`]): the columns a tap reads for
     // consecutive outputs are contiguous whatever the stride
-    let ph = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
-    let pw = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-    let pq = pw.div_ceil(g.sw);
-    let row = g.sw * pq;
-    let need = ph * row + 2 * g.ow;
+    let (prows, wq, len) = layout(g, 1).expect("depthwise2d: scratch size overflows");
+    let need = len + 2 * g.ow;
     if scratch.len() < need {
         scratch.resize(need, 0.0);
     }
-    let (plane, rows) = scratch[..need].split_at_mut(ph * row);
+    let (plane, rows) = scratch[..need].split_at_mut(len);
     let (acc, blk) = rows.split_at_mut(g.ow);
     // the padding: zero once, never written by the copies below
     plane.fill(0.0);
-    let cols = g.w.min(pw.saturating_sub(g.pl));
+    let row = g.sw * wq;
     for o in 0..channels * mult {
         if o % mult == 0 {
             let img = &image[(o / mult) * isz..][..isz];
-            for iy in 0..g.h.min(ph.saturating_sub(g.pt)) {
-                let (src, dst) = (
-                    &img[iy * g.w..][..cols],
-                    &mut plane[(iy + g.pt) * row..][..row],
+            for y in g.pt..prows.min(g.pt + g.h) {
+                fill_row(
+                    g,
+                    &img[(y - g.pt) * g.w..][..g.w],
+                    &mut plane[y * row..][..row],
+                    wq,
                 );
-                if g.sw == 1 {
-                    dst[g.pl..][..cols].copy_from_slice(src);
-                } else {
-                    for (ix, &v) in src.iter().enumerate() {
-                        let px = ix + g.pl;
-                        dst[(px % g.sw) * pq + px / g.sw] = v;
-                    }
-                }
             }
         }
         let k = &kernels[o * ksz..][..ksz];
         let y = &mut out[o * osz..][..osz];
         // where tap `t` of output row `r` reads for output column 0; the
         // following columns follow contiguously
-        let at = |r: usize, t: usize| {
-            let px = (t % g.kw) * g.dw;
-            (r * g.sh + (t / g.kw) * g.dh) * row + (px % g.sw) * pq + px / g.sw
-        };
+        let at = |r: usize, t: usize| r * g.sh * row + tap_offset(g, wq, t);
         for r in 0..g.oh {
             acc.fill(0.0);
             if mult == 1 {

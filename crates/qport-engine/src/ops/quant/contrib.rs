@@ -187,7 +187,7 @@ impl FixedAddTable {
     }
 
     /// Writes `out[i] = table[x[i], y[i]]` on the intra-op threads.
-    fn apply<T: qport_core::Element + Send + Sync + Copy>(
+    fn apply<T: Send + Sync + Copy>(
         &self,
         x: &[T],
         y: &[T],

@@ -3,7 +3,7 @@
 //! vocabulary of [`crate::simd`]; reached only through the dispatch table.
 
 use crate::activation::Activation;
-use crate::f32::depthwise::{block, layout, tap_blocks, Args, Geo};
+use crate::f32::depthwise::{block, fill_row, layout, tap_blocks, tap_offset, Args, Geo};
 use crate::simd::{Avx2, Avx512, Simd};
 use std::arch::x86_64::*;
 
@@ -91,8 +91,7 @@ unsafe fn for_channels<S: Simd>(
         &mut heap
     };
     for (t, off) in toff.iter_mut().enumerate() {
-        let (ki, kj) = (t / g.kw, t % g.kw);
-        *off = ki * g.dh * g.sw * wq + ((kj * g.dw) % g.sw) * wq + (kj * g.dw) / g.sw;
+        *off = tap_offset(g, wq, t);
     }
     let toff = &*toff;
     let (ksz, osz, isz) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
@@ -194,15 +193,7 @@ unsafe fn fill_plane<S: Simd>(g: &Geo, img: &[f32], plane: &mut [f32], rows: usi
                 *d = src[2 * i + 1];
             }
         } else {
-            for b in 0..sw {
-                let seg = &mut dst[b * wq..][..wq];
-                for (j, d) in seg.iter_mut().enumerate() {
-                    let c = (j * sw + b) as isize - pl as isize;
-                    if c >= 0 && (c as usize) < g.w {
-                        *d = src[c as usize];
-                    }
-                }
-            }
+            fill_row(g, src, dst, wq);
         }
     }
 }
