@@ -21,6 +21,13 @@ models. The quantized models are cached under target/bench/models/
 (<key>.qdq-<act>.calib<N>.onnx) and made only when missing: delete them after
 the fixture models change (a new bench-models recipe) to re-quantize.
 
+Peak memory: after the timing, each engine loads and runs one model in a
+fresh child process whose peak RSS (wait4's ru_maxrss) is reported:
+onnxruntime with only the interpreter, numpy and onnxruntime imported (the
+baseline), with the FP32 model, and with the QDQ u8s8 artifact; qport with
+the FP32 model (`qport bench MODEL`) and with FP32 plus the artifact under
+`exact` (`--int8 ... --profiles exact`, both plans in one process).
+
 Method (one process tree, interleaved): for each model, --rounds K rounds;
 each round first times onnxruntime (FP32, QDQ u8s8, QDQ s8s8 sessions, made
 once per model and kept; CPU EP, default optimizations ORT_ENABLE_ALL,
@@ -164,6 +171,55 @@ def qport_bench(exe, fp32, u8s8, threads, runs, warmup):
     return cmd, json.loads(r.stdout)
 
 
+# ---------------------------------------------------------------- peak memory
+
+# A child that loads one model into an onnxruntime session (or none: the
+# interpreter, numpy and onnxruntime imported, the baseline of every ORT
+# row) and runs it; its peak RSS is read from wait4's rusage.
+ORT_CHILD = """
+import sys, numpy as np, onnxruntime as ort
+path, threads, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if path != "-":
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(7).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+    for _ in range(runs):
+        s.run(None, {s.get_inputs()[0].name: x})
+"""
+
+
+def child_peak_rss(cmd):
+    """Peak resident set size (bytes) of the child process `cmd` (Linux)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[:3]} failed ({p.returncode}): {err.strip()[-2000:]}")
+    return usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+
+
+def peak_rss(exe, fp32, u8s8, threads, runs):
+    """Peak RSS of each engine loading and running one model, each in a
+    fresh process: FP32, and the QDQ u8s8 artifact (qport: built from the
+    FP32 model with `--int8 ... --profiles exact`, so it holds both plans,
+    as onnxruntime's row holds one session)."""
+    py = [sys.executable, "-c", ORT_CHILD]
+    qp = [str(exe), "bench", str(fp32), "--threads", str(threads), "--runs", str(runs),
+          "--warmup", "1", "--quiet", "--format", "json"]
+    return {
+        "ort_import_only": child_peak_rss(py + ["-", str(threads), "0"]),
+        "ort_fp32": child_peak_rss(py + [str(fp32), str(threads), str(runs)]),
+        "ort_u8s8": child_peak_rss(py + [str(u8s8), str(threads), str(runs)]),
+        "qport_fp32": child_peak_rss(qp),
+        "qport_fp32_and_exact": child_peak_rss(qp + ["--int8", str(u8s8), "--profiles", "exact"]),
+    }
+
+
 def summarize(round_medians):
     return {"median_ms": statistics.median(round_medians), "round_min_ms": min(round_medians),
             "round_max_ms": max(round_medians), "round_medians_ms": round_medians}
@@ -201,6 +257,9 @@ def bench_model(key, a, exe):
         "ort_s8s8/ort_fp32": m["ort_s8s8"] / m["ort_fp32"],
     }
     cmd, doc = last
+    rss = peak_rss(exe, fp32, u8s8, a.threads, per_round)
+    rss_ratios = {"qport_fp32/ort_fp32": rss["qport_fp32"] / rss["ort_fp32"],
+                  "qport_fp32_and_exact/ort_u8s8": rss["qport_fp32_and_exact"] / rss["ort_u8s8"]}
     return {
         "models": {"fp32": str(fp32), "qdq_u8s8": str(u8s8), "qdq_s8s8": str(s8s8)},
         "weights": "fixture (real)" if key == "effnet" else "seeded random (latency only)",
@@ -211,6 +270,8 @@ def bench_model(key, a, exe):
         "qport_machine": doc["machine"],
         "qport_version": doc.get("qport_version"),
         "qport_peak_rss_bytes": doc.get("peak_rss_bytes"),
+        "peak_rss_bytes": rss,
+        "peak_rss_ratios": rss_ratios,
         "samples_per_variant": a.rounds * per_round,
     }
 
@@ -239,6 +300,17 @@ def print_table(results, threads):
     for k, r in results.items():
         print(f"{k:12s}" + "".join(f"{r['ratios'][c]:12.2f}" for c, _ in RCOLS)
               + f"  {r['qport_fastest_int8_profile']}")
+    print("\npeak RSS, MiB (each in a fresh process; the ORT rows include the python,"
+          " numpy and onnxruntime baseline of the import-only row)")
+    print(f"{'model':12s}{'ORT import':>12s}{'ORT FP32':>12s}{'ORT u8s8':>12s}{'qp FP32':>12s}"
+          f"{'qp F+exact':>12s}{'qpF/ortF':>10s}{'qpFE/ortU8':>12s}")
+    for k, r in results.items():
+        m = r["peak_rss_bytes"]
+        print(f"{k:12s}" + "".join(f"{m[c] / 2**20:12.0f}" for c in
+                                   ("ort_import_only", "ort_fp32", "ort_u8s8", "qport_fp32",
+                                    "qport_fp32_and_exact"))
+              + f"{r['peak_rss_ratios']['qport_fp32/ort_fp32']:10.2f}"
+              + f"{r['peak_rss_ratios']['qport_fp32_and_exact/ort_u8s8']:12.2f}")
 
 
 def main():

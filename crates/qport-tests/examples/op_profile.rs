@@ -5,8 +5,9 @@
 //! op that survives the fusion). Prints a table sorted by total time.
 //!
 //! Run: `cargo run --release -p qport-tests --example op_profile -- MODEL.onnx
-//! [QDQ.onnx [PROFILE]] [--runs N] [--threads T]` (default 20 runs, 1
-//! thread, profile f32-rne).
+//! [QDQ.onnx [PROFILE]] [--runs N] [--threads T] [--by-node]` (default 20
+//! runs, 1 thread, profile f32-rne; `--by-node` gives each node its own
+//! row, named by its output).
 
 use qport_core::arith::ArithProfile;
 use qport_core::{DType, Tensor};
@@ -16,6 +17,13 @@ use std::time::Instant;
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let by_node = match args.iter().position(|a| a == "--by-node") {
+        Some(i) => {
+            args.remove(i);
+            true
+        }
+        None => false,
+    };
     let mut take = |flag: &str, default: usize| -> usize {
         match args.iter().position(|a| a == flag) {
             Some(i) => {
@@ -81,7 +89,10 @@ fn main() {
         let mut times: Vec<(String, f64)> = Vec::new();
         plan.run_with_tap(vec![(vi.name.clone(), x.clone())], &mut |name, _| {
             let now = Instant::now();
-            let op = producer.get(name).copied().unwrap_or("?").to_string();
+            let mut op = producer.get(name).copied().unwrap_or("?").to_string();
+            if by_node {
+                op = format!("{op} {name}");
+            }
             times.push((op, (now - last).as_secs_f64() * 1e3));
             last = Instant::now();
         })
@@ -103,10 +114,10 @@ fn main() {
         if integer.is_some() { "integer" } else { "fp32" },
         total / runs as f64
     );
-    println!("{:<28} {:>9} {:>7} {:>6}", "op", "ms/inf", "share", "count");
+    println!("{:<40} {:>9} {:>7} {:>6}", "op", "ms/inf", "share", "count");
     for (op, (ms, count)) in rows {
         println!(
-            "{:<28} {:>9.3} {:>6.1}% {:>6}",
+            "{:<40} {:>9.3} {:>6.1}% {:>6}",
             op,
             ms / runs as f64,
             100.0 * ms / total,

@@ -19,7 +19,9 @@
 //! convolutions take the generic path (GEMM per group, then bias and
 //! activation). ConvTranspose is the adjoint: `W_g^T x X_g` then col2im.
 
-use super::spatial::{row_block, AutoPad, ConvAttrs, ConvGeom, ShapeMemo, WindowAttrs, MAX_PARAM};
+use super::spatial::{
+    row_block, row_blocks, AutoPad, ConvAttrs, ConvGeom, ShapeMemo, WindowAttrs, MAX_PARAM,
+};
 use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
 use crate::buffers;
 use crate::error::{OpError, OpResult};
@@ -29,7 +31,9 @@ use qport_core::{DType, Tensor};
 use qport_kernels::activation::Activation;
 use qport_kernels::depthwise::{depthwise2d, depthwise2d_scratch};
 use qport_kernels::gemm::{gemm, MatRef};
-use qport_kernels::im2col::{col2im, conv2d_direct, conv2d_direct_scratch, im2col, ConvGeometry};
+use qport_kernels::im2col::{
+    col2im, conv2d_direct, conv2d_direct_scratch, im2col, im2col_par, ConvGeometry,
+};
 use qport_kernels::pgemm::{gemm_bias_act, ort_k_block, PackedA};
 use std::borrow::Cow;
 
@@ -110,6 +114,8 @@ struct F32Call {
     /// (one block over every row for a pointwise layer, which reads the
     /// input itself), with its first row.
     blocks: Vec<(usize, ConvGeometry)>,
+    /// The blocks' bounds in output positions ([`row_blocks`]).
+    bounds: Vec<usize>,
 }
 
 /// Output rows per block of the `f32` GEMM path: blocks whose column
@@ -217,22 +223,18 @@ impl Conv {
                     && geo.rank() == 2
                     && depthwise2d_scratch(geo).is_some_and(|n| n <= 4 * (isz + osz) + (1 << 16));
                 let rb = f32_row_block(&geom);
-                let mut blocks = vec![];
-                if !depthwise && geom.group == 1 && osz > 0 {
-                    let rows = geo.output[0].max(1);
-                    let mut r0 = 0;
-                    while r0 < rows {
-                        let r1 = rows.min(r0 + rb);
-                        blocks.push((r0, geo.output_rows(r0, r1)));
-                        r0 = r1;
-                    }
-                }
+                let (blocks, bounds) = if !depthwise && geom.group == 1 {
+                    row_blocks(geo, rb)
+                } else {
+                    (vec![], vec![])
+                };
                 Ok(F32Call {
                     total: checked_numel(&y_shape)?,
                     y_shape,
                     depthwise,
                     rb,
                     blocks,
+                    bounds,
                     geom,
                 })
             },
@@ -337,10 +339,19 @@ impl Conv {
                 // every element is written by im2col
                 buffers::take_f32(checked_numel(&[kdim, rb * rest])?)
             };
-            let mut scratch = buffers::take_scratch();
             // the sum over k is blocked by the whole output's size, as
             // onnxruntime blocks it, whatever the row blocks
             let kb = ort_k_block(osz, kdim);
+            if !pointwise && call.blocks.len() > 1 && qport_kernels::par::threads() > 1 {
+                buffers::give_f32(col);
+                for ni in 0..n {
+                    let xi = &xv[ni * c * isz..][..c * isz];
+                    let yi = &mut y[ni * m * osz..][..m * osz];
+                    self.blocks_in_parallel(call, packed, xi, bv.as_deref(), kb, yi);
+                }
+                return Ok(());
+            }
+            let mut scratch = buffers::take_scratch();
             for ni in 0..n {
                 let xi = &xv[ni * c * isz..][..c * isz];
                 let yi = &mut y[ni * m * osz..][..m * osz];
@@ -350,7 +361,7 @@ impl Conv {
                         xi
                     } else {
                         let cb = &mut col[..kdim * nb];
-                        im2col(sub, c, xi, 0.0, cb);
+                        im2col_par(sub, c, xi, 0.0, cb);
                         cb
                     };
                     let ldb = if pointwise { osz } else { nb };
@@ -380,6 +391,57 @@ impl Conv {
             }
         }
         Ok(())
+    }
+}
+
+thread_local! {
+    /// Column matrix, GEMM output and packing scratch of the row blocks a
+    /// thread runs in [`Conv::blocks_in_parallel`].
+    static BLOCK_SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+impl Conv {
+    /// One image `xi` of an ungrouped `f32` convolution into `yi`
+    /// (`[M, O]`), its row blocks divided between the intra-op threads
+    /// (one hand-off): each block's im2col and GEMM (bias and activation
+    /// fused) into a per-thread `[M, block]` buffer, copied into the
+    /// block's columns. Each element is the same sequence of operations as
+    /// in the one-thread loop of [`Conv::run_f32`] (the same packed
+    /// weight, the same `k_block`).
+    fn blocks_in_parallel(
+        &self,
+        call: &F32Call,
+        packed: &PackedA,
+        xi: &[f32],
+        bias: Option<&[f32]>,
+        kb: usize,
+        yi: &mut [f32],
+    ) {
+        let geom = &call.geom;
+        let (c, m, osz) = (geom.c_in, geom.c_out, geom.spatial.output_size());
+        let kdim = packed.cols();
+        let rest = osz / geom.spatial.output[0].max(1);
+        let work = m * kdim * osz;
+        qport_kernels::par::split_columns(yi, osz, &call.bounds, work, |i, mut o| {
+            BLOCK_SCRATCH.with(|s| {
+                let (col, tmp, scratch) = &mut *s.borrow_mut();
+                let sub = &call.blocks[i].1;
+                let nb = sub.output[0] * rest;
+                if col.len() < kdim * nb {
+                    col.resize(kdim * nb, 0.0);
+                }
+                if tmp.len() < m * nb {
+                    tmp.resize(m * nb, 0.0);
+                }
+                let (col, tmp) = (&mut col[..kdim * nb], &mut tmp[..m * nb]);
+                im2col(sub, c, xi, 0.0, col);
+                gemm_bias_act(packed, col, nb, nb, bias, self.act, tmp, nb, kb, scratch);
+                for (ch, t) in tmp.chunks_exact(nb).enumerate() {
+                    o.row(ch).copy_from_slice(t);
+                }
+            })
+        });
     }
 }
 

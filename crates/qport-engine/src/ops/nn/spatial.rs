@@ -437,8 +437,12 @@ impl<V> ShapeMemo<V> {
 /// first output axis ([`qport_kernels::im2col::ConvGeometry::output_rows`]):
 /// as many as `budget` bytes hold at `bytes_per_col` bytes per output
 /// position (`cols_per_row` positions a row), at least enough rows for
-/// `min_cols` positions, between 1 and `rows`. Every block size gives the
-/// same results; tests shrink the blocks with [`with_row_block`].
+/// `min_cols` positions, between 1 and `rows`. With several intra-op
+/// threads ([`qport_kernels::par::threads`]) and at least as many blocks,
+/// the blocks are made a little smaller so that their number is a multiple
+/// of the threads, which then take equal shares of whole blocks. Every
+/// block size gives the same results; tests shrink the blocks with
+/// [`with_row_block`].
 pub(crate) fn row_block(
     rows: usize,
     cols_per_row: usize,
@@ -451,9 +455,44 @@ pub(crate) fn row_block(
         return r.clamp(1, rows.max(1));
     }
     let fit = budget / (bytes_per_col * cols_per_row).max(1);
-    fit.max(min_cols.div_ceil(cols_per_row.max(1)))
-        .clamp(1, rows.max(1))
+    let rb = fit
+        .max(min_cols.div_ceil(cols_per_row.max(1)))
+        .clamp(1, rows.max(1));
+    let t = qport_kernels::par::threads();
+    let n = rows.div_ceil(rb);
+    if t > 1 && n >= t {
+        rows.div_ceil(n.div_ceil(t) * t)
+    } else {
+        rb
+    }
 }
+
+/// The blocks of `rb` output rows of `geo` (each one's first row and
+/// geometry) and their bounds in output positions: block `i` covers
+/// positions `bounds[i]..bounds[i + 1]` of every output channel (the
+/// `bounds` of [`qport_kernels::par::split_columns`]). No blocks for an
+/// empty output.
+pub(crate) fn row_blocks(geo: &ConvGeometry, rb: usize) -> RowBlocks {
+    let mut blocks = vec![];
+    let mut bounds = vec![];
+    let rows = geo.output.first().copied().unwrap_or(0);
+    if rows > 0 && rb > 0 && geo.output_size() > 0 {
+        let rest = geo.output_size() / rows;
+        let mut r0 = 0;
+        while r0 < rows {
+            let r1 = rows.min(r0 + rb);
+            blocks.push((r0, geo.output_rows(r0, r1)));
+            bounds.push(r0 * rest);
+            r0 = r1;
+        }
+        bounds.push(rows * rest);
+    }
+    (blocks, bounds)
+}
+
+/// What [`row_blocks`] returns: each block's first row and geometry, and
+/// the blocks' bounds in output positions.
+pub(crate) type RowBlocks = (Vec<(usize, ConvGeometry)>, Vec<usize>);
 
 #[cfg(test)]
 thread_local! {

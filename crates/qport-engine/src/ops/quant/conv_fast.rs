@@ -22,7 +22,7 @@ use super::common::{
 use super::conv::{conv_accumulate_with, depthwise_image};
 use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
-use crate::ops::nn::spatial::{row_block, ConvAttrs, ConvGeom, ConvSizes, ShapeMemo};
+use crate::ops::nn::spatial::{row_block, row_blocks, ConvAttrs, ConvGeom, ConvSizes, ShapeMemo};
 use crate::ops::{input, reuse_output, BuildCtx};
 use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
@@ -31,6 +31,7 @@ use qport_kernels::igemm::QInt;
 use qport_kernels::im2col::{im2col_par, ConvGeometry};
 use qport_kernels::int8::elementwise;
 use qport_kernels::int8::PackedI8;
+use qport_kernels::par::ColumnBlock;
 use qport_kernels::qgemm;
 use std::cell::RefCell;
 
@@ -76,10 +77,14 @@ struct Call {
     rb: usize,
     /// Each block of `rb` output rows: its first row and its geometry.
     blocks: Vec<(usize, ConvGeometry)>,
+    /// The blocks' first output positions, then the output size: block
+    /// `i` writes positions `bounds[i]..bounds[i + 1]` of every channel.
+    bounds: Vec<usize>,
 }
 
 /// Output rows per block of [`PreparedConv::blocked`]: the block's column
-/// matrix, its packed copy and its accumulators stay in the L2 cache.
+/// matrix, its packed copy and its accumulators stay in the L2 cache (and
+/// the threads get equal shares, see [`row_block`]).
 fn block_rows(g: &ConvGeom) -> usize {
     let ConvSizes { os, kdim, .. } = g.sizes();
     let rows = g.spatial.output.first().copied().unwrap_or(0);
@@ -96,9 +101,10 @@ fn block_rows(g: &ConvGeom) -> usize {
 }
 
 thread_local! {
-    /// Accumulators, im2col patches and flipped activations, reused.
-    static SCRATCH: RefCell<(Vec<i32>, Vec<u8>, Vec<u8>)> =
-        const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    /// Signed activations with their top bit flipped (the calling thread's).
+    static FLIP: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Accumulators and im2col patches of the blocks this thread runs.
+    static SCRATCH: RefCell<(Vec<i32>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 impl PreparedConv {
@@ -236,21 +242,13 @@ impl PreparedConv {
             || {
                 let g = self.attrs.geometry(x, &self.w_shape)?;
                 let rb = block_rows(&g);
-                let mut blocks = vec![];
-                if rb > 0 {
-                    let rows = g.spatial.output[0];
-                    let mut r0 = 0;
-                    while r0 < rows {
-                        let r1 = rows.min(r0 + rb);
-                        blocks.push((r0, g.spatial.output_rows(r0, r1)));
-                        r0 = r1;
-                    }
-                }
+                let (blocks, bounds) = row_blocks(&g.spatial, rb);
                 Ok(Call {
                     y_shape: g.y_shape(),
                     g,
                     rb,
                     blocks,
+                    bounds,
                 })
             },
         )
@@ -264,8 +262,8 @@ impl PreparedConv {
         let g = &call.g;
         let sat = self.sat_pairs && x.dtype() == DType::U8 && !g.depthwise();
         let os = g.spatial.output_size();
-        SCRATCH.with(|s| -> OpResult<()> {
-            let (acc, col, flip) = &mut *s.borrow_mut();
+        FLIP.with(|flip| -> OpResult<()> {
+            let flip = &mut *flip.borrow_mut();
             // activations as u8 with the matching zero point
             let (xu, xz): (&[u8], i32) = match x.data() {
                 TensorData::U8(v) => (v, self.x_zero),
@@ -276,29 +274,33 @@ impl PreparedConv {
                 }
                 _ => unreachable!("8-bit input checked by the callers"),
             };
-            if acc.len() < g.c_out * os {
-                acc.resize(g.c_out * os, 0);
-            }
-            let acc = &mut acc[..g.c_out * os];
             let is = g.spatial.image_size();
             for n in 0..g.batch {
                 let xn = &xu[n * g.c_in * is..(n + 1) * g.c_in * is];
                 let o = &mut out[n * g.c_out * os..][..g.c_out * os];
                 if !sat && !g.depthwise_plane() {
-                    self.blocked(xn, xz, call, col, acc, o);
+                    self.blocked(xn, xz, call, o);
                     continue;
                 }
-                if sat {
-                    // the saturating pairs see the stored u8 values
-                    let a = conv_accumulate_with(xn, &self.w, &one(g), xz, &self.w_zero, true)?;
-                    acc.copy_from_slice(&a);
-                } else {
-                    self.depthwise(xn, xz, g, acc);
-                }
-                if let Some(b) = &self.bias_acc {
-                    add_int32_bias(acc, b, os);
-                }
-                elementwise::requantize(&self.rq, acc, os, o);
+                SCRATCH.with(|s| -> OpResult<()> {
+                    let acc = &mut s.borrow_mut().0;
+                    if acc.len() < g.c_out * os {
+                        acc.resize(g.c_out * os, 0);
+                    }
+                    let acc = &mut acc[..g.c_out * os];
+                    if sat {
+                        // the saturating pairs see the stored u8 values
+                        let a = conv_accumulate_with(xn, &self.w, &one(g), xz, &self.w_zero, true)?;
+                        acc.copy_from_slice(&a);
+                    } else {
+                        self.depthwise(xn, xz, g, acc);
+                    }
+                    if let Some(b) = &self.bias_acc {
+                        add_int32_bias(acc, b, os);
+                    }
+                    elementwise::requantize(&self.rq, acc, os, o);
+                    Ok(())
+                })?;
             }
             Ok(())
         })
@@ -312,16 +314,40 @@ impl PreparedConv {
     /// sized so that column matrix, packed operand and accumulators stay
     /// in the core's L2 cache between the passes; every output element
     /// is the same exact sum and the same requantization as unblocked.
-    fn blocked<T: QInt>(
+    ///
+    /// With several intra-op threads the blocks are divided between them
+    /// (one hand-off per image); a layer in one block splits its im2col,
+    /// GEMM and requantization instead.
+    fn blocked<T: QInt>(&self, xn: &[u8], xz: i32, call: &Call, out: &mut [T]) {
+        let g = &call.g;
+        let ConvSizes { os, kdim, .. } = g.sizes();
+        if os == 0 || call.blocks.is_empty() {
+            return;
+        }
+        // (a vpdpbusd does 64 multiply-adds to an FMA's 16: count a
+        // quarter of them against the hand-off cost, as the GEMM does)
+        let work = g.c_out * kdim * os / 4;
+        qport_kernels::par::split_columns(out, os, &call.bounds, work, |i, mut o| {
+            SCRATCH.with(|s| {
+                let (acc, col) = &mut *s.borrow_mut();
+                self.block(xn, xz, g, &call.blocks[i], acc, col, &mut o);
+            })
+        });
+    }
+
+    /// Block `(r0, sub)` of [`Self::blocked`] into its columns `o` of the
+    /// output.
+    #[allow(clippy::too_many_arguments)]
+    fn block<T: QInt>(
         &self,
         xn: &[u8],
         xz: i32,
-        call: &Call,
+        g: &ConvGeom,
+        (r0, sub): &(usize, ConvGeometry),
+        acc: &mut Vec<i32>,
         col: &mut Vec<u8>,
-        acc: &mut [i32],
-        out: &mut [T],
+        o: &mut ColumnBlock<'_, T>,
     ) {
-        let g = &call.g;
         let ConvSizes {
             is,
             os,
@@ -330,49 +356,55 @@ impl PreparedConv {
             kdim,
             ..
         } = g.sizes();
-        let rows = g.spatial.output.first().copied().unwrap_or(0);
-        if os == 0 || rows == 0 {
-            return;
-        }
-        let rest = os / rows;
-        let pointwise = g.pointwise();
+        let rest = os / g.spatial.output[0];
+        let (j0, nb) = (r0 * rest, sub.output[0] * rest);
+        debug_assert_eq!(o.cols(), j0..j0 + nb);
         // the padding holds the zero point (a u8 value here)
         let pad = xz.clamp(0, 255) as u8;
-        for (r0, sub) in &call.blocks {
-            let (j0, nb) = (r0 * rest, sub.output[0] * rest);
-            let acc = &mut acc[..g.c_out * nb];
-            for gi in 0..g.group {
-                let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
-                let b: &[u8] = if pointwise && nb == os {
-                    xs
-                } else {
-                    if col.len() < kdim * nb {
-                        col.resize(kdim * nb, 0);
-                    }
-                    im2col_par(sub, cg, xs, pad, &mut col[..kdim * nb]);
-                    &col[..kdim * nb]
-                };
-                let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
-                let c = &mut acc[gi * mg * nb..(gi + 1) * mg * nb];
-                qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, nb, c, nb);
-            }
-            // whole channels on the intra-op threads (each element as on
-            // one thread): the bias, then the requantization
-            let work = acc.len() * qport_kernels::par::STREAM_COST;
-            if let Some(b) = &self.bias_acc {
-                qport_kernels::par::split_mut(acc, nb, work, |a0, a| {
-                    add_int32_bias(a, &b[a0 / nb..], nb);
-                });
-            }
-            let acc = &*acc;
-            qport_kernels::par::split_mut(&mut out[..g.c_out * os], os, work, |o0, o| {
-                let c0 = o0 / os;
-                for (i, row) in o.chunks_mut(os).enumerate() {
-                    let ch = c0 + i;
-                    let a = &acc[ch * nb..][..nb];
-                    elementwise::requantize(&self.rq[ch..ch + 1], a, nb, &mut row[j0..][..nb]);
+        if acc.len() < g.c_out * nb {
+            acc.resize(g.c_out * nb, 0);
+        }
+        let acc = &mut acc[..g.c_out * nb];
+        for gi in 0..g.group {
+            let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
+            let b: &[u8] = if g.pointwise() && nb == os {
+                xs
+            } else {
+                if col.len() < kdim * nb {
+                    col.resize(kdim * nb, 0);
                 }
+                im2col_par(sub, cg, xs, pad, &mut col[..kdim * nb]);
+                &col[..kdim * nb]
+            };
+            let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
+            let c = &mut acc[gi * mg * nb..(gi + 1) * mg * nb];
+            qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, nb, c, nb);
+        }
+        // whole channels on the intra-op threads when this block has the
+        // whole output (each element as on one thread; inside a block
+        // that is one of several in parallel, one thread): the bias, then
+        // the requantization
+        let work = acc.len() * qport_kernels::par::STREAM_COST;
+        if let Some(b) = &self.bias_acc {
+            qport_kernels::par::split_mut(acc, nb, work, |a0, a| {
+                add_int32_bias(a, &b[a0 / nb..], nb);
             });
+        }
+        let acc = &*acc;
+        let rq = |c0: usize, rows: &mut dyn Iterator<Item = &mut [T]>| {
+            for (i, row) in rows.enumerate() {
+                let ch = c0 + i;
+                elementwise::requantize(&self.rq[ch..ch + 1], &acc[ch * nb..][..nb], nb, row);
+            }
+        };
+        if let Some(whole) = o.whole() {
+            qport_kernels::par::split_mut(whole, nb, work, |o0, part| {
+                rq(o0 / nb, &mut part.chunks_mut(nb))
+            });
+        } else {
+            for ch in 0..g.c_out {
+                rq(ch, &mut std::iter::once(o.row(ch)));
+            }
         }
     }
 

@@ -25,14 +25,9 @@ pub(crate) unsafe fn avx512(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
     let (m, k) = (a.m, a.k);
     let np = m.div_ceil(MR);
     let nj = n.div_ceil(NR);
-    // Narrow B (small images): vectors along the rows of C waste fewer
-    // lanes when m fills panels of 32 better than n fills panels of 32.
-    let used_n = n as f64 / (nj * NR) as f64 * (m as f64 / (np * MR) as f64);
-    let used_t = m as f64 / (m.div_ceil(MT) * MT) as f64;
-    let fits_i32 = ldc.checked_mul(MT).is_some_and(|v| v <= i32::MAX as usize);
-    if n <= 512 && fits_i32 && used_t > used_n + 0.02 {
+    if goes_transposed(call) {
         // SAFETY: forwarded contract.
-        unsafe { transposed(call, c, scratch) };
+        unsafe { transposed(call, c, scratch, 0..m.div_ceil(MT)) };
         return;
     }
     // When all of B packed fits in L2, pack it once and run each panel
@@ -108,19 +103,39 @@ pub(crate) unsafe fn avx512(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
     }
 }
 
-/// The transposed order: tiles of `MT` rows of C (vectors along the
-/// rows, from A packed in panels of `MT`) by up to `NT` columns
-/// (broadcast from B, which needs no packing); each C element is the
-/// same sequence of fused multiply-adds as in the other order.
+/// Whether [`avx512`] runs `call` in the [`transposed`] order: for a
+/// narrow B (small images), vectors along the rows of C waste fewer lanes
+/// when m fills panels of 32 better than n fills panels of 32.
+pub(crate) fn goes_transposed(call: &Call) -> bool {
+    let (m, n, ldc) = (call.a.m, call.n, call.ldc);
+    let used_n =
+        n as f64 / (n.div_ceil(NR) * NR) as f64 * (m as f64 / (m.div_ceil(MR) * MR) as f64);
+    let used_t = m as f64 / (m.div_ceil(MT) * MT) as f64;
+    let fits_i32 = ldc.checked_mul(MT).is_some_and(|v| v <= i32::MAX as usize);
+    n <= 512 && fits_i32 && used_t > used_n + 0.02
+}
+
+/// The transposed order, for the panels `qs` of `MT` rows of C: tiles of
+/// `MT` rows of C (vectors along the rows, from A packed in panels of
+/// `MT`) by up to `NT` columns (broadcast from B, which needs no
+/// packing); each C element is the same sequence of fused multiply-adds
+/// as in the other order. The intra-op threads take disjoint panel
+/// ranges of one call.
 ///
 /// # Safety
-/// As [`avx512`]; `ldc * MT` fits in `i32`.
-#[inline(always)]
-unsafe fn transposed(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
+/// As [`avx512`]; `ldc * MT` fits in `i32`; `qs` within the panels.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn transposed(
+    call: &Call,
+    c: *mut f32,
+    scratch: &mut Vec<f32>,
+    qs: std::ops::Range<usize>,
+) {
     let (a, n, ldc) = (call.a, call.n, call.ldc);
     let (m, k) = (a.m, a.k);
     let panels = a.panels_t();
     let nq = m.div_ceil(MT);
+    debug_assert!(qs.end <= nq);
     scratch.clear();
     scratch.resize(nq * MT, 0.0);
     if let Some(bias) = call.bias {
@@ -130,7 +145,7 @@ unsafe fn transposed(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
     let tiles = n.div_ceil(NT);
     let (base, extra) = (n / tiles, n % tiles);
     let cp = c;
-    for q in 0..nq {
+    for q in qs {
         let rows = MT.min(m - q * MT);
         let mut j0 = 0;
         for t in 0..tiles {
