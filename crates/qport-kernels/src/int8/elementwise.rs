@@ -1,5 +1,6 @@
 //! The 8-bit elementwise loops of the quantized operators, over
-//! [`QInt`]: quantization of `f32` ([`quantize`]), dequantization
+//! [`QInt`]: quantization of `f32` ([`quantize`], and
+//! [`quantize_rounding_into`] under the other rounding modes), dequantization
 //! ([`dequantize`]), onnxruntime's same-shape `QLinearAdd` ([`add`]) and
 //! per-channel requantization of i32 accumulators ([`requantize`]).
 //!
@@ -13,7 +14,7 @@
 //! each row equal to the definitions.
 
 use crate::igemm::QInt;
-use qport_core::arith::Requantizer;
+use qport_core::arith::{Requantizer, Rounding};
 
 #[cfg(target_arch = "x86_64")]
 use crate::arch::x86_64::int8 as x86;
@@ -54,6 +55,99 @@ pub fn quantize_into<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T]) 
         return unsafe { x86::quantize_avx2(xs, scale, zero, out) };
     }
     quantize_loop(xs, scale, zero, out)
+}
+
+/// `clamp(round(x / scale) + zero)` to `T`'s range for every element of
+/// `xs` (`min(xs.len(), out.len())` elements written) under any rounding
+/// `mode`: each element as [`qport_core::arith::quantize_f32`] computes
+/// it (NaN gives `T::MIN`). `zero` must lie in `T`'s range (else the
+/// definition runs element by element).
+///
+/// ```
+/// use qport_core::arith::Rounding;
+/// use qport_kernels::int8::elementwise::quantize_rounding_into;
+/// let mut q = [0u8; 4];
+/// quantize_rounding_into(&[0.25, -0.25, 0.35, f32::NAN], 0.1, 10, Rounding::HalfUp, &mut q);
+/// assert_eq!(q, [13, 8, 14, 0]); // 2.5 up to 3, -2.5 up to -2
+/// ```
+pub fn quantize_rounding_into<T: QInt>(
+    xs: &[f32],
+    scale: f32,
+    zero: i32,
+    mode: Rounding,
+    out: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx2() {
+        // SAFETY: the dispatch table has an x86-64 row only where the CPU
+        // has AVX2 + FMA (`dispatch::detect`).
+        return unsafe { x86::quantize_rounding_avx2(xs, scale, zero, mode, out) };
+    }
+    quantize_rounding_loop(xs, scale, zero, mode, out)
+}
+
+/// [`quantize_rounding_into`]'s loops, one per mode. `round` in the
+/// definition works on `f64(x / scale)`; here `y = x / scale` is first
+/// clamped to the integers one past the output range (which leaves the
+/// clamped result unchanged, rounding being monotone, and sends NaN to
+/// the bottom), so `t = trunc(y)` fits in i32 and the fraction `y − t` is
+/// exact in f32: the same comparisons on the same values, in f32 and i32
+/// lanes.
+#[inline(always)]
+pub(crate) fn quantize_rounding_loop<T: QInt>(
+    xs: &[f32],
+    scale: f32,
+    zero: i32,
+    mode: Rounding,
+    out: &mut [T],
+) {
+    if !(T::MIN..=T::MAX).contains(&zero) {
+        for (o, &v) in out.iter_mut().zip(xs) {
+            *o = T::truncate(qport_core::arith::quantize_f32(
+                v,
+                scale,
+                zero,
+                T::MIN,
+                T::MAX,
+                mode,
+            ));
+        }
+        return;
+    }
+    let i = i32::from;
+    match mode {
+        Rounding::Floor => rounding_body(xs, scale, zero, out, |r, _| -i(r < 0.0)),
+        Rounding::HalfUp => rounding_body(xs, scale, zero, out, |r, _| i(r >= 0.5) - i(r < -0.5)),
+        Rounding::HalfAway => {
+            rounding_body(xs, scale, zero, out, |r, _| i(r >= 0.5) - i(r <= -0.5))
+        }
+        Rounding::HalfEven => rounding_body(xs, scale, zero, out, |r, t| {
+            let odd = t & 1 != 0;
+            i((r > 0.5) | ((r == 0.5) & odd)) - i((r < -0.5) | ((r == -0.5) & odd))
+        }),
+    }
+}
+
+/// The loop of [`quantize_rounding_loop`] with the rounding step `adjust`
+/// (from the fraction `r` and the truncated value `t`, the step to add).
+#[inline(always)]
+fn rounding_body<T: QInt>(
+    xs: &[f32],
+    scale: f32,
+    zero: i32,
+    out: &mut [T],
+    adjust: impl Fn(f32, i32) -> i32,
+) {
+    // integers one past the range, exact in f32 (|zero| <= 255)
+    let (lo, hi) = ((T::MIN - zero - 1) as f32, (T::MAX - zero + 1) as f32);
+    for (o, &v) in out.iter_mut().zip(xs) {
+        let y = (v / scale).max(lo).min(hi);
+        // SAFETY: `max`/`min` leave no NaN and bound `y` to a few hundred,
+        // so the truncation fits in i32; unlike `as`, it vectorizes.
+        let t = unsafe { y.to_int_unchecked::<i32>() };
+        let r = y - t as f32;
+        *o = T::truncate((t + adjust(r, t) + zero).clamp(T::MIN, T::MAX));
+    }
 }
 
 #[inline(always)]

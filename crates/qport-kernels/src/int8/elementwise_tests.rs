@@ -61,6 +61,71 @@ fn quantization_equals_the_definition_on_every_row() {
 }
 
 #[test]
+fn quantization_under_every_rounding_equals_the_definition_on_every_row() {
+    use qport_core::arith::{quantize_f32, Rounding};
+    let mut xs = inputs();
+    // ties and near-ties at every scale below, the range's edges
+    xs.extend((-1100..1100).map(|i| i as f32 * 0.05));
+    xs.extend([-0.0, 1e-30, -1e-30, f32::MAX, f32::MIN, 255.49, -128.51]);
+    for isa in supported_isas() {
+        with_isa(isa, || {
+            for mode in [
+                Rounding::Floor,
+                Rounding::HalfUp,
+                Rounding::HalfAway,
+                Rounding::HalfEven,
+            ] {
+                for (scale, zero) in [(0.1f32, 128), (0.5, 0), (3e-5, 255), (0.05, 7)] {
+                    let mut got = vec![0u8; xs.len()];
+                    quantize_rounding_into(&xs, scale, zero, mode, &mut got);
+                    for (&x, &g) in xs.iter().zip(&got) {
+                        let want = quantize_f32(x, scale, zero, 0, 255, mode);
+                        assert_eq!(i32::from(g), want, "{isa} {mode:?} {x} / {scale} + {zero}");
+                    }
+                }
+                for (scale, zero) in [(1.0f32, -3), (0.05, 0), (0.2, 127), (0.1, -128)] {
+                    let mut got = vec![0i8; xs.len()];
+                    quantize_rounding_into(&xs, scale, zero, mode, &mut got);
+                    for (&x, &g) in xs.iter().zip(&got) {
+                        let want = quantize_f32(x, scale, zero, -128, 127, mode);
+                        assert_eq!(i32::from(g), want, "{isa} {mode:?} {x} / {scale} + {zero}");
+                    }
+                }
+            }
+        });
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// Random bit patterns (every class of f32), scales and zero points:
+    /// every table row equals the definition under every rounding.
+    #[test]
+    fn random_floats_quantize_as_defined_under_every_rounding(
+        bits in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..80),
+        near in proptest::collection::vec(-600i32..600, 1..80),
+        scale_bits in 0.001f32..4.0, zero in 0i32..256,
+    ) {
+        use qport_core::arith::{quantize_f32, Rounding};
+        let mut xs: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        // values near ties after the division
+        xs.extend(near.iter().map(|&k| (k as f32 + 0.5) * scale_bits));
+        for isa in supported_isas() {
+            with_isa(isa, || {
+                for mode in [Rounding::Floor, Rounding::HalfUp, Rounding::HalfAway, Rounding::HalfEven] {
+                    let mut got = vec![0u8; xs.len()];
+                    quantize_rounding_into(&xs, scale_bits, zero, mode, &mut got);
+                    for (&x, &g) in xs.iter().zip(&got) {
+                        assert_eq!(i32::from(g), quantize_f32(x, scale_bits, zero, 0, 255, mode),
+                            "{} {:?} {}", isa, mode, x);
+                    }
+                }
+            });
+        }
+    }
+}
+
+#[test]
 fn dequantization_equals_the_definition_on_every_row() {
     let xu: Vec<u8> = (0..=255).collect();
     let xi: Vec<i8> = (-128..=127).collect();

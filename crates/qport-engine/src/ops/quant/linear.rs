@@ -6,6 +6,7 @@
 use super::common::{f32_values, i32_values, one_f32, one_i32, pack_float, quantize, Grid, Layout};
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, BuildCtx, Op};
+use qport_core::arith::Rounding;
 use qport_core::{CastOptions, DType, Tensor, TensorData};
 use qport_kernels::igemm::QInt;
 use qport_kernels::int8::elementwise;
@@ -58,7 +59,7 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let saturate = ctx.opset < 19 || node.attr_int("saturate", 1)? != 0;
     // float -> integer quantization rounds with the profile's rounding
     // (`None`: half to even, ONNX's and onnxruntime's)
-    let rounding = Some(ctx.arith.rounding).filter(|&r| r != qport_core::arith::Rounding::HalfEven);
+    let rounding = Some(ctx.arith.rounding).filter(|&r| r != Rounding::HalfEven);
     let declared = match output_dtype {
         0 => None,
         code => Some(output_qtype(code)?),
@@ -159,7 +160,8 @@ pub(crate) fn build_quantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     });
     Ok(Box::new(PerTensor8 {
         quantize: true,
-        declared: rounding.is_none().then_some(declared),
+        declared: Some(declared),
+        rounding,
         axis,
         block_size,
         general,
@@ -260,6 +262,7 @@ pub(crate) fn build_dequantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     Ok(Box::new(PerTensor8 {
         quantize: false,
         declared: None,
+        rounding: None,
         axis,
         block_size,
         general: match output_dtype {
@@ -277,10 +280,11 @@ pub(crate) fn build_dequantize(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
 struct PerTensor8 {
     /// QuantizeLinear (else DequantizeLinear).
     quantize: bool,
-    /// For a QuantizeLinear that rounds half to even, `Some(its declared
-    /// output type)`; `None` otherwise (another rounding never takes the
-    /// fast path).
+    /// For a QuantizeLinear, `Some(its declared output type)`.
     declared: Option<Option<QOut>>,
+    /// A QuantizeLinear's rounding when not half to even (the profile's;
+    /// `None`: half to even, ONNX's).
+    rounding: Option<qport_core::arith::Rounding>,
     axis: i64,
     block_size: i64,
     general: Box<dyn Op>,
@@ -325,21 +329,25 @@ impl Op for PerTensor8 {
             };
             fn quantize_into<T: QInt + qport_core::Element>(
                 xv: &[f32],
-                s: f32,
-                z: i32,
+                (s, z, rounding): (f32, i32, Option<Rounding>),
                 shape: &[usize],
                 work: usize,
                 outputs: &mut [Option<Tensor>],
             ) -> OpResult<()> {
                 let out = crate::ops::reuse_output::<T>(outputs, 0, shape)?;
                 qport_kernels::par::split_mut(out, 64, work, |i0, o| {
-                    elementwise::quantize_into(&xv[i0..][..o.len()], s, z, o);
+                    let xs = &xv[i0..][..o.len()];
+                    match rounding {
+                        None => elementwise::quantize_into(xs, s, z, o),
+                        Some(mode) => elementwise::quantize_rounding_into(xs, s, z, mode, o),
+                    }
                 });
                 Ok(())
             }
+            let k = (s, z, self.rounding);
             return match q {
-                Grid::U8 => quantize_into::<u8>(xv, s, z, x.shape(), work, outputs),
-                _ => quantize_into::<i8>(xv, s, z, x.shape(), work, outputs),
+                Grid::U8 => quantize_into::<u8>(xv, k, x.shape(), work, outputs),
+                _ => quantize_into::<i8>(xv, k, x.shape(), work, outputs),
             };
         }
         if zero.is_some_and(|zt| zt.dtype() != x.dtype()) {

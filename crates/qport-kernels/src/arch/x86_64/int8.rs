@@ -7,14 +7,18 @@
 use crate::igemm::QInt;
 use crate::int8::depthwise::{plane_taps, PlaneGeom};
 use crate::int8::elementwise::{
-    add_loop, dequantize_loop, quantize_loop, requantize_loop, AddParams,
+    add_loop, dequantize_loop, quantize_loop, quantize_rounding_loop, requantize_loop, AddParams,
 };
-use qport_core::arith::Requantizer;
+use qport_core::arith::{Requantizer, Rounding};
 
 recompiled! {
     /// [`quantize_loop`] with AVX2.
     "avx2" fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T])
         = quantize_loop;
+    /// [`quantize_rounding_loop`] with AVX2.
+    "avx2" fn quantize_rounding_avx2<T: QInt>(
+        xs: &[f32], scale: f32, zero: i32, mode: Rounding, out: &mut [T],
+    ) = quantize_rounding_loop;
     /// [`dequantize_loop`] with AVX2.
     "avx2" fn dequantize_avx2<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32])
         = dequantize_loop;
