@@ -274,7 +274,8 @@ pub(crate) fn tap_blocks(taps: usize) -> impl Iterator<Item = (usize, usize)> {
 }
 
 /// The scalar body of [`depthwise2d`] on the generic table: the order of
-/// the module documentation, output row by output row. Each input plane
+/// the module documentation, output row by output row (all rows in one
+/// span with unit strides). Each input plane
 /// is first copied into a zero-padded plane in `scratch` (a tap in the
 /// padding then reads a zero, the product the definition counts), so the
 /// loops over the columns of a row carry no bounds tests and the compiler
@@ -298,15 +299,59 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
     // [`fill_row`], [`tap_offset`]): the columns a tap reads for
     // consecutive outputs are contiguous whatever the stride
     let (prows, wq, len) = layout(g, 1).expect("depthwise2d: scratch size overflows");
-    let need = len + 2 * g.ow;
+    let row = g.sw * wq;
+    // With unit strides the output rows are summed as one span: output
+    // (r, c) reads plane[r·row + tap + c], so one loop per tap over
+    // (oh − 1)·row + ow positions covers every row (the positions past
+    // `ow` in each row are computed and dropped), long loops instead of
+    // one short loop per row and tap. Each element is the same sequence
+    // of operations either way.
+    let flat = g.sh == 1 && g.sw == 1 && mult == 1 && g.oh > 0;
+    let span = if flat { (g.oh - 1) * row + g.ow } else { g.ow };
+    // (every tap's span lies in the plane: no loop below is cut short)
+    debug_assert!(ksz == 0 || tap_offset(g, wq, ksz - 1) + span <= len);
+    let need = len + 2 * span;
     if scratch.len() < need {
         scratch.resize(need, 0.0);
     }
     let (plane, rows) = scratch[..need].split_at_mut(len);
-    let (acc, blk) = rows.split_at_mut(g.ow);
+    let (acc, blk) = rows.split_at_mut(span);
     // the padding: zero once, never written by the copies below
     plane.fill(0.0);
-    let row = g.sw * wq;
+    // the taps' sum for `acc.len()` consecutive outputs whose first reads
+    // plane[base + tap offset]: blocks of taps (`tap_blocks`), each
+    // block's products summed left to right, then added to the total
+    let taps = |k: &[f32], plane: &[f32], base: usize, acc: &mut [f32], blk: &mut [f32]| {
+        acc.fill(0.0);
+        let at = |t: usize| base + tap_offset(g, wq, t);
+        for (t0, n) in tap_blocks(ksz) {
+            for (b, &v) in blk.iter_mut().zip(&plane[at(t0)..]) {
+                *b = k[t0] * v;
+            }
+            for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
+                for (b, &v) in blk.iter_mut().zip(&plane[at(t)..]) {
+                    *b += w * v;
+                }
+            }
+            // (float addition commutes: the block's sum plus the
+            // running total, as MLAS writes it)
+            for (a, &b) in acc.iter_mut().zip(blk.iter()) {
+                *a += b;
+            }
+        }
+    };
+    let finish = |yr: &mut [f32], acc: &[f32], o: usize| match bias {
+        Some(b) => {
+            for (v, &a) in yr.iter_mut().zip(acc) {
+                *v = act.apply(a + b[o]);
+            }
+        }
+        None => {
+            for (v, &a) in yr.iter_mut().zip(acc) {
+                *v = act.apply(a);
+            }
+        }
+    };
     for o in 0..channels * mult {
         if o % mult == 0 {
             let img = &image[(o / mult) * isz..][..isz];
@@ -321,47 +366,26 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
         }
         let k = &kernels[o * ksz..][..ksz];
         let y = &mut out[o * osz..][..osz];
-        // where tap `t` of output row `r` reads for output column 0; the
-        // following columns follow contiguously
-        let at = |r: usize, t: usize| r * g.sh * row + tap_offset(g, wq, t);
+        if flat {
+            taps(k, plane, 0, acc, blk);
+            for r in 0..g.oh {
+                finish(&mut y[r * g.ow..][..g.ow], &acc[r * row..][..g.ow], o);
+            }
+            continue;
+        }
         for r in 0..g.oh {
-            acc.fill(0.0);
             if mult == 1 {
-                for (t0, n) in tap_blocks(ksz) {
-                    for (b, &v) in blk.iter_mut().zip(&plane[at(r, t0)..]) {
-                        *b = k[t0] * v;
-                    }
-                    for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
-                        for (b, &v) in blk.iter_mut().zip(&plane[at(r, t)..]) {
-                            *b += w * v;
-                        }
-                    }
-                    // (float addition commutes: the block's sum plus the
-                    // running total, as MLAS writes it)
-                    for (a, &b) in acc.iter_mut().zip(blk.iter()) {
-                        *a += b;
-                    }
-                }
+                taps(k, plane, r * g.sh * row, acc, blk);
             } else {
+                acc.fill(0.0);
                 for (t, &w) in k.iter().enumerate() {
-                    for (a, &v) in acc.iter_mut().zip(&plane[at(r, t)..]) {
+                    let at = r * g.sh * row + tap_offset(g, wq, t);
+                    for (a, &v) in acc.iter_mut().zip(&plane[at..]) {
                         *a = w.mul_add(v, *a);
                     }
                 }
             }
-            let yr = &mut y[r * g.ow..][..g.ow];
-            match bias {
-                Some(b) => {
-                    for (v, &a) in yr.iter_mut().zip(acc.iter()) {
-                        *v = act.apply(a + b[o]);
-                    }
-                }
-                None => {
-                    for (v, &a) in yr.iter_mut().zip(acc.iter()) {
-                        *v = act.apply(a);
-                    }
-                }
-            }
+            finish(&mut y[r * g.ow..][..g.ow], acc, o);
         }
     }
 }
