@@ -22,7 +22,7 @@ models. The quantized models are cached under target/bench/models/
 the fixture models change (a new bench-models recipe) to re-quantize.
 
 Peak memory: after the timing, each engine loads and runs one model in a
-fresh child process whose peak RSS (wait4's ru_maxrss) is reported:
+fresh child process that reports its own peak RSS (VmHWM):
 onnxruntime with only the interpreter, numpy and onnxruntime imported (the
 baseline), with the FP32 model, and with the QDQ u8s8 artifact; qport with
 the FP32 model (`qport bench MODEL`) and with FP32 plus the artifact under
@@ -43,9 +43,9 @@ round medians). Drift on a shared machine hits both engines; the ratios are the
 result, absolute times move.
 
 --threads T means the same on both sides: T intra-op threads for ONE
-inference (onnxruntime's intra_op_num_threads; qport splits its convolution
-GEMMs between T threads). qport's depthwise, im2col, pooling and elementwise
-steps stay on one thread.
+inference (onnxruntime's intra_op_num_threads; qport hands a convolution's
+row blocks, or a one-block layer's im2col and GEMM, and its pooling,
+requantization and large elementwise steps to T threads).
 
     .venv/bin/python scripts/bench/int8_vs_ort.py [--models effnet,mobilenetv2,resnet50]
         [--threads 1] [--runs 20] [--warmup 3] [--rounds 4] [--out target/bench/int8_vs_ort.json]
@@ -175,7 +175,9 @@ def qport_bench(exe, fp32, u8s8, threads, runs, warmup):
 
 # A child that loads one model into an onnxruntime session (or none: the
 # interpreter, numpy and onnxruntime imported, the baseline of every ORT
-# row) and runs it; its peak RSS is read from wait4's rusage.
+# row), runs it, and prints its own peak RSS (VmHWM, as `qport bench`
+# reports its own). (wait4's ru_maxrss is no use here: Linux carries the
+# forking parent's resident size across exec into the child's maximum.)
 ORT_CHILD = """
 import sys, numpy as np, onnxruntime as ort
 path, threads, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -188,35 +190,34 @@ if path != "-":
     x = np.random.default_rng(7).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
     for _ in range(runs):
         s.run(None, {s.get_inputs()[0].name: x})
+hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(int(hwm.split()[1]) * 1024)
 """
 
 
-def child_peak_rss(cmd):
-    """Peak resident set size (bytes) of the child process `cmd` (Linux)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    err = p.stderr.read().decode(errors="replace")
-    p.stderr.close()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[:3]} failed ({p.returncode}): {err.strip()[-2000:]}")
-    return usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+def child_stdout(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd[:3]} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    return r.stdout
 
 
 def peak_rss(exe, fp32, u8s8, threads, runs):
-    """Peak RSS of each engine loading and running one model, each in a
-    fresh process: FP32, and the QDQ u8s8 artifact (qport: built from the
-    FP32 model with `--int8 ... --profiles exact`, so it holds both plans,
-    as onnxruntime's row holds one session)."""
+    """Peak RSS (bytes, VmHWM) of each engine loading and running one
+    model, each in a fresh process: FP32, and the QDQ u8s8 artifact
+    (qport: built from the FP32 model with `--int8 ... --profiles exact`,
+    so it holds both plans, where onnxruntime's row holds one session)."""
     py = [sys.executable, "-c", ORT_CHILD]
     qp = [str(exe), "bench", str(fp32), "--threads", str(threads), "--runs", str(runs),
           "--warmup", "1", "--quiet", "--format", "json"]
+    ort_rss = lambda path, n: int(child_stdout(py + [path, str(threads), str(n)]).split()[-1])
+    qp_rss = lambda extra: json.loads(child_stdout(qp + extra))["peak_rss_bytes"]
     return {
-        "ort_import_only": child_peak_rss(py + ["-", str(threads), "0"]),
-        "ort_fp32": child_peak_rss(py + [str(fp32), str(threads), str(runs)]),
-        "ort_u8s8": child_peak_rss(py + [str(u8s8), str(threads), str(runs)]),
-        "qport_fp32": child_peak_rss(qp),
-        "qport_fp32_and_exact": child_peak_rss(qp + ["--int8", str(u8s8), "--profiles", "exact"]),
+        "ort_import_only": ort_rss("-", 0),
+        "ort_fp32": ort_rss(str(fp32), runs),
+        "ort_u8s8": ort_rss(str(u8s8), runs),
+        "qport_fp32": qp_rss([]),
+        "qport_fp32_and_exact": qp_rss(["--int8", str(u8s8), "--profiles", "exact"]),
     }
 
 
