@@ -103,8 +103,9 @@ and round r runs sample r modulo their number. After --warmup rounds, --runs rou
 runs FP32 and each profile once, in turn, so drift affects all equally
 (--order blocked runs each variant's rounds back to back instead, so its
 caches stay warm with its own weights).
---threads N lets one inference use N threads (its convolution GEMMs are
-split between them; outputs are bit-identical for every N), as
+--threads N lets one inference use N threads (its convolutions, pooling
+and large elementwise steps are split between them; outputs are
+bit-identical for every N), as
 onnxruntime's intra_op_num_threads does. --concurrent N runs N inferences
 at once instead; latencies are per inference, throughput counts them all.
 
@@ -145,9 +146,9 @@ pub struct BenchArgs {
     pub files: ProfileFilesArg,
     #[command(flatten)]
     pub coverage: crate::args::CoverageArg,
-    /// Intra-op threads: the threads ONE inference uses (its convolutions'
-    /// GEMMs are split between them), like onnxruntime's
-    /// intra_op_num_threads. Results do not depend on it.
+    /// Intra-op threads: the threads ONE inference uses (its convolutions,
+    /// pooling and large elementwise steps are split between them), like
+    /// onnxruntime's intra_op_num_threads. Results do not depend on it.
     #[arg(long, default_value_t = 1, value_parser = positive)]
     pub threads: usize,
     /// Inferences run at once, one per thread (each with --threads

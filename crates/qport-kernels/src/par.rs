@@ -37,6 +37,14 @@ pub const SPIN: Duration = Duration::from_micros(500);
 
 static THREADS: AtomicUsize = AtomicUsize::new(1);
 static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
+static PARALLEL: AtomicUsize = AtomicUsize::new(0);
+
+/// Splits that ran on more than one thread since the process started:
+/// lets a test check that a thread-count comparison really ran parallel
+/// code (a model too small for [`MIN_WORK`] never splits).
+pub fn parallel_splits() -> usize {
+    PARALLEL.load(Ordering::Relaxed)
+}
 
 /// Sets the threads one inference may use (at least 1; clamped to 256).
 pub fn set_threads(n: usize) {
@@ -275,7 +283,9 @@ pub fn split(total: usize, align: usize, work: usize, f: impl Fn(usize, usize) +
             inside(|| f(a, b));
         }
     };
-    if !pool.run(&part) {
+    if pool.run(&part) {
+        PARALLEL.fetch_add(1, Ordering::Relaxed);
+    } else {
         // another thread's split holds the pool: this one runs here
         f(0, total);
     }

@@ -130,6 +130,85 @@ fn gated_cnn_fp32_matches_onnxruntime() {
     check_fp32("gated-cnn");
 }
 
+/// Every family's FP32 model, and its QDQ u8s8 and s8s8 artifacts under
+/// the `exact` and `f32-rne` profiles, give the same bits on 1, 2 and 3
+/// intra-op threads on every parity sample (the detector at two sizes, the
+/// encoder at two lengths), and the 2- and 3-thread runs of the
+/// convolutional families really split work between threads.
+#[test]
+fn every_family_gives_the_same_bits_on_any_thread_count() {
+    use qport_core::arith::ArithProfile;
+    use qport_engine::IntegerPlan;
+    use qport_kernels::par;
+    // every output's name, shape and bits
+    type Bits = Vec<(String, Vec<usize>, Vec<u32>)>;
+    let run = |plan: &Plan, inputs: &[(String, Tensor)]| -> Bits {
+        plan.run(inputs.to_vec())
+            .unwrap()
+            .into_iter()
+            .map(|(n, t)| (n, t.shape().to_vec(), qport_tests::f32_bits(&t)))
+            .collect()
+    };
+    for family in FAMILIES {
+        let fp32 = Plan::new(
+            &qport_onnx::load(fixture(&format!("models/families/{family}.onnx"))).unwrap(),
+        )
+        .unwrap();
+        let mut integer = vec![];
+        for v in VARIANTS {
+            let q =
+                qport_onnx::load(fixture(&format!("models/families/{family}.{v}.onnx"))).unwrap();
+            for p in ["exact", "f32-rne"] {
+                let plan = IntegerPlan::new(&q, &ArithProfile::preset(p).unwrap()).unwrap();
+                integer.push((format!("{v} {p}"), plan));
+            }
+        }
+        let plans: Vec<(String, &Plan)> = std::iter::once(("fp32".to_string(), &fp32))
+            .chain(integer.iter().map(|(n, p)| (n.clone(), p.plan())))
+            .collect();
+        let inputs: Vec<Vec<(String, Tensor)>> = samples(&fixture(&format!("parity/{family}")))
+            .into_iter()
+            .map(|s| s.inputs)
+            .collect();
+        assert!(!inputs.is_empty(), "{family}: no parity samples");
+        let _restore = Threads(par::threads());
+        par::set_threads(1);
+        let one: Vec<Vec<_>> = plans
+            .iter()
+            .map(|(_, p)| inputs.iter().map(|x| run(p, x)).collect())
+            .collect();
+        for t in [2, 3] {
+            par::set_threads(t);
+            let before = par::parallel_splits();
+            for ((name, p), want) in plans.iter().zip(&one) {
+                for (i, x) in inputs.iter().enumerate() {
+                    assert!(
+                        run(p, x) == want[i],
+                        "{family} {name} sample {i}: {t} intra-op threads differ from 1"
+                    );
+                }
+            }
+            // (the encoder runs on one thread at any count: MatMul and
+            // QLinearMatMul do not split, and its elementwise steps, 16
+            // tokens wide, stay below the split threshold)
+            let split = par::parallel_splits() > before;
+            assert!(
+                split || family == "text-encoder",
+                "{family}: nothing split over {t} threads (the comparison ran no parallel code)"
+            );
+        }
+    }
+}
+
+/// Restores the intra-op thread count when dropped.
+struct Threads(usize);
+
+impl Drop for Threads {
+    fn drop(&mut self) {
+        qport_kernels::par::set_threads(self.0);
+    }
+}
+
 /// The quantization step of a graph output: the scale of the
 /// DequantizeLinear that produces it.
 fn output_step(model: &qport_onnx::Model, output: &str) -> f32 {
