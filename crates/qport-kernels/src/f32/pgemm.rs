@@ -235,26 +235,24 @@ pub fn gemm_bias_act(
     #[cfg(target_arch = "x86_64")]
     if a.level == Level::Avx512 && level() == Level::Avx512 {
         let work = a.m * a.k * n;
-        if crate::par::threads() > 1 && work >= crate::par::MIN_WORK && x86::goes_transposed(&call)
-        {
-            // a narrow B: blocks of rows (whole panels of MT) on the
-            // intra-op threads, every C element as on one thread
-            let cp = crate::par::SendPtr(c.as_mut_ptr());
-            crate::par::split(a.m.div_ceil(MT), 1, work, |q0, q1| {
-                THREAD_SCRATCH.with(|s| {
-                    // SAFETY: the CPU supports AVX-512F; panels q0..q1 write
-                    // only their own rows of the checked C view.
-                    unsafe { x86::transposed(&call, { cp }.0, &mut s.borrow_mut(), q0..q1) };
-                });
-            });
-            return;
-        }
         if crate::par::threads() > 1 && work >= crate::par::MIN_WORK {
+            let cp = crate::par::SendPtr(c.as_mut_ptr());
+            if x86::goes_transposed(&call) {
+                // a narrow B: blocks of rows (whole panels of MT) on the
+                // intra-op threads, every C element as on one thread
+                crate::par::split(a.m.div_ceil(MT), 1, work, |q0, q1| {
+                    THREAD_SCRATCH.with(|s| {
+                        // SAFETY: the CPU supports AVX-512F; panels q0..q1
+                        // write only their own rows of the checked C view.
+                        unsafe { x86::transposed(&call, { cp }.0, &mut s.borrow_mut(), q0..q1) };
+                    });
+                });
+                return;
+            }
             // blocks of columns (whole panels) on the intra-op threads,
             // each with its own packing scratch; every C element is still
             // one thread's sequence of fused multiply-adds
-            let cp = crate::par::SendPtr(c.as_mut_ptr());
-            crate::par::split(n, NR, a.m * a.k * n, |j0, j1| {
+            crate::par::split(n, NR, work, |j0, j1| {
                 THREAD_SCRATCH.with(|s| {
                     let mut s = s.borrow_mut();
                     // SAFETY: the CPU supports AVX-512F; columns j0..j1 of

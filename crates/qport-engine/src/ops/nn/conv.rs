@@ -333,17 +333,10 @@ impl Conv {
             let rows = geo.output[0].max(1);
             let rest = osz / rows;
             let rb = call.rb;
-            let mut col = if pointwise {
-                vec![]
-            } else {
-                // every element is written by im2col
-                buffers::take_f32(checked_numel(&[kdim, rb * rest])?)
-            };
             // the sum over k is blocked by the whole output's size, as
             // onnxruntime blocks it, whatever the row blocks
             let kb = ort_k_block(osz, kdim);
             if !pointwise && call.blocks.len() > 1 && qport_kernels::par::threads() > 1 {
-                buffers::give_f32(col);
                 for ni in 0..n {
                     let xi = &xv[ni * c * isz..][..c * isz];
                     let yi = &mut y[ni * m * osz..][..m * osz];
@@ -351,6 +344,12 @@ impl Conv {
                 }
                 return Ok(());
             }
+            let mut col = if pointwise {
+                vec![]
+            } else {
+                // every element is written by im2col
+                buffers::take_f32(checked_numel(&[kdim, rb * rest])?)
+            };
             let mut scratch = buffers::take_scratch();
             for ni in 0..n {
                 let xi = &xv[ni * c * isz..][..c * isz];

@@ -391,19 +391,18 @@ impl PreparedConv {
             });
         }
         let acc = &*acc;
-        let rq = |c0: usize, rows: &mut dyn Iterator<Item = &mut [T]>| {
-            for (i, row) in rows.enumerate() {
-                let ch = c0 + i;
-                elementwise::requantize(&self.rq[ch..ch + 1], &acc[ch * nb..][..nb], nb, row);
-            }
+        let rq = |ch: usize, row: &mut [T]| {
+            elementwise::requantize(&self.rq[ch..ch + 1], &acc[ch * nb..][..nb], nb, row);
         };
         if let Some(whole) = o.whole() {
             qport_kernels::par::split_mut(whole, nb, work, |o0, part| {
-                rq(o0 / nb, &mut part.chunks_mut(nb))
+                for (i, row) in part.chunks_mut(nb).enumerate() {
+                    rq(o0 / nb + i, row);
+                }
             });
         } else {
             for ch in 0..g.c_out {
-                rq(ch, &mut std::iter::once(o.row(ch)));
+                rq(ch, o.row(ch));
             }
         }
     }
