@@ -10,7 +10,7 @@
 //! `K` dimension; [`ort_k_block`] gives its block for a product.
 //!
 //! On AVX-512F the product runs in this module's own kernel: rows of `A`
-//! in panels of 8, columns of `B` in panels of 32 (copied into a
+//! in tiles of 8 (read from `A` packed once in panels of 32 rows), columns of `B` in panels of 32 (copied into a
 //! contiguous buffer once per panel), each block of each output element
 //! one sequence of fused multiply-adds in order of increasing `k`, then
 //! bias, then activation, then a single store: the arithmetic of MLAS's
@@ -28,30 +28,29 @@ use crate::arch::x86_64::pgemm as x86;
 use crate::dispatch::{level, Level};
 use crate::gemm::{gemm, MatRef};
 
-/// Rows per panel of the packed left operand.
+/// Rows per tile of the kernel for a wide `B` (a quarter of a panel of
+/// [`MT`] rows of the packed left operand).
 pub(crate) const MR: usize = 8;
 /// Columns per panel of the right operand.
 pub(crate) const NR: usize = 32;
-/// Rows per panel of the left operand in the transposed kernel (narrow
-/// `B`: vectors run along the rows of `C`).
+/// Rows per panel of the packed left operand, and per tile of the
+/// transposed kernel (narrow `B`: vectors run along the rows of `C`).
 pub(crate) const MT: usize = 32;
 /// Columns of `C` per tile of the transposed kernel, at most.
 pub(crate) const NT: usize = 8;
 
-/// A constant `m x k` left operand (row-major), kept as given and, where
-/// the AVX-512 kernel will run, also packed in panels of 8 rows.
+/// A constant `m x k` left operand (given row-major), held once: in
+/// panels of [`MT`] rows where the AVX-512 kernels will run (both
+/// orientations read that one layout), else as given.
 #[derive(Clone, Debug)]
 pub struct PackedA {
     pub(crate) m: usize,
     pub(crate) k: usize,
+    /// The matrix as given; empty when packed for AVX-512.
     rows: Vec<f32>,
-    /// Panel `q`, column `p`, row `r` at `(q * k + p) * MR + r`; rows past
+    /// Panel `q`, column `p`, row `r` at `(q * k + p) * MT + r`; rows past
     /// `m` are zero. Empty unless the level is AVX-512.
     pub(crate) panels: Vec<f32>,
-    /// Panel `q`, column `p`, row `r` at `(q * k + p) * MT + r` (rows past
-    /// `m` zero): the layout of the transposed kernel for narrow `B`,
-    /// built on first use.
-    panels_t: std::sync::OnceLock<Vec<f32>>,
     level: Level,
     /// Address of the slice packed (see [`PackedA::is_packing_of`]).
     source: usize,
@@ -70,18 +69,16 @@ impl PackedA {
         let n = m.checked_mul(k).expect("PackedA: m * k overflows");
         assert!(a.len() >= n, "PackedA: {} elements, needs {n}", a.len());
         let a = &a[..n];
-        let rows = a.to_vec();
-        let panels = if level == Level::Avx512 {
-            pack_panels(a, m, k, MR)
+        let (rows, panels) = if level == Level::Avx512 {
+            (vec![], pack_panels(a, m, k, MT))
         } else {
-            vec![]
+            (a.to_vec(), vec![])
         };
         PackedA {
             m,
             k,
             rows,
             panels,
-            panels_t: std::sync::OnceLock::new(),
             level,
             source: a.as_ptr() as usize,
         }
@@ -97,16 +94,33 @@ impl PackedA {
         self.k
     }
 
-    /// The matrix as given (row-major `m x k`).
-    pub fn as_slice(&self) -> &[f32] {
-        &self.rows
+    /// Element `(i, p)`.
+    fn at_ip(&self, i: usize, p: usize) -> f32 {
+        if self.panels.is_empty() {
+            self.rows[i * self.k + p]
+        } else {
+            self.panels[((i / MT) * self.k + p) * MT + i % MT]
+        }
     }
 
-    /// The panels of [`MT`] rows for the transposed kernel.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    pub(crate) fn panels_t(&self) -> &[f32] {
-        self.panels_t
-            .get_or_init(|| pack_panels(&self.rows, self.m, self.k, MT))
+    /// The matrix as given (row-major `m x k`): borrowed where it is held
+    /// that way, else unpacked into a new vector.
+    ///
+    /// ```
+    /// use qport_kernels::pgemm::PackedA;
+    /// let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    /// assert_eq!(&*PackedA::new(&a, 2, 3).row_major(), &a[..]);
+    /// ```
+    pub fn row_major(&self) -> std::borrow::Cow<'_, [f32]> {
+        if self.panels.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.rows);
+        }
+        let (m, k) = (self.m, self.k);
+        let mut out = Vec::with_capacity(m * k);
+        for i in 0..m {
+            out.extend((0..k).map(|p| self.at_ip(i, p)));
+        }
+        std::borrow::Cow::Owned(out)
     }
 
     /// A cheap check that `a` is the matrix this was packed from: the same
@@ -114,7 +128,7 @@ impl PackedA {
     /// values at a sample of positions. Meant for operators that pack a
     /// constant once and are then called with that same constant.
     pub fn is_packing_of(&self, a: &[f32]) -> bool {
-        let n = self.rows.len();
+        let n = self.m * self.k;
         if a.as_ptr() as usize != self.source || a.len() != n {
             return false;
         }
@@ -122,7 +136,7 @@ impl PackedA {
         (0..n)
             .step_by(step)
             .chain(n.checked_sub(1))
-            .all(|i| a[i].to_bits() == self.rows[i].to_bits())
+            .all(|i| a[i].to_bits() == self.at_ip(i / self.k, i % self.k).to_bits())
     }
 }
 
@@ -274,6 +288,9 @@ pub fn gemm_bias_act(
         unsafe { x86::avx512(&call, c.as_mut_ptr(), scratch) };
         return;
     }
+    // (a matrix packed for AVX-512 run by another level, as under
+    // `with_generic_kernels`, is unpacked for the call)
+    let rows = a.row_major();
     // blocks of columns small enough that the block of C is still in cache
     // for the epilogue
     let nb = ((1usize << 16) / a.m.max(1)).clamp(64, 4096);
@@ -289,7 +306,7 @@ pub fn gemm_bias_act(
                 nc,
                 p1 - p0,
                 1.0,
-                MatRef::new(&a.rows[p0.min(a.rows.len())..], a.k.max(1)),
+                MatRef::new(&rows[p0.min(rows.len())..], a.k.max(1)),
                 MatRef::new(&b[(p0 * ldb + j0).min(b.len())..], ldb),
                 if p0 == 0 { 0.0 } else { 1.0 },
                 &mut c[j0..],
@@ -398,6 +415,35 @@ mod tests {
         let one = run(1);
         assert_eq!(run(2), one);
         assert_eq!(run(3), one);
+    }
+
+    /// Every level holds the matrix once (panels of `MT` rows on AVX-512,
+    /// row-major elsewhere) and gives it back as given; the packing check
+    /// sees a changed value.
+    #[test]
+    fn packing_holds_the_matrix_once_at_every_level() {
+        for (m, k) in [(1, 1), (5, 3), (40, 17), (64, 9)] {
+            let (a, _, _) = operands(m, k, 1);
+            for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+                let pa = PackedA::at(lvl, &a, m, k);
+                assert_eq!(&*pa.row_major(), &a[..], "{lvl:?} {m}x{k}");
+                let held = pa.rows.len() + pa.panels.len();
+                assert_eq!(
+                    held,
+                    if lvl == Level::Avx512 {
+                        m.div_ceil(MT) * MT * k
+                    } else {
+                        m * k
+                    }
+                );
+                assert!(pa.is_packing_of(&a));
+                assert!(!pa.is_packing_of(&a.clone()), "another address");
+                let mut changed = a.clone();
+                let pc = PackedA::at(lvl, &changed, m, k);
+                changed[m * k - 1] += 1.0;
+                assert!(!pc.is_packing_of(&changed), "a changed value");
+            }
+        }
     }
 
     /// On AVX-512 every element is, per block of `k_block` terms, one

@@ -51,14 +51,17 @@ pub(crate) unsafe fn avx512(call: &Call, c: *mut f32, scratch: &mut Vec<f32>) {
     bpad[m..].fill(0.0);
     let cp = c;
     // SAFETY: (both orders) rows p < k of B hold columns j0..j0 + nc
-    // (checked); panel q of A holds k * MR elements; C rows q * MR + r <
+    // (checked); the panel of A holding rows q * MR.. has k * MT
+    // elements, MR of them from the tile's start at each step of
+    // MT; C rows q * MR + r <
     // m, columns j0..j0 + nc are in the checked view.
     let tile = |q: usize, j: usize, bpanel: &[f32]| unsafe {
         let j0 = j * NR;
         kernel(
             k,
             kc,
-            a.panels.as_ptr().add(q * k * MR),
+            // rows q * MR.. of A: MR lanes inside a panel of MT rows
+            a.panels.as_ptr().add((q * MR / MT) * k * MT + q * MR % MT),
             bpanel.as_ptr(),
             bpad.as_ptr().add(q * MR),
             act,
@@ -133,7 +136,7 @@ pub(crate) unsafe fn transposed(
 ) {
     let (a, n, ldc) = (call.a, call.n, call.ldc);
     let (m, k) = (a.m, a.k);
-    let panels = a.panels_t();
+    let panels = &a.panels;
     let nq = m.div_ceil(MT);
     debug_assert!(qs.end <= nq);
     scratch.clear();
@@ -316,7 +319,8 @@ unsafe fn pack_b(b: *const f32, ldb: usize, k: usize, nc: usize, dst: &mut [f32]
 }
 
 /// One `MR x NR` tile: `k` steps of rank-1 updates (in blocks of `kc`),
-/// then bias, activation and a masked store of `rows x cols`.
+/// then bias, activation and a masked store of `rows x cols`; `a` points
+/// at the tile's `MR` rows inside a panel of `MT` (step `MT` per `k`).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel(
@@ -333,7 +337,7 @@ unsafe fn kernel(
 ) {
     // SAFETY: (whole body) pointers in bounds per the caller.
     unsafe {
-        let acc = rank1::<MR>(k, kc, b, NR, a, MR);
+        let acc = rank1::<MR>(k, kc, b, NR, a, MT);
         let n0 = cols.min(16);
         let n1 = cols - n0;
         for (r, accr) in acc.iter().enumerate().take(rows) {
