@@ -55,6 +55,9 @@ fn gen_onnx() -> Result<()> {
     let scratch = tempdir(&root)?;
     let mut config = prost_build::Config::new();
     config.out_dir(&scratch);
+    // tensor payloads as `Bytes`: decoding from a `Bytes` buffer slices
+    // it instead of copying every initializer (the loader's peak memory)
+    config.bytes([".onnx.TensorProto.raw_data"]);
     config
         .compile_fds(fds)
         .context("generating Rust code with prost-build")?;

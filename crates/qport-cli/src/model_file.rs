@@ -73,7 +73,7 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let model = qport_onnx::from_bytes(&bytes, Some(base))
+    let model = qport_onnx::load::from_vec(bytes, Some(base))
         .with_context(|| format!("cannot load model '{}'", path.display()))?;
     Ok(LoadedModel {
         model,

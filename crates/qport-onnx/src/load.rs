@@ -1,6 +1,6 @@
 //! Reading ONNX files into the IR.
 //!
-//! [`load`] / [`from_bytes`] decode a `ModelProto` and convert it with
+//! [`load`] / [`from_bytes`] / [`from_vec`] decode a `ModelProto` and convert it with
 //! [`model_from_proto`]:
 //!
 //! - initializers become [`qport_core::Tensor`]s (see
@@ -36,13 +36,40 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model> {
         path: path.to_path_buf(),
         source,
     })?;
-    from_bytes(&bytes, Some(parent_dir(path)))
+    from_vec(bytes, Some(parent_dir(path)))
 }
 
 /// Decodes and converts a serialized ONNX model. `base_dir` is where
 /// external tensor data files live; without it, a model with external
 /// data is refused.
 pub fn from_bytes(bytes: &[u8], base_dir: Option<&Path>) -> Result<Model> {
+    decode(bytes, bytes, base_dir)
+}
+
+/// [`from_bytes`] taking the buffer: the decoded tensor payloads are
+/// slices of it rather than copies, so loading holds the weights twice at
+/// most (the file and the model), not three times.
+///
+/// ```
+/// use qport_core::{DType, Tensor, TensorData};
+/// use qport_onnx::ModelBuilder;
+/// let w = Tensor::new(vec![2], TensorData::F32(vec![1.5, -2.0])).unwrap();
+/// let model = ModelBuilder::new(13)
+///     .input("x", DType::F32, &[2])
+///     .initializer("w", w.clone())
+///     .op("Add", ["x", "w"], ["y"])
+///     .output("y", DType::F32, &[2])
+///     .build();
+/// let back = qport_onnx::load::from_vec(qport_onnx::to_bytes(&model), None).unwrap();
+/// assert_eq!(back.graph.initializers["w"], w);
+/// ```
+pub fn from_vec(bytes: Vec<u8>, base_dir: Option<&Path>) -> Result<Model> {
+    let buf = prost::bytes::Bytes::from(bytes);
+    decode(&buf, buf.clone(), base_dir)
+}
+
+/// Decodes `buf` (the same bytes as `bytes`) and converts the model.
+fn decode(bytes: &[u8], buf: impl prost::bytes::Buf, base_dir: Option<&Path>) -> Result<Model> {
     if bytes.is_empty() {
         return Err(OnnxError::Decode("the input is empty (0 bytes)".into()));
     }
@@ -51,7 +78,7 @@ pub fn from_bytes(bytes: &[u8], base_dir: Option<&Path>) -> Result<Model> {
     } else {
         ""
     };
-    let proto = ModelProto::decode(bytes)
+    let proto = ModelProto::decode(buf)
         .map_err(|e| OnnxError::Decode(format!("{e} (truncated or corrupted file?){text_hint}")))?;
     if proto.graph.is_none() {
         let what = if proto.ir_version.is_none() && proto.opset_import.is_empty() {

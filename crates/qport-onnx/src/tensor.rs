@@ -94,7 +94,7 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
     };
     match t.data() {
         TensorData::Str(v) => tp.string_data = v.iter().map(|s| s.as_bytes().to_vec()).collect(),
-        data => tp.raw_data = Some(encode_raw(data)),
+        data => tp.raw_data = Some(encode_raw(data).into()),
     }
     tp
 }
@@ -534,7 +534,7 @@ mod tests {
             let tp = TensorProto {
                 dims,
                 data_type: Some(DataType::Int4 as i32),
-                raw_data: Some(raw),
+                raw_data: Some(raw.into()),
                 ..Default::default()
             };
             let e = tensor_from_proto(&tp, None).unwrap_err().to_string();
@@ -543,7 +543,7 @@ mod tests {
         let tp = TensorProto {
             dims: vec![1 << 40, 1 << 20],
             data_type: Some(DataType::Uint2 as i32),
-            raw_data: Some(vec![0; 4]),
+            raw_data: Some(vec![0; 4].into()),
             ..Default::default()
         };
         assert!(tensor_from_proto(&tp, None).is_err());
@@ -562,7 +562,7 @@ mod tests {
         let tp = TensorProto {
             dims: vec![3],
             data_type: Some(DataType::Float as i32),
-            raw_data: Some(vec![0; 8]),
+            raw_data: Some(vec![0; 8].into()),
             ..Default::default()
         };
         let e = tensor_from_proto(&tp, None).unwrap_err().to_string();

@@ -110,7 +110,7 @@ fn absurd_declared_sizes_are_refused_before_allocation() {
             name: Some("big".into()),
             dims,
             data_type: Some(DataType::Float as i32),
-            raw_data: raw,
+            raw_data: raw.map(Into::into),
             ..Default::default()
         };
         let e = load_err(&with_initializer(tp));
@@ -149,7 +149,7 @@ fn unsupported_tensor_kinds_are_refused() {
         name: Some("big".into()),
         dims: vec![1],
         data_type: Some(DataType::Float6e2m3 as i32),
-        raw_data: Some(vec![0]),
+        raw_data: Some(vec![0].into()),
         ..Default::default()
     };
     assert_msg(
