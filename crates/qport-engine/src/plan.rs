@@ -255,8 +255,11 @@ impl Plan {
                 }
             }
             let mut ins = vec![];
-            for name in &node.inputs {
-                if name.is_empty() {
+            for (i, name) in node.inputs.iter().enumerate() {
+                // an empty name is an omitted input; a constant the operator
+                // holds itself is not passed (nor kept, unless another step
+                // reads it)
+                if name.is_empty() || (op.holds_input(i) && initializers.contains_key(name)) {
                     ins.push(None);
                     continue;
                 }
@@ -293,7 +296,8 @@ impl Plan {
             });
         }
         // constants no step reads and no output is (the int8 weights of
-        // folded DequantizeLinear nodes) are not kept
+        // folded DequantizeLinear nodes, weights the operators hold packed)
+        // are not kept
         let mut read = vec![false; slots.len()];
         for s in steps
             .iter()
@@ -698,6 +702,7 @@ mod tests {
     use super::*;
     use qport_core::DType;
     use qport_onnx::graph::ModelBuilder;
+    use qport_onnx::{Attribute, Node};
 
     /// y = Relu(x) + Log(x - 3): NaN for x < 3, from the Log.
     fn log_model() -> Model {
@@ -710,6 +715,59 @@ mod tests {
             .op("Add", ["r", "l"], ["y"])
             .output("y", DType::F32, &[2])
             .build()
+    }
+
+    /// y = Conv(x, w, b), 3x3, padded; `w` a constant (or an input, or a
+    /// constant another step reads too).
+    fn conv_model(w_input: bool, w_read_twice: bool) -> (Model, Tensor) {
+        let w: Vec<f32> = (0..4 * 2 * 9)
+            .map(|i| (i % 7) as f32 * 0.25 - 0.7)
+            .collect();
+        let w = Tensor::from_vec(vec![4, 2, 3, 3], w).unwrap();
+        let b = Tensor::from_vec(vec![4], vec![0.5f32, -1.0, 0.0, 2.0]).unwrap();
+        let mut m = ModelBuilder::new(13).input("x", DType::F32, &[1, 2, 5, 5]);
+        m = if w_input {
+            m.input("w", DType::F32, &[4, 2, 3, 3])
+        } else {
+            m.initializer("w", w.clone())
+        };
+        let conv = Node::new("conv", "Conv", ["x", "w", "b"], ["y"])
+            .with_attr("pads", Attribute::Ints(vec![1, 1, 1, 1]));
+        m = m
+            .initializer("b", b)
+            .node(conv)
+            .output("y", DType::F32, &[1, 4, 5, 5]);
+        if w_read_twice {
+            m = m
+                .op("Identity", ["w"], ["w_copy"])
+                .output("w_copy", DType::F32, &[4, 2, 3, 3]);
+        }
+        (m.build(), w)
+    }
+
+    #[test]
+    fn a_weight_the_conv_holds_packed_is_not_kept_twice() {
+        let x: Vec<f32> = (0..50).map(|i| (i % 11) as f32 * 0.3 - 1.4).collect();
+        let x = Tensor::from_vec(vec![1, 2, 5, 5], x).unwrap();
+        let (held, w) = conv_model(false, false);
+        let plan = Plan::new(&held).unwrap();
+        // only the bias is kept: the Conv holds the packed weight
+        assert_eq!(plan.constants.len(), 1);
+        let y = plan.run(vec![("x".into(), x.clone())]).unwrap();
+        // the same bits as a Conv given the weight at run time
+        let (fed, _) = conv_model(true, false);
+        let want = Plan::new(&fed)
+            .unwrap()
+            .run(vec![("x".into(), x.clone()), ("w".into(), w.clone())])
+            .unwrap();
+        assert_eq!(y[0].1, want[0].1);
+        // a weight another step reads is kept, and reads back as given
+        let (shared, _) = conv_model(false, true);
+        let plan = Plan::new(&shared).unwrap();
+        assert_eq!(plan.constants.len(), 2);
+        let out = plan.run(vec![("x".into(), x)]).unwrap();
+        assert_eq!(out[0].1, want[0].1);
+        assert_eq!(out[1].1, w);
     }
 
     #[test]

@@ -40,6 +40,15 @@ pub trait Op: Send + Sync {
     ) -> OpResult<()> {
         eval_fallback(self, inputs, outputs)
     }
+
+    /// Whether the operator holds its own copy of input `i` when that
+    /// input is a constant (its weight, packed when the operator was
+    /// built), and runs with `None` in its place: a [`crate::Plan`] then
+    /// passes `None` and keeps no copy of the constant unless another step
+    /// reads it. The default holds nothing.
+    fn holds_input(&self, _i: usize) -> bool {
+        false
+    }
 }
 
 /// [`Op::eval`] into `outputs` (the default of [`Op::eval_into`], also

@@ -92,9 +92,10 @@ const F32_MIN_BLOCK_COLS: usize = 256;
 struct Conv {
     attrs: ConvAttrs,
     act: Activation,
-    /// The weight packed for [`gemm_bias_act`] when it is an `f32`
-    /// constant and the convolution is ungrouped.
-    packed: Option<PackedA>,
+    /// The weight packed for [`gemm_bias_act`], with its shape, when it
+    /// is an `f32` constant and the convolution is ungrouped: the only
+    /// copy a plan keeps ([`Op::holds_input`]).
+    packed: Option<(PackedA, Vec<usize>)>,
     /// What the last `f32` call derived from its shapes.
     memo: ShapeMemo<F32Call>,
 }
@@ -149,7 +150,9 @@ pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<
         Some(w) if attrs.group == 1 && w.dtype() == DType::F32 && w.rank() >= 3 => {
             let m = w.shape()[0];
             let kdim = w.len() / m.max(1);
-            w.as_slice::<f32>().ok().map(|v| PackedA::new(v, m, kdim))
+            w.as_slice::<f32>()
+                .ok()
+                .map(|v| (PackedA::new(v, m, kdim), w.shape().to_vec()))
         }
         _ => None,
     };
@@ -164,12 +167,22 @@ pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<
 impl Op for Conv {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
         let x = input(inputs, 0)?;
-        let w = input(inputs, 1)?;
+        let w = self.w_input(inputs)?;
         let b = opt_input(inputs, 2);
         match compute_type(x.dtype(), "input 0 (X)")? {
-            DType::F64 => self.run::<f64>(x, w, b),
+            DType::F64 => {
+                let held;
+                let w = match w {
+                    Some(w) => w,
+                    None => {
+                        held = self.unpacked_weight()?;
+                        &held
+                    }
+                };
+                self.run::<f64>(x, w, b)
+            }
             _ => {
-                let call = self.f32_call(x, w)?;
+                let call = self.f32_call(x, self.w_shape(w))?;
                 // every element is written by run_f32
                 let mut y = buffers::take_f32(call.total);
                 self.run_f32(&call, x, w, b, &mut y)?;
@@ -189,10 +202,14 @@ impl Op for Conv {
         if x.dtype() != DType::F32 {
             return eval_fallback(self, inputs, outputs);
         }
-        let w = input(inputs, 1)?;
-        let call = self.f32_call(x, w)?;
+        let w = self.w_input(inputs)?;
+        let call = self.f32_call(x, self.w_shape(w))?;
         let y = reuse_output::<f32>(outputs, 0, &call.y_shape)?;
         self.run_f32(&call, x, w, opt_input(inputs, 2), y)
+    }
+
+    fn holds_input(&self, i: usize) -> bool {
+        i == 1 && self.packed.is_some()
     }
 }
 
@@ -206,16 +223,47 @@ struct ConvSetup<'a, T: Real> {
 }
 
 impl Conv {
+    /// Input 1 (W) as passed, or `None` where the plan left it to the
+    /// packed copy this Conv holds.
+    fn w_input<'a>(&self, inputs: &[Option<&'a Tensor>]) -> OpResult<Option<&'a Tensor>> {
+        match inputs.get(1).copied().flatten() {
+            None if self.packed.is_some() => Ok(None),
+            _ => input(inputs, 1).map(Some),
+        }
+    }
+
+    /// The shape of the weight `w` passed, else of the one held.
+    fn w_shape<'a>(&'a self, w: Option<&'a Tensor>) -> &'a [usize] {
+        match (w, &self.packed) {
+            (Some(w), _) => w.shape(),
+            (None, Some((_, shape))) => shape,
+            (None, None) => &[],
+        }
+    }
+
+    /// The held weight as a tensor again (for the paths that do not run
+    /// the packed GEMM: a float64 input).
+    fn unpacked_weight(&self) -> OpResult<Tensor> {
+        let (p, shape) = self
+            .packed
+            .as_ref()
+            .ok_or_else(|| OpError::invalid("input 1 (W) is missing"))?;
+        Ok(Tensor::new(
+            shape.clone(),
+            qport_core::TensorData::F32(p.row_major().into_owned()),
+        )?)
+    }
+
     /// The geometry, output shape and row blocks of an `f32` call on `x`
-    /// and `w`: the previous call's when the shapes (and the row block
-    /// size) are the same.
-    fn f32_call(&self, x: &Tensor, w: &Tensor) -> OpResult<std::sync::Arc<F32Call>> {
+    /// and a weight of shape `w_shape`: the previous call's when the
+    /// shapes (and the row block size) are the same.
+    fn f32_call(&self, x: &Tensor, w_shape: &[usize]) -> OpResult<std::sync::Arc<F32Call>> {
         self.memo.get(
             x.shape(),
-            w.shape(),
+            w_shape,
             |c| c.rb == f32_row_block(&c.geom),
             || {
-                let geom = self.attrs.geometry(x.shape(), w.shape())?;
+                let geom = self.attrs.geometry(x.shape(), w_shape)?;
                 let y_shape = geom.y_shape();
                 let geo = &geom.spatial;
                 let (isz, osz) = (geo.image_size(), geo.output_size());
@@ -282,15 +330,20 @@ impl Conv {
         &self,
         call: &F32Call,
         x: &Tensor,
-        w: &Tensor,
+        w: Option<&Tensor>,
         b: Option<&Tensor>,
         y: &mut [f32],
     ) -> OpResult<()> {
         let geom = &call.geom;
         let (geo, n, c, m) = (&geom.spatial, geom.batch, geom.c_in, geom.c_out);
         let xv = read_real::<f32>(x, "input 0 (X)")?;
-        let wv = read_real::<f32>(w, "input 1 (W)")?;
-        let (xv, wv) = (&xv, &wv);
+        // `None`: the packed weight held (an ungrouped Conv)
+        let wv = w.map(|w| read_real::<f32>(w, "input 1 (W)")).transpose()?;
+        let xv = &xv;
+        let passed_w = || {
+            wv.as_deref()
+                .ok_or_else(|| OpError::invalid("input 1 (W) is missing"))
+        };
         let bv = match b {
             Some(b) => {
                 check_len(b, m, "input 2 (B)")?;
@@ -309,7 +362,7 @@ impl Conv {
                     c,
                     mg,
                     &xv[ni * c * isz..][..c * isz],
-                    wv,
+                    passed_w()?,
                     bv.as_deref(),
                     self.act,
                     &mut y[ni * m * osz..][..m * osz],
@@ -320,10 +373,15 @@ impl Conv {
         } else if g == 1 {
             let kdim = c * geo.kernel_size();
             let fresh;
-            let packed = match &self.packed {
-                Some(p) if p.rows() == m && p.cols() == kdim && p.is_packing_of(wv) => p,
+            let packed = match (&self.packed, wv.as_deref()) {
+                (Some((p, _)), None) => p,
+                (Some((p, _)), Some(wv))
+                    if p.rows() == m && p.cols() == kdim && p.is_packing_of(wv) =>
+                {
+                    p
+                }
                 _ => {
-                    fresh = PackedA::new(wv, m, kdim);
+                    fresh = PackedA::new(passed_w()?, m, kdim);
                     &fresh
                 }
             };
@@ -381,7 +439,7 @@ impl Conv {
             buffers::give_f32(col);
             buffers::give_scratch(scratch);
         } else {
-            conv_forward(geo, xv, wv, n, c, m, g, y)?;
+            conv_forward(geo, xv, passed_w()?, n, c, m, g, y)?;
             if (bv.is_some() || self.act != Activation::Identity) && osz > 0 {
                 for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
                     let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
