@@ -414,18 +414,29 @@ impl AgreeStudy {
         let names: Vec<&str> = self.profiles.iter().map(|p| p.name.as_str()).collect();
         let mut t = Tally::empty(first);
         let mut iter = samples.into_iter();
-        loop {
-            let mut chunk: Vec<Sample> = Vec::with_capacity(self.chunk);
+        let size = self.chunk;
+        let mut read = move || -> Result<Vec<Sample>, DataError> {
+            let mut chunk: Vec<Sample> = Vec::with_capacity(size);
             for s in iter.by_ref() {
                 chunk.push(s?);
-                if chunk.len() == self.chunk {
+                if chunk.len() == size {
                     break;
                 }
             }
+            Ok(chunk)
+        };
+        let mut pending = read();
+        loop {
+            // a sample that cannot be read ends the study where that
+            // chunk would have started
+            let chunk = pending?;
             if chunk.is_empty() {
                 break;
             }
-            let out = self.run_chunk(&chunk, first + t.records.len())?;
+            // the next chunk is read while this one runs
+            let (out, next) = self.run_chunk(&chunk, first + t.records.len(), &mut read);
+            let out = out?;
+            pending = next;
             // after the chunk ran, so a bad sample is reported as such
             if t.coverage.is_none() {
                 let plans: Vec<&IntegerPlan> = self.plans.iter().collect();
@@ -608,20 +619,27 @@ impl AgreeStudy {
             .collect()
     }
 
-    /// Runs one chunk of samples through every member, in parallel.
-    /// Runs `chunk`, whose first sample is the study's sample `first`.
-    fn run_chunk(&self, chunk: &[Sample], first: usize) -> Result<ChunkOut, StudyError> {
+    /// Runs `chunk`, whose first sample is the study's sample `first`,
+    /// through every member in parallel, and meanwhile calls `meanwhile`
+    /// on this thread (the study reads the next chunk), returning both.
+    fn run_chunk<R>(
+        &self,
+        chunk: &[Sample],
+        first: usize,
+        meanwhile: impl FnOnce() -> R,
+    ) -> (Result<ChunkOut, StudyError>, R) {
         let n = chunk.len();
         let np = self.plans.len();
         let repeated = |s: usize| first + s < self.repeat;
-        let mut jobs: Vec<Job> = Vec::with_capacity(n * (2 * np + 1));
+        // the longest runs (the generic path) first, so that the chunk
+        // ends on short ones and no worker waits long for the last
+        let mut jobs: Vec<Job> = (0..n).map(|s| Job::Generic { s }).collect();
         for s in 0..n {
             for rep in 0..if repeated(s) { 2 } else { 1 } {
                 for p in 0..np {
                     jobs.push(Job::Int { s, p, rep });
                 }
             }
-            jobs.push(Job::Generic { s });
         }
         let next = AtomicUsize::new(0);
         let run_job = |job: Job| -> Output {
@@ -633,7 +651,7 @@ impl AgreeStudy {
             }
         };
         let fp32_run = |s: usize| self.reorder(outputs(self.fp32.run(chunk[s].inputs.clone())));
-        let (pool, seq, halves) = std::thread::scope(|scope| {
+        let (pool, seq, halves, also) = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..self.threads)
                 .map(|_| {
                     scope.spawn(|| {
@@ -659,11 +677,12 @@ impl AgreeStudy {
                     })
                 })
                 .collect();
+            let also = meanwhile();
             let pool: Vec<(usize, Output)> =
                 workers.into_iter().flat_map(|w| join(w.join())).collect();
             let halves: Vec<(usize, Output)> =
                 halves.into_iter().flat_map(|w| join(w.join())).collect();
-            (pool, join(seq.join()), halves)
+            (pool, join(seq.join()), halves, also)
         });
         // every result by (sample, member); the first error in sample order
         let mut int: Vec<Vec<[Option<Output>; 2]>> = (0..n)
@@ -680,38 +699,41 @@ impl AgreeStudy {
         for (s, out) in halves {
             two[s] = Some(out);
         }
-        let mut seq = seq.into_iter();
-        let mut result = ChunkOut {
-            int: vec![],
-            fp32: vec![],
-            generic: vec![],
-            two: vec![],
-        };
-        let take = |o: Option<Output>, s: usize| -> Result<Vec<Tensor>, StudyError> {
-            match o {
-                Some(Ok(v)) => Ok(v),
-                Some(Err(e)) => Err(StudyError::Sample {
-                    sample: chunk[s].origin.clone(),
-                    source: e,
-                }),
-                None => Err(StudyError::Inconsistent(format!(
-                    "agreement study: a run of {} was never scheduled",
-                    chunk[s].origin
-                ))),
+        let assemble = || -> Result<ChunkOut, StudyError> {
+            let mut seq = seq.into_iter();
+            let mut result = ChunkOut {
+                int: vec![],
+                fp32: vec![],
+                generic: vec![],
+                two: vec![],
+            };
+            let take = |o: Option<Output>, s: usize| -> Result<Vec<Tensor>, StudyError> {
+                match o {
+                    Some(Ok(v)) => Ok(v),
+                    Some(Err(e)) => Err(StudyError::Sample {
+                        sample: chunk[s].origin.clone(),
+                        source: e,
+                    }),
+                    None => Err(StudyError::Inconsistent(format!(
+                        "agreement study: a run of {} was never scheduled",
+                        chunk[s].origin
+                    ))),
+                }
+            };
+            for (s, ((runs, g), t)) in int.into_iter().zip(generic).zip(two).enumerate() {
+                let mut per_profile = Vec::with_capacity(np);
+                for [a, b] in runs {
+                    let second = if repeated(s) { Some(take(b, s)?) } else { None };
+                    per_profile.push((take(a, s)?, second));
+                }
+                result.int.push(per_profile);
+                result.fp32.push(take(seq.next(), s)?);
+                result.generic.push(take(g, s)?);
+                result.two.push(take(t, s)?);
             }
+            Ok(result)
         };
-        for (s, ((runs, g), t)) in int.into_iter().zip(generic).zip(two).enumerate() {
-            let mut per_profile = Vec::with_capacity(np);
-            for [a, b] in runs {
-                let second = if repeated(s) { Some(take(b, s)?) } else { None };
-                per_profile.push((take(a, s)?, second));
-            }
-            result.int.push(per_profile);
-            result.fp32.push(take(seq.next(), s)?);
-            result.generic.push(take(g, s)?);
-            result.two.push(take(t, s)?);
-        }
-        Ok(result)
+        (assemble(), also)
     }
 }
 
