@@ -58,7 +58,8 @@ pub(crate) struct PreparedConv {
     /// profile places it there and the sum may overflow i32 (otherwise the
     /// requantizers add it).
     bias_acc: Option<Vec<i32>>,
-    /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel).
+    /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel);
+    /// empty for the others.
     w_centered: Vec<f32>,
     x_zero: i32,
     y: Grid,
@@ -210,11 +211,17 @@ impl PreparedConv {
             .map(|gi| PackedI8::new(&wv[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim))
             .collect();
         let ks = kdim.max(1);
-        let w_centered = wv
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| (i32::from(v) - w_zero[(i / ks).min(c_out - 1)]) as f32)
-            .collect();
+        // only a layer that can be a 2-D depthwise plane (see
+        // `ConvGeom::depthwise_plane`) reads the centred f32 weights
+        let plane = group > 1 && mg == 1 && w_shape.len() == 4 && w_shape[1] == 1;
+        let w_centered = if plane {
+            wv.iter()
+                .enumerate()
+                .map(|(i, &v)| (i32::from(v) - w_zero[(i / ks).min(c_out - 1)]) as f32)
+                .collect()
+        } else {
+            vec![]
+        };
         Ok(Some(PreparedConv {
             w_centered,
             attrs: attrs.clone(),
@@ -410,7 +417,9 @@ impl PreparedConv {
     /// Exact accumulators of one image of a 2-D depthwise layer into `acc`
     /// (`[c_out, os]`); the other layers run [`Self::blocked`].
     fn depthwise(&self, xn: &[u8], xz: i32, g: &ConvGeom, acc: &mut [i32]) {
-        if !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.spatial, acc) {
+        if self.w_centered.is_empty()
+            || !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.spatial, acc)
+        {
             depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
         }
     }
