@@ -310,33 +310,63 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
     let span = if flat { (g.oh - 1) * row + g.ow } else { g.ow };
     // (every tap's span lies in the plane: no loop below is cut short)
     debug_assert!(ksz == 0 || tap_offset(g, wq, ksz - 1) + span <= len);
-    let need = len + 2 * span;
+    let need = len + span;
     if scratch.len() < need {
         scratch.resize(need, 0.0);
     }
-    let (plane, rows) = scratch[..need].split_at_mut(len);
-    let (acc, blk) = rows.split_at_mut(span);
+    let (plane, acc) = scratch[..need].split_at_mut(len);
     // the padding: zero once, never written by the copies below
     plane.fill(0.0);
     // the taps' sum for `acc.len()` consecutive outputs whose first reads
     // plane[base + tap offset]: blocks of taps (`tap_blocks`), each
     // block's products summed left to right, then added to the total
-    let taps = |k: &[f32], plane: &[f32], base: usize, acc: &mut [f32], blk: &mut [f32]| {
+    // (each block in one pass over the outputs, its partial sum in a
+    // register: the same operations per element as a pass per tap)
+    let taps = |k: &[f32], plane: &[f32], base: usize, acc: &mut [f32]| {
         acc.fill(0.0);
+        let n = acc.len();
         let at = |t: usize| base + tap_offset(g, wq, t);
-        for (t0, n) in tap_blocks(ksz) {
-            for (b, &v) in blk.iter_mut().zip(&plane[at(t0)..]) {
-                *b = k[t0] * v;
-            }
-            for (t, &w) in k.iter().enumerate().take(t0 + n).skip(t0 + 1) {
-                for (b, &v) in blk.iter_mut().zip(&plane[at(t)..]) {
-                    *b += w * v;
+        // tap t's inputs for the n outputs (never cut short: see above)
+        let src = |t: usize| {
+            let a = at(t).min(plane.len());
+            debug_assert!(a + n <= plane.len());
+            &plane[a..(a + n).min(plane.len())]
+        };
+        for (t0, len) in tap_blocks(ksz) {
+            match len {
+                4 => {
+                    let (w0, w1, w2, w3) = (k[t0], k[t0 + 1], k[t0 + 2], k[t0 + 3]);
+                    let (p0, p1, p2, p3) = (src(t0), src(t0 + 1), src(t0 + 2), src(t0 + 3));
+                    let m = p0.len().min(p1.len()).min(p2.len()).min(p3.len());
+                    let (p0, p1, p2, p3, a) =
+                        (&p0[..m], &p1[..m], &p2[..m], &p3[..m], &mut acc[..m]);
+                    for i in 0..m {
+                        let mut b = w0 * p0[i];
+                        b += w1 * p1[i];
+                        b += w2 * p2[i];
+                        b += w3 * p3[i];
+                        // (float addition commutes: the block's sum plus
+                        // the running total, as MLAS writes it)
+                        a[i] += b;
+                    }
                 }
-            }
-            // (float addition commutes: the block's sum plus the
-            // running total, as MLAS writes it)
-            for (a, &b) in acc.iter_mut().zip(blk.iter()) {
-                *a += b;
+                2 => {
+                    let (w0, w1) = (k[t0], k[t0 + 1]);
+                    let (p0, p1) = (src(t0), src(t0 + 1));
+                    let m = p0.len().min(p1.len());
+                    let (p0, p1, a) = (&p0[..m], &p1[..m], &mut acc[..m]);
+                    for i in 0..m {
+                        let mut b = w0 * p0[i];
+                        b += w1 * p1[i];
+                        a[i] += b;
+                    }
+                }
+                _ => {
+                    let w0 = k[t0];
+                    for (a, &v) in acc.iter_mut().zip(src(t0)) {
+                        *a += w0 * v;
+                    }
+                }
             }
         }
     };
@@ -367,7 +397,7 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
         let k = &kernels[o * ksz..][..ksz];
         let y = &mut out[o * osz..][..osz];
         if flat {
-            taps(k, plane, 0, acc, blk);
+            taps(k, plane, 0, acc);
             for r in 0..g.oh {
                 finish(&mut y[r * g.ow..][..g.ow], &acc[r * row..][..g.ow], o);
             }
@@ -375,7 +405,7 @@ fn reference(a: &Args, out: &mut [f32], scratch: &mut Vec<f32>) {
         }
         for r in 0..g.oh {
             if mult == 1 {
-                taps(k, plane, r * g.sh * row, acc, blk);
+                taps(k, plane, r * g.sh * row, acc);
             } else {
                 acc.fill(0.0);
                 for (t, &w) in k.iter().enumerate() {
