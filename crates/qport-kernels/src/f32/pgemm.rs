@@ -10,8 +10,9 @@
 //! `K` dimension; [`ort_k_block`] gives its block for a product.
 //!
 //! On AVX-512F the product runs in this module's own kernel: rows of `A`
-//! in tiles of 8 (read from `A` packed once in panels of 32 rows), columns of `B` in panels of 32 (copied into a
-//! contiguous buffer once per panel), each block of each output element
+//! in tiles of 8 (read from `A` packed once in panels of 32 rows),
+//! columns of `B` in panels of 32 (copied into a contiguous buffer once
+//! per panel), each block of each output element
 //! one sequence of fused multiply-adds in order of increasing `k`, then
 //! bias, then activation, then a single store: the arithmetic of MLAS's
 //! FMA kernels, element for element. Elsewhere it runs
