@@ -148,6 +148,36 @@ impl TensorData {
         self.len() == 0
     }
 
+    /// The element storage's address and capacity in elements: two values
+    /// with the same address share one allocation, and a value holds up to
+    /// its capacity without growing (what a plan checks when it hands an
+    /// operator a buffer to write into).
+    ///
+    /// ```
+    /// use qport_core::TensorData;
+    /// let mut v = Vec::with_capacity(8);
+    /// v.extend([1.0f32, 2.0]);
+    /// let d = TensorData::F32(v);
+    /// assert_eq!(d.storage().1, 8);
+    /// ```
+    pub fn storage(&self) -> (usize, usize) {
+        match_data!(self, v => (v.as_ptr() as usize, v.capacity()))
+    }
+
+    /// Makes room for at least `extra` more elements than stored, keeping
+    /// the values and the length (as [`Vec::reserve_exact`]).
+    ///
+    /// ```
+    /// use qport_core::TensorData;
+    /// let mut d = TensorData::U8(vec![1, 2]);
+    /// d.reserve_exact(1);
+    /// assert!(d.storage().1 >= 3);
+    /// assert_eq!(d, TensorData::U8(vec![1, 2]));
+    /// ```
+    pub fn reserve_exact(&mut self, extra: usize) {
+        match_data!(self, v => v.reserve_exact(extra))
+    }
+
     /// Decodes little-endian element bytes of a byte-aligned standard
     /// `dtype` (the floats, integers and bool; `bool` is any nonzero byte).
     /// `None` for strings and the low-precision types, or when `bytes` is not

@@ -22,7 +22,7 @@ use crate::ops::{registry, BuildCtx, Op};
 use crate::optimize;
 use qport_core::arith::ArithProfile;
 use qport_core::compare::NonFiniteOrigin;
-use qport_core::Tensor;
+use qport_core::{DType, Tensor};
 use qport_onnx::{Model, ValueInfo};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -35,6 +35,9 @@ struct Step {
     inputs: Vec<Option<usize>>,
     outputs: Vec<Option<usize>>,
     output_names: Vec<String>,
+    /// Slots whose last reader is this step (or that nothing reads): after
+    /// it, their storage goes back to the arena's cell (see [`Arena`]).
+    frees: Vec<usize>,
 }
 
 /// Where a run finds the value of a slot.
@@ -48,12 +51,46 @@ enum Src {
     Value,
 }
 
-/// The storage of one run: a tensor per value slot, each written by its
-/// step (reusing the tensor's buffer from the previous run where the
-/// operator can, see [`Op::eval_into`]) and kept after the run, so runs on
-/// inputs of unchanged shapes find every buffer already sized.
+/// The storage of one run: a tensor per live value slot, each written by
+/// its step into storage that operators implementing [`Op::eval_into`]
+/// reuse rather than allocate.
+///
+/// A value that is not a graph output lives from its step to its last
+/// reader; then its storage returns to its *cell*. Slots whose lives do
+/// not overlap share a cell, so the activations a run holds at once (and
+/// the memory a run writes, which then stays in cache) are about the
+/// largest live set, not the sum of every value.
+///
+/// The cells are laid out ([`lay_out_cells`]) from the element types and
+/// sizes of two runs in a row on inputs of the same shapes, during which
+/// every value keeps a buffer of its own: the first sizes them, the second
+/// shows which operators write into the buffer they are handed. An
+/// operator that returns a new tensor instead (one that does not implement
+/// [`Op::eval_into`] for that case) keeps a slot of its own, outside the
+/// cells, since it would shrink a shared buffer every run. The second run's
+/// buffers then fill the cells, the largest buffers the largest cells, so
+/// from the third run on, a run on inputs of unchanged shapes finds every
+/// buffer sized. A run whose sizes differ (new input shapes) starts over.
+/// Graph outputs keep their own slot and stay after the run.
 struct Arena {
     vals: Vec<Option<Tensor>>,
+    /// Storage of the shared slots while no slot of the cell is live.
+    cells: Vec<Option<Tensor>>,
+    /// Per slot, its cell (`None`: not shared, or not laid out yet).
+    cell_of: Vec<Option<usize>>,
+    /// Whether the cells are laid out (else every value keeps its buffer).
+    shared: bool,
+    /// Per slot, the element type and count its step produced last.
+    sizes: Vec<Option<(DType, usize)>>,
+    /// The sizes of the run before (while watching), or the sizes the
+    /// cells were laid out for.
+    laid_for: Vec<Option<(DType, usize)>>,
+    /// Per slot, whether its operator replaced a buffer big enough that it
+    /// was handed: such a slot keeps its own tensor, outside the cells.
+    own: Vec<bool>,
+    /// A slot became `own` while the cells were laid out: lay them out
+    /// again.
+    relay: bool,
 }
 
 /// Node inputs passed without a heap allocation (more go in a `Vec`).
@@ -293,6 +330,7 @@ impl Plan {
                 inputs: ins,
                 outputs: outs,
                 output_names: node.outputs.clone(),
+                frees: vec![],
             });
         }
         // constants no step reads and no output is (the int8 weights of
@@ -341,6 +379,25 @@ impl Plan {
         for st in &steps {
             for s in st.outputs.iter().flatten() {
                 src[*s] = Src::Value;
+            }
+        }
+        // the step after which each value computed by a step and not a
+        // graph output is dead: its last reader, or its producer when
+        // nothing reads it
+        let mut last: Vec<Option<usize>> = vec![None; n_slots];
+        for (i, st) in steps.iter().enumerate() {
+            for s in st.inputs.iter().chain(&st.outputs).flatten() {
+                if matches!(src[*s], Src::Value) {
+                    last[*s] = Some(i);
+                }
+            }
+        }
+        for (_, s) in &outputs {
+            last[*s] = None;
+        }
+        for (s, l) in last.iter().enumerate() {
+            if let Some(i) = l {
+                steps[*i].frees.push(s);
             }
         }
         Ok(Plan {
@@ -439,6 +496,13 @@ impl Plan {
     fn new_arena(&self) -> Arena {
         Arena {
             vals: (0..self.n_slots).map(|_| None).collect(),
+            cells: vec![],
+            cell_of: vec![None; self.n_slots],
+            shared: false,
+            sizes: vec![None; self.n_slots],
+            laid_for: vec![None; self.n_slots],
+            own: vec![false; self.n_slots],
+            relay: false,
         }
     }
 
@@ -584,9 +648,29 @@ impl Plan {
                 out_vec = (0..n_out).map(|_| None).collect();
                 &mut out_vec
             };
-            for (o, s) in outs.iter_mut().zip(&st.outputs) {
+            // the storage handed, per output (address, capacity)
+            let mut handed = [None; MAX_OUTS];
+            for (i, (o, s)) in outs.iter_mut().zip(&st.outputs).enumerate() {
                 if let Some(s) = s {
                     *o = arena.vals[*s].take();
+                    // (only the first MAX_OUTS outputs are watched, so
+                    // only they are handed a cell's buffer)
+                    let Some(h) = handed.get_mut(i) else { continue };
+                    match (o.as_mut(), arena.cell_of[*s]) {
+                        (None, Some(c)) => *o = arena.cells[c].take(),
+                        // watching: room for one more element, so that a
+                        // new exact-size buffer returned in its place
+                        // differs in capacity even where the allocator
+                        // hands out the freed address again
+                        (Some(t), _) if !arena.shared => {
+                            let (_, cap) = t.data().storage();
+                            if cap == t.len() {
+                                t.data_mut().reserve_exact(1);
+                            }
+                        }
+                        _ => {}
+                    }
+                    *h = o.as_ref().map(|t| t.data().storage());
                 }
             }
             let result = {
@@ -624,14 +708,151 @@ impl Plan {
                     "operator did not produce all outputs",
                 )));
             }
-            for (s, name) in st.outputs.iter().zip(&st.output_names) {
-                if let Some(t) = s.and_then(|s| arena.vals[s].as_ref()) {
-                    tap(st, name, t);
+            for (i, (s, name)) in st.outputs.iter().zip(&st.output_names).enumerate() {
+                if let Some(s) = *s {
+                    if let Some(t) = arena.vals[s].as_ref() {
+                        arena.sizes[s] = Some((t.dtype(), t.len()));
+                        if let Some((addr, cap)) = handed.get(i).copied().flatten() {
+                            // a buffer big enough, replaced by a new one
+                            if t.data().storage() != (addr, cap) && cap >= t.len() {
+                                arena.own[s] = true;
+                                arena.relay = true;
+                            }
+                        }
+                        tap(st, name, t);
+                    }
+                }
+            }
+            if arena.shared {
+                for &s in &st.frees {
+                    if arena.own[s] {
+                        continue;
+                    }
+                    let t = arena.vals[s].take();
+                    if let (Some(t), Some(c)) = (t, arena.cell_of[s]) {
+                        arena.cells[c] = Some(t);
+                    }
                 }
             }
         }
+        arena.settle(&self.steps);
         Ok(())
     }
+}
+
+impl Arena {
+    /// After a run: lays the cells out once two runs in a row had the same
+    /// sizes (see [`Arena`]), again when an operator was found replacing
+    /// its buffer, and starts watching again when the sizes change.
+    fn settle(&mut self, steps: &[Step]) {
+        if self.sizes != self.laid_for {
+            if self.shared {
+                // new shapes: every value keeps its buffer again for two
+                // runs (the cells' buffers are dropped)
+                self.shared = false;
+                self.cells.clear();
+                self.cell_of.fill(None);
+                self.own.fill(false);
+            }
+            self.laid_for.clone_from(&self.sizes);
+            self.relay = false;
+            return;
+        }
+        if self.shared && !self.relay {
+            return;
+        }
+        self.relay = false;
+        let (cell_of, need) = lay_out_cells(steps, &self.sizes, &self.own);
+        // the buffers to share: those of the cells, and (the first time)
+        // those the shared slots kept while watching
+        let mut pool: Vec<Tensor> = std::mem::take(&mut self.cells)
+            .into_iter()
+            .flatten()
+            .collect();
+        for (s, c) in cell_of.iter().enumerate() {
+            if c.is_some() {
+                pool.extend(self.vals[s].take());
+            }
+        }
+        self.cells = fill_cells(pool, &need);
+        self.cell_of = cell_of;
+        self.shared = true;
+    }
+}
+
+/// Cells of the element types and sizes `need`, holding the tensors of
+/// `pool`: per element type, the largest tensors go to the largest cells
+/// (the rest are dropped). A cell's size is that of one of its slots, so
+/// when `pool` holds every shared slot's buffer, each cell gets one that
+/// holds it.
+fn fill_cells(mut pool: Vec<Tensor>, need: &[(DType, usize)]) -> Vec<Option<Tensor>> {
+    pool.sort_by_key(|t| std::cmp::Reverse(t.data().storage().1));
+    let mut order: Vec<usize> = (0..need.len()).collect();
+    order.sort_by_key(|&c| std::cmp::Reverse(need[c].1));
+    let mut out: Vec<Option<Tensor>> = (0..need.len()).map(|_| None).collect();
+    for c in order {
+        if let Some(i) = pool.iter().position(|t| t.dtype() == need[c].0) {
+            out[c] = Some(pool.remove(i));
+        }
+    }
+    out
+}
+
+/// Cells for the slots of `steps` that die within a run (those in some
+/// step's `frees`) and do not keep their `own` tensor, given the element
+/// type and count each had (`sizes`): walking the steps in order, each
+/// such output takes a free cell of its element type (the smallest that
+/// holds it, else the largest, which grows), or a new one; its cell is
+/// free again after its last reader. A step's outputs never take the
+/// cells its own inputs free. Per slot, its cell; per cell, its element
+/// type and the most elements it holds.
+fn lay_out_cells(
+    steps: &[Step],
+    sizes: &[Option<(DType, usize)>],
+    own: &[bool],
+) -> (Vec<Option<usize>>, Vec<(DType, usize)>) {
+    let n_slots = own.len();
+    let mut dies = vec![false; n_slots];
+    for s in steps.iter().flat_map(|st| &st.frees) {
+        dies[*s] = !own[*s];
+    }
+    let mut cell_of = vec![None; n_slots];
+    // per cell: element type and the most elements it holds
+    let mut cells: Vec<(DType, usize)> = vec![];
+    let mut free: Vec<usize> = vec![];
+    for st in steps {
+        for s in st.outputs.iter().flatten() {
+            let Some((dtype, n)) = sizes[*s].filter(|_| dies[*s]) else {
+                continue;
+            };
+            let same = free
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| cells[**c].0 == dtype);
+            let fits = same
+                .clone()
+                .filter(|(_, c)| cells[**c].1 >= n)
+                .min_by_key(|(_, c)| cells[**c].1);
+            let pick = fits
+                .or_else(|| same.max_by_key(|(_, c)| cells[**c].1))
+                .map(|(i, _)| i);
+            let c = match pick {
+                Some(i) => free.remove(i),
+                None => {
+                    cells.push((dtype, 0));
+                    cells.len() - 1
+                }
+            };
+            cells[c].1 = cells[c].1.max(n);
+            cell_of[*s] = Some(c);
+        }
+        for s in &st.frees {
+            if let Some(c) = cell_of[*s] {
+                free.push(c);
+            }
+        }
+    }
+    (cell_of, cells)
 }
 
 /// A run context of a [`Plan`] that owns the storage of every value the
@@ -768,6 +989,83 @@ mod tests {
         let out = plan.run(vec![("x".into(), x)]).unwrap();
         assert_eq!(out[0].1, want[0].1);
         assert_eq!(out[1].1, w);
+    }
+
+    /// A chain whose first value lives across the others, with operators
+    /// that write into the buffer they are handed (Relu, Sigmoid, Neg, Add)
+    /// and one that returns new tensors (Transpose), on an input of any
+    /// shape.
+    fn chain_model() -> Model {
+        let mut m = ModelBuilder::new(13)
+            .input("x", DType::F32, &[1])
+            .op("Relu", ["x"], ["a"])
+            .op("Transpose", ["a"], ["t"])
+            .op("Transpose", ["t"], ["b"])
+            .op("Sigmoid", ["b"], ["c"])
+            .op("Neg", ["c"], ["d"])
+            .op("Add", ["d", "a"], ["e"])
+            .op("Sigmoid", ["e"], ["f"])
+            .op("Neg", ["f"], ["g"])
+            .op("Relu", ["g"], ["y"])
+            .output("y", DType::F32, &[1])
+            .output("f", DType::F32, &[1])
+            .build();
+        m.graph.inputs[0].shape = None;
+        m
+    }
+
+    #[test]
+    fn dead_values_share_cells_and_runs_keep_their_bits() {
+        let plan = Plan::new(&chain_model()).unwrap();
+        let input = |shape: &[usize]| {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.37 - 2.0).collect();
+            Tensor::from_vec(shape.to_vec(), v).unwrap()
+        };
+        let mut session = plan.session();
+        // new shapes start the watching over; back to the first shape too
+        let shapes: [&[usize]; 9] = [
+            &[2, 3],
+            &[2, 3],
+            &[2, 3],
+            &[2, 3],
+            &[40, 50],
+            &[40, 50],
+            &[40, 50],
+            &[2, 3],
+            &[2, 3],
+        ];
+        for (run, shape) in shapes.iter().enumerate() {
+            let x = input(shape);
+            let want = plan.run(vec![("x".into(), x.clone())]).unwrap();
+            session.run(&[&x]).unwrap();
+            for (i, (name, w)) in want.iter().enumerate() {
+                assert_eq!(session.output(i).unwrap(), w, "run {run}: {name}");
+            }
+            let a = &session.arena;
+            // shared after two runs of one shape
+            let shared = !matches!(run, 0 | 4 | 7);
+            assert_eq!(a.shared, shared, "run {run}");
+            if shared {
+                // the Transposes' values keep their own buffers; of a, c,
+                // d, e and g, a lives across c and d and d until e is
+                // made: three cells, the third (c's) taken again by e,
+                // a's by g
+                let slot_of = |n: &str| {
+                    let st = plan.steps.iter().find(|st| st.output_names[0] == n);
+                    st.unwrap().outputs[0].unwrap()
+                };
+                let cell = |n: &str| a.cell_of[slot_of(n)];
+                assert!(a.own[slot_of("t")] && a.own[slot_of("b")], "run {run}");
+                assert_eq!((cell("t"), cell("b")), (None, None));
+                assert_eq!(a.cells.len(), 3, "run {run}");
+                assert!(a.cells.iter().all(Option::is_some), "run {run}");
+                assert_eq!((cell("e"), cell("g")), (cell("c"), cell("a")));
+                assert_ne!(a.cell_of[slot_of("a")], a.cell_of[slot_of("c")]);
+                assert_ne!(a.cell_of[slot_of("a")], a.cell_of[slot_of("d")]);
+                assert_eq!(a.cell_of[slot_of("f")], None, "a graph output");
+            }
+        }
     }
 
     #[test]
