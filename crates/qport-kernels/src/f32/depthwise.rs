@@ -563,6 +563,70 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(100))]
+        /// The AVX-512 body with vectors across channels, on any geometry
+        /// and channel count (whole groups of 16 and a partial one),
+        /// whether or not the dispatch would choose it.
+        #[test]
+        #[cfg(target_arch = "x86_64")]
+        fn by_channels_matches_reference(
+            g in geometry(), ch in 1usize..40, act in act(), with_bias: bool, seed: u64,
+        ) {
+            if !supported(Level::Avx512) {
+                return Ok(());
+            }
+            let mut s = seed | 1;
+            let mut rnd = move || {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            };
+            let image: Vec<f32> = (0..ch * g.image_size()).map(|_| rnd()).collect();
+            let kern: Vec<f32> = (0..ch * g.kernel_size()).map(|_| rnd()).collect();
+            let bias: Vec<f32> = (0..ch).map(|_| rnd()).collect();
+            let bias = with_bias.then_some(&bias[..]);
+            let n = ch * g.output_size();
+            let mut want = vec![f32::NAN; n];
+            let args = Args::new(&g, ch, 1, &image, &kern, bias, act, &want);
+            depthwise_at(Level::Generic, &args, &mut want, &mut vec![]);
+            let mut got = vec![f32::NAN; n];
+            let mut scratch = vec![f32::NAN; 3];
+            // SAFETY: AVX-512F is supported; the operands were checked.
+            unsafe { x86::by_channels(&args, &mut got, &mut scratch) };
+            for i in 0..n {
+                prop_assert_eq!(got[i].to_bits(), want[i].to_bits(),
+                    "at {}: {} vs reference {} ({} channels, geometry {:?})", i, got[i], want[i], ch, g);
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn transpose16_swaps_rows_and_lanes() {
+        if !supported(Level::Avx512) {
+            return;
+        }
+        let m: Vec<f32> = (0..256).map(|i| i as f32).collect();
+        let mut t = vec![0.0f32; 256];
+        // SAFETY: AVX-512F is supported; 16 rows of 16 in bounds.
+        unsafe {
+            use std::arch::x86_64::*;
+            let mut v = [_mm512_setzero_ps(); 16];
+            for (i, vi) in v.iter_mut().enumerate() {
+                *vi = _mm512_loadu_ps(m.as_ptr().add(16 * i));
+            }
+            x86::transpose16(&mut v);
+            for (j, vj) in v.iter().enumerate() {
+                _mm512_storeu_ps(t.as_mut_ptr().add(16 * j), *vj);
+            }
+        }
+        for i in 0..16 {
+            for j in 0..16 {
+                assert_eq!(t[16 * j + i], m[16 * i + j], "({i}, {j})");
+            }
+        }
+    }
+
     #[test]
     fn tap_blocks_are_fours_then_a_two_then_a_one() {
         let blocks = |k| tap_blocks(k).collect::<Vec<_>>();
