@@ -856,12 +856,13 @@ fn lay_out_cells(
 }
 
 /// A run context of a [`Plan`] that owns the storage of every value the
-/// plan computes, one buffer per value slot, sized by the first run and
-/// resized only when the input shapes change: once warm, a run on inputs
-/// of the same shapes writes every step's result into the buffer of the
-/// previous run, and operators that implement [`Op::eval_into`] (the
-/// common float and integer operators of convolutional networks) allocate
-/// nothing. Results are those of [`Plan::run`], bit for bit.
+/// plan computes: values whose lives do not overlap share buffers, laid
+/// out after two runs on inputs of one shape and again when the shapes
+/// change. From the third run on inputs of the same shapes, every step
+/// writes into a buffer already sized, and operators that implement
+/// [`Op::eval_into`] (the common float and integer operators of
+/// convolutional networks) allocate nothing. Results are those of
+/// [`Plan::run`], bit for bit.
 ///
 /// ```no_run
 /// use qport_engine::Plan;
