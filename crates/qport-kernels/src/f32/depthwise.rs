@@ -504,6 +504,17 @@ mod tests {
         }
     }
 
+    /// Values in [-1, 1) from an xorshift generator seeded with `seed`.
+    fn uniform(seed: u64) -> impl FnMut() -> f32 {
+        let mut s = seed | 1;
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+    }
+
     fn act() -> impl Strategy<Value = Activation> {
         prop_oneof![
             Just(Activation::Identity),
@@ -521,11 +532,7 @@ mod tests {
             g in geometry(), ch in 1usize..4, mult in 1usize..3, act in act(),
             with_bias: bool, seed: u64,
         ) {
-            let mut s = seed | 1;
-            let mut rnd = move || {
-                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            };
+            let mut rnd = uniform(seed);
             let m = ch * mult;
             let image: Vec<f32> = (0..ch * g.image_size()).map(|_| rnd()).collect();
             let kern: Vec<f32> = (0..m * g.kernel_size()).map(|_| rnd()).collect();
@@ -576,11 +583,7 @@ mod tests {
             if !supported(Level::Avx512) {
                 return Ok(());
             }
-            let mut s = seed | 1;
-            let mut rnd = move || {
-                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            };
+            let mut rnd = uniform(seed);
             let image: Vec<f32> = (0..ch * g.image_size()).map(|_| rnd()).collect();
             let kern: Vec<f32> = (0..ch * g.kernel_size()).map(|_| rnd()).collect();
             let bias: Vec<f32> = (0..ch).map(|_| rnd()).collect();
