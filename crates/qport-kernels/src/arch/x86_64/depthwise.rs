@@ -406,6 +406,20 @@ pub(crate) unsafe fn by_channels(a: &Args, out: &mut [f32], scratch: &mut Vec<f3
     unsafe {
         let (lo, hi) = clamp.unwrap_or((0.0, 0.0));
         let (lo, hi) = (Avx512::splat(lo), Avx512::splat(hi));
+        // each tap's offset (kernel row-major) from an output pixel's
+        // first tap, in floats (on the stack for kernels up to 8x8)
+        let mut stack = [0usize; 64];
+        let mut heap = Vec::new();
+        let toff: &mut [usize] = if taps <= stack.len() {
+            &mut stack[..taps]
+        } else {
+            heap.resize(taps, 0);
+            &mut heap
+        };
+        for (t, o) in toff.iter_mut().enumerate() {
+            *o = ((t / g.kw) * g.dh * wp + (t % g.kw) * g.dw) * L;
+        }
+        let toff = &*toff;
         for c0 in (0..a.channels).step_by(L) {
             let nc = L.min(a.channels - c0);
             // the taps of the group's filters, a vector of channels per tap
@@ -447,39 +461,38 @@ pub(crate) unsafe fn by_channels(a: &Args, out: &mut [f32], scratch: &mut Vec<f3
                     x0 += L;
                 }
             }
-            let wp_ = wts.as_ptr();
+            let px = PixelTaps {
+                toff,
+                step: g.sw * L,
+                wts: wts.as_ptr(),
+                bias,
+                clamp,
+                lo,
+                hi,
+                act: a.act,
+            };
             let rp = row.as_mut_ptr();
             for r in 0..g.oh {
+                // the first tap of output (r, x) is padded pixel (r * sh,
+                // x * sw)
+                let src = |x: usize| inp.as_ptr().add((r * g.sh * wp + x * g.sw) * L);
                 let mut x = 0;
                 while x + XB <= g.ow {
-                    pixels::<XB>(
-                        g,
-                        wp,
-                        inp.as_ptr(),
-                        wp_,
-                        r,
-                        x,
-                        rp.add(x * L),
-                        bias,
-                        clamp,
-                        lo,
-                        hi,
-                        a.act,
-                    );
+                    pixels::<XB>(&px, src(x), rp.add(x * L));
                     x += XB;
                 }
                 if x < g.ow {
                     // (called in each arm, not through a function pointer,
                     // so that the body is inlined with AVX-512 enabled)
-                    let (ip, d) = (inp.as_ptr(), rp.add(x * L));
+                    let (s, d) = (src(x), rp.add(x * L));
                     match g.ow - x {
-                        7 => pixels::<7>(g, wp, ip, wp_, r, x, d, bias, clamp, lo, hi, a.act),
-                        6 => pixels::<6>(g, wp, ip, wp_, r, x, d, bias, clamp, lo, hi, a.act),
-                        5 => pixels::<5>(g, wp, ip, wp_, r, x, d, bias, clamp, lo, hi, a.act),
-                        4 => pixels::<4>(g, wp, ip, wp_, r, x, d, bias, clamp, lo, hi, a.act),
-                        3 => pixels::<3>(g, wp, ip, wp_, r, x, d, bias, clamp, lo, hi, a.act),
-                        2 => pixels::<2>(g, wp, ip, wp_, r, x, d, bias, clamp, lo, hi, a.act),
-                        _ => pixels::<1>(g, wp, ip, wp_, r, x, d, bias, clamp, lo, hi, a.act),
+                        7 => pixels::<7>(&px, s, d),
+                        6 => pixels::<6>(&px, s, d),
+                        5 => pixels::<5>(&px, s, d),
+                        4 => pixels::<4>(&px, s, d),
+                        3 => pixels::<3>(&px, s, d),
+                        2 => pixels::<2>(&px, s, d),
+                        _ => pixels::<1>(&px, s, d),
                     }
                 }
                 // the row back into the planes
@@ -502,41 +515,42 @@ pub(crate) unsafe fn by_channels(a: &Args, out: &mut [f32], scratch: &mut Vec<f3
     }
 }
 
-/// `N` output pixels of row `r` from column `x` of [`by_channels`], each
-/// a vector of the group's channels, written to `dst` (pixel-major).
-///
-/// # Safety
-/// AVX-512F; the pixels' taps lie in the padded image `inp` (`wp` pixels a
-/// row); `dst` holds `N` vectors.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn pixels<const N: usize>(
-    g: &Geo,
-    wp: usize,
-    inp: *const f32,
+/// What every block of output pixels of one [`by_channels`] group reads.
+struct PixelTaps<'a> {
+    /// Each tap's offset from a pixel's first tap, in floats.
+    toff: &'a [usize],
+    /// Floats between the first taps of neighbouring output pixels.
+    step: usize,
+    /// The group's filters: a vector of channels per tap.
     wts: *const f32,
-    r: usize,
-    x: usize,
-    dst: *mut f32,
     bias: Option<__m512>,
+    /// See [`finish`].
     clamp: Option<(f32, f32)>,
     lo: __m512,
     hi: __m512,
     act: Activation,
-) {
+}
+
+/// `N` neighbouring output pixels of [`by_channels`], the first of which
+/// has its first tap at `src`, each a vector of the group's channels,
+/// written to `dst` (pixel-major).
+///
+/// # Safety
+/// AVX-512F; every tap of the `N` pixels lies in the padded image; `dst`
+/// holds `N` vectors.
+#[inline(always)]
+unsafe fn pixels<const N: usize>(p: &PixelTaps, src: *const f32, dst: *mut f32) {
     const L: usize = 16;
     // SAFETY: (whole body) in bounds per the caller.
     unsafe {
-        let taps = g.kh * g.kw;
         let mut acc = [Avx512::zero(); N];
-        for (t0, n) in tap_blocks(taps) {
+        for (t0, n) in tap_blocks(p.toff.len()) {
             let mut blk = [Avx512::zero(); N];
             for t in t0..t0 + n {
-                let (ki, kj) = (t / g.kw, t % g.kw);
-                let wv = Avx512::load(wts.add(t * L));
-                let base = inp.add(((r * g.sh + ki * g.dh) * wp + x * g.sw + kj * g.dw) * L);
+                let wv = Avx512::load(p.wts.add(t * L));
+                let base = src.add(*p.toff.get_unchecked(t));
                 for (i, b) in blk.iter_mut().enumerate() {
-                    let prod = Avx512::mul(Avx512::load(base.add(i * g.sw * L)), wv);
+                    let prod = Avx512::mul(Avx512::load(base.add(i * p.step)), wv);
                     *b = if t == t0 { prod } else { Avx512::add(*b, prod) };
                 }
             }
@@ -545,10 +559,8 @@ unsafe fn pixels<const N: usize>(
             }
         }
         for (i, &v) in acc.iter().enumerate() {
-            Avx512::store(
-                dst.add(i * L),
-                finish::<Avx512>(v, bias, clamp, lo, hi, act),
-            );
+            let v = finish::<Avx512>(v, p.bias, p.clamp, p.lo, p.hi, p.act);
+            Avx512::store(dst.add(i * L), v);
         }
     }
 }
