@@ -32,8 +32,8 @@ pub use reference::{
     accumulator_width, add_fixed_point, dequantize_acc, exact_dot, mul, pot_exponent,
     quantize_bias, quantize_f32, requantize, requantize_biased, rescale, round,
     rounding_divide_by_pot, rounding_shift_right, saturating_pair_dot,
-    saturating_rounding_doubling_high_mul, AccumulatorWidth, FixedPointAdd, Operand, Q31Multiplier,
-    Requantizer,
+    saturating_rounding_doubling_high_mul, AccumulatorWidth, FixedPointAdd, FloatRequant, Operand,
+    Q31Multiplier, Requantizer,
 };
 
 use serde::{Deserialize, Serialize};

@@ -754,6 +754,98 @@ impl FixedPointAdd {
     }
 }
 
+/// The common requantization policies as a branch-free float loop
+/// ([`Requantizer::float_form`]): `acc + bias` scaled by the multiplier,
+/// clamped to `[lo, hi]` (the output range less the zero point: clamping
+/// before rounding equals clamping after it, since rounding is monotonic
+/// and the bounds are integers; NaN goes to `lo` either way), rounded half
+/// to even, plus the zero point.
+///
+/// The loops of [`Self::apply_slice_into`] round half to even by adding
+/// and subtracting `1.5·2^23` (`1.5·2^52` in f64), exact for magnitudes
+/// below `2^22` (the bounds are that small); a SIMD kernel may use the
+/// processor's round-to-nearest-even conversion instead, which gives the
+/// same integers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FloatRequant {
+    /// f32 requantization: `f32(acc + bias)` (the exact i64 sum rounded
+    /// once to f32) times the f32 multiplier.
+    F32 {
+        /// The int32 bias.
+        bias: i32,
+        /// The multiplier, rounded to f32.
+        multiplier: f32,
+        /// `qmin − zero`.
+        lo: f32,
+        /// `qmax − zero`.
+        hi: f32,
+        /// The output zero point.
+        zero: i32,
+    },
+    /// f64 requantization and epilogue: `f64(acc + bias)` (exact) times
+    /// the f64 multiplier.
+    F64 {
+        /// The int32 bias.
+        bias: i32,
+        /// The multiplier.
+        multiplier: f64,
+        /// `qmin − zero`.
+        lo: f64,
+        /// `qmax − zero`.
+        hi: f64,
+        /// The output zero point.
+        zero: i32,
+    },
+}
+
+impl FloatRequant {
+    /// The requantized accumulators `acc`, converted by `cast`, into `out`
+    /// (the common prefix of the two): equal to [`Requantizer::apply`]
+    /// element by element for the requantizer this form came from.
+    #[inline(always)]
+    pub fn apply_slice_into<T>(&self, acc: &[i32], out: &mut [T], cast: impl Fn(i32) -> T) {
+        match *self {
+            FloatRequant::F32 {
+                bias,
+                multiplier: m,
+                lo,
+                hi,
+                zero: z,
+            } => {
+                const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
+                let b = f64::from(bias);
+                for (o, &v) in out.iter_mut().zip(acc) {
+                    // the sum of two i32 is exact in f64; one rounding to
+                    // f32, as `i64 as f32` does
+                    let s = (f64::from(v) + b) as f32;
+                    let c = (s * m).max(lo).min(hi);
+                    let r = (c + MAGIC) - MAGIC;
+                    // SAFETY: `max`/`min` leave no NaN and bound `r` to
+                    // [qmin − z, qmax − z], integers below 2^22 in
+                    // magnitude; unlike `as`, this vectorizes.
+                    *o = cast(unsafe { r.to_int_unchecked::<i32>() } + z);
+                }
+            }
+            FloatRequant::F64 {
+                bias,
+                multiplier: m,
+                lo,
+                hi,
+                zero: z,
+            } => {
+                const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5 · 2^52
+                let b = f64::from(bias);
+                for (o, &v) in out.iter_mut().zip(acc) {
+                    let c = ((f64::from(v) + b) * m).max(lo).min(hi);
+                    let r = (c + MAGIC) - MAGIC;
+                    // SAFETY: as in the f32 loop above.
+                    *o = cast(unsafe { r.to_int_unchecked::<i32>() } + z);
+                }
+            }
+        }
+    }
+}
+
 impl Requantizer {
     /// Prepares [`requantize_biased`]`(·, bias, multiplier, zero_point,
     /// qmin, qmax, profile)`.
@@ -783,6 +875,42 @@ impl Requantizer {
         }
     }
 
+    /// The requantization as one of the two branch-free float loops of
+    /// [`FloatRequant`], when this requantizer's policy is one of them (an
+    /// int32 bias, f32 or f64 requantization with the matching epilogue,
+    /// half-to-even rounding, an output range within `2^22` of the zero
+    /// point); `None` for every other policy. SIMD kernels run this form
+    /// with wider vectors and the same bits.
+    pub fn float_form(&self) -> Option<FloatRequant> {
+        let (z, lo, hi) = (self.zero_point, self.qmin, self.qmax);
+        let small = |v: i32| (v as i64 - z as i64).unsigned_abs() < (1 << 22);
+        let fast = self.rounding == Rounding::HalfEven
+            && matches!(self.epilogue, Epilogue::F32 | Epilogue::F64)
+            && self.integer.is_none()
+            && small(lo)
+            && small(hi)
+            && lo <= hi;
+        let bias = i32::try_from(self.bias_acc?).ok().filter(|_| fast)?;
+        let (lo_r, hi_r) = (lo - z, hi - z);
+        match self.requant {
+            Requant::F32 => Some(FloatRequant::F32 {
+                bias,
+                multiplier: self.multiplier as f32,
+                lo: lo_r as f32,
+                hi: hi_r as f32,
+                zero: z,
+            }),
+            Requant::F64 if self.epilogue == Epilogue::F64 => Some(FloatRequant::F64 {
+                bias,
+                multiplier: self.multiplier,
+                lo: f64::from(lo_r),
+                hi: f64::from(hi_r),
+                zero: z,
+            }),
+            _ => None,
+        }
+    }
+
     /// [`Self::apply`] over a slice of i32 accumulators (one output
     /// channel), converted by `cast` into `out` (the common prefix of the
     /// two): the form convolution kernels use to write quantized outputs
@@ -807,49 +935,11 @@ impl Requantizer {
     /// ```
     #[inline(always)]
     pub fn apply_slice_into<T>(&self, acc: &[i32], out: &mut [T], cast: impl Fn(i32) -> T) {
+        if let Some(f) = self.float_form() {
+            return f.apply_slice_into(acc, out, cast);
+        }
         let (z, lo, hi) = (self.zero_point, self.qmin, self.qmax);
         let small = |v: i32| (v as i64 - z as i64).unsigned_abs() < (1 << 22);
-        let fast = self.rounding == Rounding::HalfEven
-            && matches!(self.epilogue, Epilogue::F32 | Epilogue::F64)
-            && self.integer.is_none()
-            && small(lo)
-            && small(hi)
-            && lo <= hi;
-        if let (true, Some(b)) = (fast, self.bias_acc) {
-            let b = b as f64;
-            let (lo_r, hi_r) = ((lo - z) as f64, (hi - z) as f64);
-            match self.requant {
-                Requant::F32 => {
-                    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23
-                    let m = self.multiplier as f32;
-                    let (lo_r, hi_r) = (lo_r as f32, hi_r as f32);
-                    for (o, &v) in out.iter_mut().zip(acc) {
-                        // the i64 sum of two i32 is exact in f64; one
-                        // rounding to f32, as `i64 as f32` does
-                        let s = (f64::from(v) + b) as f32;
-                        let c = (s * m).max(lo_r).min(hi_r);
-                        let r = (c + MAGIC) - MAGIC;
-                        // SAFETY: `max`/`min` leave no NaN and bound `r` to
-                        // [qmin − z, qmax − z], integers below 2^22 in
-                        // magnitude; unlike `as`, this vectorizes.
-                        *o = cast(unsafe { r.to_int_unchecked::<i32>() } + z);
-                    }
-                    return;
-                }
-                Requant::F64 if self.epilogue == Epilogue::F64 => {
-                    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5 · 2^52
-                    let m = self.multiplier;
-                    for (o, &v) in out.iter_mut().zip(acc) {
-                        let c = ((f64::from(v) + b) * m).max(lo_r).min(hi_r);
-                        let r = (c + MAGIC) - MAGIC;
-                        // SAFETY: as in the f32 loop above.
-                        *o = cast(unsafe { r.to_int_unchecked::<i32>() } + z);
-                    }
-                    return;
-                }
-                _ => {}
-            }
-        }
         if let (Some(IntegerScale::Q31 { negate, q: Some(q) }), Some(b)) =
             (self.integer, self.bias_acc)
         {

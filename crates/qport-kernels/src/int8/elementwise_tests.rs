@@ -231,3 +231,75 @@ fn requantization_equals_the_requantizer_on_every_row() {
         }
     }
 }
+
+/// Accumulators for the float requantization kernels: ordinary sums, the
+/// i32 extremes and values whose sum with a large bias leaves i32.
+fn requant_acc() -> impl proptest::strategy::Strategy<Value = i32> {
+    use proptest::prelude::*;
+    prop_oneof![
+        -40_000i32..40_000,
+        Just(i32::MIN),
+        Just(i32::MAX),
+        any::<i32>(),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// The SIMD float requantization ([`qport_core::arith::FloatRequant`]
+    /// in 16 and 8 lanes, masked tails, the blocks where the i32 bias sum
+    /// overflows) equals `Requantizer::apply` on every row of the table,
+    /// for both float policies, u8 and i8 outputs, ties and NaN
+    /// multipliers included.
+    #[test]
+    fn float_requantization_equals_the_requantizer(
+        acc in proptest::collection::vec(requant_acc(), 0..80),
+        bias in proptest::prop_oneof![
+            -5000i32..5000,
+            proptest::prelude::Just(i32::MAX),
+            proptest::prelude::Just(i32::MIN + 1),
+            proptest::prelude::any::<i32>(),
+        ],
+        multiplier in proptest::prop_oneof![
+            1e-5f64..0.05,
+            proptest::prelude::Just(0.5),
+            proptest::prelude::Just(0.25),
+            proptest::prelude::Just(f64::NAN),
+            -0.01f64..0.01,
+        ],
+        zero in -20i32..300,
+        signed in proptest::prelude::any::<bool>(),
+    ) {
+        for name in ["f32-rne", "exact"] {
+            let p = qport_core::arith::ArithProfile::preset(name).unwrap();
+            let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
+            let z = zero.clamp(lo, hi);
+            let r = Requantizer::new(f64::from(bias), multiplier, z, lo, hi, &p);
+            proptest::prop_assert!(r.float_form().is_some(), "{name}: a float form");
+            let want: Vec<i32> = acc.iter().map(|&v| r.apply(i64::from(v))).collect();
+            // one channel of the whole slice, and two channels of half each
+            let os = acc.len() / 2;
+            for isa in supported_isas() {
+                if signed {
+                    let mut got = vec![0i8; acc.len()];
+                    with_isa(isa, || requantize(std::slice::from_ref(&r), &acc, acc.len(), &mut got));
+                    let got: Vec<i32> = got.iter().map(|&v| i32::from(v)).collect();
+                    proptest::prop_assert_eq!(&got, &want, "{} {} i8", isa, name);
+                } else {
+                    let mut got = vec![0u8; acc.len()];
+                    with_isa(isa, || requantize(std::slice::from_ref(&r), &acc, acc.len(), &mut got));
+                    let got: Vec<i32> = got.iter().map(|&v| i32::from(v)).collect();
+                    proptest::prop_assert_eq!(&got, &want, "{} {} u8", isa, name);
+                }
+                if os > 0 {
+                    let two = [r.clone(), r.clone()];
+                    let mut got = vec![0u8; 2 * os];
+                    with_isa(isa, || requantize(&two, &acc[..2 * os], os, &mut got));
+                    let got: Vec<i32> = got.iter().map(|&v| i32::from(v as i8 as u8)).collect();
+                    let want: Vec<i32> = want[..2 * os].iter().map(|&v| v & 0xff).collect();
+                    proptest::prop_assert_eq!(&got, &want, "{} {} two rows", isa, name);
+                }
+            }
+        }
+    }
+}

@@ -7,9 +7,11 @@
 use crate::igemm::QInt;
 use crate::int8::depthwise::{plane_taps, PlaneGeom};
 use crate::int8::elementwise::{
-    add_loop, dequantize_loop, quantize_loop, quantize_rounding_loop, requantize_loop, AddParams,
+    add_loop, dequantize_loop, quantize_loop, quantize_rounding_loop, AddParams,
 };
-use qport_core::arith::{Requantizer, Rounding};
+use qport_core::arith::Rounding;
+
+pub(crate) use super::requant::{requantize_avx2, requantize_avx512};
 
 recompiled! {
     /// [`quantize_loop`] with AVX2.
@@ -25,13 +27,6 @@ recompiled! {
     /// [`add_loop`] with AVX2 and FMA: the loop's `mul_add` is one
     /// instruction instead of a library call (the same fused result).
     "avx2,fma" fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) = add_loop;
-    /// [`requantize_loop`] with AVX-512F and BW.
-    "avx512f,avx512bw" fn requantize_avx512<T: QInt>(
-        rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T],
-    ) = requantize_loop;
-    /// [`requantize_loop`] with AVX2.
-    "avx2" fn requantize_avx2<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usize, out: &mut [T])
-        = requantize_loop;
     /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;

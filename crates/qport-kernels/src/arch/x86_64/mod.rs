@@ -32,6 +32,7 @@ pub(crate) mod depthwise;
 pub(crate) mod elementwise;
 pub(crate) mod int8;
 pub(crate) mod pgemm;
+pub(crate) mod requant;
 pub(crate) mod satpair;
 pub(crate) mod simd;
 pub(crate) mod u8s8;

@@ -1,0 +1,324 @@
+//! The float requantization of 8-bit convolution and GEMM outputs
+//! ([`crate::int8::elementwise::requantize`]) in AVX-512 and AVX2: the
+//! [`FloatRequant`] forms (the f32 and f64 policies with an int32 bias) in
+//! 16 or 8 lanes with the bits of the portable loop; every other policy
+//! runs the requantizer's own loop compiled with the same features.
+//!
+//! What differs from the portable loop, and why the bits do not:
+//! - the f32 form adds the bias in i32 where no lane of a block overflows
+//!   (then `i32 → f32` rounds the same exact integer once, as the portable
+//!   `f64 → f32` does); a block where a lane overflows runs the portable
+//!   loop;
+//! - the clamped value is rounded by the processor's round-to-nearest-even
+//!   conversion, the same integer as the portable loop's `1.5·2^23`
+//!   (`1.5·2^52`) addition, the values being below `2^22` in magnitude;
+//! - the byte of each lane is stored by truncation (`vpmovdb`, or a byte
+//!   shuffle in AVX2), which is `QInt::truncate` for the one-byte types.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use crate::igemm::QInt;
+use qport_core::arith::{FloatRequant, Requantizer};
+use std::arch::x86_64::*;
+
+/// Round to nearest, ties to even, without raising exceptions (the
+/// embedded rounding of the AVX-512 conversions).
+const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+/// [`crate::int8::elementwise::requantize`] with AVX-512F and BW: the
+/// channels whose requantizer has a [`FloatRequant`] form run
+/// [`float_row_avx512`], the others the requantizer's own loop.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn requantize_avx512<T: QInt>(
+    rq: &[Requantizer],
+    acc: &[i32],
+    os: usize,
+    out: &mut [T],
+) {
+    let os = os.max(1);
+    for ((r, a), o) in rq
+        .iter()
+        .zip(acc.chunks_exact(os))
+        .zip(out.chunks_exact_mut(os))
+    {
+        match r.float_form() {
+            // SAFETY: the caller's CPU has the features; `T` is one byte.
+            Some(f) if std::mem::size_of::<T>() == 1 => unsafe { float_row_avx512(&f, a, o) },
+            _ => r.apply_slice_into(a, o, T::truncate),
+        }
+    }
+}
+
+/// [`FloatRequant::apply_slice_into`] (with `T::truncate`) for one-byte
+/// `T`, 16 lanes at a time, the tail masked: the same bits.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW; `T` must be one byte.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn float_row_avx512<T: QInt>(f: &FloatRequant, acc: &[i32], out: &mut [T]) {
+    debug_assert_eq!(std::mem::size_of::<T>(), 1);
+    let n = acc.len().min(out.len());
+    let dst = out.as_mut_ptr().cast::<u8>();
+    match *f {
+        FloatRequant::F32 {
+            bias,
+            multiplier,
+            lo,
+            hi,
+            zero,
+        } => {
+            let k = F32x16 {
+                bias: _mm512_set1_epi32(bias),
+                m: _mm512_set1_ps(multiplier),
+                lo: _mm512_set1_ps(lo),
+                hi: _mm512_set1_ps(hi),
+                zero: _mm512_set1_epi32(zero),
+            };
+            let mut i = 0;
+            while i < n {
+                let lanes = (n - i).min(16);
+                let mask = (((1u32 << lanes) - 1) & 0xffff) as __mmask16;
+                // SAFETY: lanes `i..i + lanes` are in bounds of `acc` and
+                // `out` (one byte each).
+                let done = unsafe {
+                    let a = if lanes == 16 {
+                        _mm512_loadu_si512(acc.as_ptr().add(i).cast())
+                    } else {
+                        _mm512_maskz_loadu_epi32(mask, acc.as_ptr().add(i))
+                    };
+                    match k.run(a) {
+                        Some(r) => {
+                            store16(dst.add(i), mask, r);
+                            true
+                        }
+                        None => false,
+                    }
+                };
+                if !done {
+                    f.apply_slice_into(&acc[i..i + lanes], &mut out[i..i + lanes], T::truncate);
+                }
+                i += lanes;
+            }
+        }
+        FloatRequant::F64 {
+            bias,
+            multiplier,
+            lo,
+            hi,
+            zero,
+        } => {
+            let k = F64x8 {
+                bias: _mm512_set1_pd(f64::from(bias)),
+                m: _mm512_set1_pd(multiplier),
+                lo: _mm512_set1_pd(lo),
+                hi: _mm512_set1_pd(hi),
+            };
+            let z = _mm512_set1_epi32(zero);
+            let mut i = 0;
+            while i < n {
+                let lanes = (n - i).min(16);
+                let mask = (((1u32 << lanes) - 1) & 0xffff) as __mmask16;
+                // SAFETY: lanes `i..i + lanes` are in bounds of `acc` and
+                // `out` (one byte each).
+                unsafe {
+                    let a = if lanes == 16 {
+                        _mm512_loadu_si512(acc.as_ptr().add(i).cast())
+                    } else {
+                        _mm512_maskz_loadu_epi32(mask, acc.as_ptr().add(i))
+                    };
+                    let r0 = k.run(_mm512_castsi512_si256(a));
+                    let r1 = k.run(_mm512_extracti64x4_epi64::<1>(a));
+                    let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
+                    store16(dst.add(i), mask, _mm512_add_epi32(r, z));
+                }
+                i += lanes;
+            }
+        }
+    }
+}
+
+/// The constants of the f32 form in 16 lanes.
+struct F32x16 {
+    bias: __m512i,
+    m: __m512,
+    lo: __m512,
+    hi: __m512,
+    zero: __m512i,
+}
+
+impl F32x16 {
+    /// 16 accumulators requantized (before the byte truncation); `None`
+    /// when the i32 bias addition overflows in a lane.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn run(&self, a: __m512i) -> Option<__m512i> {
+        let s = _mm512_add_epi32(a, self.bias);
+        // a lane overflowed when the sum's sign differs from both operands'
+        let ovf = _mm512_and_si512(_mm512_xor_si512(a, s), _mm512_xor_si512(self.bias, s));
+        if _mm512_test_epi32_mask(ovf, _mm512_set1_epi32(i32::MIN)) != 0 {
+            return None;
+        }
+        let c = _mm512_mul_ps(_mm512_cvt_roundepi32_ps::<RNE>(s), self.m);
+        // (`max_ps(c, lo)` is `lo` for a NaN `c`, as `f32::max` is)
+        let c = _mm512_min_ps(_mm512_max_ps(c, self.lo), self.hi);
+        Some(_mm512_add_epi32(
+            _mm512_cvt_roundps_epi32::<RNE>(c),
+            self.zero,
+        ))
+    }
+}
+
+/// The constants of the f64 form in 8 lanes.
+struct F64x8 {
+    bias: __m512d,
+    m: __m512d,
+    lo: __m512d,
+    hi: __m512d,
+}
+
+impl F64x8 {
+    /// 8 accumulators requantized, before the zero point: `(f64(v) +
+    /// bias) · m` clamped to `[lo, hi]` and rounded half to even.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn run(&self, v: __m256i) -> __m256i {
+        let c = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(v), self.bias), self.m);
+        let c = _mm512_min_pd(_mm512_max_pd(c, self.lo), self.hi);
+        _mm512_cvt_roundpd_epi32::<RNE>(c)
+    }
+}
+
+/// The low byte of the lanes of `mask` (a prefix) of `r` stored at `dst`.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW; the bytes of `mask` must
+/// be writable at `dst`.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+unsafe fn store16(dst: *mut u8, mask: __mmask16, r: __m512i) {
+    // SAFETY: the masked bytes are writable (the caller's contract).
+    unsafe {
+        if mask == 0xffff {
+            _mm_storeu_si128(dst.cast(), _mm512_cvtepi32_epi8(r));
+        } else {
+            _mm512_mask_cvtepi32_storeu_epi8(dst.cast(), mask, r);
+        }
+    }
+}
+
+/// [`crate::int8::elementwise::requantize`] with AVX2: as
+/// [`requantize_avx512`], 8 lanes at a time.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn requantize_avx2<T: QInt>(
+    rq: &[Requantizer],
+    acc: &[i32],
+    os: usize,
+    out: &mut [T],
+) {
+    let os = os.max(1);
+    for ((r, a), o) in rq
+        .iter()
+        .zip(acc.chunks_exact(os))
+        .zip(out.chunks_exact_mut(os))
+    {
+        match r.float_form() {
+            // SAFETY: the caller's CPU has AVX2; `T` is one byte.
+            Some(f) if std::mem::size_of::<T>() == 1 => unsafe { float_row_avx2(&f, a, o) },
+            _ => r.apply_slice_into(a, o, T::truncate),
+        }
+    }
+}
+
+/// [`float_row_avx512`] in AVX2, 8 lanes at a time; the tail, and any
+/// block where the f32 form's i32 bias addition overflows, run the
+/// portable loop. The conversions round in the processor's current mode,
+/// round to nearest even (Rust's floating-point environment).
+///
+/// # Safety
+/// The CPU must support AVX2; `T` must be one byte.
+#[target_feature(enable = "avx2")]
+unsafe fn float_row_avx2<T: QInt>(f: &FloatRequant, acc: &[i32], out: &mut [T]) {
+    debug_assert_eq!(std::mem::size_of::<T>(), 1);
+    let n = acc.len().min(out.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: lanes `i..i + 8` are in bounds of `acc` and `out`; `T`
+        // is one byte.
+        let done = unsafe { block8(f, acc.as_ptr().add(i), out.as_mut_ptr().add(i).cast()) };
+        if !done {
+            f.apply_slice_into(&acc[i..i + 8], &mut out[i..i + 8], T::truncate);
+        }
+        i += 8;
+    }
+    f.apply_slice_into(&acc[i..n], &mut out[i..n], T::truncate);
+}
+
+/// One block of [`float_row_avx2`]: 8 accumulators at `acc` requantized
+/// into the 8 bytes at `dst`; `false` (nothing written) when the f32
+/// form's i32 bias addition overflows in a lane.
+///
+/// # Safety
+/// The CPU must support AVX2; 8 lanes must be readable at `acc` and 8
+/// bytes writable at `dst`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn block8(f: &FloatRequant, acc: *const i32, dst: *mut u8) -> bool {
+    // SAFETY: 8 lanes are readable (the caller's contract).
+    let a = unsafe { _mm256_loadu_si256(acc.cast()) };
+    let r = match *f {
+        FloatRequant::F32 {
+            bias,
+            multiplier,
+            lo,
+            hi,
+            zero,
+        } => {
+            let b = _mm256_set1_epi32(bias);
+            let s = _mm256_add_epi32(a, b);
+            let ovf = _mm256_and_si256(_mm256_xor_si256(a, s), _mm256_xor_si256(b, s));
+            if _mm256_movemask_ps(_mm256_castsi256_ps(ovf)) != 0 {
+                return false;
+            }
+            let c = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(multiplier));
+            let c = _mm256_min_ps(_mm256_max_ps(c, _mm256_set1_ps(lo)), _mm256_set1_ps(hi));
+            _mm256_add_epi32(_mm256_cvtps_epi32(c), _mm256_set1_epi32(zero))
+        }
+        FloatRequant::F64 {
+            bias,
+            multiplier,
+            lo,
+            hi,
+            zero,
+        } => {
+            let r0 = half4_f64(_mm256_castsi256_si128(a), bias, multiplier, lo, hi);
+            let r1 = half4_f64(_mm256_extracti128_si256::<1>(a), bias, multiplier, lo, hi);
+            _mm256_add_epi32(_mm256_set_m128i(r1, r0), _mm256_set1_epi32(zero))
+        }
+    };
+    // the low byte of each 32-bit lane into the low 4 bytes of each
+    // 128-bit half, then the two halves' words side by side
+    let low_bytes = _mm256_setr_epi8(
+        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1,
+    );
+    let p = _mm256_shuffle_epi8(r, low_bytes);
+    let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    // SAFETY: 8 bytes are writable (the caller's contract).
+    unsafe { _mm_storel_epi64(dst.cast(), _mm256_castsi256_si128(p)) };
+    true
+}
+
+/// Four lanes of the f64 form in AVX2, before the zero point.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn half4_f64(v: __m128i, bias: i32, m: f64, lo: f64, hi: f64) -> __m128i {
+    let c = _mm256_add_pd(_mm256_cvtepi32_pd(v), _mm256_set1_pd(f64::from(bias)));
+    let c = _mm256_mul_pd(c, _mm256_set1_pd(m));
+    let c = _mm256_min_pd(_mm256_max_pd(c, _mm256_set1_pd(lo)), _mm256_set1_pd(hi));
+    _mm256_cvtpd_epi32(c)
+}
