@@ -19,14 +19,14 @@
 use super::common::{
     f32_values, per_channel, scalar_f32, scalar_zero, weight_zero_points, Grid, Prepared,
 };
-use super::conv::{conv_accumulate_with, depthwise_image};
+use super::conv::conv_accumulate_with;
 use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{row_block, row_blocks, ConvAttrs, ConvGeom, ConvSizes, ShapeMemo};
 use crate::ops::{input, reuse_output, BuildCtx};
 use qport_core::arith::{Accumulator, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
-use qport_kernels::idepthwise::depthwise_exact_f32;
+use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
 use qport_kernels::igemm::QInt;
 use qport_kernels::im2col::{im2col_par, ConvGeometry};
 use qport_kernels::int8::elementwise;
@@ -291,21 +291,34 @@ impl PreparedConv {
                 }
                 SCRATCH.with(|s| -> OpResult<()> {
                     let acc = &mut s.borrow_mut().0;
-                    if acc.len() < g.c_out * os {
-                        acc.resize(g.c_out * os, 0);
+                    // a depthwise layer runs in chunks of channels whose
+                    // planes and sums stay in the L2 cache through the
+                    // widening, the taps and the requantization
+                    let chunk = if sat { g.c_out } else { depthwise_chunk(g) };
+                    if acc.len() < chunk * os {
+                        acc.resize(chunk * os, 0);
                     }
-                    let acc = &mut acc[..g.c_out * os];
-                    if sat {
-                        // the saturating pairs see the stored u8 values
-                        let a = conv_accumulate_with(xn, &self.w, &one(g), xz, &self.w_zero, true)?;
-                        acc.copy_from_slice(&a);
-                    } else {
-                        self.depthwise(xn, xz, g, acc);
+                    for c0 in (0..g.c_out).step_by(chunk.max(1)) {
+                        let c1 = (c0 + chunk).min(g.c_out);
+                        let acc = &mut acc[..(c1 - c0) * os];
+                        if sat {
+                            // the saturating pairs see the stored u8 values
+                            let a =
+                                conv_accumulate_with(xn, &self.w, &one(g), xz, &self.w_zero, true)?;
+                            acc.copy_from_slice(&a);
+                        } else {
+                            self.depthwise(xn, xz, g, c0..c1, acc);
+                        }
+                        if let Some(b) = &self.bias_acc {
+                            add_int32_bias(acc, &b[c0..c1], os);
+                        }
+                        elementwise::requantize(
+                            &self.rq[c0..c1],
+                            acc,
+                            os,
+                            &mut o[c0 * os..c1 * os],
+                        );
                     }
-                    if let Some(b) = &self.bias_acc {
-                        add_int32_bias(acc, b, os);
-                    }
-                    elementwise::requantize(&self.rq, acc, os, o);
                     Ok(())
                 })?;
             }
@@ -414,15 +427,58 @@ impl PreparedConv {
         }
     }
 
-    /// Exact accumulators of one image of a 2-D depthwise layer into `acc`
-    /// (`[c_out, os]`); the other layers run [`Self::blocked`].
-    fn depthwise(&self, xn: &[u8], xz: i32, g: &ConvGeom, acc: &mut [i32]) {
+    /// Exact accumulators of channels `ch` of one image `xn` of a 2-D
+    /// depthwise layer into `acc` (`[ch.len(), os]`); the other layers run
+    /// [`Self::blocked`].
+    fn depthwise(
+        &self,
+        xn: &[u8],
+        xz: i32,
+        g: &ConvGeom,
+        ch: std::ops::Range<usize>,
+        acc: &mut [i32],
+    ) {
+        let ConvSizes { is, os, ks, .. } = g.sizes();
+        let x = &xn[ch.start * is..ch.end * is];
         if self.w_centered.is_empty()
-            || !depthwise_exact_f32(xn, xz, g.c_out, &self.w_centered, &g.spatial, acc)
+            || !depthwise_exact_f32(
+                x,
+                xz,
+                ch.len(),
+                &self.w_centered[ch.start * ks..ch.end * ks],
+                &g.spatial,
+                acc,
+            )
         {
-            depthwise_image(xn, xz, &self.w, &self.w_zero, g, acc);
+            let pg = g.plane();
+            for (i, c) in ch.enumerate() {
+                depthwise_plane(
+                    &xn[c * is..(c + 1) * is],
+                    xz,
+                    &self.w[c * ks..(c + 1) * ks],
+                    self.w_zero[c],
+                    &pg,
+                    &mut acc[i * os..(i + 1) * os],
+                );
+            }
         }
     }
+}
+
+/// Bytes of one chunk of a depthwise layer's channels in
+/// [`PreparedConv::depthwise`] (the input planes widened to f32, their f32
+/// and i32 sums, the 8-bit input and output): inside the L2 cache.
+const DEPTHWISE_CHUNK_BYTES: usize = 512 << 10;
+
+/// Channels per chunk of a 2-D depthwise layer: as many as fit
+/// [`DEPTHWISE_CHUNK_BYTES`], a multiple of 16 when there are that many
+/// (the width of the kernel that runs across channels), at least one.
+fn depthwise_chunk(g: &ConvGeom) -> usize {
+    let ConvSizes { is, os, .. } = g.sizes();
+    let per_channel = (4 * is + 8 * os + is + os).max(1);
+    let n = DEPTHWISE_CHUNK_BYTES / per_channel;
+    let n = if n >= 16 { n / 16 * 16 } else { n.max(1) };
+    n.min(g.c_out.max(1))
 }
 
 /// The geometry of one image of `g`.
@@ -462,6 +518,31 @@ mod tests {
     use qport_onnx::Attribute;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    /// The 64×64 depthwise case of `prepared_equals_general` spans several
+    /// chunks of channels, each a multiple of the cache budget's share.
+    #[test]
+    fn depthwise_runs_in_chunks_of_channels() {
+        let node = qport_onnx::Node::new("n", "QLinearConv", ["x"], ["y"]).with_attrs(vec![
+            ("group", Attribute::Int(20)),
+            ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
+        ]);
+        let attrs = crate::ops::nn::spatial::ConvAttrs::parse(&node).unwrap();
+        let g = attrs.geometry(&[1, 20, 64, 64], &[20, 1, 3, 3]).unwrap();
+        assert!(g.depthwise_plane());
+        let chunk = super::depthwise_chunk(&g);
+        assert_eq!(chunk, 9, "9 planes of 64x64 fit the budget");
+        // a small layer is one chunk; a wide one a multiple of 16 channels
+        let g = attrs.geometry(&[1, 20, 8, 8], &[20, 1, 3, 3]).unwrap();
+        assert_eq!(super::depthwise_chunk(&g), 20);
+        let node = qport_onnx::Node::new("n", "QLinearConv", ["x"], ["y"]).with_attrs(vec![
+            ("group", Attribute::Int(192)),
+            ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
+        ]);
+        let attrs = crate::ops::nn::spatial::ConvAttrs::parse(&node).unwrap();
+        let g = attrs.geometry(&[1, 192, 28, 28], &[192, 1, 3, 3]).unwrap();
+        assert_eq!(super::depthwise_chunk(&g), 32, "47 fit, rounded down to 32");
+    }
+
     /// Calls of `PreparedConv::run_into` (so the test below can tell the
     /// prepared path really ran).
     pub(super) static PREPARED_RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -478,13 +559,16 @@ mod tests {
     fn prepared_equals_general() {
         // (x shape, w shape, group, strides, pads)
         type Case = ([usize; 4], [usize; 4], i64, [i64; 2], [i64; 4]);
-        let cases: [Case; 6] = [
+        let cases: [Case; 7] = [
             ([2, 8, 5, 6], [12, 8, 1, 1], 1, [1, 1], [0, 0, 0, 0]),
             ([1, 6, 9, 7], [5, 6, 3, 3], 1, [2, 2], [1, 1, 1, 1]),
             ([1, 8, 6, 6], [6, 4, 3, 3], 2, [1, 1], [1, 0, 0, 1]),
             ([2, 7, 10, 9], [7, 1, 3, 3], 7, [1, 1], [1, 1, 1, 1]),
             ([1, 5, 11, 12], [5, 1, 5, 5], 5, [2, 2], [2, 2, 2, 2]),
             ([1, 3, 17, 20], [16, 3, 3, 3], 1, [2, 2], [0, 1, 1, 0]),
+            // a depthwise layer in three chunks of channels
+            // (`depthwise_runs_in_chunks_of_channels`)
+            ([1, 20, 64, 64], [20, 1, 3, 3], 20, [1, 1], [1, 1, 1, 1]),
         ];
         let profiles = presets();
         for (n, (xs, ws, group, strides, pads)) in cases.into_iter().enumerate() {
