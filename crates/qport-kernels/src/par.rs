@@ -331,6 +331,16 @@ impl<T> ColumnBlock<'_, T> {
         }
     }
 
+    /// The block's first element (row 0, column `cols().start`) and the
+    /// matrix's row stride, for kernels that write the block's rows
+    /// themselves (only columns `cols()` of each row, while `self` is
+    /// borrowed).
+    pub(crate) fn raw_parts(&mut self) -> (*mut T, usize) {
+        // SAFETY: column `cols.start` of row 0 is inside the matrix
+        // (`split_columns` checked the bounds).
+        (unsafe { self.ptr.get().add(self.cols.start) }, self.row_len)
+    }
+
     /// The whole matrix when this block covers every column (it is then
     /// contiguous), for kernels that split it further.
     pub fn whole(&mut self) -> Option<&mut [T]> {

@@ -14,6 +14,7 @@
 use crate::igemm::{igemm, Operands};
 use crate::int8::PackedI8;
 use crate::Isa;
+use qport_core::arith::FloatRequant;
 
 /// `C = (A − za) · (B − zb)` exactly into `c` (row stride `ldc`,
 /// overwritten), `B` being `a.depth() × n` row-major.
@@ -51,12 +52,49 @@ pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut 
     }
 }
 
+/// Whether [`gemm_u8s8_requant`] runs (returns `true`) on this thread for
+/// outputs of type `T` and reduction length `k`.
+pub fn fuses_requant<T: crate::igemm::QInt>(k: usize) -> bool {
+    crate::isa() == Isa::Avx512Vnni && std::mem::size_of::<T>() == 1 && k <= crate::int8::MAX_K
+}
+
+/// [`gemm_u8s8`] with the requantization in the kernel's epilogue: the
+/// sums of rows `0..m` requantized by `rq` (one [`FloatRequant`] per row,
+/// [`qport_core::arith::Requantizer::float_form`]) into rows `row0..row0 +
+/// m` of the one-byte output block `out` (its columns are the product's
+/// `n`), without writing the i32 sums anywhere. The same bytes as
+/// [`gemm_u8s8`] then [`crate::int8::elementwise::requantize`].
+///
+/// Returns `false` (nothing written) where no kernel of this thread's
+/// dispatch row fuses the two (today: all but AVX-512 VNNI); the caller
+/// then runs them apart.
+///
+/// # Panics
+/// When a slice is shorter than its shape says, `rq` has fewer than `m`
+/// entries or the block fewer than `row0 + m` rows.
+pub fn gemm_u8s8_requant<T: crate::igemm::QInt>(
+    a: &PackedI8,
+    za: &[i32],
+    b: &[u8],
+    zb: i32,
+    rq: &[FloatRequant],
+    out: &mut crate::par::ColumnBlock<'_, T>,
+    row0: usize,
+) -> bool {
+    match crate::isa() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => crate::vnni::gemm_requant_packed(a, za, b, zb, rq, out, row0),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dispatch::proptest_every_isa;
     use crate::int8::packed::backend_tests::exact;
     use proptest::prelude::*;
+    use qport_core::arith::Requantizer;
 
     proptest_every_isa! {
         #![cases(64)]
@@ -77,6 +115,104 @@ mod tests {
             let mut got = vec![7i32; m * ldc];
             gemm_u8s8(&packed, &za, b, zb, n, &mut got, ldc);
             prop_assert_eq!(got, want, "{}", isa);
+        }
+    }
+
+    /// The fused path's output for rows `row0..row0 + m` of a matrix of
+    /// `row0 + m` rows and `n` columns, in two column blocks split at `s`,
+    /// and whether it ran (every block alike).
+    fn fused(
+        packed: &PackedI8,
+        za: &[i32],
+        (b, zb): (&[u8], i32),
+        frq: &[FloatRequant],
+        (row0, n, s): (usize, usize, usize),
+    ) -> (Vec<u8>, bool) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (m, k) = (packed.rows(), packed.depth());
+        let mut got = vec![7u8; (row0 + m) * n];
+        let ran = AtomicUsize::new(0);
+        let bounds = [0, s, n];
+        crate::par::split_columns(&mut got, n, &bounds, 0, |i, mut blk| {
+            let cols = bounds[i]..bounds[i + 1];
+            // the block's columns of B
+            let sub: Vec<u8> = (0..k)
+                .flat_map(|p| b[p * n + cols.start..p * n + cols.end].to_vec())
+                .collect();
+            if gemm_u8s8_requant(packed, za, &sub, zb, frq, &mut blk, row0) {
+                ran.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let ran = ran.load(Ordering::Relaxed);
+        assert!(ran == 0 || ran == 2, "every block alike");
+        (got, ran == 2)
+    }
+
+    proptest_every_isa! {
+        #![cases(64)]
+        /// The requantization fused into the GEMM's epilogue gives the
+        /// bytes of the exact sums requantized apart, for both float
+        /// forms, tile remainders, column blocks and a row offset, and
+        /// runs exactly where the AVX-512 VNNI kernel does (nothing
+        /// written elsewhere).
+        fn fused_requantization_equals_the_two_passes(isa;
+            m in 1usize..11, k in 1usize..70, n in 1usize..150, row0 in 0usize..3,
+            split in 0usize..150, wide in any::<bool>(),
+            a in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127i8), any::<i8>()], 10 * 70),
+            b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 70 * 150),
+            za in proptest::collection::vec(-128i32..128, 10), zb in 0i32..256,
+            bias in prop_oneof![-3000i32..3000, Just(i32::MAX - 5), Just(i32::MIN + 5)],
+            mult in 1e-4f64..0.05, zero in 0i32..256,
+        ) {
+            let (a, b) = (&a[..m * k], &b[..k * n]);
+            let p = qport_core::arith::ArithProfile::preset(if wide { "exact" } else { "f32-rne" })
+                .unwrap();
+            let rq: Vec<Requantizer> = (0..m)
+                .map(|i| Requantizer::new(f64::from(bias) + i as f64, mult * (1.0 + 0.1 * i as f64), zero, 0, 255, &p))
+                .collect();
+            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
+            let sums = exact((a, &za[..m]), (b, zb), (m, k, n), n);
+            let mut want = vec![0u8; m * n];
+            crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
+            let packed = PackedI8::new(a, m, k);
+            let (got, ran) = fused(&packed, &za[..m], (b, zb), &frq, (row0, n, split.min(n)));
+            prop_assert_eq!(ran, isa == Isa::Avx512Vnni, "{}", isa);
+            prop_assert!(got[..row0 * n].iter().all(|&v| v == 7), "{}: rows above untouched", isa);
+            if ran {
+                prop_assert_eq!(&got[row0 * n..], &want[..], "{}", isa);
+            } else {
+                prop_assert!(got.iter().all(|&v| v == 7), "{}: untouched", isa);
+            }
+        }
+    }
+
+    /// The fused GEMM split over 1, 2 and 3 intra-op threads writes the
+    /// same bytes.
+    #[test]
+    fn fused_requantization_is_the_same_on_any_thread_count() {
+        let _g = crate::test_lock();
+        let (m, k, n) = (70, 600, 250);
+        let a: Vec<i8> = (0..m * k).map(|i| (i * 37 % 256) as u8 as i8).collect();
+        let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
+        let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
+        let p = qport_core::arith::ArithProfile::preset("f32-rne").unwrap();
+        let rq: Vec<Requantizer> = (0..m)
+            .map(|i| Requantizer::new(i as f64 * 10.0, 1e-4 * (1.0 + i as f64), 100, 0, 255, &p))
+            .collect();
+        let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
+        let sums = exact((&a, &za), (&b, 9), (m, k, n), n);
+        let mut want = vec![0u8; m * n];
+        crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
+        // the bytes are not all one value (the test would say little)
+        assert!(want.iter().any(|&v| v != want[0]));
+        let packed = PackedI8::new(&a, m, k);
+        for t in [1, 2, 3] {
+            crate::par::set_threads(t);
+            let (got, ran) = fused(&packed, &za, (&b, 9), &frq, (0, n, n));
+            crate::par::set_threads(1);
+            if ran {
+                assert_eq!(got, want, "{t} threads");
+            }
         }
     }
 

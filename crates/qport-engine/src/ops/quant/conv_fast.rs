@@ -7,7 +7,9 @@
 //! runs, per block of output rows sized to stay in the L2 cache, im2col
 //! (or nothing, for a pointwise layer in one block), the GEMM into a
 //! reused per-thread i32 buffer, and requantization straight into the
-//! 8-bit output, so the accumulators never leave the cache. Signed activations are turned into unsigned ones by flipping
+//! 8-bit output, so the accumulators never leave the cache (with AVX-512
+//! VNNI and the float requantization policies, in the GEMM kernel's
+//! epilogue: the sums never leave the registers). Signed activations are turned into unsigned ones by flipping
 //! their top bit (`x ^ 0x80`, zero point `+128`: the same differences
 //! `x − x_zero`), so u8×s8 kernels serve s8×s8 models too.
 //!
@@ -24,7 +26,7 @@ use super::matmul::{add_int32_bias, int_bias};
 use crate::error::{OpError, OpResult};
 use crate::ops::nn::spatial::{row_block, row_blocks, ConvAttrs, ConvGeom, ConvSizes, ShapeMemo};
 use crate::ops::{input, reuse_output, BuildCtx};
-use qport_core::arith::{Accumulator, Requantizer};
+use qport_core::arith::{Accumulator, FloatRequant, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
 use qport_kernels::igemm::QInt;
@@ -54,6 +56,10 @@ pub(crate) struct PreparedConv {
     /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
     rq: Vec<Requantizer>,
+    /// The requantizers as float forms, when every channel has one and no
+    /// bias is added apart: the GEMM kernels that can requantize in their
+    /// epilogue then do ([`qgemm::gemm_u8s8_requant`]).
+    frq: Option<Vec<FloatRequant>>,
     /// The int32 bias added to the accumulators with wrapping, when the
     /// profile places it there and the sum may overflow i32 (otherwise the
     /// requantizers add it).
@@ -190,7 +196,7 @@ impl PreparedConv {
             })
         });
         let separate_bias = int_bias && wraps;
-        let rq = (0..c_out)
+        let rq: Vec<Requantizer> = (0..c_out)
             .map(|c| {
                 let b = bias
                     .as_ref()
@@ -222,8 +228,14 @@ impl PreparedConv {
         } else {
             vec![]
         };
+        let frq = rq
+            .iter()
+            .map(Requantizer::float_form)
+            .collect::<Option<Vec<_>>>()
+            .filter(|_| !separate_bias);
         Ok(Some(PreparedConv {
             w_centered,
+            frq,
             attrs: attrs.clone(),
             w_shape,
             w: wv.to_vec(),
@@ -381,10 +393,16 @@ impl PreparedConv {
         debug_assert_eq!(o.cols(), j0..j0 + nb);
         // the padding holds the zero point (a u8 value here)
         let pad = xz.clamp(0, 255) as u8;
-        if acc.len() < g.c_out * nb {
+        // the requantization in the GEMM's epilogue where a kernel can
+        // (the same bytes; the i32 sums never leave the registers)
+        let fused = self
+            .frq
+            .as_ref()
+            .filter(|_| qgemm::fuses_requant::<T>(kdim));
+        if fused.is_none() && acc.len() < g.c_out * nb {
             acc.resize(g.c_out * nb, 0);
         }
-        let acc = &mut acc[..g.c_out * nb];
+        let acc = &mut acc[..if fused.is_some() { 0 } else { g.c_out * nb }];
         for gi in 0..g.group {
             let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
             let b: &[u8] = if g.pointwise() && nb == os {
@@ -397,8 +415,17 @@ impl PreparedConv {
                 &col[..kdim * nb]
             };
             let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
+            if let Some(frq) = fused {
+                let rq = &frq[gi * mg..(gi + 1) * mg];
+                let ran = qgemm::gemm_u8s8_requant(&self.packed[gi], wz, b, xz, rq, o, gi * mg);
+                assert!(ran, "the fused kernel runs where `fuses_requant` says");
+                continue;
+            }
             let c = &mut acc[gi * mg * nb..(gi + 1) * mg * nb];
             qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, nb, c, nb);
+        }
+        if fused.is_some() {
+            return;
         }
         // whole channels on the intra-op threads when this block has the
         // whole output (each element as on one thread; inside a block

@@ -61,85 +61,156 @@ unsafe fn float_row_avx512<T: QInt>(f: &FloatRequant, acc: &[i32], out: &mut [T]
     debug_assert_eq!(std::mem::size_of::<T>(), 1);
     let n = acc.len().min(out.len());
     let dst = out.as_mut_ptr().cast::<u8>();
-    match *f {
-        FloatRequant::F32 {
-            bias,
-            multiplier,
-            lo,
-            hi,
-            zero,
-        } => {
-            let k = F32x16 {
-                bias: _mm512_set1_epi32(bias),
-                m: _mm512_set1_ps(multiplier),
-                lo: _mm512_set1_ps(lo),
-                hi: _mm512_set1_ps(hi),
-                zero: _mm512_set1_epi32(zero),
-            };
-            let mut i = 0;
-            while i < n {
-                let lanes = (n - i).min(16);
-                let mask = (((1u32 << lanes) - 1) & 0xffff) as __mmask16;
-                // SAFETY: lanes `i..i + lanes` are in bounds of `acc` and
-                // `out` (one byte each).
-                let done = unsafe {
-                    let a = if lanes == 16 {
-                        _mm512_loadu_si512(acc.as_ptr().add(i).cast())
-                    } else {
-                        _mm512_maskz_loadu_epi32(mask, acc.as_ptr().add(i))
-                    };
-                    match k.run(a) {
-                        Some(r) => {
-                            store16(dst.add(i), mask, r);
-                            true
-                        }
-                        None => false,
-                    }
-                };
-                if !done {
-                    f.apply_slice_into(&acc[i..i + lanes], &mut out[i..i + lanes], T::truncate);
-                }
-                i += lanes;
-            }
-        }
-        FloatRequant::F64 {
-            bias,
-            multiplier,
-            lo,
-            hi,
-            zero,
-        } => {
-            let k = F64x8 {
-                bias: _mm512_set1_pd(f64::from(bias)),
-                m: _mm512_set1_pd(multiplier),
-                lo: _mm512_set1_pd(lo),
-                hi: _mm512_set1_pd(hi),
-            };
-            let z = _mm512_set1_epi32(zero);
-            let mut i = 0;
-            while i < n {
-                let lanes = (n - i).min(16);
-                let mask = (((1u32 << lanes) - 1) & 0xffff) as __mmask16;
-                // SAFETY: lanes `i..i + lanes` are in bounds of `acc` and
-                // `out` (one byte each).
-                unsafe {
-                    let a = if lanes == 16 {
-                        _mm512_loadu_si512(acc.as_ptr().add(i).cast())
-                    } else {
-                        _mm512_maskz_loadu_epi32(mask, acc.as_ptr().add(i))
-                    };
-                    let r0 = k.run(_mm512_castsi512_si256(a));
-                    let r1 = k.run(_mm512_extracti64x4_epi64::<1>(a));
-                    let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
-                    store16(dst.add(i), mask, _mm512_add_epi32(r, z));
-                }
-                i += lanes;
-            }
+    let k = Lanes16::new(f);
+    // SAFETY: as this function's contract; the form decided once
+    unsafe {
+        match f {
+            FloatRequant::F32 { .. } => row_loop::<false>(&k, acc, dst, n),
+            FloatRequant::F64 { .. } => row_loop::<true>(&k, acc, dst, n),
         }
     }
 }
 
+/// The loop of [`float_row_avx512`] for the form `WIDE` says (f64 when
+/// true), which must be `k`'s.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW; `n` values readable at
+/// `acc` and `n` bytes writable at `dst`.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn row_loop<const WIDE: bool>(k: &Lanes16, acc: &[i32], dst: *mut u8, n: usize) {
+    // (a local copy: the stores through `dst` cannot alias it, so the
+    // constants stay in registers)
+    let k = *k;
+    let mut i = 0;
+    while i < n {
+        let lanes = (n - i).min(16);
+        // SAFETY: lanes `i..i + lanes` are in bounds of `acc` and `dst`.
+        unsafe {
+            let a = if lanes == 16 {
+                _mm512_loadu_si512(acc.as_ptr().add(i).cast())
+            } else {
+                _mm512_maskz_loadu_epi32(prefix(lanes), acc.as_ptr().add(i))
+            };
+            k.store_form::<WIDE>(a, dst.add(i), lanes);
+        }
+        i += lanes;
+    }
+}
+
+/// The mask of the first `lanes` (at most 16) lanes.
+#[inline(always)]
+fn prefix(lanes: usize) -> __mmask16 {
+    (((1u32 << lanes) - 1) & 0xffff) as __mmask16
+}
+
+/// One [`FloatRequant`] in 16 lanes: its constants broadcast once, for
+/// the row loop above and the VNNI GEMM's fused epilogue
+/// ([`super::vnni`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Lanes16 {
+    form: FloatRequant,
+    f32: F32x16,
+    f64: F64x8,
+    zero: __m512i,
+}
+
+impl Lanes16 {
+    /// Broadcasts `f`'s constants.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn new(f: &FloatRequant) -> Lanes16 {
+        let (b, m32, lo32, hi32, m64, lo64, hi64, z) = match *f {
+            FloatRequant::F32 {
+                bias,
+                multiplier,
+                lo,
+                hi,
+                zero,
+            } => (bias, multiplier, lo, hi, 0.0, 0.0, 0.0, zero),
+            FloatRequant::F64 {
+                bias,
+                multiplier,
+                lo,
+                hi,
+                zero,
+            } => (bias, 0.0, 0.0, 0.0, multiplier, lo, hi, zero),
+        };
+        Lanes16 {
+            form: *f,
+            f32: F32x16 {
+                bias: _mm512_set1_epi32(b),
+                m: _mm512_set1_ps(m32),
+                lo: _mm512_set1_ps(lo32),
+                hi: _mm512_set1_ps(hi32),
+                zero: _mm512_set1_epi32(z),
+            },
+            f64: F64x8 {
+                bias: _mm512_set1_pd(f64::from(b)),
+                m: _mm512_set1_pd(m64),
+                lo: _mm512_set1_pd(lo64),
+                hi: _mm512_set1_pd(hi64),
+            },
+            zero: _mm512_set1_epi32(z),
+        }
+    }
+
+    /// Accumulators `a` requantized, the bytes of the first `lanes` (at
+    /// most 16) stored at `dst` (the other lanes are ignored). A block
+    /// where the f32 form's i32 bias addition overflows runs the portable
+    /// loop.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512BW; `lanes` bytes must be
+    /// writable at `dst`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    pub(crate) unsafe fn store(&self, a: __m512i, dst: *mut u8, lanes: usize) {
+        // SAFETY: the caller's contract; `WIDE` is the form's
+        unsafe {
+            match self.form {
+                FloatRequant::F32 { .. } => self.store_form::<false>(a, dst, lanes),
+                FloatRequant::F64 { .. } => self.store_form::<true>(a, dst, lanes),
+            }
+        }
+    }
+
+    /// [`Self::store`] for the form `WIDE` says (f64 when true), which
+    /// must be this one's.
+    ///
+    /// # Safety
+    /// As [`Self::store`].
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    unsafe fn store_form<const WIDE: bool>(&self, a: __m512i, dst: *mut u8, lanes: usize) {
+        let mask = prefix(lanes);
+        let r = match WIDE {
+            false => match self.f32.run(a) {
+                Some(r) => r,
+                None => {
+                    let mut v = [0i32; 16];
+                    // SAFETY: `v` has 16 lanes.
+                    unsafe { _mm512_storeu_si512(v.as_mut_ptr().cast(), a) };
+                    // SAFETY: `lanes` bytes are writable at `dst`.
+                    let out = unsafe { std::slice::from_raw_parts_mut(dst, lanes) };
+                    self.form.apply_slice_into(&v[..lanes], out, |x| x as u8);
+                    return;
+                }
+            },
+            true => {
+                let r0 = self.f64.run(_mm512_castsi512_si256(a));
+                let r1 = self.f64.run(_mm512_extracti64x4_epi64::<1>(a));
+                let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
+                _mm512_add_epi32(r, self.zero)
+            }
+        };
+        // SAFETY: `lanes` bytes are writable at `dst`.
+        unsafe { store16(dst, mask, r) };
+    }
+}
+
 /// The constants of the f32 form in 16 lanes.
+#[derive(Clone, Copy)]
 struct F32x16 {
     bias: __m512i,
     m: __m512,
@@ -171,6 +242,7 @@ impl F32x16 {
 }
 
 /// The constants of the f64 form in 8 lanes.
+#[derive(Clone, Copy)]
 struct F64x8 {
     bias: __m512d,
     m: __m512d,

@@ -17,6 +17,10 @@
 //! C[i][j] = Σ_p A[i][p]·B[p][j] − zb·Σ_p A[i][p] − za(i)·Σ_p B[p][j] + k·za(i)·zb
 //! ```
 //!
+//! The kernel writes its corrected sums as i32 ([`gemm_u8s8`],
+//! [`gemm_packed`]) or requantizes them in its epilogue into 8-bit outputs
+//! (`gemm_requant_packed`, behind [`crate::qgemm::gemm_u8s8_requant`]).
+//!
 //! [`gemm_u8s8`] returns `false` (and leaves `c` alone) when the CPU lacks
 //! AVX-512 VNNI, when the portable path is forced
 //! ([`crate::force_generic`]), or when `k` is too large for an exact i32
@@ -68,6 +72,67 @@ pub fn gemm_packed(
     run_u8s8(U8s8 { a, za, b, zb, dims }, a.m * a.k, c, ldc, kernel())
 }
 
+/// `(A − za)·(B − zb)` requantized row by row (`rq[i]` for row `i`) into
+/// rows `row0..row0 + m` of the one-byte column block `out`, whose columns
+/// are the product's `n` columns: the requantization in the kernel's
+/// epilogue, on the sums still in registers. The same bits as
+/// [`gemm_packed`] followed by [`crate::int8::elementwise::requantize`].
+/// Returns `false` (nothing written) where the VNNI kernel cannot run or
+/// `T` is not one byte.
+///
+/// # Panics
+/// When a slice is shorter than its shape says, `rq` has fewer than `m`
+/// entries or the block fewer than `row0 + m` rows.
+pub(crate) fn gemm_requant_packed<T: crate::igemm::QInt>(
+    a: &PackedI8,
+    za: &[i32],
+    b: &[u8],
+    zb: i32,
+    rq: &[qport_core::arith::FloatRequant],
+    out: &mut crate::par::ColumnBlock<'_, T>,
+    row0: usize,
+) -> bool {
+    let (m, k, n) = (a.m, a.k, out.cols().len());
+    assert!(za.len() >= m && b.len() >= k * n && rq.len() >= m);
+    assert!(
+        row0 + m <= out.rows(),
+        "rows {row0}..{} of {}",
+        row0 + m,
+        out.rows()
+    );
+    if std::mem::size_of::<T>() != 1 || kernel().is_none() || k > MAX_K {
+        return false;
+    }
+    if m == 0 || n == 0 {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (ptr, ldo) = out.raw_parts();
+        let o = U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        };
+        B_SCRATCH.with(|s| {
+            let out = x86::BytesOut {
+                // SAFETY: row `row0` of the block is inside the matrix
+                // (checked above); `T` is one byte.
+                out: crate::par::SendPtr(unsafe { ptr.add(row0 * ldo) }.cast::<u8>()),
+                ldo,
+                rq,
+            };
+            // SAFETY: `kernel()` is `Some` only where the CPU has the
+            // features; rows row0..row0 + m and the block's columns are
+            // the block's alone (`ColumnBlock`), borrowed mutably here.
+            unsafe { x86::gemm(o, &out, &mut s.borrow_mut()) };
+        });
+    }
+    true
+}
+
 /// The VNNI kernel on checked operands, `None` where it cannot run on this
 /// thread (see [`available`]).
 fn kernel() -> Option<Kernel<PackedI8>> {
@@ -77,8 +142,15 @@ fn kernel() -> Option<Kernel<PackedI8>> {
             B_SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
                 // SAFETY: `run` is handed out only where `available()`
-                // checked the CPU features.
-                unsafe { x86::gemm(o, c, ldc, &mut s) };
+                // checked the CPU features; `run_u8s8` checked that `c`
+                // holds the m rows of stride `ldc`.
+                unsafe {
+                    let out = x86::SumsOut {
+                        c: crate::par::SendPtr(c.as_mut_ptr()),
+                        ldc,
+                    };
+                    x86::gemm(o, &out, &mut s)
+                };
             });
         }
         available().then_some(run)
@@ -98,7 +170,9 @@ thread_local! {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::PackedI8;
+    use crate::arch::x86_64::requant::Lanes16;
     use crate::int8::packed::U8s8;
+    use qport_core::arith::FloatRequant;
     use std::arch::x86_64::*;
 
     /// Columns per vector.
@@ -168,7 +242,7 @@ mod x86 {
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn tile<const R: usize, const V: usize>(
+    unsafe fn tile<const R: usize, const V: usize, O: TileOut>(
         a: &PackedI8,
         i0: usize,
         bp: &[u8],
@@ -176,9 +250,7 @@ mod x86 {
         j0: usize,
         n: usize,
         corr: &Corr<'_>,
-        c: &mut [i32],
-        crow0: usize,
-        ldc: usize,
+        out: &O,
     ) {
         let kq = a.kq;
         let mut acc = [[_mm512_setzero_si512(); V]; R];
@@ -209,6 +281,8 @@ mod x86 {
                 .wrapping_sub(corr.zb.wrapping_mul(a.row_sum[i]));
             let rt = _mm512_set1_epi32(row_term);
             let zav = _mm512_set1_epi32(za);
+            // SAFETY: the caller's CPU has the features.
+            let row = unsafe { out.row(i) };
             for (v, &s) in accr.iter().enumerate() {
                 let js = j0 + v * L;
                 if js >= n {
@@ -221,12 +295,9 @@ mod x86 {
                         unsafe { _mm512_loadu_si512(corr.col_sum.as_ptr().add(js) as *const _) };
                     y = _mm512_sub_epi32(y, _mm512_mullo_epi32(zav, cs));
                 }
-                let cnt = (n - js).min(L);
-                let mask: __mmask16 = if cnt == L { 0xffff } else { (1u16 << cnt) - 1 };
-                let at = (i - crow0) * ldc + js;
-                let dst = &mut c[at..at + cnt];
-                // SAFETY: the mask covers exactly `cnt` lanes of `dst`.
-                unsafe { _mm512_mask_storeu_epi32(dst.as_mut_ptr() as *mut _, mask, y) };
+                // SAFETY: columns js..js + cnt of row i are this tile's
+                // (`out`'s contract)
+                unsafe { out.put(&row, i, js, y, (n - js).min(L)) };
             }
         }
     }
@@ -238,11 +309,78 @@ mod x86 {
         col_sum: &'a [i32],
     }
 
+    /// Where a tile's corrected sums go: row `i`'s vector of columns
+    /// `js..js + cnt` (`cnt ≤ 16`), with what [`Self::row`] prepared for
+    /// the row.
+    pub(super) trait TileOut: Sync {
+        /// What a row's stores share (its requantization constants).
+        type Row;
+        /// Prepares row `i`'s stores.
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512F and BW.
+        unsafe fn row(&self, i: usize) -> Self::Row;
+        /// Stores the first `cnt` lanes of `y` as row `i`, columns
+        /// `js..js + cnt`.
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512F and BW; no other thread writes
+        /// those elements, which lie inside the output.
+        unsafe fn put(&self, row: &Self::Row, i: usize, js: usize, y: __m512i, cnt: usize);
+    }
+
+    /// The i32 sums, into a row-major `C` (row stride `ldc`).
+    pub(super) struct SumsOut {
+        pub(super) c: crate::par::SendPtr<i32>,
+        pub(super) ldc: usize,
+    }
+
+    impl TileOut for SumsOut {
+        type Row = ();
+        unsafe fn row(&self, _: usize) {}
+        #[inline(always)]
+        unsafe fn put(&self, _: &(), i: usize, js: usize, y: __m512i, cnt: usize) {
+            let mask: __mmask16 = if cnt == L { 0xffff } else { (1u16 << cnt) - 1 };
+            // SAFETY: the element is inside `C` and this thread's
+            // (the caller's contract); the mask covers `cnt` lanes.
+            unsafe {
+                _mm512_mask_storeu_epi32(self.c.get().add(i * self.ldc + js).cast(), mask, y)
+            };
+        }
+    }
+
+    /// The sums requantized (one [`FloatRequant`] per row) into one-byte
+    /// outputs, row stride `ldo`.
+    pub(super) struct BytesOut<'a> {
+        pub(super) out: crate::par::SendPtr<u8>,
+        pub(super) ldo: usize,
+        pub(super) rq: &'a [FloatRequant],
+    }
+
+    impl TileOut for BytesOut<'_> {
+        type Row = Lanes16;
+        #[inline(always)]
+        unsafe fn row(&self, i: usize) -> Lanes16 {
+            // SAFETY: the caller's CPU has AVX-512F.
+            unsafe { Lanes16::new(&self.rq[i]) }
+        }
+        #[inline(always)]
+        unsafe fn put(&self, row: &Lanes16, i: usize, js: usize, y: __m512i, cnt: usize) {
+            // SAFETY: the bytes are inside the output and this thread's
+            // (the caller's contract).
+            unsafe { row.store(y, self.out.get().add(i * self.ldo + js), cnt) };
+        }
+    }
+
+    /// `(A − za)·(B − zb)` into `out` (every row and column `0..n`).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI; `out` must take rows
+    /// `0..m`, columns `0..n`, and no one else may write there meanwhile.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn gemm(
+    pub(super) unsafe fn gemm<O: TileOut>(
         o: U8s8<'_, PackedI8>,
-        c: &mut [i32],
-        ldc: usize,
+        out: &O,
         scratch: &mut (Vec<u8>, Vec<i32>),
     ) {
         let U8s8 {
@@ -280,35 +418,29 @@ mod x86 {
         }
         let corr = Corr { za, zb, k, col_sum };
         let bp = &*bp;
-        let cp = crate::par::SendPtr(c.as_mut_ptr());
         // blocks of rows (multiples of MR) on the intra-op threads; each
-        // block writes only its own rows of C
+        // block writes only its own rows
         // (a vpdpbusd does 64 multiply-adds to an FMA's 16: count a
         // quarter of the work against the hand-off cost)
         crate::par::split(m, MR, m * k * n / 4, |r0, r1| {
-            // SAFETY: rows r0..r1 of C span [r0·ldc, (r1−1)·ldc + n), inside
-            // `c` (checked by the caller) and disjoint from other blocks.
-            let c = unsafe {
-                std::slice::from_raw_parts_mut({ cp }.0.add(r0 * ldc), (r1 - r0 - 1) * ldc + n)
-            };
-            // SAFETY: the caller checked the CPU features.
-            unsafe { rows(a, bp, np, n, &corr, c, r0, r1, ldc) };
+            // SAFETY: the caller checked the CPU features and gave rows
+            // 0..m to this call; r0..r1 are this block's alone.
+            unsafe { rows(a, bp, np, n, &corr, out, r0, r1) };
         });
     }
 
-    /// Rows `r0..r1` of C (`c` starts at row `r0`).
+    /// Rows `r0..r1` of the output.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn rows(
+    unsafe fn rows<O: TileOut>(
         a: &PackedI8,
         bp: &[u8],
         np: usize,
         n: usize,
         corr: &Corr<'_>,
-        c: &mut [i32],
+        out: &O,
         r0: usize,
         r1: usize,
-        ldc: usize,
     ) {
         for j0 in (0..n).step_by(L * NV) {
             let left = n - j0;
@@ -318,10 +450,10 @@ mod x86 {
                 // reads NV vectors inside bp's padded row.
                 unsafe {
                     match left.div_ceil(L) {
-                        1 => tile::<MR, 1>(a, i, bp, np, j0, n, corr, c, r0, ldc),
-                        2 => tile::<MR, 2>(a, i, bp, np, j0, n, corr, c, r0, ldc),
-                        3 => tile::<MR, 3>(a, i, bp, np, j0, n, corr, c, r0, ldc),
-                        _ => tile::<MR, NV>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        1 => tile::<MR, 1, O>(a, i, bp, np, j0, n, corr, out),
+                        2 => tile::<MR, 2, O>(a, i, bp, np, j0, n, corr, out),
+                        3 => tile::<MR, 3, O>(a, i, bp, np, j0, n, corr, out),
+                        _ => tile::<MR, NV, O>(a, i, bp, np, j0, n, corr, out),
                     }
                 }
                 i += MR;
@@ -330,10 +462,10 @@ mod x86 {
                 // SAFETY: as above.
                 unsafe {
                     match left.div_ceil(L) {
-                        1 => tile::<1, 1>(a, i, bp, np, j0, n, corr, c, r0, ldc),
-                        2 => tile::<1, 2>(a, i, bp, np, j0, n, corr, c, r0, ldc),
-                        3 => tile::<1, 3>(a, i, bp, np, j0, n, corr, c, r0, ldc),
-                        _ => tile::<1, NV>(a, i, bp, np, j0, n, corr, c, r0, ldc),
+                        1 => tile::<1, 1, O>(a, i, bp, np, j0, n, corr, out),
+                        2 => tile::<1, 2, O>(a, i, bp, np, j0, n, corr, out),
+                        3 => tile::<1, 3, O>(a, i, bp, np, j0, n, corr, out),
+                        _ => tile::<1, NV, O>(a, i, bp, np, j0, n, corr, out),
                     }
                 }
                 i += 1;
