@@ -139,9 +139,7 @@ pub fn depthwise_exact_f32<X: QInt>(
         // (a resize and an indexed loop, which vectorizes; extending from
         // a mapped iterator does not)
         plane.resize(channels * is, 0.0);
-        for (p, &v) in plane.iter_mut().zip(&x[..channels * is]) {
-            *p = (v.widen() - x_zero) as f32;
-        }
+        widen(&x[..channels * is], x_zero, plane);
         acc.resize(channels * os, 0.0);
         crate::depthwise::depthwise2d(
             geom,
@@ -154,14 +152,75 @@ pub fn depthwise_exact_f32<X: QInt>(
             acc,
             scratch,
         );
-        for (o, &a) in out[..channels * os].iter_mut().zip(acc.iter()) {
-            // SAFETY: every sum is an integer of magnitude below 2^24
-            // (finite, in i32 range), so the unchecked conversion is
-            // exact; unlike `as`, it vectorizes.
-            *o = unsafe { a.to_int_unchecked::<i32>() };
-        }
+        // SAFETY: every sum is an integer of magnitude below 2^24 (the
+        // taps are at most EXACT_F32_TAPS), finite and in i32 range.
+        unsafe { to_i32(acc, &mut out[..channels * os]) };
     });
     true
+}
+
+/// `plane[i] = (x[i] − x_zero) as f32` (exact: 8-bit values), on the
+/// widest vectors the dispatch table allows.
+fn widen<X: QInt>(x: &[X], x_zero: i32, plane: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let isa = crate::isa();
+        if isa.avx512() {
+            // SAFETY: the dispatch table has an AVX-512 row only where the
+            // CPU has AVX-512F + BW (`dispatch::detect`).
+            return unsafe { crate::arch::x86_64::int8::widen_avx512(x, x_zero, plane) };
+        }
+        if isa.avx2() {
+            // SAFETY: the dispatch table has an x86-64 row only where the
+            // CPU has AVX2 + FMA (`dispatch::detect`).
+            return unsafe { crate::arch::x86_64::int8::widen_avx2(x, x_zero, plane) };
+        }
+    }
+    widen_loop(x, x_zero, plane)
+}
+
+/// The loop of [`widen`] (a resize and an indexed loop, which vectorizes;
+/// extending from a mapped iterator does not).
+#[inline(always)]
+pub(crate) fn widen_loop<X: QInt>(x: &[X], x_zero: i32, plane: &mut [f32]) {
+    for (p, &v) in plane.iter_mut().zip(x) {
+        *p = (v.widen() - x_zero) as f32;
+    }
+}
+
+/// `out[i] = acc[i] as i32` for sums that are integers in i32 range.
+///
+/// # Safety
+/// Every `acc[i]` (of the common prefix) must be finite, integral and in
+/// i32 range.
+unsafe fn to_i32(acc: &[f32], out: &mut [i32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let isa = crate::isa();
+        if isa.avx512() {
+            // SAFETY: as in `widen`; the values as this function requires.
+            return unsafe { crate::arch::x86_64::int8::to_i32_avx512(acc, out) };
+        }
+        if isa.avx2() {
+            // SAFETY: as above.
+            return unsafe { crate::arch::x86_64::int8::to_i32_avx2(acc, out) };
+        }
+    }
+    // SAFETY: the values as this function requires.
+    unsafe { to_i32_loop(acc, out) }
+}
+
+/// The loop of [`to_i32`].
+///
+/// # Safety
+/// As [`to_i32`].
+#[inline(always)]
+pub(crate) unsafe fn to_i32_loop(acc: &[f32], out: &mut [i32]) {
+    for (o, &a) in out.iter_mut().zip(acc) {
+        // SAFETY: the caller's contract; unlike `as`, the unchecked
+        // conversion vectorizes.
+        *o = unsafe { a.to_int_unchecked::<i32>() };
+    }
 }
 
 thread_local! {
@@ -297,11 +356,18 @@ mod tests {
             };
             let (is, ks, os) = (ih * iw, k * k, g.output[0] * g.output[1]);
             let wc: Vec<f32> = ws[..3 * ks].iter().map(|&v| (i32::from(v) - wz) as f32).collect();
-            let mut got = vec![7; 3 * os];
-            prop_assert!(depthwise_exact_f32(&xs[..3 * is], xz, 3, &wc, &g.conv_geometry(), &mut got));
-            for c in 0..3 {
-                let want = naive(&xs[c * is..], xz, &ws[c * ks..], wz, &g);
-                prop_assert_eq!(&got[c * os..(c + 1) * os], &want[..]);
+            // every row of the dispatch table (the widening and the
+            // conversion back run on each one's vectors)
+            for isa in crate::dispatch::supported_isas() {
+                let mut got = vec![7; 3 * os];
+                let ran = crate::dispatch::with_isa(isa, || {
+                    depthwise_exact_f32(&xs[..3 * is], xz, 3, &wc, &g.conv_geometry(), &mut got)
+                });
+                prop_assert!(ran);
+                for c in 0..3 {
+                    let want = naive(&xs[c * is..], xz, &ws[c * ks..], wz, &g);
+                    prop_assert_eq!(&got[c * os..(c + 1) * os], &want[..], "{}", isa);
+                }
             }
         }
     }
