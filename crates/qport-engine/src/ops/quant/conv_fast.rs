@@ -301,38 +301,39 @@ impl PreparedConv {
                     self.blocked(xn, xz, call, o);
                     continue;
                 }
-                SCRATCH.with(|s| -> OpResult<()> {
-                    let acc = &mut s.borrow_mut().0;
-                    // a depthwise layer runs in chunks of channels whose
-                    // planes and sums stay in the L2 cache through the
-                    // widening, the taps and the requantization
-                    let chunk = if sat { g.c_out } else { depthwise_chunk(g) };
-                    if acc.len() < chunk * os {
-                        acc.resize(chunk * os, 0);
-                    }
-                    for c0 in (0..g.c_out).step_by(chunk.max(1)) {
-                        let c1 = (c0 + chunk).min(g.c_out);
-                        let acc = &mut acc[..(c1 - c0) * os];
-                        if sat {
-                            // the saturating pairs see the stored u8 values
-                            let a =
-                                conv_accumulate_with(xn, &self.w, &one(g), xz, &self.w_zero, true)?;
-                            acc.copy_from_slice(&a);
-                        } else {
-                            self.depthwise(xn, xz, g, c0..c1, acc);
+                if sat {
+                    SCRATCH.with(|s| -> OpResult<()> {
+                        let acc = &mut s.borrow_mut().0;
+                        // the saturating pairs see the stored u8 values
+                        let a = conv_accumulate_with(xn, &self.w, &one(g), xz, &self.w_zero, true)?;
+                        acc.clear();
+                        acc.extend_from_slice(&a);
+                        self.finish(acc, 0..g.c_out, os, o);
+                        Ok(())
+                    })?;
+                    continue;
+                }
+                // a depthwise layer runs in chunks of channels whose planes
+                // and sums stay in the L2 cache through the widening, the
+                // taps and the requantization; the chunks are divided
+                // between the intra-op threads (each chunk as on one)
+                let chunk = depthwise_chunk(g);
+                let work = g.c_out * os * g.sizes().ks;
+                qport_kernels::par::split_mut(o, chunk * os, work, |start, block| {
+                    SCRATCH.with(|s| {
+                        let acc = &mut s.borrow_mut().0;
+                        if acc.len() < chunk * os {
+                            acc.resize(chunk * os, 0);
                         }
-                        if let Some(b) = &self.bias_acc {
-                            add_int32_bias(acc, &b[c0..c1], os);
+                        for (k, ob) in block.chunks_mut(chunk * os).enumerate() {
+                            let c0 = start / os + k * chunk;
+                            let ch = c0..c0 + ob.len() / os;
+                            let acc = &mut acc[..ob.len()];
+                            self.depthwise(xn, xz, g, ch.clone(), acc);
+                            self.finish(acc, ch, os, ob);
                         }
-                        elementwise::requantize(
-                            &self.rq[c0..c1],
-                            acc,
-                            os,
-                            &mut o[c0 * os..c1 * os],
-                        );
-                    }
-                    Ok(())
-                })?;
+                    })
+                });
             }
             Ok(())
         })
@@ -452,6 +453,21 @@ impl PreparedConv {
                 rq(ch, o.row(ch));
             }
         }
+    }
+
+    /// The wrapping bias (when added apart) and the requantization of the
+    /// accumulators `acc` of channels `ch` (`[ch.len(), os]`) into `out`.
+    fn finish<T: QInt>(
+        &self,
+        acc: &mut [i32],
+        ch: std::ops::Range<usize>,
+        os: usize,
+        out: &mut [T],
+    ) {
+        if let Some(b) = &self.bias_acc {
+            add_int32_bias(acc, &b[ch.clone()], os);
+        }
+        elementwise::requantize(&self.rq[ch], acc, os, out);
     }
 
     /// Exact accumulators of channels `ch` of one image `xn` of a 2-D
