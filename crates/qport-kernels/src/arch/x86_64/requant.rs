@@ -37,6 +37,25 @@ pub(crate) unsafe fn requantize_avx512<T: QInt>(
     os: usize,
     out: &mut [T],
 ) {
+    // SAFETY: the caller's CPU has the features; `each_channel` hands
+    // over one-byte rows only.
+    each_channel(rq, acc, os, out, |f, a, o| unsafe {
+        float_row_avx512(f, a, o)
+    });
+}
+
+/// The channels of [`crate::int8::elementwise::requantize`]: `row` for
+/// those whose requantizer has a [`FloatRequant`] form (when `T` is one
+/// byte), the requantizer's own loop for the others (compiled with the
+/// caller's features: this is inlined into it).
+#[inline(always)]
+fn each_channel<T: QInt>(
+    rq: &[Requantizer],
+    acc: &[i32],
+    os: usize,
+    out: &mut [T],
+    row: impl Fn(&FloatRequant, &[i32], &mut [T]),
+) {
     let os = os.max(1);
     for ((r, a), o) in rq
         .iter()
@@ -44,8 +63,7 @@ pub(crate) unsafe fn requantize_avx512<T: QInt>(
         .zip(out.chunks_exact_mut(os))
     {
         match r.float_form() {
-            // SAFETY: the caller's CPU has the features; `T` is one byte.
-            Some(f) if std::mem::size_of::<T>() == 1 => unsafe { float_row_avx512(&f, a, o) },
+            Some(f) if std::mem::size_of::<T>() == 1 => row(&f, a, o),
             _ => r.apply_slice_into(a, o, T::truncate),
         }
     }
@@ -292,18 +310,11 @@ pub(crate) unsafe fn requantize_avx2<T: QInt>(
     os: usize,
     out: &mut [T],
 ) {
-    let os = os.max(1);
-    for ((r, a), o) in rq
-        .iter()
-        .zip(acc.chunks_exact(os))
-        .zip(out.chunks_exact_mut(os))
-    {
-        match r.float_form() {
-            // SAFETY: the caller's CPU has AVX2; `T` is one byte.
-            Some(f) if std::mem::size_of::<T>() == 1 => unsafe { float_row_avx2(&f, a, o) },
-            _ => r.apply_slice_into(a, o, T::truncate),
-        }
-    }
+    // SAFETY: the caller's CPU has AVX2; `each_channel` hands over
+    // one-byte rows only.
+    each_channel(rq, acc, os, out, |f, a, o| unsafe {
+        float_row_avx2(f, a, o)
+    });
 }
 
 /// [`float_row_avx512`] in AVX2, 8 lanes at a time; the tail, and any
