@@ -52,7 +52,7 @@ pub(crate) struct Geo {
 }
 
 impl Geo {
-    fn new(g: &ConvGeometry) -> Option<Geo> {
+    pub(crate) fn new(g: &ConvGeometry) -> Option<Geo> {
         if g.rank() != 2
             || g.image.len() != 2
             || g.kernel.len() != 2

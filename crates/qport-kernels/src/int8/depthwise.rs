@@ -11,6 +11,11 @@
 //! in magnitude, so the i32 sum is exact for kernels of up to 33 025 taps.
 //! Depthwise layers accumulate exactly under every arithmetic profile (the
 //! AVX2 saturating pair path is a GEMM kernel).
+//!
+//! Two entries: [`depthwise_pairs`], the fast one for 8-bit inputs (a
+//! layer's channels at once, 16-bit pairs in SIMD), and
+//! [`depthwise_plane`], one plane of `u8` or `i8` values (the fallback
+//! where the pairs do not apply).
 
 use crate::igemm::QInt;
 
@@ -33,7 +38,7 @@ pub struct PlaneGeom {
 
 impl PlaneGeom {
     /// The same geometry as the kernels' general [`ConvGeometry`]
-    /// (what [`depthwise_exact_f32`] takes).
+    /// (what [`depthwise_pairs`] takes).
     ///
     /// [`ConvGeometry`]: crate::im2col::ConvGeometry
     pub fn conv_geometry(&self) -> crate::im2col::ConvGeometry {
@@ -98,135 +103,453 @@ pub fn depthwise_plane<X: QInt, W: QInt>(
     });
 }
 
-/// Most taps [`depthwise_exact_f32`] takes: every partial sum of up to
-/// this many products of magnitude `≤ 255·255` stays below `2^24`, so f32
-/// arithmetic (fused or not, in any order) computes it exactly.
-pub const EXACT_F32_TAPS: usize = 258;
+/// Most taps [`depthwise_pairs`] takes: every sum of up to this many
+/// products of magnitude `≤ 255·255` lies in i32 range.
+pub const PAIRS_MAX_TAPS: usize = 33_025;
 
 /// Every channel of a depthwise layer (`channels` input planes of
 /// `image[0] × image[1]` 8-bit values, kernel `c` applied to plane `c`, in
-/// the two-dimensional geometry `g`, whose padding is not negative; see
-/// [`PlaneGeom::conv_geometry`])
-/// accumulated exactly through the `f32` depthwise kernel
-/// ([`crate::depthwise::depthwise2d`]): the planes are widened to
-/// `x − x_zero` in f32, `w_centered` holds `w − w_zero` per kernel as f32,
-/// and since every partial sum is an integer below `2^24` in magnitude
-/// the f32 sums equal the exact integer ones whatever the order of
-/// operations. `out` receives `[channels, output[0] × output[1]]`.
-/// Returns `false` (nothing written) for kernels of more than
-/// [`EXACT_F32_TAPS`] taps.
+/// the two-dimensional geometry `geom`, whose padding is not negative)
+/// accumulated exactly in 16-bit pairs: `w_centered` holds `w − w_zero`
+/// per kernel (`[channels, kh·kw]`), `out` receives the sums
+/// `Σ (w − w_zero)·(x − x_zero)` as `[channels, output[0] × output[1]]`.
+///
+/// Each input plane is written once, centred and zero-padded, as a plane
+/// of 32-bit cells holding two 16-bit values: a padded input row and the
+/// row one kernel row (one dilation) below it, split into column phases
+/// as the `f32` depthwise kernel splits its planes (so every tap of a
+/// block of outputs is one contiguous vector load at any stride). One
+/// multiply-add of 16-bit pairs (`vpdpwssd` with AVX-512 VNNI, `vpmaddwd`
+/// plus an add with AVX-512BW or AVX2, a scalar loop elsewhere) then
+/// covers two kernel rows of a tap column, so a 3×3 kernel takes 6 vector
+/// operations per vector of outputs. Every product and every partial sum
+/// is an exact integer, so every path returns the same sums as
+/// [`depthwise_plane`].
+///
+/// Returns `false` (nothing written) when the input type is wider than 8
+/// bits, a centred weight is outside `[−255, 255]`, the kernel has more
+/// than [`PAIRS_MAX_TAPS`] taps, or the geometry is not two-dimensional
+/// with non-negative padding.
 ///
 /// # Panics
-/// When the geometry is not two-dimensional or a slice is shorter than
-/// the geometry says.
-pub fn depthwise_exact_f32<X: QInt>(
-    x: &[X],
+/// When a slice is shorter than the geometry says.
+pub fn depthwise_pairs(
+    x: &[u8],
     x_zero: i32,
     channels: usize,
-    w_centered: &[f32],
+    w_centered: &[i32],
     geom: &crate::im2col::ConvGeometry,
     out: &mut [i32],
 ) -> bool {
-    assert_eq!(geom.rank(), 2, "depthwise_exact_f32: a 2-D geometry");
-    let (is, ks, os) = (geom.image_size(), geom.kernel_size(), geom.output_size());
-    if ks > EXACT_F32_TAPS {
+    let Some(g) = crate::f32::depthwise::Geo::new(geom) else {
+        return false;
+    };
+    let (is, ks, os) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
+    if ks > PAIRS_MAX_TAPS {
         return false;
     }
     assert!(x.len() >= channels * is && w_centered.len() >= channels * ks);
     assert!(out.len() >= channels * os);
-    F32_BUFS.with(|b| {
-        let (plane, acc, scratch) = &mut *b.borrow_mut();
-        // (a resize and an indexed loop, which vectorizes; extending from
-        // a mapped iterator does not)
-        plane.resize(channels * is, 0.0);
-        widen(&x[..channels * is], x_zero, plane);
-        acc.resize(channels * os, 0.0);
-        crate::depthwise::depthwise2d(
-            geom,
-            channels,
-            1,
-            plane,
-            &w_centered[..channels * ks],
-            None,
-            crate::activation::Activation::Identity,
-            acc,
-            scratch,
-        );
-        // SAFETY: every sum is an integer of magnitude below 2^24 (the
-        // taps are at most EXACT_F32_TAPS), finite and in i32 range.
-        unsafe { to_i32(acc, &mut out[..channels * os]) };
+    if w_centered[..channels * ks]
+        .iter()
+        .any(|w| !(-255..=255).contains(w))
+    {
+        return false;
+    }
+    assert!(
+        (0..=255).contains(&x_zero),
+        "depthwise_pairs: a u8 zero point"
+    );
+    if os == 0 || channels == 0 {
+        return true;
+    }
+    let a = PairArgs {
+        g,
+        x,
+        x_zero,
+        channels,
+        w: &w_centered[..channels * ks],
+    };
+    PAIR_BUFS.with(|p| {
+        let plane = &mut *p.borrow_mut();
+        #[cfg(target_arch = "x86_64")]
+        {
+            let isa = crate::isa();
+            // SAFETY: each body runs only on the dispatch row that
+            // guarantees its features (`dispatch::detect`): AVX-512F + BW
+            // (+ VNNI on the top row), AVX2 + FMA on every x86-64 row.
+            unsafe {
+                if isa == crate::Isa::Avx512Vnni {
+                    return crate::arch::x86_64::idepthwise::pairs_vnni(&a, plane, out);
+                }
+                if isa.avx512() {
+                    return crate::arch::x86_64::idepthwise::pairs_avx512(&a, plane, out);
+                }
+                if isa.avx2() {
+                    return crate::arch::x86_64::idepthwise::pairs_avx2(&a, plane, out);
+                }
+            }
+        }
+        // SAFETY: `One` needs no CPU feature.
+        unsafe { pairs_body::<One>(&a, plane, out) }
     });
     true
 }
 
-/// `plane[i] = (x[i] − x_zero) as f32` (exact: 8-bit values), on the
-/// widest vectors the dispatch table allows.
-fn widen<X: QInt>(x: &[X], x_zero: i32, plane: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let isa = crate::isa();
-        if isa.avx512() {
-            // SAFETY: the dispatch table has an AVX-512 row only where the
-            // CPU has AVX-512F + BW (`dispatch::detect`).
-            return unsafe { crate::arch::x86_64::int8::widen_avx512(x, x_zero, plane) };
-        }
-        if isa.avx2() {
-            // SAFETY: the dispatch table has an x86-64 row only where the
-            // CPU has AVX2 + FMA (`dispatch::detect`).
-            return unsafe { crate::arch::x86_64::int8::widen_avx2(x, x_zero, plane) };
-        }
-    }
-    widen_loop(x, x_zero, plane)
+/// The checked operands of [`depthwise_pairs`].
+pub(crate) struct PairArgs<'a> {
+    g: crate::f32::depthwise::Geo,
+    x: &'a [u8],
+    x_zero: i32,
+    channels: usize,
+    w: &'a [i32],
 }
 
-/// The loop of [`widen`] (a resize and an indexed loop, which vectorizes;
-/// extending from a mapped iterator does not).
+/// The vector operations of [`pairs_body`]: `LANES` 32-bit lanes, each
+/// two 16-bit halves.
+pub(crate) trait PairVec: Copy {
+    /// Lanes per vector.
+    const LANES: usize;
+    /// All lanes zero.
+    ///
+    /// # Safety
+    /// The implementation's CPU features.
+    unsafe fn zero() -> Self;
+    /// Every lane `w`.
+    ///
+    /// # Safety
+    /// As [`PairVec::zero`].
+    unsafe fn splat(w: i32) -> Self;
+    /// `acc` plus, per lane, the products of the 16-bit halves of the
+    /// lane loaded from `p` and of `w`, summed (exact: see
+    /// [`depthwise_pairs`]).
+    ///
+    /// # Safety
+    /// `p` is valid for `LANES` reads; the implementation's features.
+    unsafe fn dot(acc: Self, p: *const i32, w: Self) -> Self;
+    /// Stores the first `n` (`1..=LANES`) lanes at `dst`.
+    ///
+    /// # Safety
+    /// `dst` is valid for `n` writes; the implementation's features.
+    unsafe fn store(self, dst: *mut i32, n: usize);
+    /// One padded row of the plane of pairs from image rows `lo` and `hi`
+    /// ([`fill_row_from`] from column 0; implementations may run a
+    /// prefix in vectors).
+    ///
+    /// # Safety
+    /// The implementation's features.
+    #[inline(always)]
+    unsafe fn fill_row(
+        lo: &[u8],
+        hi: &[u8],
+        x_zero: i32,
+        pl: usize,
+        sw: usize,
+        wq: usize,
+        dst: &mut [i32],
+    ) {
+        fill_row_from(lo, hi, x_zero, pl, sw, wq, dst, 0)
+    }
+}
+
+/// The scalar [`PairVec`]: one lane.
+#[derive(Clone, Copy)]
+pub(crate) struct One(i32);
+
+/// Two 16-bit values as one 32-bit cell (`lo` in the low half).
 #[inline(always)]
-pub(crate) fn widen_loop<X: QInt>(x: &[X], x_zero: i32, plane: &mut [f32]) {
-    for (p, &v) in plane.iter_mut().zip(x) {
-        *p = (v.widen() - x_zero) as f32;
+pub(crate) fn pair(lo: i32, hi: i32) -> i32 {
+    (lo as u16 as u32 | ((hi as u16 as u32) << 16)) as i32
+}
+
+impl PairVec for One {
+    const LANES: usize = 1;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        One(0)
+    }
+    #[inline(always)]
+    unsafe fn splat(w: i32) -> Self {
+        One(w)
+    }
+    #[inline(always)]
+    unsafe fn dot(acc: Self, p: *const i32, w: Self) -> Self {
+        // SAFETY: the caller's contract.
+        let v = unsafe { *p };
+        let ((a0, a1), (b0, b1)) = (halves(v), halves(w.0));
+        One(acc.0 + a0 * b0 + a1 * b1)
+    }
+    #[inline(always)]
+    unsafe fn store(self, dst: *mut i32, _n: usize) {
+        // SAFETY: the caller's contract (n is 1).
+        unsafe { *dst = self.0 }
     }
 }
 
-/// `out[i] = acc[i] as i32` for sums that are integers in i32 range.
+/// The signed 16-bit halves `(low, high)` of a cell of [`pair`].
+#[inline(always)]
+fn halves(c: i32) -> (i32, i32) {
+    (c as i16 as i32, (c >> 16) as i16 as i32)
+}
+
+/// The body of [`depthwise_pairs`] on vectors `V` (inlined into each
+/// caller, so compiled with its CPU features): per channel, the plane of
+/// pairs ([`fill_pairs`]), then blocks of `R` output rows by `C` vectors
+/// of output columns in registers, each sum stored once.
 ///
 /// # Safety
-/// Every `acc[i]` (of the common prefix) must be finite, integral and in
-/// i32 range.
-unsafe fn to_i32(acc: &[f32], out: &mut [i32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let isa = crate::isa();
-        if isa.avx512() {
-            // SAFETY: as in `widen`; the values as this function requires.
-            return unsafe { crate::arch::x86_64::int8::to_i32_avx512(acc, out) };
+/// `V`'s CPU features.
+#[inline(always)]
+pub(crate) unsafe fn pairs_body<V: PairVec>(a: &PairArgs, bufs: &mut PairBufs, out: &mut [i32]) {
+    use crate::f32::depthwise::{block, layout};
+    let g = &a.g;
+    let l = V::LANES;
+    let (rows, wq, len) = layout(g, l).expect("depthwise_pairs: scratch size overflows");
+    let PairBufs { plane, pad, needed } = bufs;
+    plane.clear();
+    // (one vector past the end: the widest load of the last block stays
+    // inside, see `layout`)
+    plane.resize(len + l, 0);
+    pad.clear();
+    pad.resize(g.w, a.x_zero as u8);
+    needed_rows(g, rows, needed);
+    let (ks, os, is) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
+    // the pairs of kernel rows (2p, 2p + 1) by kernel columns: the tap
+    // index of the first row and the plane offset of that tap
+    let kp = g.kh.div_ceil(2);
+    let mut offs = [0usize; 64];
+    let mut heap = Vec::new();
+    let offs: &mut [usize] = if kp * g.kw <= offs.len() {
+        &mut offs[..kp * g.kw]
+    } else {
+        heap.resize(kp * g.kw, 0);
+        &mut heap
+    };
+    for (i, o) in offs.iter_mut().enumerate() {
+        let t = (2 * (i / g.kw)) * g.kw + i % g.kw;
+        *o = crate::f32::depthwise::tap_offset(g, wq, t);
+    }
+    let mut wstack = [0i32; 64];
+    let mut wheap = Vec::new();
+    let wp: &mut [i32] = if kp * g.kw <= wstack.len() {
+        &mut wstack[..kp * g.kw]
+    } else {
+        wheap.resize(kp * g.kw, 0);
+        &mut wheap
+    };
+    let (r, c) = block(g.ow, l);
+    for ch in 0..a.channels {
+        // SAFETY: the caller's features.
+        unsafe { fill_pairs::<V>(g, &a.x[ch * is..][..is], a.x_zero, pad, needed, wq, plane) };
+        let k = &a.w[ch * ks..][..ks];
+        for (i, w) in wp.iter_mut().enumerate() {
+            let (ki, kj) = (2 * (i / g.kw), i % g.kw);
+            let lo = k[ki * g.kw + kj];
+            let hi = if ki + 1 < g.kh {
+                k[(ki + 1) * g.kw + kj]
+            } else {
+                0
+            };
+            *w = pair(lo, hi);
         }
-        if isa.avx2() {
-            // SAFETY: as above.
-            return unsafe { crate::arch::x86_64::int8::to_i32_avx2(acc, out) };
+        let y = &mut out[ch * os..][..os];
+        // SAFETY: the plane was laid out by `layout` for `l` lanes and
+        // blocks of `block(ow, l)`; the caller's CPU features.
+        unsafe {
+            match (r, c) {
+                (7, 1) => pair_blocks::<V, 7, 1>(g, plane, wq, offs, wp, y),
+                (6, 2) => pair_blocks::<V, 6, 2>(g, plane, wq, offs, wp, y),
+                (4, 2) => pair_blocks::<V, 4, 2>(g, plane, wq, offs, wp, y),
+                (4, 3) => pair_blocks::<V, 4, 3>(g, plane, wq, offs, wp, y),
+                (2, 3) => pair_blocks::<V, 2, 3>(g, plane, wq, offs, wp, y),
+                (3, 4) => pair_blocks::<V, 3, 4>(g, plane, wq, offs, wp, y),
+                _ => pair_blocks::<V, 2, 4>(g, plane, wq, offs, wp, y),
+            }
         }
     }
-    // SAFETY: the values as this function requires.
-    unsafe { to_i32_loop(acc, out) }
 }
 
-/// The loop of [`to_i32`].
+/// One channel's outputs `y` (`oh × ow`) in blocks of `R` rows by `C`
+/// vectors from the plane of pairs: per block, one [`PairVec::dot`] per
+/// kernel-row pair and column and per register.
 ///
 /// # Safety
-/// As [`to_i32`].
+/// The plane is laid out by `layout(g, V::LANES)` with `R × C` from
+/// `block`; `V`'s CPU features.
 #[inline(always)]
-pub(crate) unsafe fn to_i32_loop(acc: &[f32], out: &mut [i32]) {
-    for (o, &a) in out.iter_mut().zip(acc) {
-        // SAFETY: the caller's contract; unlike `as`, the unchecked
-        // conversion vectorizes.
-        *o = unsafe { a.to_int_unchecked::<i32>() };
+unsafe fn pair_blocks<V: PairVec, const R: usize, const C: usize>(
+    g: &crate::f32::depthwise::Geo,
+    plane: &[i32],
+    wq: usize,
+    offs: &[usize],
+    wp: &[i32],
+    y: &mut [i32],
+) {
+    let l = V::LANES;
+    let pitch = g.sh * g.sw * wq;
+    let base = plane.as_ptr();
+    let yp = y.as_mut_ptr();
+    let mut r0 = 0;
+    while r0 < g.oh {
+        let mut x0 = 0;
+        while x0 < g.ow {
+            // SAFETY: (whole block) every load lies in the plane: rows
+            // (r0 + rr)·sh + ki·dh < rows and columns below wq (see
+            // `layout`); stores at rows < oh, columns < ow.
+            unsafe {
+                let mut acc = [[V::zero(); C]; R];
+                for (&off, &w) in offs.iter().zip(wp) {
+                    let wv = V::splat(w);
+                    for (rr, accr) in acc.iter_mut().enumerate() {
+                        let p = base.add((r0 + rr) * pitch + x0 + off);
+                        for (ci, a) in accr.iter_mut().enumerate() {
+                            *a = V::dot(*a, p.add(ci * l), wv);
+                        }
+                    }
+                }
+                for (rr, accr) in acc.iter().enumerate() {
+                    let row = r0 + rr;
+                    if row >= g.oh {
+                        break;
+                    }
+                    for (ci, a) in accr.iter().enumerate() {
+                        let x = x0 + ci * l;
+                        if x >= g.ow {
+                            break;
+                        }
+                        a.store(yp.add(row * g.ow + x), (g.ow - x).min(l));
+                    }
+                }
+            }
+            x0 += C * l;
+        }
+        r0 += R;
     }
+}
+
+/// Writes the plane of pairs of one input channel `img` (`h × w`,
+/// centred by `x_zero`) into `plane` (laid out by `layout`: `rows` padded
+/// rows of `sw` phases of `wq` cells): the cell of padded row `y`, phase
+/// `b`, column `j` holds padded column `j·sw + b` of padded rows `y` (low
+/// half) and `y + dh` (high half), zero where that is padding. Only the
+/// rows the taps read (`needed`) and the columns inside the image are
+/// written; the others stay zero (the plane is zeroed per call and every
+/// channel has the same padding). `pad` is a row of `w` values `x_zero`
+/// (padding rows, centred, are zero).
+///
+/// # Safety
+/// `V`'s CPU features.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fill_pairs<V: PairVec>(
+    g: &crate::f32::depthwise::Geo,
+    img: &[u8],
+    x_zero: i32,
+    pad: &[u8],
+    needed: &[bool],
+    wq: usize,
+    plane: &mut [i32],
+) {
+    let sw = g.sw;
+    let image_row = |y: usize| {
+        y.checked_sub(g.pt)
+            .filter(|&iy| iy < g.h)
+            .map(|iy| &img[iy * g.w..][..g.w])
+    };
+    for (y, _) in needed.iter().enumerate().filter(|(_, &n)| n) {
+        let (lo, hi) = (image_row(y), image_row(y + g.dh));
+        if lo.is_none() && hi.is_none() {
+            continue;
+        }
+        let dst = &mut plane[y * sw * wq..][..sw * wq];
+        // SAFETY: the caller's features.
+        unsafe {
+            V::fill_row(
+                lo.unwrap_or(pad),
+                hi.unwrap_or(pad),
+                x_zero,
+                g.pl,
+                sw,
+                wq,
+                dst,
+            )
+        };
+    }
+}
+
+/// The portable [`PairVec::fill_row`]: `dst` (`sw` phases of `wq` cells)
+/// receives, at phase `b`, column `j`, the pair of image columns
+/// `j·sw + b − pl` of `lo` and `hi` (centred by `x_zero`), for the
+/// columns inside the image and below `wq`; from image column `from` on
+/// (the columns before were written by a vector loop).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fill_row_from(
+    lo: &[u8],
+    hi: &[u8],
+    x_zero: i32,
+    pl: usize,
+    sw: usize,
+    wq: usize,
+    dst: &mut [i32],
+    from: usize,
+) {
+    let w = lo.len().min(hi.len());
+    if sw == 1 {
+        let (c0, j0) = (from, from + pl);
+        if j0 >= wq || c0 >= w {
+            return;
+        }
+        let n = (w - c0).min(wq - j0);
+        let d = &mut dst[j0..][..n];
+        for ((d, &a), &b) in d.iter_mut().zip(&lo[c0..c0 + n]).zip(&hi[c0..c0 + n]) {
+            *d = pair(i32::from(a) - x_zero, i32::from(b) - x_zero);
+        }
+        return;
+    }
+    // (phase and cell of padded column pc = c + pl, stepped without a
+    // division per column)
+    let (mut b, mut j) = ((from + pl) % sw, (from + pl) / sw);
+    for c in from..w {
+        if j >= wq {
+            break;
+        }
+        dst[b * wq + j] = pair(i32::from(lo[c]) - x_zero, i32::from(hi[c]) - x_zero);
+        b += 1;
+        if b == sw {
+            b = 0;
+            j += 1;
+        }
+    }
+}
+
+/// Which padded rows of a plane of `rows` rows the taps read: the rows
+/// `r·sh + ki·dh` for output rows `r` and even kernel rows `ki` (each
+/// cell pairs row `ki` with row `ki + 1`).
+fn needed_rows(g: &crate::f32::depthwise::Geo, rows: usize, needed: &mut Vec<bool>) {
+    needed.clear();
+    needed.resize(rows, false);
+    for ki in (0..g.kh).step_by(2) {
+        let mut y = ki * g.dh;
+        while y < rows {
+            needed[y] = true;
+            y += g.sh;
+        }
+    }
+}
+
+/// The scratch of [`depthwise_pairs`]: the plane of pairs, a padding row
+/// and the rows the taps read.
+#[derive(Default)]
+pub(crate) struct PairBufs {
+    plane: Vec<i32>,
+    pad: Vec<u8>,
+    needed: Vec<bool>,
 }
 
 thread_local! {
-    /// Widened planes, f32 sums and the f32 kernel's scratch, reused.
-    static F32_BUFS: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    /// The scratch of [`depthwise_pairs`], reused.
+    static PAIR_BUFS: std::cell::RefCell<PairBufs> = std::cell::RefCell::new(PairBufs::default());
 }
 
 thread_local! {
@@ -338,9 +661,9 @@ mod tests {
         }
 
         #[test]
-        fn exact_f32_path_matches_the_direct_definition(
-            ih in 1usize..20, iw in 1usize..40, k in prop_oneof![Just(1usize), Just(3), Just(5)],
-            sh in 1usize..3, sw in 1usize..3, dh in 1usize..3, dw in 1usize..3,
+        fn pairs_match_the_direct_definition(
+            ih in 1usize..12, iw in 1usize..70, kh in 1usize..6, kw in 1usize..6,
+            sh in 1usize..4, sw in 1usize..4, dh in 1usize..3, dw in 1usize..3,
             pt in 0usize..3, pl in 0usize..3, pb in 0usize..3, pr in 0usize..3,
             xz in prop_oneof![Just(0i32), Just(255), 0i32..256],
             wz in prop_oneof![Just(-128i32), Just(127), -128i32..128],
@@ -348,20 +671,19 @@ mod tests {
             ws in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127), any::<i8>()], 3 * 25),
         ) {
             let e = |k: usize, d: usize| (k - 1) * d + 1;
-            prop_assume!(ih + pt + pb >= e(k, dh) && iw + pl + pr >= e(k, dw));
+            prop_assume!(ih + pt + pb >= e(kh, dh) && iw + pl + pr >= e(kw, dw));
             let g = PlaneGeom {
-                input: [ih, iw], kernel: [k, k], strides: [sh, sw], dilations: [dh, dw],
+                input: [ih, iw], kernel: [kh, kw], strides: [sh, sw], dilations: [dh, dw],
                 pad_begin: [pt, pl],
-                output: [(ih + pt + pb - e(k, dh)) / sh + 1, (iw + pl + pr - e(k, dw)) / sw + 1],
+                output: [(ih + pt + pb - e(kh, dh)) / sh + 1, (iw + pl + pr - e(kw, dw)) / sw + 1],
             };
-            let (is, ks, os) = (ih * iw, k * k, g.output[0] * g.output[1]);
-            let wc: Vec<f32> = ws[..3 * ks].iter().map(|&v| (i32::from(v) - wz) as f32).collect();
-            // every row of the dispatch table (the widening and the
-            // conversion back run on each one's vectors)
+            let (is, ks, os) = (ih * iw, kh * kw, g.output[0] * g.output[1]);
+            let wc: Vec<i32> = ws[..3 * ks].iter().map(|&v| i32::from(v) - wz).collect();
+            // every row of the dispatch table, the portable one included
             for isa in crate::dispatch::supported_isas() {
                 let mut got = vec![7; 3 * os];
                 let ran = crate::dispatch::with_isa(isa, || {
-                    depthwise_exact_f32(&xs[..3 * is], xz, 3, &wc, &g.conv_geometry(), &mut got)
+                    depthwise_pairs(&xs[..3 * is], xz, 3, &wc, &g.conv_geometry(), &mut got)
                 });
                 prop_assert!(ran);
                 for c in 0..3 {
@@ -370,5 +692,6 @@ mod tests {
                 }
             }
         }
+
     }
 }

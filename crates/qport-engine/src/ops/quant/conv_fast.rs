@@ -28,7 +28,7 @@ use crate::ops::nn::spatial::{row_block, row_blocks, ConvAttrs, ConvGeom, ConvSi
 use crate::ops::{input, reuse_output, BuildCtx};
 use qport_core::arith::{Accumulator, FloatRequant, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
-use qport_kernels::idepthwise::{depthwise_exact_f32, depthwise_plane};
+use qport_kernels::idepthwise::{depthwise_pairs, depthwise_plane};
 use qport_kernels::igemm::QInt;
 use qport_kernels::im2col::{im2col_par, ConvGeometry};
 use qport_kernels::int8::elementwise;
@@ -64,9 +64,9 @@ pub(crate) struct PreparedConv {
     /// profile places it there and the sum may overflow i32 (otherwise the
     /// requantizers add it).
     bias_acc: Option<Vec<i32>>,
-    /// Depthwise layers: `w − w_zero` as f32 (the exact f32 kernel);
-    /// empty for the others.
-    w_centered: Vec<f32>,
+    /// Depthwise layers: `w − w_zero` (the exact kernel of 16-bit
+    /// pairs, [`depthwise_pairs`]); empty for the others.
+    w_centered: Vec<i32>,
     x_zero: i32,
     y: Grid,
     /// The AVX2 int16-saturating pair accumulation (u8 activations only).
@@ -223,7 +223,7 @@ impl PreparedConv {
         let w_centered = if plane {
             wv.iter()
                 .enumerate()
-                .map(|(i, &v)| (i32::from(v) - w_zero[(i / ks).min(c_out - 1)]) as f32)
+                .map(|(i, &v)| i32::from(v) - w_zero[(i / ks).min(c_out - 1)])
                 .collect()
         } else {
             vec![]
@@ -484,7 +484,7 @@ impl PreparedConv {
         let ConvSizes { is, os, ks, .. } = g.sizes();
         let x = &xn[ch.start * is..ch.end * is];
         if self.w_centered.is_empty()
-            || !depthwise_exact_f32(
+            || !depthwise_pairs(
                 x,
                 xz,
                 ch.len(),
@@ -509,8 +509,8 @@ impl PreparedConv {
 }
 
 /// Bytes of one chunk of a depthwise layer's channels in
-/// [`PreparedConv::depthwise`] (the input planes widened to f32, their f32
-/// and i32 sums, the 8-bit input and output): inside the L2 cache.
+/// [`PreparedConv::depthwise`] (the 8-bit input and output planes and the
+/// i32 sums; the plane of pairs is one channel's): inside the L2 cache.
 const DEPTHWISE_CHUNK_BYTES: usize = 512 << 10;
 
 /// Channels per chunk of a 2-D depthwise layer: as many as fit
@@ -518,7 +518,7 @@ const DEPTHWISE_CHUNK_BYTES: usize = 512 << 10;
 /// (the width of the kernel that runs across channels), at least one.
 fn depthwise_chunk(g: &ConvGeom) -> usize {
     let ConvSizes { is, os, .. } = g.sizes();
-    let per_channel = (4 * is + 8 * os + is + os).max(1);
+    let per_channel = (is + 4 * os + os).max(1);
     let n = DEPTHWISE_CHUNK_BYTES / per_channel;
     let n = if n >= 16 { n / 16 * 16 } else { n.max(1) };
     n.min(g.c_out.max(1))
@@ -573,7 +573,10 @@ mod tests {
         let g = attrs.geometry(&[1, 20, 64, 64], &[20, 1, 3, 3]).unwrap();
         assert!(g.depthwise_plane());
         let chunk = super::depthwise_chunk(&g);
-        assert_eq!(chunk, 9, "9 planes of 64x64 fit the budget");
+        assert_eq!(
+            chunk, 16,
+            "21 planes of 64x64 fit the budget, rounded down to 16"
+        );
         // a small layer is one chunk; a wide one a multiple of 16 channels
         let g = attrs.geometry(&[1, 20, 8, 8], &[20, 1, 3, 3]).unwrap();
         assert_eq!(super::depthwise_chunk(&g), 20);
@@ -583,7 +586,11 @@ mod tests {
         ]);
         let attrs = crate::ops::nn::spatial::ConvAttrs::parse(&node).unwrap();
         let g = attrs.geometry(&[1, 192, 28, 28], &[192, 1, 3, 3]).unwrap();
-        assert_eq!(super::depthwise_chunk(&g), 32, "47 fit, rounded down to 32");
+        assert_eq!(
+            super::depthwise_chunk(&g),
+            96,
+            "111 fit, rounded down to 96"
+        );
     }
 
     /// Calls of `PreparedConv::run_into` (so the test below can tell the

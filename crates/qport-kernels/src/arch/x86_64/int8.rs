@@ -5,7 +5,7 @@
 //! the dispatch table by the loop's module.
 
 use crate::igemm::QInt;
-use crate::int8::depthwise::{plane_taps, to_i32_loop, widen_loop, PlaneGeom};
+use crate::int8::depthwise::{plane_taps, PlaneGeom};
 use crate::int8::elementwise::{
     add_loop, dequantize_loop, quantize_loop, quantize_rounding_loop, AddParams,
 };
@@ -27,32 +27,7 @@ recompiled! {
     /// [`add_loop`] with AVX2 and FMA: the loop's `mul_add` is one
     /// instruction instead of a library call (the same fused result).
     "avx2,fma" fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) = add_loop;
-    /// [`widen_loop`] with AVX-512F and BW.
-    "avx512f,avx512bw" fn widen_avx512<X: QInt>(x: &[X], x_zero: i32, plane: &mut [f32])
-        = widen_loop;
-    /// [`widen_loop`] with AVX2.
-    "avx2" fn widen_avx2<X: QInt>(x: &[X], x_zero: i32, plane: &mut [f32]) = widen_loop;
     /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;
-}
-
-/// [`to_i32_loop`] with AVX-512F.
-///
-/// # Safety
-/// The CPU must support AVX-512F; the values as [`to_i32_loop`] requires.
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn to_i32_avx512(acc: &[f32], out: &mut [i32]) {
-    // SAFETY: the caller's contract.
-    unsafe { to_i32_loop(acc, out) }
-}
-
-/// [`to_i32_loop`] with AVX2.
-///
-/// # Safety
-/// The CPU must support AVX2; the values as [`to_i32_loop`] requires.
-#[target_feature(enable = "avx2")]
-pub(crate) unsafe fn to_i32_avx2(acc: &[f32], out: &mut [i32]) {
-    // SAFETY: the caller's contract.
-    unsafe { to_i32_loop(acc, out) }
 }

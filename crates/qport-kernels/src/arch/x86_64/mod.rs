@@ -30,6 +30,7 @@ pub(crate) use recompiled;
 pub mod avx2q;
 pub(crate) mod depthwise;
 pub(crate) mod elementwise;
+pub(crate) mod idepthwise;
 pub(crate) mod int8;
 pub(crate) mod pgemm;
 pub(crate) mod requant;
