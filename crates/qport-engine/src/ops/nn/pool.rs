@@ -67,6 +67,67 @@ struct PoolCall {
     /// The input width when MLAS sums a float average's windows by
     /// columns ([`mlas_columns`]; not for `nchwc_block` pools).
     columns: Option<usize>,
+    /// Two spatial axes without dilation: the windows as row and column
+    /// ranges ([`max_rows_cols_into`]).
+    rows_cols: Option<RowsCols>,
+}
+
+/// The windows of a 2-D pool without dilation, row by row: output row
+/// `oy` covers input rows `rows[oy]` (the part inside the input; empty
+/// where the window lies in the padding); along a row, output column `ox`
+/// covers columns `ox·stride .. ox·stride + kernel` of the row padded with
+/// `pad_begin` columns in front, `width` columns in all.
+struct RowsCols {
+    /// Input height and width.
+    input: [usize; 2],
+    rows: Vec<std::ops::Range<usize>>,
+    /// Output columns.
+    out: usize,
+    stride: usize,
+    kernel: usize,
+    pad_begin: usize,
+    /// The padded row: at least `pad_begin + input[1]` and
+    /// `(out − 1)·stride + kernel`.
+    width: usize,
+}
+
+/// Widest padded row [`max_rows_cols_into`] takes (its rows are on the
+/// stack).
+const ROWS_COLS_WIDTH: usize = 4096;
+
+impl RowsCols {
+    /// `None` unless there are two spatial axes, no dilation, padded rows
+    /// of at most [`ROWS_COLS_WIDTH`] and a column stride of at most 64.
+    fn new(spatial: &[usize], wins: &[Window]) -> Option<RowsCols> {
+        if spatial.len() != 2 || wins.iter().any(|w| w.dilation != 1) {
+            return None;
+        }
+        let (wy, wx) = (&wins[0], &wins[1]);
+        let width =
+            (wx.pad_begin + spatial[1]).max(wx.out.saturating_sub(1) * wx.stride + wx.kernel);
+        // (the phases take `stride − 1` elements past the row)
+        if width > ROWS_COLS_WIDTH || wx.stride > 64 {
+            return None;
+        }
+        let rows = (0..wy.out)
+            .map(|o| {
+                let start = (o * wy.stride) as isize - wy.pad_begin as isize;
+                let n = spatial[0] as isize;
+                let lo = start.clamp(0, n) as usize;
+                let hi = (start + wy.kernel as isize).clamp(0, n) as usize;
+                lo..hi.max(lo)
+            })
+            .collect();
+        Some(RowsCols {
+            input: [spatial[0], spatial[1]],
+            rows,
+            out: wx.out,
+            stride: wx.stride,
+            kernel: wx.kernel,
+            pad_begin: wx.pad_begin,
+            width,
+        })
+    }
 }
 
 fn build(ctx: &BuildCtx, kind: Kind) -> OpResult<Box<dyn Op>> {
@@ -241,6 +302,7 @@ impl Pool {
                     planes: xs[0] * xs[1],
                     table: table(spatial, &wins)?,
                     columns: mlas_columns(spatial, &wins).filter(|_| !nchwc),
+                    rows_cols: RowsCols::new(spatial, &wins),
                 })
             },
         )
@@ -330,12 +392,21 @@ impl Op for Pool {
         }
         let call = self.call(x.shape())?;
         let (t, planes, shape) = (&call.table, call.planes, &call.out_shape[..]);
+        let rc = call.rows_cols.as_ref();
         match (self.kind, x.data()) {
             (Kind::Max, TensorData::U8(v)) => {
-                max_only_into(v, t, planes, reuse_output::<u8>(outputs, 0, shape)?)
+                let y = reuse_output::<u8>(outputs, 0, shape)?;
+                match rc {
+                    Some(rc) => max_rows_cols_into(v, rc, planes, y),
+                    None => max_only_into(v, t, planes, y),
+                }
             }
             (Kind::Max, TensorData::I8(v)) => {
-                max_only_into(v, t, planes, reuse_output::<i8>(outputs, 0, shape)?)
+                let y = reuse_output::<i8>(outputs, 0, shape)?;
+                match rc {
+                    Some(rc) => max_rows_cols_into(v, rc, planes, y),
+                    None => max_only_into(v, t, planes, y),
+                }
             }
             (Kind::Max, TensorData::F32(v)) => {
                 max_values_into(v, t, planes, reuse_output::<f32>(outputs, 0, shape)?)
@@ -383,6 +454,61 @@ fn max_only_into<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize, y: &mut [T
     window_maxima_into(x, t, planes, y, |plane, offs| {
         offs.iter().fold(T::LOWEST, |b, &off| b.max(plane[off]))
     })
+}
+
+/// [`max_only_into`] for 2-D windows without dilation, per output row in
+/// vectors: the element-wise maximum of the input rows the row's windows
+/// cover, written into a row padded with the type's lowest value (the
+/// identity of the maximum, so padding taps change nothing and a window
+/// wholly in the padding gives it, as [`max_only_into`] does); that row
+/// split into its `stride` column phases; then per kernel column the
+/// maximum with the phase it reads, shifted. Maxima of a total order do
+/// not depend on the order they are taken in: the same values as
+/// [`max_only_into`].
+fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y: &mut [T]) {
+    let [h, w] = rc.input;
+    let (isz, ow, s) = (h * w, rc.out, rc.stride);
+    let osz = rc.rows.len() * ow;
+    debug_assert_eq!(x.len(), planes * isz);
+    let pq = rc.width.div_ceil(s);
+    let work = (x.len() + y.len()) * qport_kernels::par::STREAM_COST;
+    qport_kernels::par::split_mut(y, osz.max(1), work, |start, block| {
+        let mut prow = [T::LOWEST; ROWS_COLS_WIDTH];
+        let mut phases = [T::LOWEST; ROWS_COLS_WIDTH + 64];
+        let (prow, phases) = (&mut prow[..rc.width], &mut phases[..s * pq]);
+        for (i, yp) in block.chunks_mut(osz.max(1)).enumerate() {
+            let p = start / osz.max(1) + i;
+            let plane = &x[p * isz..(p + 1) * isz];
+            for (rows, yr) in rc.rows.iter().zip(yp.chunks_mut(ow.max(1))) {
+                let mid = &mut prow[rc.pad_begin..rc.pad_begin + w];
+                mid.fill(T::LOWEST);
+                for iy in rows.clone() {
+                    for (m, &v) in mid.iter_mut().zip(&plane[iy * w..(iy + 1) * w]) {
+                        *m = (*m).max(v);
+                    }
+                }
+                // phase b, element i: padded column i·s + b
+                let ph: &[T] = if s == 1 {
+                    prow
+                } else {
+                    for (b, dst) in phases.chunks_mut(pq).enumerate() {
+                        for (d, &v) in dst.iter_mut().zip(prow[b..].iter().step_by(s)) {
+                            *d = v;
+                        }
+                    }
+                    phases
+                };
+                yr.fill(T::LOWEST);
+                for j in 0..rc.kernel {
+                    // output ox reads padded column ox·s + j
+                    let src = &ph[(j % s) * pq + j / s..][..ow];
+                    for (yo, &v) in yr.iter_mut().zip(src) {
+                        *yo = (*yo).max(v);
+                    }
+                }
+            }
+        }
+    });
 }
 
 /// The maxima of [`max`] without the indices: each window's first tap,
@@ -641,6 +767,71 @@ mod tests {
         assert_eq!(t.starts, vec![0, 1, 3, 5, 6]);
         assert_eq!(t.offsets, vec![1, 0, 2, 1, 3, 2]);
         assert_eq!(t.padded, vec![2, 2, 2, 2]);
+    }
+
+    /// The row-then-column maxima equal the windows' maxima over 2-D
+    /// pools with padding (windows wholly in it included), strides,
+    /// `ceil_mode` and `SAME` padding, for u8 and i8.
+    #[test]
+    fn rows_then_columns_equal_the_window_maxima() {
+        use proptest::prelude::*;
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(256));
+        let strat = (
+            (
+                1usize..12,
+                1usize..40,
+                1usize..5,
+                1usize..5,
+                1usize..4,
+                1usize..4,
+            ),
+            (
+                0usize..4,
+                0usize..4,
+                0usize..4,
+                0usize..4,
+                any::<bool>(),
+                0usize..3,
+            ),
+            proptest::collection::vec(any::<u8>(), 3 * 12 * 40),
+        );
+        runner
+            .run(
+                &strat,
+                |((h, w, kh, kw, sh, sw), (pt, pb, pl, pr, ceil, ap), xs)| {
+                    let ap = [AutoPad::NotSet, AutoPad::SameUpper, AutoPad::SameLower][ap];
+                    let (Ok(wy), Ok(wx)) = (
+                        extent(h, kh, sh, 1, (pt.min(kh - 1), pb.min(kh - 1)), ap, ceil),
+                        extent(w, kw, sw, 1, (pl.min(kw - 1), pr.min(kw - 1)), ap, ceil),
+                    ) else {
+                        return Ok(());
+                    };
+                    let ws = [wy, wx];
+                    let t = table(&[h, w], &ws).unwrap();
+                    let rc = RowsCols::new(&[h, w], &ws).unwrap();
+                    let x = &xs[..3 * h * w];
+                    let n = 3 * wy.out * wx.out;
+                    let (mut want, mut got) = (vec![7u8; n], vec![9u8; n]);
+                    max_only_into(x, &t, 3, &mut want);
+                    max_rows_cols_into(x, &rc, 3, &mut got);
+                    prop_assert_eq!(&got, &want);
+                    let xi: Vec<i8> = x.iter().map(|&v| v as i8).collect();
+                    let (mut want, mut got) = (vec![7i8; n], vec![9i8; n]);
+                    max_only_into(&xi, &t, 3, &mut want);
+                    max_rows_cols_into(&xi, &rc, 3, &mut got);
+                    prop_assert_eq!(&got, &want);
+                    Ok(())
+                },
+            )
+            .unwrap();
+        // dilation, or a row wider than the stack buffer, keep the table
+        let d = extent(9, 2, 1, 2, (0, 0), AutoPad::NotSet, false).unwrap();
+        assert!(RowsCols::new(&[9, 9], &[d, d]).is_none());
+        let wide = extent(ROWS_COLS_WIDTH + 1, 2, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap();
+        let one = extent(2, 2, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap();
+        assert!(RowsCols::new(&[2, ROWS_COLS_WIDTH + 1], &[one, wide]).is_none());
+        let far = extent(200, 2, 65, 1, (0, 0), AutoPad::NotSet, false).unwrap();
+        assert!(RowsCols::new(&[2, 200], &[one, far]).is_none());
     }
 
     /// A 2x2 window over `[[1e8, 1, 0], [-1e8, 1, 0]]`: row by row, f32
