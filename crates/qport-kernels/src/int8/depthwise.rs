@@ -305,14 +305,19 @@ pub(crate) unsafe fn pairs_body<V: PairVec>(a: &PairArgs, bufs: &mut PairBufs, o
     let g = &a.g;
     let l = V::LANES;
     let (rows, wq, len) = layout(g, l).expect("depthwise_pairs: scratch size overflows");
-    let PairBufs { plane, pad, needed } = bufs;
+    let PairBufs {
+        plane,
+        pad,
+        flags,
+        needed,
+    } = bufs;
     plane.clear();
     // (one vector past the end: the widest load of the last block stays
     // inside, see `layout`)
     plane.resize(len + l, 0);
     pad.clear();
     pad.resize(g.w, a.x_zero as u8);
-    needed_rows(g, rows, needed);
+    needed_rows(g, rows, flags, needed);
     let (ks, os, is) = (g.kh * g.kw, g.oh * g.ow, g.h * g.w);
     // the pairs of kernel rows (2p, 2p + 1) by kernel columns: the tap
     // index of the first row and the plane offset of that tap
@@ -342,15 +347,13 @@ pub(crate) unsafe fn pairs_body<V: PairVec>(a: &PairArgs, bufs: &mut PairBufs, o
         // SAFETY: the caller's features.
         unsafe { fill_pairs::<V>(g, &a.x[ch * is..][..is], a.x_zero, pad, needed, wq, plane) };
         let k = &a.w[ch * ks..][..ks];
-        for (i, w) in wp.iter_mut().enumerate() {
-            let (ki, kj) = (2 * (i / g.kw), i % g.kw);
-            let lo = k[ki * g.kw + kj];
-            let hi = if ki + 1 < g.kh {
-                k[(ki + 1) * g.kw + kj]
-            } else {
-                0
-            };
-            *w = pair(lo, hi);
+        // kernel rows 2p (low half) and 2p + 1 (high, zero past the kernel)
+        for (p, wr) in wp.chunks_mut(g.kw).enumerate() {
+            let lo = &k[2 * p * g.kw..][..g.kw];
+            let hi = (2 * p + 1 < g.kh).then(|| &k[(2 * p + 1) * g.kw..][..g.kw]);
+            for (j, w) in wr.iter_mut().enumerate() {
+                *w = pair(lo[j], hi.map_or(0, |h| h[j]));
+            }
         }
         let y = &mut out[ch * os..][..os];
         // SAFETY: the plane was laid out by `layout` for `l` lanes and
@@ -446,7 +449,7 @@ unsafe fn fill_pairs<V: PairVec>(
     img: &[u8],
     x_zero: i32,
     pad: &[u8],
-    needed: &[bool],
+    needed: &[usize],
     wq: usize,
     plane: &mut [i32],
 ) {
@@ -456,7 +459,7 @@ unsafe fn fill_pairs<V: PairVec>(
             .filter(|&iy| iy < g.h)
             .map(|iy| &img[iy * g.w..][..g.w])
     };
-    for (y, _) in needed.iter().enumerate().filter(|(_, &n)| n) {
+    for &y in needed {
         let (lo, hi) = (image_row(y), image_row(y + g.dh));
         if lo.is_none() && hi.is_none() {
             continue;
@@ -523,19 +526,35 @@ pub(crate) fn fill_row_from(
     }
 }
 
-/// Which padded rows of a plane of `rows` rows the taps read: the rows
-/// `r·sh + ki·dh` for output rows `r` and even kernel rows `ki` (each
-/// cell pairs row `ki` with row `ki + 1`).
-fn needed_rows(g: &crate::f32::depthwise::Geo, rows: usize, needed: &mut Vec<bool>) {
-    needed.clear();
-    needed.resize(rows, false);
+/// The padded rows of a plane of `rows` rows that the taps read and that
+/// hold image values, ascending: the rows `r·sh + ki·dh` for output rows
+/// `r` and even kernel rows `ki` (each cell pairs row `ki` with row
+/// `ki + 1`, `dh` below) whose row or row `dh` below is an image row.
+/// `flags` is scratch.
+fn needed_rows(
+    g: &crate::f32::depthwise::Geo,
+    rows: usize,
+    flags: &mut Vec<bool>,
+    needed: &mut Vec<usize>,
+) {
+    flags.clear();
+    flags.resize(rows, false);
     for ki in (0..g.kh).step_by(2) {
         let mut y = ki * g.dh;
         while y < rows {
-            needed[y] = true;
+            flags[y] = true;
             y += g.sh;
         }
     }
+    let image = |y: usize| (g.pt..g.pt + g.h).contains(&y);
+    needed.clear();
+    needed.extend(
+        flags
+            .iter()
+            .enumerate()
+            .filter(|&(y, &f)| f && (image(y) || image(y + g.dh)))
+            .map(|(y, _)| y),
+    );
 }
 
 /// The scratch of [`depthwise_pairs`]: the plane of pairs, a padding row
@@ -544,7 +563,8 @@ fn needed_rows(g: &crate::f32::depthwise::Geo, rows: usize, needed: &mut Vec<boo
 pub(crate) struct PairBufs {
     plane: Vec<i32>,
     pad: Vec<u8>,
-    needed: Vec<bool>,
+    flags: Vec<bool>,
+    needed: Vec<usize>,
 }
 
 thread_local! {
