@@ -328,7 +328,8 @@ dot-product instruction, chosen at run time: vpdpbusd (AVX-512 VNNI, weights pac
 when the plan is built), sdot (Arm dotprod) or a NEON widening fallback, AVX2 \
 vpmaddwd on widened operands, else portable code; the avx2-u8s8 profile's \
 saturating pairs run on vpmaddubsw where AVX2 exists. Depthwise layers accumulate \
-exactly in f32 (every partial sum is an integer below 2^24), requantization and \
+exactly in 16-bit pairs (vpdpwssd with AVX-512 VNNI, vpmaddwd with AVX-512BW or AVX2), \
+requantization and \
 residual adds are vectorized loops, QGemm with constant weights runs on the same \
 kernels. QLinearMatMul, pooling and im2col are portable code, so the measured ratio is qport's, not the ISA's ceiling; the table \
 is what an ISA-specific runtime (such as onnxruntime's MLAS) shows.";

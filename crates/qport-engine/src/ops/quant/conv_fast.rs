@@ -218,7 +218,7 @@ impl PreparedConv {
             .collect();
         let ks = kdim.max(1);
         // only a layer that can be a 2-D depthwise plane (see
-        // `ConvGeom::depthwise_plane`) reads the centred f32 weights
+        // `ConvGeom::depthwise_plane`) reads the centred weights
         let plane = group > 1 && mg == 1 && w_shape.len() == 4 && w_shape[1] == 1;
         let w_centered = if plane {
             wv.iter()
