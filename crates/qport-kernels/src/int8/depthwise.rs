@@ -108,7 +108,7 @@ pub fn depthwise_plane<X: QInt, W: QInt>(
 pub const PAIRS_MAX_TAPS: usize = 33_025;
 
 /// Every channel of a depthwise layer (`channels` input planes of
-/// `image[0] × image[1]` 8-bit values, kernel `c` applied to plane `c`, in
+/// `image[0] × image[1]` `u8` values, kernel `c` applied to plane `c`, in
 /// the two-dimensional geometry `geom`, whose padding is not negative)
 /// accumulated exactly in 16-bit pairs: `w_centered` holds `w − w_zero`
 /// per kernel (`[channels, kh·kw]`), `out` receives the sums
@@ -126,13 +126,27 @@ pub const PAIRS_MAX_TAPS: usize = 33_025;
 /// is an exact integer, so every path returns the same sums as
 /// [`depthwise_plane`].
 ///
-/// Returns `false` (nothing written) when the input type is wider than 8
-/// bits, a centred weight is outside `[−255, 255]`, the kernel has more
-/// than [`PAIRS_MAX_TAPS`] taps, or the geometry is not two-dimensional
-/// with non-negative padding.
+/// Returns `false` (nothing written) when a centred weight is outside
+/// `[−255, 255]`, the kernel has more than [`PAIRS_MAX_TAPS`] taps, or the
+/// geometry is not two-dimensional with non-negative padding. (An `i8`
+/// input runs as `u8` with its bytes' top bit flipped and `x_zero + 128`.)
+///
+/// ```
+/// use qport_kernels::idepthwise::depthwise_pairs;
+/// use qport_kernels::im2col::ConvGeometry;
+/// // one 3×3 plane, a 3×3 kernel with padding 1: 3×3 outputs
+/// let g = ConvGeometry::new_2d([3, 3], [3, 3], [3, 3], [1, 1], [1, 1], [1, 1]);
+/// let x: Vec<u8> = (1..=9).collect(); // x_zero 1: centred 0..=8
+/// let w = vec![1; 9]; // already centred
+/// let mut out = vec![0; 9];
+/// assert!(depthwise_pairs(&x, 1, 1, &w, &g, &mut out));
+/// assert_eq!(out[4], (0..9).sum::<i32>()); // the centre sees every tap
+/// assert_eq!(out[0], 0 + 1 + 3 + 4); // a corner sees four
+/// ```
 ///
 /// # Panics
-/// When a slice is shorter than the geometry says.
+/// When a slice is shorter than the geometry says, or `x_zero` is not a
+/// `u8` value.
 pub fn depthwise_pairs(
     x: &[u8],
     x_zero: i32,
