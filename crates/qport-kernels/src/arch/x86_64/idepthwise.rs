@@ -114,11 +114,11 @@ unsafe fn fill_row_512(
     fill_row_from(lo, hi, x_zero, pl, sw, wq, dst, from);
 }
 
-/// 16 lanes, `vpdpwssd`.
+/// 16 lanes: `vpdpwssd` when `VNNI`, else `vpmaddwd` + `vpaddd`.
 #[derive(Clone, Copy)]
-struct Vnni(__m512i);
+struct Zmm<const VNNI: bool>(__m512i);
 
-impl PairVec for Vnni {
+impl<const VNNI: bool> PairVec for Zmm<VNNI> {
     const LANES: usize = 16;
     #[inline(always)]
     unsafe fn fill_row(
@@ -136,18 +136,25 @@ impl PairVec for Vnni {
     #[inline(always)]
     unsafe fn zero() -> Self {
         // SAFETY: AVX-512F (the caller's features).
-        Vnni(unsafe { _mm512_setzero_si512() })
+        Zmm(unsafe { _mm512_setzero_si512() })
     }
     #[inline(always)]
     unsafe fn splat(w: i32) -> Self {
         // SAFETY: as above.
-        Vnni(unsafe { _mm512_set1_epi32(w) })
+        Zmm(unsafe { _mm512_set1_epi32(w) })
     }
     #[inline(always)]
     unsafe fn dot(acc: Self, p: *const i32, w: Self) -> Self {
-        // SAFETY: p valid for 16 reads (the caller's contract); AVX-512
-        // VNNI (the caller's features).
-        Vnni(unsafe { _mm512_dpwssd_epi32(acc.0, _mm512_loadu_si512(p.cast()), w.0) })
+        // SAFETY: p valid for 16 reads (the caller's contract); AVX-512BW,
+        // and VNNI where `VNNI` (the caller's features).
+        Zmm(unsafe {
+            let x = _mm512_loadu_si512(p.cast());
+            if VNNI {
+                _mm512_dpwssd_epi32(acc.0, x, w.0)
+            } else {
+                _mm512_add_epi32(acc.0, _mm512_madd_epi16(x, w.0))
+            }
+        })
     }
     #[inline(always)]
     unsafe fn store(self, dst: *mut i32, n: usize) {
@@ -159,51 +166,6 @@ impl PairVec for Vnni {
                 _mm512_mask_storeu_epi32(dst, ((1u32 << n) - 1) as u16, self.0);
             }
         }
-    }
-}
-
-/// 16 lanes, `vpmaddwd` + `vpaddd`.
-#[derive(Clone, Copy)]
-struct Bw(__m512i);
-
-impl PairVec for Bw {
-    const LANES: usize = 16;
-    #[inline(always)]
-    unsafe fn fill_row(
-        lo: &[u8],
-        hi: &[u8],
-        x_zero: i32,
-        pl: usize,
-        sw: usize,
-        wq: usize,
-        dst: &mut [i32],
-    ) {
-        // SAFETY: AVX-512F + BW (the caller's features).
-        unsafe { fill_row_512(lo, hi, x_zero, pl, sw, wq, dst) }
-    }
-    #[inline(always)]
-    unsafe fn zero() -> Self {
-        // SAFETY: AVX-512F (the caller's features).
-        Bw(unsafe { _mm512_setzero_si512() })
-    }
-    #[inline(always)]
-    unsafe fn splat(w: i32) -> Self {
-        // SAFETY: as above.
-        Bw(unsafe { _mm512_set1_epi32(w) })
-    }
-    #[inline(always)]
-    unsafe fn dot(acc: Self, p: *const i32, w: Self) -> Self {
-        // SAFETY: p valid for 16 reads; AVX-512BW (the caller's features).
-        Bw(
-            unsafe {
-                _mm512_add_epi32(acc.0, _mm512_madd_epi16(_mm512_loadu_si512(p.cast()), w.0))
-            },
-        )
-    }
-    #[inline(always)]
-    unsafe fn store(self, dst: *mut i32, n: usize) {
-        // SAFETY: as `Vnni::store`.
-        unsafe { Vnni(self.0).store(dst, n) }
     }
 }
 
@@ -252,7 +214,7 @@ impl PairVec for Avx2 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2")]
 pub(crate) unsafe fn pairs_vnni(a: &PairArgs, bufs: &mut PairBufs, out: &mut [i32]) {
     // SAFETY: the features above.
-    unsafe { pairs_body::<Vnni>(a, bufs, out) }
+    unsafe { pairs_body::<Zmm<true>>(a, bufs, out) }
 }
 
 /// [`pairs_body`] on AVX-512BW.
@@ -262,7 +224,7 @@ pub(crate) unsafe fn pairs_vnni(a: &PairArgs, bufs: &mut PairBufs, out: &mut [i3
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub(crate) unsafe fn pairs_avx512(a: &PairArgs, bufs: &mut PairBufs, out: &mut [i32]) {
     // SAFETY: the features above.
-    unsafe { pairs_body::<Bw>(a, bufs, out) }
+    unsafe { pairs_body::<Zmm<false>>(a, bufs, out) }
 }
 
 /// [`pairs_body`] on AVX2.
