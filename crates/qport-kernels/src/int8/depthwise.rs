@@ -524,6 +524,28 @@ pub(crate) fn fill_row_from(
         }
         return;
     }
+    if sw == 2 {
+        // image columns of one parity go to one phase, consecutively:
+        // column c to phase (c + pl) % 2, cell (c + pl) / 2 (a constant
+        // stride the compiler vectorizes)
+        for e in 0..2 {
+            let c0 = from + (e + 2 - from % 2) % 2;
+            if c0 >= w {
+                continue;
+            }
+            let (b, j0) = ((c0 + pl) % 2, (c0 + pl) / 2);
+            let n = (w - c0).div_ceil(2).min(wq.saturating_sub(j0));
+            if n == 0 {
+                continue;
+            }
+            let (l, h) = (&lo[c0..c0 + 2 * n - 1], &hi[c0..c0 + 2 * n - 1]);
+            let d = &mut dst[b * wq + j0..][..n];
+            for (i, d) in d.iter_mut().enumerate() {
+                *d = pair(i32::from(l[2 * i]) - x_zero, i32::from(h[2 * i]) - x_zero);
+            }
+        }
+        return;
+    }
     // (phase and cell of padded column pc = c + pl, stepped without a
     // division per column)
     let (mut b, mut j) = ((from + pl) % sw, (from + pl) / sw);

@@ -114,6 +114,72 @@ unsafe fn fill_row_512(
     fill_row_from(lo, hi, x_zero, pl, sw, wq, dst, from);
 }
 
+/// [`fill_row_512`] in AVX2: 8 cells per step, the columns left over on
+/// the portable [`fill_row_from`]; the same cells.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn fill_row_256(
+    lo: &[u8],
+    hi: &[u8],
+    x_zero: i32,
+    pl: usize,
+    sw: usize,
+    wq: usize,
+    dst: &mut [i32],
+) {
+    let w = lo.len().min(hi.len());
+    assert!(dst.len() >= sw * wq);
+    let mut from = 0;
+    // SAFETY: (whole block) the loads read lo/hi[..from + 8] (sw 1) or
+    // [..2t + 16] (sw 2) within w; the stores write cells below wq of
+    // their phase; the caller's features.
+    unsafe {
+        if sw == 1 {
+            let z = _mm256_set1_epi32(x_zero);
+            let n = w.min(wq.saturating_sub(pl));
+            let d = dst.as_mut_ptr().add(pl.min(wq));
+            while from + 8 <= n {
+                let ld = |r: &[u8]| {
+                    let v = _mm_loadl_epi64(r.as_ptr().add(from).cast());
+                    _mm256_sub_epi32(_mm256_cvtepu8_epi32(v), z)
+                };
+                let (a, b) = (ld(lo), ld(hi));
+                // low words from a, high words from b
+                let v = _mm256_blend_epi16::<0xAA>(a, _mm256_slli_epi32::<16>(b));
+                _mm256_storeu_si256(d.add(from).cast(), v);
+                from += 8;
+            }
+        } else if sw == 2 {
+            let z = _mm256_set1_epi16(x_zero as i16);
+            let (oe, oo) = (pl / 2, pl.div_ceil(2));
+            let (de, dd) = if pl.is_multiple_of(2) {
+                (0, wq)
+            } else {
+                (wq, 0)
+            };
+            let tmax = (w / 2).min(wq.saturating_sub(oo));
+            let mut t = 0;
+            while t + 8 <= tmax {
+                let ld = |r: &[u8]| {
+                    let v = _mm_loadu_si128(r.as_ptr().add(2 * t).cast());
+                    _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), z)
+                };
+                // lane i: columns 2t + 2i (low word), 2t + 2i + 1 (high)
+                let (a, b) = (ld(lo), ld(hi));
+                let even = _mm256_blend_epi16::<0xAA>(a, _mm256_slli_epi32::<16>(b));
+                let odd = _mm256_blend_epi16::<0xAA>(_mm256_srli_epi32::<16>(a), b);
+                _mm256_storeu_si256(dst.as_mut_ptr().add(de + oe + t).cast(), even);
+                _mm256_storeu_si256(dst.as_mut_ptr().add(dd + oo + t).cast(), odd);
+                t += 8;
+            }
+            from = 2 * t;
+        }
+    }
+    fill_row_from(lo, hi, x_zero, pl, sw, wq, dst, from);
+}
+
 /// 16 lanes: `vpdpwssd` when `VNNI`, else `vpmaddwd` + `vpaddd`.
 #[derive(Clone, Copy)]
 struct Zmm<const VNNI: bool>(__m512i);
@@ -175,6 +241,19 @@ struct Avx2(__m256i);
 
 impl PairVec for Avx2 {
     const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn fill_row(
+        lo: &[u8],
+        hi: &[u8],
+        x_zero: i32,
+        pl: usize,
+        sw: usize,
+        wq: usize,
+        dst: &mut [i32],
+    ) {
+        // SAFETY: AVX2 (the caller's features).
+        unsafe { fill_row_256(lo, hi, x_zero, pl, sw, wq, dst) }
+    }
     #[inline(always)]
     unsafe fn zero() -> Self {
         // SAFETY: AVX2 (the caller's features).
