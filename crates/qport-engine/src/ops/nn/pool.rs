@@ -492,7 +492,10 @@ fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y
                     prow
                 } else {
                     for (b, dst) in phases.chunks_mut(pq).enumerate() {
-                        for (d, &v) in dst.iter_mut().zip(prow[b..].iter().step_by(s)) {
+                        // (a phase past a row narrower than the stride is
+                        // never read: it keeps the lowest value)
+                        let from = prow.get(b..).unwrap_or(&[]);
+                        for (d, &v) in dst.iter_mut().zip(from.iter().step_by(s)) {
                             *d = v;
                         }
                     }
@@ -824,6 +827,19 @@ mod tests {
                 },
             )
             .unwrap();
+        // a row narrower than the stride (phases past the row's end)
+        let ws = [
+            extent(2, 1, 1, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+            extent(1, 1, 3, 1, (0, 0), AutoPad::NotSet, false).unwrap(),
+        ];
+        let (t, rc) = (
+            table(&[2, 1], &ws).unwrap(),
+            RowsCols::new(&[2, 1], &ws).unwrap(),
+        );
+        let (mut want, mut got) = ([0u8; 2], [1u8; 2]);
+        max_only_into(&[5u8, 9], &t, 1, &mut want);
+        max_rows_cols_into(&[5u8, 9], &rc, 1, &mut got);
+        assert_eq!((got, want), ([5, 9], [5, 9]));
         // dilation, or a row wider than the stack buffer, keep the table
         let d = extent(9, 2, 1, 2, (0, 0), AutoPad::NotSet, false).unwrap();
         assert!(RowsCols::new(&[9, 9], &[d, d]).is_none());
