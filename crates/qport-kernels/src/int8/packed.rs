@@ -27,10 +27,18 @@ pub struct PackedI8 {
     pub(crate) quads: Vec<i32>,
     /// `Σ_p A[i][p]` per row.
     pub(crate) row_sum: Vec<i32>,
+    /// `Σ_p |A[i][p]|` per row (bounds the sums, for the requantizing
+    /// epilogue's overflow check).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) abs_sum: Vec<i64>,
     /// The AVX2 kernel's layout (`[⌈m/4⌉][⌈k/2⌉][4]` int16 pairs), built on
     /// its first use.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) pairs: std::sync::OnceLock<Vec<i32>>,
+    /// The VNNI matrix-vector kernel's layout (`[⌈m/16⌉][kq][16]` quads:
+    /// sixteen rows' quads side by side), built on its first use.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) row_blocks: std::sync::OnceLock<Vec<i32>>,
 }
 
 impl PackedI8 {
@@ -43,6 +51,7 @@ impl PackedI8 {
         let kq = k.div_ceil(4);
         let mut quads = vec![0i32; m * kq];
         let mut row_sum = vec![0i32; m];
+        let mut abs_sum = vec![0i64; m];
         for i in 0..m {
             let row = &a[i * k..(i + 1) * k];
             for (t, g) in row.chunks(4).enumerate() {
@@ -53,6 +62,7 @@ impl PackedI8 {
                 quads[i * kq + t] = i32::from_le_bytes(bytes);
             }
             row_sum[i] = row.iter().map(|&v| i32::from(v)).sum();
+            abs_sum[i] = row.iter().map(|&v| i64::from(v).abs()).sum();
         }
         PackedI8 {
             m,
@@ -60,8 +70,10 @@ impl PackedI8 {
             kq,
             quads,
             row_sum,
+            abs_sum,
             given: a[..m * k].to_vec(),
             pairs: std::sync::OnceLock::new(),
+            row_blocks: std::sync::OnceLock::new(),
         }
     }
 

@@ -163,12 +163,17 @@ mod tests {
             za in proptest::collection::vec(-128i32..128, 10), zb in 0i32..256,
             bias in prop_oneof![-3000i32..3000, Just(i32::MAX - 5), Just(i32::MIN + 5)],
             mult in 1e-4f64..0.05, zero in 0i32..256,
+            range in prop_oneof![Just((0, 255)), Just((-128, 127)), Just((-300, 400)), Just((3, 200))],
         ) {
             let (a, b) = (&a[..m * k], &b[..k * n]);
             let p = qport_core::arith::ArithProfile::preset(if wide { "exact" } else { "f32-rne" })
                 .unwrap();
+            // (the unsigned, signed and wider output ranges: the epilogue
+            // narrows them by unsigned or signed packs, or by truncation)
+            let (qmin, qmax) = range;
+            let zero = zero.clamp(qmin, qmax);
             let rq: Vec<Requantizer> = (0..m)
-                .map(|i| Requantizer::new(f64::from(bias) + i as f64, mult * (1.0 + 0.1 * i as f64), zero, 0, 255, &p))
+                .map(|i| Requantizer::new(f64::from(bias) + i as f64, mult * (1.0 + 0.1 * i as f64), zero, qmin, qmax, &p))
                 .collect();
             let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
             let sums = exact((a, &za[..m]), (b, zb), (m, k, n), n);

@@ -131,6 +131,9 @@ pub(crate) struct Lanes16 {
     f32: F32x16,
     f64: F64x8,
     zero: __m512i,
+    /// The f32 form's i32 bias addition cannot overflow for the sums
+    /// this row will see ([`Self::bounded`]): the check is skipped.
+    no_overflow: bool,
 }
 
 impl Lanes16 {
@@ -138,39 +141,71 @@ impl Lanes16 {
     #[target_feature(enable = "avx512f")]
     #[inline]
     pub(crate) fn new(f: &FloatRequant) -> Lanes16 {
-        let (b, m32, lo32, hi32, m64, lo64, hi64, z) = match *f {
+        // (only the form's own constants are broadcast: the fused GEMM
+        // epilogue builds one of these per row of every register tile)
+        let (f32, f64, z) = match *f {
             FloatRequant::F32 {
                 bias,
                 multiplier,
                 lo,
                 hi,
                 zero,
-            } => (bias, multiplier, lo, hi, 0.0, 0.0, 0.0, zero),
+            } => (
+                F32x16 {
+                    bias: _mm512_set1_epi32(bias),
+                    m: _mm512_set1_ps(multiplier),
+                    lo: _mm512_set1_ps(lo),
+                    hi: _mm512_set1_ps(hi),
+                    zero: _mm512_set1_epi32(zero),
+                },
+                F64x8::ZERO,
+                zero,
+            ),
             FloatRequant::F64 {
                 bias,
                 multiplier,
                 lo,
                 hi,
                 zero,
-            } => (bias, 0.0, 0.0, 0.0, multiplier, lo, hi, zero),
+            } => (
+                F32x16::ZERO,
+                F64x8 {
+                    bias: _mm512_set1_pd(f64::from(bias)),
+                    m: _mm512_set1_pd(multiplier),
+                    lo: _mm512_set1_pd(lo),
+                    hi: _mm512_set1_pd(hi),
+                },
+                zero,
+            ),
         };
         Lanes16 {
             form: *f,
-            f32: F32x16 {
-                bias: _mm512_set1_epi32(b),
-                m: _mm512_set1_ps(m32),
-                lo: _mm512_set1_ps(lo32),
-                hi: _mm512_set1_ps(hi32),
-                zero: _mm512_set1_epi32(z),
-            },
-            f64: F64x8 {
-                bias: _mm512_set1_pd(f64::from(b)),
-                m: _mm512_set1_pd(m64),
-                lo: _mm512_set1_pd(lo64),
-                hi: _mm512_set1_pd(hi64),
-            },
+            f32,
+            f64,
             zero: _mm512_set1_epi32(z),
+            no_overflow: false,
         }
+    }
+
+    /// This requantization for sums known to lie in `[-bound, bound]`:
+    /// where the f32 form's i32 bias addition cannot overflow for any of
+    /// them, the stores skip the overflow check.
+    #[inline]
+    pub(crate) fn bounded(mut self, bound: i64) -> Lanes16 {
+        if let FloatRequant::F32 { bias, .. } = self.form {
+            self.no_overflow = bound.saturating_add(i64::from(bias).abs()) <= i64::from(i32::MAX);
+        }
+        self
+    }
+
+    /// The f64 form of 16 accumulators, zero point added.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn f64_lanes(&self, a: __m512i) -> __m512i {
+        let r0 = self.f64.run(_mm512_castsi512_si256(a));
+        let r1 = self.f64.run(_mm512_extracti64x4_epi64::<1>(a));
+        let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
+        _mm512_add_epi32(r, self.zero)
     }
 
     /// Accumulators `a` requantized, the bytes of the first `lanes` (at
@@ -203,6 +238,7 @@ impl Lanes16 {
     unsafe fn store_form<const WIDE: bool>(&self, a: __m512i, dst: *mut u8, lanes: usize) {
         let mask = prefix(lanes);
         let r = match WIDE {
+            false if self.no_overflow => self.f32.run_unchecked(a),
             false => match self.f32.run(a) {
                 Some(r) => r,
                 None => {
@@ -215,12 +251,7 @@ impl Lanes16 {
                     return;
                 }
             },
-            true => {
-                let r0 = self.f64.run(_mm512_castsi512_si256(a));
-                let r1 = self.f64.run(_mm512_extracti64x4_epi64::<1>(a));
-                let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
-                _mm512_add_epi32(r, self.zero)
-            }
+            true => self.f64_lanes(a),
         };
         // SAFETY: `lanes` bytes are writable at `dst`.
         unsafe { store16(dst, mask, r) };
@@ -249,14 +280,55 @@ impl F32x16 {
         if _mm512_test_epi32_mask(ovf, _mm512_set1_epi32(i32::MIN)) != 0 {
             return None;
         }
+        Some(self.finish(s))
+    }
+
+    /// [`Self::run`] where the bias addition is known not to overflow.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn run_unchecked(&self, a: __m512i) -> __m512i {
+        self.finish(_mm512_add_epi32(a, self.bias))
+    }
+
+    /// The biased sums `s` scaled, clamped, rounded and shifted by the
+    /// zero point.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn finish(&self, s: __m512i) -> __m512i {
         let c = _mm512_mul_ps(_mm512_cvt_roundepi32_ps::<RNE>(s), self.m);
         // (`max_ps(c, lo)` is `lo` for a NaN `c`, as `f32::max` is)
         let c = _mm512_min_ps(_mm512_max_ps(c, self.lo), self.hi);
-        Some(_mm512_add_epi32(
-            _mm512_cvt_roundps_epi32::<RNE>(c),
-            self.zero,
-        ))
+        _mm512_add_epi32(_mm512_cvt_roundps_epi32::<RNE>(c), self.zero)
     }
+}
+
+/// All-zero vectors, as constants.
+// SAFETY: every bit pattern is a valid vector of integers or floats.
+const ZERO_I: __m512i = unsafe { std::mem::transmute([0u64; 8]) };
+// SAFETY: as above.
+const ZERO_PS: __m512 = unsafe { std::mem::transmute([0u64; 8]) };
+// SAFETY: as above.
+const ZERO_PD: __m512d = unsafe { std::mem::transmute([0u64; 8]) };
+
+impl F32x16 {
+    /// Constants of no form (the other form's slot in a [`Lanes16`]).
+    const ZERO: F32x16 = F32x16 {
+        bias: ZERO_I,
+        m: ZERO_PS,
+        lo: ZERO_PS,
+        hi: ZERO_PS,
+        zero: ZERO_I,
+    };
+}
+
+impl F64x8 {
+    /// Constants of no form (the other form's slot in a [`Lanes16`]).
+    const ZERO: F64x8 = F64x8 {
+        bias: ZERO_PD,
+        m: ZERO_PD,
+        lo: ZERO_PD,
+        hi: ZERO_PD,
+    };
 }
 
 /// The constants of the f64 form in 8 lanes.

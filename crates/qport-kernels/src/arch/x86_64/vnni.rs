@@ -145,6 +145,9 @@ fn kernel() -> Option<Kernel<PackedI8>> {
                 // checked the CPU features; `run_u8s8` checked that `c`
                 // holds the m rows of stride `ldc`.
                 unsafe {
+                    if o.dims.2 <= x86::GEMV_MAX_N {
+                        return x86::gemv(o, c, ldc, &mut s.1);
+                    }
                     let out = x86::SumsOut {
                         c: crate::par::SendPtr(c.as_mut_ptr()),
                         ldc,
@@ -254,18 +257,24 @@ mod x86 {
     ) {
         let kq = a.kq;
         let mut acc = [[_mm512_setzero_si512(); V]; R];
-        let arows: [&[i32]; R] =
-            std::array::from_fn(|r| &a.quads[(i0 + r) * kq..(i0 + r + 1) * kq]);
+        // (raw pointers: bounds checked once here, not per step of `k`,
+        // and nothing the compiler leaves out of line in the loop)
+        assert!(i0 + R <= a.m && a.quads.len() >= a.m * kq);
+        assert!(kq == 0 || (kq - 1) * np * 4 + (j0 + V * L) * 4 <= bp.len());
+        // SAFETY: row i0 starts inside `quads` (asserted above).
+        let ap = unsafe { a.quads.as_ptr().add(i0 * kq) };
         for t in 0..kq {
-            let base = (t * np + j0) * 4;
-            let row = &bp[base..base + V * L * 4];
+            // SAFETY: step t's V · 64 bytes at column j0 lie inside `bp`
+            // (asserted above).
+            let row = unsafe { bp.as_ptr().add((t * np + j0) * 4) };
             let mut x = [_mm512_setzero_si512(); V];
             for (v, xv) in x.iter_mut().enumerate() {
-                // SAFETY: `row` holds V · 64 bytes.
-                *xv = unsafe { _mm512_loadu_si512(row.as_ptr().add(v * 64) as *const _) };
+                // SAFETY: as above.
+                *xv = unsafe { _mm512_loadu_si512(row.add(v * 64) as *const _) };
             }
             for r in 0..R {
-                let w = _mm512_set1_epi32(arows[r][t]);
+                // SAFETY: rows i0..i0 + R have kq quads each (asserted).
+                let w = _mm512_set1_epi32(unsafe { *ap.add(r * kq + t) });
                 for v in 0..V {
                     acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x[v], w);
                 }
@@ -281,8 +290,11 @@ mod x86 {
                 .wrapping_sub(corr.zb.wrapping_mul(a.row_sum[i]));
             let rt = _mm512_set1_epi32(row_term);
             let zav = _mm512_set1_epi32(za);
+            // |C| ≤ Σ_p |A[i][p] − za| · max |B − zb|
+            let bound =
+                (a.abs_sum[i] + corr.k as i64 * i64::from(za).abs()).saturating_mul(corr.b_dev);
             // SAFETY: the caller's CPU has the features.
-            let row = unsafe { out.row(i) };
+            let row = unsafe { out.row(i, bound) };
             for (v, &s) in accr.iter().enumerate() {
                 let js = j0 + v * L;
                 if js >= n {
@@ -307,6 +319,8 @@ mod x86 {
         zb: i32,
         k: usize,
         col_sum: &'a [i32],
+        /// `max |B[p][j] − zb|` over the u8 range.
+        b_dev: i64,
     }
 
     /// Where a tile's corrected sums go: row `i`'s vector of columns
@@ -315,11 +329,12 @@ mod x86 {
     pub(super) trait TileOut: Sync {
         /// What a row's stores share (its requantization constants).
         type Row;
-        /// Prepares row `i`'s stores.
+        /// Prepares row `i`'s stores, whose sums lie in `[-bound,
+        /// bound]`.
         ///
         /// # Safety
         /// The CPU must support AVX-512F and BW.
-        unsafe fn row(&self, i: usize) -> Self::Row;
+        unsafe fn row(&self, i: usize, bound: i64) -> Self::Row;
         /// Stores the first `cnt` lanes of `y` as row `i`, columns
         /// `js..js + cnt`.
         ///
@@ -337,7 +352,7 @@ mod x86 {
 
     impl TileOut for SumsOut {
         type Row = ();
-        unsafe fn row(&self, _: usize) {}
+        unsafe fn row(&self, _: usize, _: i64) {}
         #[inline(always)]
         unsafe fn put(&self, _: &(), i: usize, js: usize, y: __m512i, cnt: usize) {
             let mask: __mmask16 = if cnt == L { 0xffff } else { (1u16 << cnt) - 1 };
@@ -360,9 +375,9 @@ mod x86 {
     impl TileOut for BytesOut<'_> {
         type Row = Lanes16;
         #[inline(always)]
-        unsafe fn row(&self, i: usize) -> Lanes16 {
+        unsafe fn row(&self, i: usize, bound: i64) -> Lanes16 {
             // SAFETY: the caller's CPU has AVX-512F.
-            unsafe { Lanes16::new(&self.rq[i]) }
+            unsafe { Lanes16::new(&self.rq[i]) }.bounded(bound)
         }
         #[inline(always)]
         unsafe fn put(&self, row: &Lanes16, i: usize, js: usize, y: __m512i, cnt: usize) {
@@ -416,7 +431,14 @@ mod x86 {
                 unsafe { _mm512_storeu_si512(col_sum.as_mut_ptr().add(j) as *mut _, s) };
             }
         }
-        let corr = Corr { za, zb, k, col_sum };
+        let b_dev = i64::from(zb).abs().max(i64::from(255 - zb).abs());
+        let corr = Corr {
+            za,
+            zb,
+            k,
+            col_sum,
+            b_dev,
+        };
         let bp = &*bp;
         // blocks of rows (multiples of MR) on the intra-op threads; each
         // block writes only its own rows
@@ -427,6 +449,107 @@ mod x86 {
             // 0..m to this call; r0..r1 are this block's alone.
             unsafe { rows(a, bp, np, n, &corr, out, r0, r1) };
         });
+    }
+
+    /// Columns of `B` up to which [`gemv`] runs instead of [`gemm`]
+    /// (whose register tile spans 16 columns at least: one column, a
+    /// classifier head at batch 1, would use one lane in 16).
+    pub(super) const GEMV_MAX_N: usize = 4;
+
+    /// `A` as [`PackedI8::row_blocks`] says: blocks of 16 rows, per step
+    /// `t` of `k` the 16 rows' quads side by side.
+    fn row_blocks(a: &PackedI8) -> &[i32] {
+        a.row_blocks.get_or_init(|| {
+            let (m, kq) = (a.m, a.kq);
+            let mut v = vec![0i32; m.div_ceil(L) * kq * L];
+            for i in 0..m {
+                let (blk, r) = (i / L, i % L);
+                for t in 0..kq {
+                    v[(blk * kq + t) * L + r] = a.quads[i * kq + t];
+                }
+            }
+            v
+        })
+    }
+
+    /// `(A − za)·(B − zb)` into `C` (row stride `ldc`) for a `B` of few
+    /// columns (`n ≤` [`GEMV_MAX_N`]): per column, the column's quads
+    /// broadcast against 16 rows of `A` per vector (`vpdpbusd` with the
+    /// u8 operand broadcast), the same exact sums as [`gemm`]. `xq`
+    /// holds the column's quads and sum.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI; `c` holds `m` rows of
+    /// stride `ldc ≥ n`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn gemv(o: U8s8<'_, PackedI8>, c: &mut [i32], ldc: usize, xq: &mut Vec<i32>) {
+        let U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (_, _, n),
+        } = o;
+        let (m, k, kq) = (a.m, a.k, a.kq);
+        let blocks = row_blocks(a);
+        let cp = crate::par::SendPtr(c.as_mut_ptr());
+        for j in 0..n {
+            // column j of B as quads (zero padded) and its sum
+            xq.clear();
+            xq.resize(kq, 0);
+            let mut col_sum = 0i32;
+            for p in 0..k {
+                let v = b[p * n + j];
+                col_sum += i32::from(v);
+                xq[p / 4] |= i32::from(v) << (8 * (p % 4));
+            }
+            let xq = &xq[..];
+            // blocks of 16 rows on the intra-op threads, each writing its
+            // own rows of column j
+            crate::par::split(m.div_ceil(L), 1, m * k / 4, |b0, b1| {
+                for blk in b0..b1 {
+                    let w = &blocks[blk * kq * L..(blk + 1) * kq * L];
+                    let mut acc = [_mm512_setzero_si512(); 4];
+                    let mut t = 0;
+                    // (four independent sums: the dependency chain of
+                    // one accumulator would bound the loop by latency)
+                    while t + 4 <= kq {
+                        for (u, s) in acc.iter_mut().enumerate() {
+                            // SAFETY: step t + u < kq of this block.
+                            let wv = unsafe {
+                                _mm512_loadu_si512(w.as_ptr().add((t + u) * L) as *const _)
+                            };
+                            *s = _mm512_dpbusd_epi32(*s, _mm512_set1_epi32(xq[t + u]), wv);
+                        }
+                        t += 4;
+                    }
+                    while t < kq {
+                        // SAFETY: as above.
+                        let wv = unsafe { _mm512_loadu_si512(w.as_ptr().add(t * L) as *const _) };
+                        acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_set1_epi32(xq[t]), wv);
+                        t += 1;
+                    }
+                    let sums = _mm512_add_epi32(
+                        _mm512_add_epi32(acc[0], acc[1]),
+                        _mm512_add_epi32(acc[2], acc[3]),
+                    );
+                    let mut lanes = [0i32; L];
+                    // SAFETY: `lanes` holds 16 i32.
+                    unsafe { _mm512_storeu_si512(lanes.as_mut_ptr() as *mut _, sums) };
+                    let rows = blk * L..((blk + 1) * L).min(m);
+                    for (i, &s) in rows.zip(&lanes) {
+                        // C = acc − zb·rowsum(i) − za(i)·colsum + k·za(i)·zb
+                        let v = s
+                            .wrapping_sub(zb.wrapping_mul(a.row_sum[i]))
+                            .wrapping_sub(za[i].wrapping_mul(col_sum))
+                            .wrapping_add((k as i32).wrapping_mul(za[i]).wrapping_mul(zb));
+                        // SAFETY: row i < m, column j < n ≤ ldc (the
+                        // caller's contract); row i is this block's.
+                        unsafe { *cp.get().add(i * ldc + j) = v };
+                    }
+                }
+            });
+        }
     }
 
     /// Rows `r0..r1` of the output.
@@ -499,6 +622,25 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// The matrix-vector path (`n ≤ GEMV_MAX_N`: several blocks of
+        /// 16 rows and a partial one, `k` across the unrolled steps and
+        /// their remainder, a padded `C`) gives the exact sums.
+        #[test]
+        fn few_columns_match_the_exact_reference(
+            m in 1usize..70, k in 1usize..90, n in 1usize..6, pad in 0usize..3,
+            a in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127i8), any::<i8>()], 70 * 90),
+            b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 90 * 6),
+            za in proptest::collection::vec(-128i32..128, 70), zb in 0i32..256,
+            symmetric in any::<bool>(),
+        ) {
+            let (a, b) = (&a[..m * k], &b[..k * n]);
+            let za: Vec<i32> = if symmetric { vec![0; 70] } else { za };
+            check(gemm_u8s8, (a, &za[..m]), (b, zb), (m, k, n), n + pad);
+        }
+    }
+
     #[test]
     fn intra_op_threads_give_the_same_sums() {
         let _g = crate::test_lock();
@@ -511,9 +653,17 @@ mod tests {
             crate::par::set_threads(t);
             let mut got = vec![0i32; m * n];
             let ran = gemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut got, n);
+            // and the matrix-vector path (one column)
+            let mut col = vec![0i32; m];
+            gemm_u8s8(&a, &za, &b[..k], 9, (m, k, 1), &mut col, 1);
             crate::par::set_threads(1);
             if ran {
                 assert_eq!(got, want, "{t} threads");
+                assert_eq!(
+                    col,
+                    exact((&a, &za), (&b[..k], 9), (m, k, 1), 1),
+                    "{t} threads"
+                );
             }
         }
     }
