@@ -513,15 +513,16 @@ impl PreparedConv {
 /// i32 sums; the plane of pairs is one channel's): inside the L2 cache.
 const DEPTHWISE_CHUNK_BYTES: usize = 512 << 10;
 
-/// Channels per chunk of a 2-D depthwise layer: as many as fit
-/// [`DEPTHWISE_CHUNK_BYTES`], a multiple of 16 when there are that many
-/// (the width of the kernel that runs across channels), at least one.
+/// Channels per chunk of a 2-D depthwise layer: the fewest chunks whose
+/// channels fit [`DEPTHWISE_CHUNK_BYTES`] (at least one channel each),
+/// the channels shared evenly between them (the intra-op threads take
+/// whole chunks, so even chunks keep them evenly loaded).
 fn depthwise_chunk(g: &ConvGeom) -> usize {
     let ConvSizes { is, os, .. } = g.sizes();
     let per_channel = (is + 4 * os + os).max(1);
-    let n = DEPTHWISE_CHUNK_BYTES / per_channel;
-    let n = if n >= 16 { n / 16 * 16 } else { n.max(1) };
-    n.min(g.c_out.max(1))
+    let fit = (DEPTHWISE_CHUNK_BYTES / per_channel).max(1);
+    let c = g.c_out.max(1);
+    c.div_ceil(c.div_ceil(fit))
 }
 
 /// The geometry of one image of `g`.
@@ -573,24 +574,24 @@ mod tests {
         let g = attrs.geometry(&[1, 20, 64, 64], &[20, 1, 3, 3]).unwrap();
         assert!(g.depthwise_plane());
         let chunk = super::depthwise_chunk(&g);
-        assert_eq!(
-            chunk, 16,
-            "21 planes of 64x64 fit the budget, rounded down to 16"
-        );
-        // a small layer is one chunk; a wide one a multiple of 16 channels
+        assert_eq!(chunk, 20, "21 planes of 64x64 fit the budget: one chunk");
+        // a small layer is one chunk; a wide one even chunks that fit
         let g = attrs.geometry(&[1, 20, 8, 8], &[20, 1, 3, 3]).unwrap();
         assert_eq!(super::depthwise_chunk(&g), 20);
-        let node = qport_onnx::Node::new("n", "QLinearConv", ["x"], ["y"]).with_attrs(vec![
-            ("group", Attribute::Int(192)),
-            ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
-        ]);
-        let attrs = crate::ops::nn::spatial::ConvAttrs::parse(&node).unwrap();
-        let g = attrs.geometry(&[1, 192, 28, 28], &[192, 1, 3, 3]).unwrap();
-        assert_eq!(
-            super::depthwise_chunk(&g),
-            96,
-            "111 fit, rounded down to 96"
-        );
+        let wide = |c: i64, hw: usize| {
+            let node = qport_onnx::Node::new("n", "QLinearConv", ["x"], ["y"]).with_attrs(vec![
+                ("group", Attribute::Int(c)),
+                ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
+            ]);
+            let attrs = crate::ops::nn::spatial::ConvAttrs::parse(&node).unwrap();
+            let c = c as usize;
+            let g = attrs.geometry(&[1, c, hw, hw], &[c, 1, 3, 3]).unwrap();
+            super::depthwise_chunk(&g)
+        };
+        assert_eq!(wide(192, 28), 96, "111 fit: two chunks of 96");
+        assert_eq!(wide(100, 64), 20, "21 fit: five chunks of 20");
+        assert_eq!(wide(22, 64), 11, "21 fit: two chunks of 11");
+        assert_eq!(wide(3, 1024), 1, "not even one fits: one channel each");
     }
 
     /// Calls of `PreparedConv::run_into` (so the test below can tell the
