@@ -1,8 +1,9 @@
 //! The 8-bit elementwise loops of the quantized operators, over
 //! [`QInt`]: quantization of `f32` ([`quantize`], and
 //! [`quantize_rounding_into`] under the other rounding modes), dequantization
-//! ([`dequantize`]), onnxruntime's same-shape `QLinearAdd` ([`add`]) and
-//! per-channel requantization of i32 accumulators ([`requantize`]).
+//! ([`dequantize`]), onnxruntime's same-shape `QLinearAdd` ([`add`]),
+//! per-channel requantization of i32 accumulators ([`requantize`]) and
+//! per-channel table lookups ([`lookup_planes`]).
 //!
 //! Each is one plain loop written so that the compiler vectorizes it
 //! (rounding half to even by adding and subtracting `1.5·2^23`, clamping
@@ -271,6 +272,100 @@ pub(crate) fn requantize_loop<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usiz
     {
         r.apply_slice_into(a, o, T::truncate);
     }
+}
+
+/// Per-channel table lookup (onnxruntime-free: qport's
+/// `ai.qport:QLinearLookup`): plane `i` of `x` (`inner` elements each,
+/// channel `i % channels`) through row `i % channels` of `table`
+/// (`[channels, 256]`, indexed by `x − X::MIN`, i.e. 0 for the lowest
+/// value), into `out` (the same layout as `x`). Whole planes are divided
+/// between the intra-op threads (the same bytes on any count).
+///
+/// With AVX-512 VBMI each 64 inputs take two two-register byte permutes
+/// and a blend (`vpermi2b`, entries 0–127 and 128–255); elsewhere a
+/// plain indexed loop.
+///
+/// ```
+/// use qport_kernels::int8::elementwise::lookup_planes;
+/// // two channels of two elements: channel 0 negates, channel 1 adds 1
+/// let mut table = vec![0i8; 2 * 256];
+/// for v in 0..256usize {
+///     let x = v as i32 - 128; // i8 value of entry v
+///     table[v] = (-x).clamp(-128, 127) as i8;
+///     table[256 + v] = (x + 1).clamp(-128, 127) as i8;
+/// }
+/// let mut out = [0i8; 4];
+/// lookup_planes(&[5i8, -7, 5, 127], &table, 2, 2, &mut out);
+/// assert_eq!(out, [-5, 7, 6, 127]);
+/// ```
+///
+/// # Panics
+/// When `table` has fewer than `channels · 256` entries, `out` is shorter
+/// than `x`, or `x` is not whole planes of `inner` elements.
+pub fn lookup_planes<X: QInt, Y: QInt>(
+    x: &[X],
+    table: &[Y],
+    channels: usize,
+    inner: usize,
+    out: &mut [Y],
+) {
+    assert!(table.len() >= channels * 256 && out.len() >= x.len());
+    if x.is_empty() {
+        return;
+    }
+    assert!(
+        channels > 0 && inner > 0 && x.len().is_multiple_of(inner),
+        "lookup_planes: whole planes"
+    );
+    // (the index of value v is v − X::MIN: the byte itself for u8, the
+    // byte with its top bit flipped for i8)
+    let flip = if X::MIN < 0 { 0x80u8 } else { 0 };
+    let (x, table) = (bytes(x), bytes(table));
+    let out = &mut bytes_mut(out)[..x.len()];
+    let work = x.len() * crate::par::STREAM_COST;
+    crate::par::split_mut(out, inner, work, |start, block| {
+        for (k, o) in block.chunks_mut(inner).enumerate() {
+            let i = start / inner + k;
+            let row: &[u8; 256] = table[(i % channels) * 256..][..256]
+                .try_into()
+                .expect("rows of 256");
+            lookup_row(&x[i * inner..][..inner], flip, row, o);
+        }
+    });
+}
+
+/// `out[j] = row[x[j] ^ flip]` on the host's kernel.
+fn lookup_row(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx512() && std::arch::is_x86_feature_detected!("avx512vbmi") {
+        // SAFETY: the AVX-512 rows of the dispatch table exist only where
+        // the CPU has AVX-512F + BW (`dispatch::detect`); VBMI checked.
+        return unsafe { x86::lookup_vbmi(x, flip, row, out) };
+    }
+    lookup_loop(x, flip, row, out)
+}
+
+/// The portable [`lookup_row`].
+#[inline(always)]
+pub(crate) fn lookup_loop(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = row[usize::from(v ^ flip)];
+    }
+}
+
+/// The bytes of a slice of one-byte [`QInt`]s.
+fn bytes<T: QInt>(s: &[T]) -> &[u8] {
+    assert_eq!(std::mem::size_of::<T>(), 1);
+    // SAFETY: `QInt` is implemented for u8 and i8 only (asserted one
+    // byte): the same memory, every byte a valid u8.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
+}
+
+/// [`bytes`], mutably.
+fn bytes_mut<T: QInt>(s: &mut [T]) -> &mut [u8] {
+    assert_eq!(std::mem::size_of::<T>(), 1);
+    // SAFETY: as in `bytes`; every u8 written is a valid u8 or i8.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) }
 }
 
 #[cfg(test)]

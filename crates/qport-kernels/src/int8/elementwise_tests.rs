@@ -303,3 +303,68 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Every row of the dispatch table (the VBMI byte permutes where the
+    /// CPU has them) looks each element up in its channel's row, for u8
+    /// and i8 inputs and outputs, over planes shorter and longer than a
+    /// vector, every byte value and several images.
+    #[test]
+    fn lookups_equal_the_table_on_every_row(
+        channels in 1usize..5, inner in 1usize..150, images in 1usize..3,
+        seed in proptest::prelude::any::<u64>(),
+    ) {
+        let n = images * channels * inner;
+        let mut s = seed | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        // every byte value among the inputs (then random ones)
+        let xu: Vec<u8> = (0..n).map(|i| if i < 256 { i as u8 } else { next() as u8 }).collect();
+        let xi: Vec<i8> = xu.iter().map(|&v| v as i8).collect();
+        let table: Vec<u8> = (0..channels * 256).map(|_| next() as u8).collect();
+        let ti: Vec<i8> = table.iter().map(|&v| v as i8).collect();
+        let want_u: Vec<u8> = (0..n)
+            .map(|j| table[(j / inner % channels) * 256 + usize::from(xu[j])])
+            .collect();
+        // an i8 input indexes its value + 128
+        let want_i: Vec<u8> = (0..n)
+            .map(|j| table[(j / inner % channels) * 256 + (i32::from(xi[j]) + 128) as usize])
+            .collect();
+        for isa in supported_isas() {
+            let mut got = vec![0u8; n];
+            with_isa(isa, || lookup_planes(&xu, &table, channels, inner, &mut got));
+            proptest::prop_assert_eq!(&got, &want_u, "{} u8 -> u8", isa);
+            let mut got = vec![0i8; n];
+            with_isa(isa, || lookup_planes(&xi, &ti, channels, inner, &mut got));
+            let got: Vec<u8> = got.iter().map(|&v| v as u8).collect();
+            proptest::prop_assert_eq!(&got, &want_i, "{} i8 -> i8", isa);
+        }
+    }
+}
+
+/// The lookup split over 1, 2 and 3 intra-op threads writes the same
+/// bytes.
+#[test]
+fn lookups_are_the_same_on_any_thread_count() {
+    let _g = crate::test_lock();
+    let (channels, inner) = (37, 3001);
+    let x: Vec<u8> = (0..channels * inner)
+        .map(|i| (i * 31 % 256) as u8)
+        .collect();
+    let table: Vec<u8> = (0..channels * 256).map(|i| (i * 7 % 251) as u8).collect();
+    let want: Vec<u8> = (0..x.len())
+        .map(|j| table[(j / inner) * 256 + usize::from(x[j])])
+        .collect();
+    for t in [1, 2, 3] {
+        crate::par::set_threads(t);
+        let mut got = vec![0u8; x.len()];
+        lookup_planes(&x, &table, channels, inner, &mut got);
+        crate::par::set_threads(1);
+        assert_eq!(got, want, "{t} threads");
+    }
+}

@@ -448,50 +448,27 @@ pub(crate) fn build_lookup(_ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         }
         let c = xs[1];
         let inner: usize = xs[2..].iter().product();
-        /// `out[i] = row[index(x[i])]` plane by plane (rows as fixed
-        /// 256-entry arrays, so the u8 index needs no bounds check).
-        fn look<X: Copy, Y: Copy>(
-            xv: &[X],
-            tv: &[Y],
-            c: usize,
-            inner: usize,
-            index: impl Fn(X) -> u8,
-            out: &mut [Y],
-        ) {
-            for (i, (plane, o)) in xv
-                .chunks(inner.max(1))
-                .zip(out.chunks_mut(inner.max(1)))
-                .enumerate()
-            {
-                let row: &[Y; 256] = tv[(i % c) * 256..(i % c + 1) * 256]
-                    .try_into()
-                    .expect("rows of 256");
-                for (o, &v) in o.iter_mut().zip(plane) {
-                    *o = row[usize::from(index(v))];
-                }
-            }
-        }
         let n = x.len();
-        let flip = |v: i8| (v as u8) ^ 0x80; // i8 v at entry v + 128
+        // (an i8 input indexes entry v + 128, as the table is laid out)
         let data = match (x.data(), table.data()) {
             (TensorData::U8(xv), TensorData::U8(tv)) => {
                 let mut o = crate::buffers::take_u8(n);
-                look(xv, tv, c, inner, |v| v, &mut o);
+                elementwise::lookup_planes(xv, tv, c, inner, &mut o);
                 TensorData::U8(o)
             }
             (TensorData::U8(xv), TensorData::I8(tv)) => {
                 let mut o = crate::buffers::take_i8(n);
-                look(xv, tv, c, inner, |v| v, &mut o);
+                elementwise::lookup_planes(xv, tv, c, inner, &mut o);
                 TensorData::I8(o)
             }
             (TensorData::I8(xv), TensorData::U8(tv)) => {
                 let mut o = crate::buffers::take_u8(n);
-                look(xv, tv, c, inner, flip, &mut o);
+                elementwise::lookup_planes(xv, tv, c, inner, &mut o);
                 TensorData::U8(o)
             }
             (TensorData::I8(xv), TensorData::I8(tv)) => {
                 let mut o = crate::buffers::take_i8(n);
-                look(xv, tv, c, inner, flip, &mut o);
+                elementwise::lookup_planes(xv, tv, c, inner, &mut o);
                 TensorData::I8(o)
             }
             _ => return Err(OpError::dtype("X", x.dtype())),

@@ -31,3 +31,36 @@ recompiled! {
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;
 }
+
+/// [`crate::int8::elementwise::lookup_loop`] with AVX-512 VBMI: 64 bytes
+/// per step (the tail masked), each index `x ^ flip` looked up in the
+/// low and the high half of the 256-entry row (`vpermi2b` over two
+/// registers each reads 7 index bits) and the half chosen by the index's
+/// top bit. The same bytes.
+///
+/// # Safety
+/// The CPU must support AVX-512F, BW and VBMI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+pub(crate) unsafe fn lookup_vbmi(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let n = x.len().min(out.len());
+    // SAFETY: `row` holds 4 · 64 bytes.
+    let [t0, t1, t2, t3] = std::array::from_fn::<_, 4, _>(|q| unsafe {
+        _mm512_loadu_si512(row.as_ptr().add(64 * q).cast())
+    });
+    let f = _mm512_set1_epi8(flip as i8);
+    let mut i = 0;
+    while i < n {
+        let lanes = (n - i).min(64);
+        let mask: __mmask64 = if lanes == 64 { !0 } else { (1u64 << lanes) - 1 };
+        // SAFETY: the masked lanes lie inside `x` and `out` (i + lanes ≤ n).
+        unsafe {
+            let idx = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, x.as_ptr().add(i).cast()), f);
+            let lo = _mm512_permutex2var_epi8(t0, idx, t1);
+            let hi = _mm512_permutex2var_epi8(t2, idx, t3);
+            let r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi);
+            _mm512_mask_storeu_epi8(out.as_mut_ptr().add(i).cast(), mask, r);
+        }
+        i += lanes;
+    }
+}
