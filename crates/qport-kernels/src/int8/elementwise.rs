@@ -8,7 +8,8 @@
 //! Each is one plain loop written so that the compiler vectorizes it
 //! (rounding half to even by adding and subtracting `1.5·2^23`, clamping
 //! before rounding), compiled again with AVX2 (and AVX-512 for
-//! requantization) enabled and chosen from the dispatch table
+//! requantization and addition; the lookups have their own AVX-512 VBMI
+//! body) enabled and chosen from the dispatch table
 //! ([`crate::isa`]). The copies perform the same operations in the same
 //! order (no fused multiply-adds are formed that the plain loop does not
 //! spell out), so every table row gives the same bits; the tests hold
@@ -221,6 +222,12 @@ pub struct AddParams {
 /// assert_eq!(out, [4, 255]);
 /// ```
 pub fn add<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx512() {
+        // SAFETY: the dispatch table has an AVX-512 row only where the CPU
+        // has AVX-512F + BW (and AVX2 + FMA: `dispatch::detect`).
+        return unsafe { x86::add_avx512(a, b, k, out) };
+    }
     #[cfg(target_arch = "x86_64")]
     if crate::isa().avx2() {
         // SAFETY: the dispatch table has an x86-64 row only where the CPU

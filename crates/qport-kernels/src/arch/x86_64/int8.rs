@@ -27,6 +27,10 @@ recompiled! {
     /// [`add_loop`] with AVX2 and FMA: the loop's `mul_add` is one
     /// instruction instead of a library call (the same fused result).
     "avx2,fma" fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) = add_loop;
+    /// [`add_loop`] with AVX-512 (and FMA): 16 lanes per step, the same
+    /// fused multiply-adds.
+    "avx512f,avx512bw,avx2,fma" fn add_avx512<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T])
+        = add_loop;
     /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;
