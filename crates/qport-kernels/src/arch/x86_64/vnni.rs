@@ -146,7 +146,7 @@ fn kernel() -> Option<Kernel<PackedI8>> {
                 // holds the m rows of stride `ldc`.
                 unsafe {
                     if o.dims.2 <= x86::GEMV_MAX_N {
-                        return x86::gemv(o, c, ldc, &mut s.1);
+                        return x86::gemv(o, c, ldc, &mut s.xq);
                     }
                     let out = x86::SumsOut {
                         c: crate::par::SendPtr(c.as_mut_ptr()),
@@ -164,10 +164,29 @@ fn kernel() -> Option<Kernel<PackedI8>> {
     }
 }
 
+/// The buffers of [`x86::gemm`] and [`x86::gemv`].
+#[derive(Default)]
+struct Scratch {
+    /// `B` packed.
+    bp: Vec<u8>,
+    /// `B`'s column sums.
+    col_sum: Vec<i32>,
+    /// One column's quads (the columns computed one by one).
+    xq: Vec<i32>,
+    /// The sums of the columns computed one by one, `TAIL_MAX` per row.
+    tail: Vec<i32>,
+}
+
 thread_local! {
-    /// Packed `B` and its column sums, reused across calls on a thread.
-    static B_SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<i32>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    /// The kernels' buffers, reused across calls on a thread.
+    static B_SCRATCH: std::cell::RefCell<Scratch> = const {
+        std::cell::RefCell::new(Scratch {
+            bp: Vec::new(),
+            col_sum: Vec::new(),
+            xq: Vec::new(),
+            tail: Vec::new(),
+        })
+    };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -396,7 +415,7 @@ mod x86 {
     pub(super) unsafe fn gemm<O: TileOut>(
         o: U8s8<'_, PackedI8>,
         out: &O,
-        scratch: &mut (Vec<u8>, Vec<i32>),
+        scratch: &mut super::Scratch,
     ) {
         let U8s8 {
             a,
@@ -407,7 +426,12 @@ mod x86 {
         } = o;
         let (m, k, kq) = (a.m, a.k, a.kq);
         let np = n.div_ceil(L * NV) * L * NV;
-        let (bp, col_sum) = scratch;
+        let super::Scratch {
+            bp,
+            col_sum,
+            xq,
+            tail: tail_sums,
+        } = scratch;
         if bp.len() < kq * np * 4 {
             bp.resize(kq * np * 4, 0);
         }
@@ -444,12 +468,65 @@ mod x86 {
         // block writes only its own rows
         // (a vpdpbusd does 64 multiply-adds to an FMA's 16: count a
         // quarter of the work against the hand-off cost)
-        crate::par::split(m, MR, m * k * n / 4, |r0, r1| {
+        // the columns past the last full vector, when few and the
+        // reduction long, one by one (a vector of 16 columns would hold
+        // mostly padding; each such column costs a pass over A and a
+        // store per row)
+        let r = n % L;
+        let tail = if n > L && r <= TAIL_MAX && kq * (L - r) > 640 * r {
+            r
+        } else {
+            0
+        };
+        let nm = n - tail;
+        crate::par::split(m, MR, m * k * nm / 4, |r0, r1| {
             // SAFETY: the caller checked the CPU features and gave rows
             // 0..m to this call; r0..r1 are this block's alone.
-            unsafe { rows(a, bp, np, n, &corr, out, r0, r1) };
+            unsafe { rows(a, bp, np, nm, &corr, out, r0, r1) };
+        });
+        if tail == 0 {
+            return;
+        }
+        let o = U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        };
+        tail_sums.clear();
+        tail_sums.resize(m * TAIL_MAX, 0);
+        let ts = crate::par::SendPtr(tail_sums.as_mut_ptr());
+        for j in 0..tail {
+            // SAFETY: the caller's features; element (i, j) of the tail
+            // sums, each written once.
+            unsafe { column(&o, nm + j, xq, |i, v| *ts.get().add(i * TAIL_MAX + j) = v) };
+        }
+        let ts = &tail_sums[..];
+        crate::par::split(m, 1, m * tail * 16, |r0, r1| {
+            for (i, &zi) in za.iter().enumerate().take(r1).skip(r0) {
+                let bound =
+                    (a.abs_sum[i] + k as i64 * i64::from(zi).abs()).saturating_mul(corr.b_dev);
+                // SAFETY: the caller's features; row i's columns nm..n
+                // are `out`'s, written by this block alone; the masked
+                // load reads `tail` ≤ 4 sums of row i.
+                unsafe {
+                    let row = out.row(i, bound);
+                    let y = _mm512_maskz_loadu_epi32(
+                        ((1u32 << tail) - 1) as u16,
+                        ts.as_ptr().add(i * TAIL_MAX),
+                    );
+                    out.put(&row, i, nm, y, tail);
+                }
+            }
         });
     }
+
+    /// Columns past the last full vector of 16 that [`gemm`] computes
+    /// one by one ([`column`]) rather than in a vector: at most this many
+    /// (a vector costs as much as 16 such columns, and each column reads
+    /// all of `A` once more).
+    const TAIL_MAX: usize = 4;
 
     /// Columns of `B` up to which [`gemv`] runs instead of [`gemm`]
     /// (whose register tile spans 16 columns at least: one column, a
@@ -473,83 +550,98 @@ mod x86 {
     }
 
     /// `(A − za)·(B − zb)` into `C` (row stride `ldc`) for a `B` of few
-    /// columns (`n ≤` [`GEMV_MAX_N`]): per column, the column's quads
-    /// broadcast against 16 rows of `A` per vector (`vpdpbusd` with the
-    /// u8 operand broadcast), the same exact sums as [`gemm`]. `xq`
-    /// holds the column's quads and sum.
+    /// columns (`n ≤` [`GEMV_MAX_N`]), column by column ([`column`]):
+    /// the same exact sums as [`gemm`]. `xq` is scratch.
     ///
     /// # Safety
     /// The CPU must support AVX-512F, BW and VNNI; `c` holds `m` rows of
     /// stride `ldc ≥ n`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn gemv(o: U8s8<'_, PackedI8>, c: &mut [i32], ldc: usize, xq: &mut Vec<i32>) {
+        let n = o.dims.2;
+        let cp = crate::par::SendPtr(c.as_mut_ptr());
+        for j in 0..n {
+            // SAFETY: the caller's features; row i < m, column j < n ≤
+            // ldc (the caller's contract), each row written by one block.
+            unsafe { column(&o, j, xq, |i, v| *cp.get().add(i * ldc + j) = v) };
+        }
+    }
+
+    /// Column `j` of `(A − za)·(B − zb)`, handed row by row to `emit(i,
+    /// sum)` (rows in blocks of 16 on the intra-op threads): the column's
+    /// quads broadcast against 16 rows of `A` per vector (`vpdpbusd`
+    /// with the u8 operand broadcast, `A` as [`row_blocks`]). `xq` is
+    /// scratch for the column's quads.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI; `emit` may be called
+    /// from several threads at once, for different rows.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn column(
+        o: &U8s8<'_, PackedI8>,
+        j: usize,
+        xq: &mut Vec<i32>,
+        emit: impl Fn(usize, i32) + Sync,
+    ) {
         let U8s8 {
             a,
             za,
             b,
             zb,
             dims: (_, _, n),
-        } = o;
+        } = *o;
         let (m, k, kq) = (a.m, a.k, a.kq);
         let blocks = row_blocks(a);
-        let cp = crate::par::SendPtr(c.as_mut_ptr());
-        for j in 0..n {
-            // column j of B as quads (zero padded) and its sum
-            xq.clear();
-            xq.resize(kq, 0);
-            let mut col_sum = 0i32;
-            for p in 0..k {
-                let v = b[p * n + j];
-                col_sum += i32::from(v);
-                xq[p / 4] |= i32::from(v) << (8 * (p % 4));
-            }
-            let xq = &xq[..];
-            // blocks of 16 rows on the intra-op threads, each writing its
-            // own rows of column j
-            crate::par::split(m.div_ceil(L), 1, m * k / 4, |b0, b1| {
-                for blk in b0..b1 {
-                    let w = &blocks[blk * kq * L..(blk + 1) * kq * L];
-                    let mut acc = [_mm512_setzero_si512(); 4];
-                    let mut t = 0;
-                    // (four independent sums: the dependency chain of
-                    // one accumulator would bound the loop by latency)
-                    while t + 4 <= kq {
-                        for (u, s) in acc.iter_mut().enumerate() {
-                            // SAFETY: step t + u < kq of this block.
-                            let wv = unsafe {
-                                _mm512_loadu_si512(w.as_ptr().add((t + u) * L) as *const _)
-                            };
-                            *s = _mm512_dpbusd_epi32(*s, _mm512_set1_epi32(xq[t + u]), wv);
-                        }
-                        t += 4;
-                    }
-                    while t < kq {
-                        // SAFETY: as above.
-                        let wv = unsafe { _mm512_loadu_si512(w.as_ptr().add(t * L) as *const _) };
-                        acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_set1_epi32(xq[t]), wv);
-                        t += 1;
-                    }
-                    let sums = _mm512_add_epi32(
-                        _mm512_add_epi32(acc[0], acc[1]),
-                        _mm512_add_epi32(acc[2], acc[3]),
-                    );
-                    let mut lanes = [0i32; L];
-                    // SAFETY: `lanes` holds 16 i32.
-                    unsafe { _mm512_storeu_si512(lanes.as_mut_ptr() as *mut _, sums) };
-                    let rows = blk * L..((blk + 1) * L).min(m);
-                    for (i, &s) in rows.zip(&lanes) {
-                        // C = acc − zb·rowsum(i) − za(i)·colsum + k·za(i)·zb
-                        let v = s
-                            .wrapping_sub(zb.wrapping_mul(a.row_sum[i]))
-                            .wrapping_sub(za[i].wrapping_mul(col_sum))
-                            .wrapping_add((k as i32).wrapping_mul(za[i]).wrapping_mul(zb));
-                        // SAFETY: row i < m, column j < n ≤ ldc (the
-                        // caller's contract); row i is this block's.
-                        unsafe { *cp.get().add(i * ldc + j) = v };
-                    }
-                }
-            });
+        // column j of B as quads (zero padded) and its sum
+        xq.clear();
+        xq.resize(kq, 0);
+        let mut col_sum = 0i32;
+        for p in 0..k {
+            let v = b[p * n + j];
+            col_sum += i32::from(v);
+            xq[p / 4] |= i32::from(v) << (8 * (p % 4));
         }
+        let xq = &xq[..];
+        crate::par::split(m.div_ceil(L), 1, m * k / 4, |b0, b1| {
+            for blk in b0..b1 {
+                let w = &blocks[blk * kq * L..(blk + 1) * kq * L];
+                let mut acc = [_mm512_setzero_si512(); 4];
+                let mut t = 0;
+                // (four independent sums: the dependency chain of one
+                // accumulator would bound the loop by latency)
+                while t + 4 <= kq {
+                    for (u, s) in acc.iter_mut().enumerate() {
+                        // SAFETY: step t + u < kq of this block.
+                        let wv =
+                            unsafe { _mm512_loadu_si512(w.as_ptr().add((t + u) * L) as *const _) };
+                        *s = _mm512_dpbusd_epi32(*s, _mm512_set1_epi32(xq[t + u]), wv);
+                    }
+                    t += 4;
+                }
+                while t < kq {
+                    // SAFETY: as above.
+                    let wv = unsafe { _mm512_loadu_si512(w.as_ptr().add(t * L) as *const _) };
+                    acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_set1_epi32(xq[t]), wv);
+                    t += 1;
+                }
+                let sums = _mm512_add_epi32(
+                    _mm512_add_epi32(acc[0], acc[1]),
+                    _mm512_add_epi32(acc[2], acc[3]),
+                );
+                let mut lanes = [0i32; L];
+                // SAFETY: `lanes` holds 16 i32.
+                unsafe { _mm512_storeu_si512(lanes.as_mut_ptr() as *mut _, sums) };
+                let rows = blk * L..((blk + 1) * L).min(m);
+                for (i, &s) in rows.zip(&lanes) {
+                    // C = acc − zb·rowsum(i) − za(i)·colsum + k·za(i)·zb
+                    let v = s
+                        .wrapping_sub(zb.wrapping_mul(a.row_sum[i]))
+                        .wrapping_sub(za[i].wrapping_mul(col_sum))
+                        .wrapping_add((k as i32).wrapping_mul(za[i]).wrapping_mul(zb));
+                    emit(i, v);
+                }
+            }
+        });
     }
 
     /// Rows `r0..r1` of the output.
@@ -638,6 +730,52 @@ mod tests {
             let (a, b) = (&a[..m * k], &b[..k * n]);
             let za: Vec<i32> = if symmetric { vec![0; 70] } else { za };
             check(gemm_u8s8, (a, &za[..m]), (b, zb), (m, k, n), n + pad);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// A long reduction with 1 to 4 columns past the last full vector
+        /// (those columns computed one by one, `TAIL_MAX`): the exact
+        /// sums, as i32 and requantized in the epilogue.
+        #[test]
+        fn tail_columns_match_the_exact_reference(
+            m in 1usize..40, k in 860usize..1000,
+            n in prop_oneof![17usize..21, Just(33), Just(49), Just(52)],
+            seed in any::<u64>(), zb in 0i32..256, symmetric in any::<bool>(),
+        ) {
+            use qport_core::arith::{ArithProfile, FloatRequant, Requantizer};
+            let mut s = seed | 1;
+            let mut next = move || {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s
+            };
+            let a: Vec<i8> = (0..m * k).map(|_| next() as i8).collect();
+            let b: Vec<u8> = (0..k * n).map(|_| next() as u8).collect();
+            let za: Vec<i32> = (0..m).map(|i| if symmetric { 0 } else { (next() % 256) as i32 - 128 + i as i32 % 2 }).collect();
+            let za: Vec<i32> = za.iter().map(|&z| z.clamp(-128, 127)).collect();
+            check(gemm_u8s8, (&a, &za), (&b, zb), (m, k, n), n);
+            // the requantizing epilogue
+            let p = ArithProfile::preset("f32-rne").unwrap();
+            let rq: Vec<Requantizer> = (0..m)
+                .map(|i| Requantizer::new(i as f64, 1e-5 * (1.0 + i as f64), 100, 0, 255, &p))
+                .collect();
+            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
+            let sums = exact((&a, &za), (&b, zb), (m, k, n), n);
+            let mut want = vec![0u8; m * n];
+            crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
+            let packed = PackedI8::new(&a, m, k);
+            let mut got = vec![7u8; m * n];
+            let ran = std::sync::atomic::AtomicBool::new(false);
+            crate::par::split_columns(&mut got, n, &[0, n], 0, |_, mut blk| {
+                let r = crate::qgemm::gemm_u8s8_requant(&packed, &za, &b, zb, &frq, &mut blk, 0);
+                ran.store(r, std::sync::atomic::Ordering::Relaxed);
+            });
+            if ran.load(std::sync::atomic::Ordering::Relaxed) {
+                prop_assert_eq!(got, want);
+            }
         }
     }
 
