@@ -330,8 +330,9 @@ vpmaddwd on widened operands, else portable code; the avx2-u8s8 profile's \
 saturating pairs run on vpmaddubsw where AVX2 exists. Depthwise layers accumulate \
 exactly in 16-bit pairs (vpdpwssd with AVX-512 VNNI, vpmaddwd with AVX-512BW or AVX2), \
 requantization and \
-residual adds are vectorized loops, QGemm with constant weights runs on the same \
-kernels. QLinearMatMul, pooling and im2col are portable code, so the measured ratio is qport's, not the ISA's ceiling; the table \
+residual adds are vectorized loops, per-channel lookups run on vpermi2b (AVX-512 VBMI), \
+QGemm with constant weights runs on the same kernels (a matrix-vector body for a \
+batch-1 head). QLinearMatMul, pooling and im2col are portable code, so the measured ratio is qport's, not the ISA's ceiling; the table \
 is what an ISA-specific runtime (such as onnxruntime's MLAS) shows.";
 
 #[cfg(test)]
