@@ -17,6 +17,13 @@
 //! C[i][j] = Σ_p A[i][p]·B[p][j] − zb·Σ_p A[i][p] − za(i)·Σ_p B[p][j] + k·za(i)·zb
 //! ```
 //!
+//! A `B` of at most four columns (a batch-1 classifier head), and the
+//! one to four columns past the last full vector of 16 under a long
+//! reduction, run column by column instead: the column's quads broadcast
+//! against 16 rows of `A` per vector (`A` then laid out as blocks of 16
+//! rows, built on first use), where a 16-lane tile would hold mostly
+//! padding.
+//!
 //! The kernel writes its corrected sums as i32 ([`gemm_u8s8`],
 //! [`gemm_packed`]) or requantizes them in its epilogue into 8-bit outputs
 //! (`gemm_requant_packed`, behind [`crate::qgemm::gemm_u8s8_requant`]).
