@@ -13,7 +13,7 @@
 //! - one filter per channel (the SGEMM has a single row): the taps, in
 //!   kernel row-major order with taps in the padding counted as products
 //!   with zero, are cut into blocks of 4, then a block of 2 and a block of
-//!   1 for the remainder ([`tap_blocks`]); each block is summed left to
+//!   1 for the remainder (`tap_blocks`); each block is summed left to
 //!   right with separate multiplies and adds, and each block's sum is
 //!   added to the running total, which starts at `+0.0`;
 //! - several filters per channel: one fused multiply-add chain over the

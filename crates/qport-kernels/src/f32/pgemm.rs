@@ -41,7 +41,7 @@ pub(crate) const MT: usize = 32;
 pub(crate) const NT: usize = 8;
 
 /// A constant `m x k` left operand (given row-major), held once: in
-/// panels of [`MT`] rows where the AVX-512 kernels will run (both
+/// panels of `MT` rows where the AVX-512 kernels will run (both
 /// orientations read that one layout), else as given.
 #[derive(Clone, Debug)]
 pub struct PackedA {
