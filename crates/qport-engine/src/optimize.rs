@@ -287,7 +287,7 @@ fn activation(
 
 /// A copy of `model` with every foldable Conv + BatchNormalization pair
 /// (same conditions and arithmetic as the plan-time fusion in the
-/// [module docs](self)) replaced by one Conv whose folded weight and bias
+/// module docs of `optimize`) replaced by one Conv whose folded weight and bias
 /// are new `f32` initializers named `<conv>::qport_bn_weight` /
 /// `<conv>::qport_bn_bias`. Unused initializers are dropped; everything
 /// else (names, order, graph inputs and outputs, metadata) is kept.

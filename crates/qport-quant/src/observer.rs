@@ -607,7 +607,7 @@ pub enum ChannelObserveError {
 }
 
 /// A tensor shape that does not fit its values or the axis asked for
-/// ([`check_shape`]); part of [`ChannelObserveError`] and
+/// (`check_shape`); part of [`ChannelObserveError`] and
 /// [`crate::calib::CalibError`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ShapeError {

@@ -1,7 +1,7 @@
 //! Measurement studies on a quantized artifact, with the artifact and its
 //! scales held fixed and the integer arithmetic as the only free variable
 //! (the study in `shared/seeds/004_…`), and the latency benchmark that
-//! asks whether INT8 is faster at all on the host ([`bench`]). The
+//! asks whether INT8 is faster at all on the host ([`bench`](mod@bench)). The
 //! documents `qport agree` and `qport diverge` write are built from a
 //! study's result in [`agree::report`] and [`diverge::report`]; the samples
 //! are `qport_data`'s ([`qport_data::Sample`]). [`dump`] writes and reads

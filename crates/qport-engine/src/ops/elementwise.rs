@@ -2,7 +2,7 @@
 //! arithmetic with numpy broadcasting, comparisons and Where, the softmax
 //! family and LayerNormalization.
 //!
-//! Submodules: [`broadcast`] (broadcast iteration with fast paths for equal
+//! Submodules: `broadcast` (broadcast iteration with fast paths for equal
 //! shapes, scalars and per-channel vectors), `real` (the float trait),
 //! `erf`, `fastmath` (vectorisable `f32` exp and tanh), `unary`, `activation`, `binary`, `compare`, `softmax`, `norm`.
 

@@ -1,9 +1,9 @@
 //! Operators: the reduction family — ReduceSum/Mean/Max/Min/Prod/L1/L2/
 //! LogSum/LogSumExp/SumSquare, ArgMax/ArgMin, TopK and CumSum.
 //!
-//! Shared machinery: [`RNum`] (the element types reductions accept, with
-//! `f64` and wrapping `i128` views), [`grouped`] (the input rearranged so
-//! that each output element's inputs are contiguous) and [`axis_layout`].
+//! Shared machinery: `RNum` (the element types reductions accept, with
+//! `f64` and wrapping `i128` views), `grouped` (the input rearranged so
+//! that each output element's inputs are contiguous) and `axis_layout`.
 
 use super::Registry;
 use crate::error::{OpError, OpResult};
