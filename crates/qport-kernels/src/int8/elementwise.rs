@@ -330,25 +330,42 @@ pub fn lookup_planes<X: QInt, Y: QInt>(
     let (x, table) = (bytes(x), bytes(table));
     let out = &mut bytes_mut(out)[..x.len()];
     let work = x.len() * crate::par::STREAM_COST;
+    // (the kernel chosen once per call, on the calling thread's row)
+    let vbmi = vbmi();
     crate::par::split_mut(out, inner, work, |start, block| {
         for (k, o) in block.chunks_mut(inner).enumerate() {
             let i = start / inner + k;
             let row: &[u8; 256] = table[(i % channels) * 256..][..256]
                 .try_into()
                 .expect("rows of 256");
-            lookup_row(&x[i * inner..][..inner], flip, row, o);
+            lookup_row(&x[i * inner..][..inner], flip, row, o, vbmi);
         }
     });
 }
 
-/// `out[j] = row[x[j] ^ flip]` on the host's kernel.
-fn lookup_row(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
+/// True where [`lookup_row`] may run its AVX-512 VBMI body: an AVX-512
+/// row of the dispatch table on a CPU with VBMI.
+fn vbmi() -> bool {
     #[cfg(target_arch = "x86_64")]
-    if crate::isa().avx512() && std::arch::is_x86_feature_detected!("avx512vbmi") {
-        // SAFETY: the AVX-512 rows of the dispatch table exist only where
-        // the CPU has AVX-512F + BW (`dispatch::detect`); VBMI checked.
+    {
+        crate::isa().avx512() && std::arch::is_x86_feature_detected!("avx512vbmi")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `out[j] = row[x[j] ^ flip]`, on the VBMI body where `vbmi` (from
+/// [`vbmi`]) says so.
+fn lookup_row(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8], vbmi: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if vbmi {
+        // SAFETY: `vbmi()` is true only on an AVX-512 row of the dispatch
+        // table (AVX-512F + BW, `dispatch::detect`) with VBMI detected.
         return unsafe { x86::lookup_vbmi(x, flip, row, out) };
     }
+    let _ = vbmi;
     lookup_loop(x, flip, row, out)
 }
 

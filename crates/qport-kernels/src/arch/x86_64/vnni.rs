@@ -172,7 +172,6 @@ fn kernel() -> Option<Kernel<PackedI8>> {
 }
 
 /// The buffers of [`x86::gemm`] and [`x86::gemv`].
-#[derive(Default)]
 struct Scratch {
     /// `B` packed.
     bp: Vec<u8>,
@@ -316,11 +315,8 @@ mod x86 {
                 .wrapping_sub(corr.zb.wrapping_mul(a.row_sum[i]));
             let rt = _mm512_set1_epi32(row_term);
             let zav = _mm512_set1_epi32(za);
-            // |C| ≤ Σ_p |A[i][p] − za| · max |B − zb|
-            let bound =
-                (a.abs_sum[i] + corr.k as i64 * i64::from(za).abs()).saturating_mul(corr.b_dev);
             // SAFETY: the caller's CPU has the features.
-            let row = unsafe { out.row(i, bound) };
+            let row = unsafe { out.row(i, corr.bound(a, i)) };
             for (v, &s) in accr.iter().enumerate() {
                 let js = j0 + v * L;
                 if js >= n {
@@ -347,6 +343,15 @@ mod x86 {
         col_sum: &'a [i32],
         /// `max |B[p][j] − zb|` over the u8 range.
         b_dev: i64,
+    }
+
+    impl Corr<'_> {
+        /// A bound on row `i`'s corrected sums: `|C| ≤ Σ_p |A[i][p] −
+        /// za| · max |B − zb|`.
+        #[inline(always)]
+        fn bound(&self, a: &PackedI8, i: usize) -> i64 {
+            (a.abs_sum[i] + self.k as i64 * i64::from(self.za[i]).abs()).saturating_mul(self.b_dev)
+        }
     }
 
     /// Where a tile's corrected sums go: row `i`'s vector of columns
@@ -511,14 +516,12 @@ mod x86 {
         }
         let ts = &tail_sums[..];
         crate::par::split(m, 1, m * tail * 16, |r0, r1| {
-            for (i, &zi) in za.iter().enumerate().take(r1).skip(r0) {
-                let bound =
-                    (a.abs_sum[i] + k as i64 * i64::from(zi).abs()).saturating_mul(corr.b_dev);
+            for i in r0..r1 {
                 // SAFETY: the caller's features; row i's columns nm..n
                 // are `out`'s, written by this block alone; the masked
                 // load reads `tail` ≤ 4 sums of row i.
                 unsafe {
-                    let row = out.row(i, bound);
+                    let row = out.row(i, corr.bound(a, i));
                     let y = _mm512_maskz_loadu_epi32(
                         ((1u32 << tail) - 1) as u16,
                         ts.as_ptr().add(i * TAIL_MAX),
