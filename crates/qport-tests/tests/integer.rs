@@ -11,16 +11,18 @@ fn model() -> qport_onnx::Model {
     qport_onnx::load::load(fixture("models/efficientnet-lite0.qdq-u8s8.onnx")).unwrap()
 }
 
-/// One inference split over 1, 2 or 3 intra-op threads (the GEMMs, and
+/// One inference split over 1, 2, 3 or 8 intra-op threads (the GEMMs, and
 /// the elementwise, quantize and pooling steps large enough to split their
-/// elements) gives the same bits, in FP32 and under integer profiles.
+/// elements; with 8, layers of fewer row blocks or channel blocks than
+/// threads) gives the same bits, in FP32 and under integer profiles (the
+/// saturating `avx2-u8s8` one too).
 #[test]
 fn intra_op_thread_counts_give_identical_bits() {
     let x = qport_tests::photo_crops("eval", 1).remove(0).inputs;
     let fp32 = qport_onnx::load::load(fixture("models/efficientnet-lite0.onnx")).unwrap();
     let fp32 = qport_engine::Plan::new(&fp32).unwrap();
     let model = model();
-    let integer: Vec<IntegerPlan> = ["f32-rne", "exact", "gemmlowp"]
+    let integer: Vec<IntegerPlan> = ["f32-rne", "exact", "gemmlowp", "avx2-u8s8"]
         .iter()
         .map(|n| IntegerPlan::new(&model, &ArithProfile::preset(n).unwrap()).unwrap())
         .collect();
@@ -35,7 +37,7 @@ fn intra_op_thread_counts_give_identical_bits() {
     };
     qport_kernels::par::set_threads(1);
     let one = run_all();
-    for t in [2, 3] {
+    for t in [2, 3, 8] {
         qport_kernels::par::set_threads(t);
         let got = run_all();
         qport_kernels::par::set_threads(1);

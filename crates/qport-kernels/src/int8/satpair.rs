@@ -329,6 +329,33 @@ mod tests {
         assert!(differ > m * n / 2, "only {differ} of {} saturate", m * n);
     }
 
+    /// The row blocks split between intra-op threads (the AVX2 kernel's
+    /// `store_corrected`): the same sums, saturations included, as the
+    /// scalar reference for every thread count.
+    #[test]
+    fn intra_op_threads_give_the_same_sums() {
+        let _g = crate::test_lock();
+        let (m, k, n) = (70, 600, 250); // above 4 x par::MIN_WORK, odd sizes
+        let u = extreme_bytes(k * n, 5);
+        let s: Vec<i8> = extreme_bytes(m * k, 6).iter().map(|&v| v as i8).collect();
+        let za: Vec<i32> = (0..m as i32).map(|i| i % 7 - 3).collect();
+        let ops = Operands::new(
+            MatRef::row_major(&s[..], m, k),
+            ZeroPoints::PerSlice(&za),
+            MatRef::row_major(&u[..], k, n),
+            ZeroPoints::Scalar(77),
+        );
+        let mut want = vec![0i32; m * n];
+        sat_pair_gemm_reference(ops, &mut want, n);
+        for t in [1, 2, 3, 8] {
+            crate::par::set_threads(t);
+            let mut got = vec![0i32; m * n];
+            sat_pair_gemm(ops, &mut got, n);
+            crate::par::set_threads(1);
+            assert!(got == want, "{t} threads differ from the reference");
+        }
+    }
+
     #[test]
     fn saturation_shows_and_exact_sums_do_not() {
         // 255·127 + 255·127 = 64770 saturates to 32767 per pair.

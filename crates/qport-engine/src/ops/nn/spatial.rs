@@ -440,7 +440,9 @@ impl<V> ShapeMemo<V> {
 /// `min_cols` positions, between 1 and `rows`. With several intra-op
 /// threads ([`qport_kernels::par::threads`]) and at least as many blocks,
 /// the blocks are made a little smaller so that their number is a multiple
-/// of the threads, which then take equal shares of whole blocks. Every
+/// of the threads, which then take equal shares of whole blocks; with
+/// several blocks but fewer than the threads, one block per thread (each
+/// of at least `min_cols` positions) or else one block. Every
 /// block size gives the same results; tests shrink the blocks with
 /// [`with_row_block`].
 pub(crate) fn row_block(
@@ -462,6 +464,17 @@ pub(crate) fn row_block(
     let n = rows.div_ceil(rb);
     if t > 1 && n >= t {
         rows.div_ceil(n.div_ceil(t) * t)
+    } else if t > 1 && n > 1 {
+        // fewer blocks than threads (which would leave threads idle):
+        // one block per thread where each still has `min_cols` positions,
+        // else the whole output in one block (whose im2col, packing and
+        // GEMM split between the threads themselves)
+        let per = rows.div_ceil(t);
+        if per * cols_per_row >= min_cols {
+            per
+        } else {
+            rows
+        }
     } else {
         rb
     }

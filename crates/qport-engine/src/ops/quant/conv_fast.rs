@@ -317,8 +317,13 @@ impl PreparedConv {
                 // and sums stay in the L2 cache through the widening, the
                 // taps and the requantization; the chunks are divided
                 // between the intra-op threads (each chunk as on one)
-                let chunk = depthwise_chunk(g);
                 let work = g.c_out * os * g.sizes().ks;
+                let parts = if work >= qport_kernels::par::MIN_WORK {
+                    qport_kernels::par::threads()
+                } else {
+                    1
+                };
+                let chunk = depthwise_chunk(g, parts);
                 qport_kernels::par::split_mut(o, chunk * os, work, |start, block| {
                     SCRATCH.with(|s| {
                         let acc = &mut s.borrow_mut().0;
@@ -513,16 +518,20 @@ impl PreparedConv {
 /// i32 sums; the plane of pairs is one channel's): inside the L2 cache.
 const DEPTHWISE_CHUNK_BYTES: usize = 512 << 10;
 
-/// Channels per chunk of a 2-D depthwise layer: the fewest chunks whose
-/// channels fit [`DEPTHWISE_CHUNK_BYTES`] (at least one channel each),
-/// the channels shared evenly between them (the intra-op threads take
-/// whole chunks, so even chunks keep them evenly loaded).
-fn depthwise_chunk(g: &ConvGeom) -> usize {
+/// Channels per chunk of a 2-D depthwise layer split between `threads`
+/// intra-op threads: the fewest chunks whose channels fit
+/// [`DEPTHWISE_CHUNK_BYTES`] (at least one channel each), rounded up to a
+/// multiple of the threads (at most one chunk per channel), the channels
+/// shared evenly between them (the threads take whole chunks, so even
+/// chunks keep them evenly loaded). The chunks change no value.
+fn depthwise_chunk(g: &ConvGeom, threads: usize) -> usize {
     let ConvSizes { is, os, .. } = g.sizes();
     let per_channel = (is + 4 * os + os).max(1);
     let fit = (DEPTHWISE_CHUNK_BYTES / per_channel).max(1);
     let c = g.c_out.max(1);
-    c.div_ceil(c.div_ceil(fit))
+    let t = threads.max(1);
+    let chunks = (c.div_ceil(fit).div_ceil(t) * t).min(c);
+    c.div_ceil(chunks)
 }
 
 /// The geometry of one image of `g`.
@@ -573,11 +582,11 @@ mod tests {
         let attrs = crate::ops::nn::spatial::ConvAttrs::parse(&node).unwrap();
         let g = attrs.geometry(&[1, 20, 64, 64], &[20, 1, 3, 3]).unwrap();
         assert!(g.depthwise_plane());
-        let chunk = super::depthwise_chunk(&g);
+        let chunk = super::depthwise_chunk(&g, 1);
         assert_eq!(chunk, 20, "21 planes of 64x64 fit the budget: one chunk");
         // a small layer is one chunk; a wide one even chunks that fit
         let g = attrs.geometry(&[1, 20, 8, 8], &[20, 1, 3, 3]).unwrap();
-        assert_eq!(super::depthwise_chunk(&g), 20);
+        assert_eq!(super::depthwise_chunk(&g, 1), 20);
         let wide = |c: i64, hw: usize| {
             let node = qport_onnx::Node::new("n", "QLinearConv", ["x"], ["y"]).with_attrs(vec![
                 ("group", Attribute::Int(c)),
@@ -586,12 +595,22 @@ mod tests {
             let attrs = crate::ops::nn::spatial::ConvAttrs::parse(&node).unwrap();
             let c = c as usize;
             let g = attrs.geometry(&[1, c, hw, hw], &[c, 1, 3, 3]).unwrap();
-            super::depthwise_chunk(&g)
+            super::depthwise_chunk(&g, 1)
         };
         assert_eq!(wide(192, 28), 96, "111 fit: two chunks of 96");
         assert_eq!(wide(100, 64), 20, "21 fit: five chunks of 20");
         assert_eq!(wide(22, 64), 11, "21 fit: two chunks of 11");
         assert_eq!(wide(3, 1024), 1, "not even one fits: one channel each");
+        // with threads: a multiple of them (each takes whole chunks), at
+        // most one channel each
+        let g = attrs.geometry(&[1, 20, 64, 64], &[20, 1, 3, 3]).unwrap();
+        assert_eq!(super::depthwise_chunk(&g, 2), 10, "one chunk per thread");
+        assert_eq!(
+            super::depthwise_chunk(&g, 8),
+            3,
+            "8 chunks wanted: 3 channels each (the last 2)"
+        );
+        assert_eq!(super::depthwise_chunk(&g, 32), 1, "20 channels: one each");
     }
 
     /// Calls of `PreparedConv::run_into` (so the test below can tell the

@@ -278,6 +278,23 @@ mod tests {
         }
     }
 
+    /// The row blocks split between intra-op threads: the exact sums for
+    /// every thread count.
+    #[test]
+    fn intra_op_threads_give_the_same_sums() {
+        let _g = crate::test_lock();
+        let (m, k, n) = (70, 600, 250); // above 4 x par::MIN_WORK, odd sizes
+        let a: Vec<i8> = (0..m * k).map(|i| (i * 37 % 256) as u8 as i8).collect();
+        let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
+        let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
+        for t in [2, 3, 8] {
+            crate::par::set_threads(t);
+            let ran = check(gemm_u8s8, (&a, &za), (&b, 9), (m, k, n), n);
+            crate::par::set_threads(1);
+            assert_eq!(ran, available(), "{t} threads");
+        }
+    }
+
     #[test]
     fn extreme_operands_are_exact() {
         // every product at its largest magnitude: sums vpmaddubsw would

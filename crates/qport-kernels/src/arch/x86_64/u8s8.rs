@@ -29,20 +29,49 @@ pub(crate) struct Corr<'a, Z: Fn(usize) -> i32> {
 
 /// `C` (`m × n`, row stride `ldc`) from the register blocks `micro(ip, jp)`
 /// (rows `ip·MR..`, columns `jp·NR..`) of the raw operands' sums, corrected
-/// with `corr`; `k` is the reduction length.
+/// with `corr`; `k` is the reduction length. The blocks of rows are
+/// divided between the intra-op threads ([`crate::par`]; each element the
+/// same sums whatever the split).
 ///
 /// # Safety
 /// The CPU must support AVX2 (the callers are AVX2 functions); `corr`'s
 /// column slices hold `⌈n / NR⌉ · NR` values, `row_sum` `m`.
 #[inline(always)]
-pub(crate) unsafe fn store_corrected<Z: Fn(usize) -> i32>(
+pub(crate) unsafe fn store_corrected<Z: Fn(usize) -> i32 + Sync>(
     (m, k, n): (usize, usize, usize),
     corr: &Corr<'_, Z>,
-    mut micro: impl FnMut(usize, usize) -> [[__m256i; V]; MR],
+    micro: impl Fn(usize, usize) -> [[__m256i; V]; MR] + Sync,
     c: &mut [i32],
     ldc: usize,
 ) {
-    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
+    let mp = m.div_ceil(MR);
+    let cp = crate::par::SendPtr(c.as_mut_ptr());
+    let cp = &cp;
+    // (a vpmaddubsw, vpmaddwd and vpaddd do 32 multiply-adds to an
+    // FMA's 8: count a quarter against the hand-off, as the VNNI GEMM)
+    crate::par::split(mp, 1, m * k * n / 4, |p0, p1| {
+        // SAFETY: the caller's CPU has AVX2; row blocks p0..p1 (rows
+        // p0·MR.. < m of `C`, inside `c` by the caller's shape check) are
+        // this part's alone.
+        unsafe { corrected_rows((m, k, n), corr, &micro, cp.get(), ldc, (p0, p1)) };
+    });
+}
+
+/// Row blocks `p0..p1` of [`store_corrected`] into `C` at `c`.
+///
+/// # Safety
+/// AVX2; rows `p0·MR..min(p1·MR, m)` of `C` lie inside `c` (row stride
+/// `ldc ≥ n`) and no one else writes them meanwhile.
+#[target_feature(enable = "avx2")]
+unsafe fn corrected_rows<Z: Fn(usize) -> i32>(
+    (m, k, n): (usize, usize, usize),
+    corr: &Corr<'_, Z>,
+    micro: &impl Fn(usize, usize) -> [[__m256i; V]; MR],
+    c: *mut i32,
+    ldc: usize,
+    (p0, p1): (usize, usize),
+) {
+    let np = n.div_ceil(NR);
     let kk = k as i32;
     let mut tmp = [0i32; 8];
     // SAFETY: (whole body) the caller runs with AVX2; every load and store
@@ -61,7 +90,7 @@ pub(crate) unsafe fn store_corrected<Z: Fn(usize) -> i32>(
                 *s = _mm256_loadu_si256(cols.as_ptr().add(8 * v).cast());
                 *z = _mm256_loadu_si256(zcols.as_ptr().add(8 * v).cast());
             }
-            for ip in 0..mp {
+            for ip in p0..p1 {
                 let acc = micro(ip, jp);
                 for (r, sums) in acc.iter().enumerate() {
                     let i = ip * MR + r;
@@ -82,14 +111,15 @@ pub(crate) unsafe fn store_corrected<Z: Fn(usize) -> i32>(
                             _mm256_mullo_epi32(zbv, rv),
                         );
                         let w = (n - j).min(8);
-                        let out = &mut c[i * ldc + j..i * ldc + j + w];
+                        // row i's columns j..j + w: inside `C`, this
+                        // part's (the caller's contract)
+                        let out = c.add(i * ldc + j);
                         if w == 8 {
-                            // `out` holds 8 i32 (32 bytes).
-                            _mm256_storeu_si256(out.as_mut_ptr().cast(), x);
+                            _mm256_storeu_si256(out.cast(), x);
                         } else {
                             // `tmp` holds 8 i32 (32 bytes).
                             _mm256_storeu_si256(tmp.as_mut_ptr().cast(), x);
-                            out.copy_from_slice(&tmp[..w]);
+                            std::ptr::copy_nonoverlapping(tmp.as_ptr(), out, w);
                         }
                     }
                 }

@@ -211,12 +211,28 @@ mod x86 {
     const NV: usize = 4;
 
     /// Packs `B` (`k × n` u8 row-major) as `[kq][np][4]` (four consecutive
-    /// `k` of a column adjacent, zero padded) into `bp`.
+    /// `k` of a column adjacent, zero padded) into `bp`, the steps of `k`
+    /// divided between the intra-op threads (each step's bytes are its own).
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn pack_b(b: &[u8], k: usize, n: usize, np: usize, bp: &mut [u8]) {
         let kq = k.div_ceil(4);
-        for t in 0..kq {
-            let dst = &mut bp[t * np * 4..(t + 1) * np * 4];
+        let bp = &mut bp[..kq * np * 4];
+        if np == 0 {
+            return;
+        }
+        let work = bp.len() * crate::par::STREAM_COST;
+        crate::par::split_mut(bp, np * 4, work, |start, block| {
+            let t0 = start / (np * 4);
+            // SAFETY: the caller's CPU has the features; steps t0.. of
+            // `k` fill `block` exactly.
+            unsafe { pack_b_steps(b, k, n, np, t0, block) };
+        });
+    }
+
+    /// Steps `t0..` of `k` of [`pack_b`] into `bp` (`np · 4` bytes each).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn pack_b_steps(b: &[u8], k: usize, n: usize, np: usize, t0: usize, bp: &mut [u8]) {
+        for (dst, t) in bp.chunks_exact_mut(np * 4).zip(t0..) {
             let rows: [Option<&[u8]>; 4] = std::array::from_fn(|r| {
                 let p = t * 4 + r;
                 (p < k).then(|| &b[p * n..(p + 1) * n])
@@ -491,11 +507,25 @@ mod x86 {
             0
         };
         let nm = n - tail;
-        crate::par::split(m, MR, m * k * nm / 4, |r0, r1| {
-            // SAFETY: the caller checked the CPU features and gave rows
-            // 0..m to this call; r0..r1 are this block's alone.
-            unsafe { rows(a, bp, np, nm, &corr, out, r0, r1) };
-        });
+        let work = m * k * nm / 4;
+        // panels of L·NV columns instead when the rows make too few
+        // blocks for the threads (a projection layer of 16 to 64 output
+        // channels on 8 threads); every tile the same either way
+        let panels = nm.div_ceil(L * NV);
+        if m.div_ceil(MR) >= 2 * crate::par::threads() || panels < 2 {
+            crate::par::split(m, MR, work, |r0, r1| {
+                // SAFETY: the caller checked the CPU features and gave rows
+                // 0..m to this call; r0..r1 are this block's alone.
+                unsafe { rows(a, bp, np, nm, &corr, out, (r0, r1), (0, nm)) };
+            });
+        } else {
+            crate::par::split(panels, 1, work, |p0, p1| {
+                let cols = (p0 * L * NV, (p1 * L * NV).min(nm));
+                // SAFETY: as above; columns `cols` of every row are this
+                // block's alone.
+                unsafe { rows(a, bp, np, nm, &corr, out, (0, m), cols) };
+            });
+        }
         if tail == 0 {
             return;
         }
@@ -654,7 +684,8 @@ mod x86 {
         });
     }
 
-    /// Rows `r0..r1` of the output.
+    /// Rows `r0..r1`, columns `c0..c1` of the output (`c0` a multiple of
+    /// `L · NV`; `c1` one too, or `n`).
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn rows<O: TileOut>(
@@ -664,10 +695,11 @@ mod x86 {
         n: usize,
         corr: &Corr<'_>,
         out: &O,
-        r0: usize,
-        r1: usize,
+        (r0, r1): (usize, usize),
+        (c0, c1): (usize, usize),
     ) {
-        for j0 in (0..n).step_by(L * NV) {
+        debug_assert!(c0 % (L * NV) == 0 && (c1 % (L * NV) == 0 || c1 == n) && c1 <= n);
+        for j0 in (c0..c1).step_by(L * NV) {
             let left = n - j0;
             let mut i = r0;
             while i + MR <= r1 {
@@ -792,26 +824,33 @@ mod tests {
     #[test]
     fn intra_op_threads_give_the_same_sums() {
         let _g = crate::test_lock();
-        let (m, k, n) = (70, 600, 250); // above 4 x par::MIN_WORK, odd sizes
-        let a: Vec<i8> = (0..m * k).map(|i| (i * 37 % 256) as u8 as i8).collect();
-        let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
-        let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
-        let want = exact((&a, &za), (&b, 9), (m, k, n), n);
-        for t in [2, 3] {
-            crate::par::set_threads(t);
-            let mut got = vec![0i32; m * n];
-            let ran = gemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut got, n);
-            // and the matrix-vector path (one column)
-            let mut col = vec![0i32; m];
-            gemm_u8s8(&a, &za, &b[..k], 9, (m, k, 1), &mut col, 1);
-            crate::par::set_threads(1);
-            if ran {
-                assert_eq!(got, want, "{t} threads");
-                assert_eq!(
-                    col,
-                    exact((&a, &za), (&b[..k], 9), (m, k, 1), 1),
-                    "{t} threads"
-                );
+        // above 4 x par::MIN_WORK, odd sizes; rows split between the
+        // threads, and (12 rows: 3 blocks of MR for up to 16 threads)
+        // panels of columns
+        for (m, k, n) in [(70, 600, 250), (12, 3000, 300)] {
+            let a: Vec<i8> = (0..m * k).map(|i| (i * 37 % 256) as u8 as i8).collect();
+            let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
+            let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
+            let want = exact((&a, &za), (&b, 9), (m, k, n), n);
+            for t in [2, 3, 8, 16] {
+                crate::par::set_threads(t);
+                let before = crate::par::parallel_splits();
+                let mut got = vec![0i32; m * n];
+                let ran = gemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut got, n);
+                let split = crate::par::parallel_splits() > before;
+                // and the matrix-vector path (one column)
+                let mut col = vec![0i32; m];
+                gemm_u8s8(&a, &za, &b[..k], 9, (m, k, 1), &mut col, 1);
+                crate::par::set_threads(1);
+                if ran {
+                    assert!(split, "{m}x{k}x{n}, {t} threads: nothing ran in parallel");
+                    assert_eq!(got, want, "{m}x{k}x{n}, {t} threads");
+                    assert_eq!(
+                        col,
+                        exact((&a, &za), (&b[..k], 9), (m, k, 1), 1),
+                        "{t} threads"
+                    );
+                }
             }
         }
     }
