@@ -3,10 +3,12 @@
 //! ([`reference`](mod@reference)), the exact u8×s8 GEMM on the backend of
 //! the dispatch table ([`qgemm`]), the AVX2 int16-saturating pair
 //! accumulation ([`satpair`]), the exact depthwise convolution
-//! ([`depthwise`]) and the 8-bit elementwise loops of the quantized
-//! operators ([`elementwise`]).
+//! ([`depthwise`]), the stride-1 convolution read from channel quads
+//! without im2col ([`direct`]) and the 8-bit elementwise loops of the
+//! quantized operators ([`elementwise`]).
 
 pub mod depthwise;
+pub mod direct;
 pub mod elementwise;
 pub mod packed;
 pub mod qgemm;

@@ -30,6 +30,12 @@ pub(crate) struct WindowAttrs {
 }
 
 impl WindowAttrs {
+    /// True when every stride and dilation is 1 (given as 1s or absent).
+    pub fn unit_steps(&self) -> bool {
+        let ones = |v: &Option<Vec<i64>>| v.as_ref().is_none_or(|v| v.iter().all(|&s| s == 1));
+        ones(&self.strides) && ones(&self.dilations)
+    }
+
     /// Reads `auto_pad`, `kernel_shape`, `strides`, `dilations` and `pads`.
     pub fn parse(node: &Node) -> OpResult<Self> {
         let auto_pad =

@@ -9,7 +9,11 @@
 //! reused per-thread i32 buffer, and requantization straight into the
 //! 8-bit output, so the accumulators never leave the cache (with AVX-512
 //! VNNI and the float requantization policies, in the GEMM kernel's
-//! epilogue: the sums never leave the registers). Signed activations are turned into unsigned ones by flipping
+//! epilogue: the sums never leave the registers). With AVX-512 VNNI, a
+//! layer of one group, stride 1 and a kernel wider than 1 × 1 skips
+//! im2col: the image is copied once into channel quads and the kernel
+//! reads it there ([`qport_kernels::int8::direct`], weights reordered at
+//! plan time). Signed activations are turned into unsigned ones by flipping
 //! their top bit (`x ^ 0x80`, zero point `+128`: the same differences
 //! `x − x_zero`), so u8×s8 kernels serve s8×s8 models too.
 //!
@@ -31,6 +35,7 @@ use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_pairs, depthwise_plane};
 use qport_kernels::igemm::QInt;
 use qport_kernels::im2col::{im2col_par, ConvGeometry};
+use qport_kernels::int8::direct::{self, DirectGeom};
 use qport_kernels::int8::elementwise;
 use qport_kernels::int8::PackedI8;
 use qport_kernels::par::ColumnBlock;
@@ -55,6 +60,11 @@ pub(crate) struct PreparedConv {
     w_zero: Vec<i32>,
     /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
+    /// A 2-D layer of one group, stride 1 and dilation 1 with a kernel
+    /// larger than 1 × 1: its weights in the order of the direct kernel
+    /// ([`direct::pack_weights`]), which reads the image in channel quads
+    /// instead of im2col where the host has it.
+    direct: Option<PackedI8>,
     rq: Vec<Requantizer>,
     /// The requantizers as float forms, when every channel has one and no
     /// bias is added apart: the GEMM kernels that can requantize in their
@@ -87,6 +97,9 @@ struct Call {
     /// The blocks' first output positions, then the output size: block
     /// `i` writes positions `bounds[i]..bounds[i + 1]` of every channel.
     bounds: Vec<usize>,
+    /// The direct kernel's geometry, for a layer with direct weights
+    /// whose padding it can take.
+    direct: Option<DirectGeom>,
 }
 
 /// Output rows per block of [`PreparedConv::blocked`]: the block's column
@@ -112,6 +125,8 @@ thread_local! {
     static FLIP: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// Accumulators and im2col patches of the blocks this thread runs.
     static SCRATCH: RefCell<(Vec<i32>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// The channel quads of the image this thread's direct layer reads.
+    static QUADS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 impl PreparedConv {
@@ -216,6 +231,17 @@ impl PreparedConv {
         let packed = (0..group)
             .map(|gi| PackedI8::new(&wv[gi * mg * kdim..(gi + 1) * mg * kdim], mg, kdim))
             .collect();
+        let sat_pairs = profile.accumulator == Accumulator::I16SatPairs;
+        // (packed only where the host has the kernel: elsewhere it would
+        // be a copy of the weights that never runs)
+        let direct = (direct::available()
+            && group == 1
+            && w_shape.len() == 4
+            && w_shape[2] * w_shape[3] > 1
+            && attrs.window.unit_steps()
+            && !sat_pairs
+            && w_shape[2] * w_shape[3] * w_shape[1].div_ceil(4) * 4 <= qport_kernels::int8::MAX_K)
+            .then(|| direct::pack_weights(wv, c_out, w_shape[1], (w_shape[2], w_shape[3])));
         let ks = kdim.max(1);
         // only a layer that can be a 2-D depthwise plane (see
         // `ConvGeom::depthwise_plane`) reads the centred weights
@@ -245,7 +271,8 @@ impl PreparedConv {
             bias_acc: bias.filter(|_| separate_bias),
             x_zero,
             y,
-            sat_pairs: profile.accumulator == Accumulator::I16SatPairs,
+            direct,
+            sat_pairs,
             memo: ShapeMemo::default(),
         }))
     }
@@ -262,12 +289,14 @@ impl PreparedConv {
                 let g = self.attrs.geometry(x, &self.w_shape)?;
                 let rb = block_rows(&g);
                 let (blocks, bounds) = row_blocks(&g.spatial, rb);
+                let direct = self.direct.as_ref().and_then(|_| direct_geom(&g));
                 Ok(Call {
                     y_shape: g.y_shape(),
                     g,
                     rb,
                     blocks,
                     bounds,
+                    direct,
                 })
             },
         )
@@ -365,12 +394,26 @@ impl PreparedConv {
         // (a vpdpbusd does 64 multiply-adds to an FMA's 16: count a
         // quarter of them against the hand-off cost, as the GEMM does)
         let work = g.c_out * kdim * os / 4;
-        qport_kernels::par::split_columns(out, os, &call.bounds, work, |i, mut o| {
-            SCRATCH.with(|s| {
-                let (acc, col) = &mut *s.borrow_mut();
-                self.block(xn, xz, g, &call.blocks[i], acc, col, &mut o);
+        let mut run = |img: Option<(&[u8], &DirectGeom)>| {
+            qport_kernels::par::split_columns(out, os, &call.bounds, work, |i, mut o| {
+                SCRATCH.with(|s| {
+                    let (acc, col) = &mut *s.borrow_mut();
+                    self.block(xn, xz, g, &call.blocks[i], acc, col, img, &mut o);
+                })
             })
-        });
+        };
+        match (&call.direct, direct::available()) {
+            // the image in channel quads once, read by every block
+            (Some(dg), true) => QUADS.with(|q| {
+                let q = &mut *q.borrow_mut();
+                if q.len() < dg.image_len() {
+                    q.resize(dg.image_len(), 0);
+                }
+                direct::quad_image(xn, dg, xz.clamp(0, 255) as u8, q);
+                run(Some((&q[..dg.image_len()], dg)))
+            }),
+            _ => run(None),
+        }
     }
 
     /// Block `(r0, sub)` of [`Self::blocked`] into its columns `o` of the
@@ -384,6 +427,7 @@ impl PreparedConv {
         (r0, sub): &(usize, ConvGeometry),
         acc: &mut Vec<i32>,
         col: &mut Vec<u8>,
+        img: Option<(&[u8], &DirectGeom)>,
         o: &mut ColumnBlock<'_, T>,
     ) {
         let ConvSizes {
@@ -409,7 +453,29 @@ impl PreparedConv {
             acc.resize(g.c_out * nb, 0);
         }
         let acc = &mut acc[..if fused.is_some() { 0 } else { g.c_out * nb }];
-        for gi in 0..g.group {
+        // the direct kernel on the image's channel quads (one group)
+        let direct = self.direct.as_ref().zip(img);
+        if let Some((da, (img, dg))) = direct {
+            #[cfg(test)]
+            tests::DIRECT_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let rows = (*r0, r0 + sub.output[0]);
+            let conv = direct::DirectConv {
+                a: da,
+                za: &self.w_zero,
+                g: dg,
+                img,
+                zb: xz,
+            };
+            let ran = match fused {
+                Some(frq) => direct::conv_requant(&conv, frq, rows, o, 0),
+                None => direct::conv_sums(&conv, rows, acc, nb),
+            };
+            assert!(ran, "the direct kernel runs where the quads were made");
+            if fused.is_some() {
+                return;
+            }
+        }
+        for gi in (0..g.group).filter(|_| direct.is_none()) {
             let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
             let b: &[u8] = if g.pointwise() && nb == os {
                 xs
@@ -534,6 +600,36 @@ fn depthwise_chunk(g: &ConvGeom, threads: usize) -> usize {
     c.div_ceil(chunks)
 }
 
+/// The direct kernel's geometry of `g` ([`DirectGeom`]): one group, two
+/// spatial axes, strides and dilations 1, padding it can take, and rows
+/// wide enough that the `kw − 1` extra columns the kernel computes per
+/// output row are at most a quarter of them (ResNet-50's 7 × 7 maps, 2 in
+/// 7, measured slower than im2col; its 14 × 14 ones, 2 in 14, faster);
+/// else `None` (im2col and the GEMM).
+fn direct_geom(g: &ConvGeom) -> Option<DirectGeom> {
+    let s = &g.spatial;
+    let unit = |v: &[usize]| v.iter().all(|&x| x == 1);
+    if g.group != 1 || s.rank() != 2 || !unit(&s.strides) || !unit(&s.dilations) {
+        return None;
+    }
+    if s.output[1] < 4 * s.kernel[1].saturating_sub(1) {
+        return None;
+    }
+    let (Ok(top), Ok(left)) = (
+        usize::try_from(s.pads_begin[0]),
+        usize::try_from(s.pads_begin[1]),
+    ) else {
+        return None;
+    };
+    DirectGeom::new(
+        g.c_in,
+        (s.image[0], s.image[1]),
+        (s.kernel[0], s.kernel[1]),
+        (top, left),
+        (s.output[0], s.output[1]),
+    )
+}
+
 /// The geometry of one image of `g`.
 fn one(g: &ConvGeom) -> ConvGeom {
     let mut g = g.clone();
@@ -617,6 +713,10 @@ mod tests {
     /// prepared path really ran).
     pub(super) static PREPARED_RUNS: AtomicUsize = AtomicUsize::new(0);
 
+    /// Blocks run on the direct kernel (so the tests below can tell it
+    /// ran where the host has it).
+    pub(super) static DIRECT_RUNS: AtomicUsize = AtomicUsize::new(0);
+
     /// The prepared path (constants as initializers) equals the general
     /// one (the same inputs given at run time) bit for bit, over layer
     /// shapes (pointwise, 3x3 strided and padded, grouped, depthwise, 5x5
@@ -629,7 +729,7 @@ mod tests {
     fn prepared_equals_general() {
         // (x shape, w shape, group, strides, pads)
         type Case = ([usize; 4], [usize; 4], i64, [i64; 2], [i64; 4]);
-        let cases: [Case; 7] = [
+        let cases: [Case; 9] = [
             ([2, 8, 5, 6], [12, 8, 1, 1], 1, [1, 1], [0, 0, 0, 0]),
             ([1, 6, 9, 7], [5, 6, 3, 3], 1, [2, 2], [1, 1, 1, 1]),
             ([1, 8, 6, 6], [6, 4, 3, 3], 2, [1, 1], [1, 0, 0, 1]),
@@ -639,8 +739,14 @@ mod tests {
             // a depthwise layer in three chunks of channels
             // (`depthwise_runs_in_chunks_of_channels`)
             ([1, 20, 64, 64], [20, 1, 3, 3], 20, [1, 1], [1, 1, 1, 1]),
+            // stride 1 and one group: the direct kernel where the host has
+            // it (two images, uneven padding; channels not a multiple of
+            // four, a 2 x 3 kernel)
+            ([2, 6, 9, 11], [10, 6, 3, 3], 1, [1, 1], [1, 0, 2, 1]),
+            ([1, 5, 8, 12], [7, 5, 2, 3], 1, [1, 1], [0, 1, 1, 0]),
         ];
         let profiles = presets();
+        let direct_before = DIRECT_RUNS.load(Ordering::Relaxed);
         for (n, (xs, ws, group, strides, pads)) in cases.into_iter().enumerate() {
             for variant in 0..4 {
                 // the last case's bias is near the i32 limits, so its sums
@@ -745,6 +851,12 @@ mod tests {
                     }
                 }
             }
+        }
+        if qport_kernels::int8::direct::available() {
+            assert!(
+                DIRECT_RUNS.load(Ordering::Relaxed) > direct_before,
+                "the direct kernel never ran"
+            );
         }
     }
 }

@@ -171,16 +171,20 @@ fn kernel() -> Option<Kernel<PackedI8>> {
     }
 }
 
-/// The buffers of [`x86::gemm`] and [`x86::gemv`].
+/// The buffers of [`x86::gemm`], [`x86::gemv`] and the direct
+/// convolution.
 struct Scratch {
-    /// `B` packed.
+    /// `B` packed; the direct convolution's bytes on the padded width.
     bp: Vec<u8>,
     /// `B`'s column sums.
     col_sum: Vec<i32>,
     /// One column's quads (the columns computed one by one).
     xq: Vec<i32>,
-    /// The sums of the columns computed one by one, `TAIL_MAX` per row.
+    /// The sums of the columns computed one by one, `TAIL_MAX` per row;
+    /// the direct convolution's sums on the padded width.
     tail: Vec<i32>,
+    /// The direct convolution's step offsets.
+    offs: Vec<usize>,
 }
 
 thread_local! {
@@ -191,8 +195,164 @@ thread_local! {
             col_sum: Vec::new(),
             xq: Vec::new(),
             tail: Vec::new(),
+            offs: Vec::new(),
         })
     };
+}
+
+/// Output rows `oy0..oy1` of one image of a stride-1 convolution from its
+/// channel quads `img` ([`crate::int8::direct::quad_image`]) with the
+/// direct weights `a` ([`crate::int8::direct::pack_weights`]), on the
+/// padded width (`wp` columns a row, the last `kw − 1` of them past the
+/// output), through `out` (which sees rows `0..a.m`, columns `0..(oy1 −
+/// oy0)·wp`). `false` where the VNNI kernel cannot run.
+#[cfg(target_arch = "x86_64")]
+fn direct_on<O: x86::TileOut>(
+    conv: &crate::int8::direct::DirectConv<'_>,
+    (oy0, oy1): (usize, usize),
+    out: impl FnOnce(&mut Scratch, usize) -> O,
+    finish: impl FnOnce(&Scratch, usize),
+) -> bool {
+    let crate::int8::direct::DirectConv { a, za, g, img, zb } = *conv;
+    if kernel().is_none() || a.k > MAX_K {
+        return false;
+    }
+    let (cq, wp, plane) = (g.quads(), g.padded_width(), g.plane());
+    let nv = (oy1 - oy0) * wp;
+    assert!(a.kq == g.kh * g.kw * cq && za.len() >= a.m && oy1 <= g.oh);
+    assert!(img.len() >= g.image_len(), "the image's quads are short");
+    if a.m == 0 || nv == 0 {
+        return true;
+    }
+    B_SCRATCH.with(|s| {
+        let s = &mut *s.borrow_mut();
+        s.offs.clear();
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                for q in 0..cq {
+                    s.offs.push((q * plane + (oy0 + ki) * wp + kj) * 4);
+                }
+            }
+        }
+        let o = out(s, nv);
+        let Scratch { offs, col_sum, .. } = s;
+        // SAFETY: `kernel()` is `Some` only where the CPU has the
+        // features; `out` takes the a.m rows of nv columns (its builder's
+        // contract), and `direct` checks that every step's padded columns
+        // lie inside `img`.
+        unsafe { x86::direct(a, (za, zb, g.k()), (img, offs), nv, &o, col_sum) };
+        finish(s, nv);
+    });
+    true
+}
+
+/// [`direct_on`] requantized by `rq` (one per row) into rows `row0..row0 +
+/// a.m` of the one-byte block `out`, whose columns are output positions
+/// `oy0·ow..oy1·ow`.
+pub(crate) fn direct_requant<T: crate::igemm::QInt>(
+    conv: &crate::int8::direct::DirectConv<'_>,
+    rq: &[qport_core::arith::FloatRequant],
+    rows: (usize, usize),
+    out: &mut crate::par::ColumnBlock<'_, T>,
+    row0: usize,
+) -> bool {
+    let (a, g) = (conv.a, conv.g);
+    let m = a.m;
+    assert!(rq.len() >= m && row0 + m <= out.rows());
+    assert_eq!(
+        out.cols().len(),
+        (rows.1 - rows.0) * g.ow,
+        "the block's columns"
+    );
+    if std::mem::size_of::<T>() != 1 {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (ptr, ldo) = out.raw_parts();
+        let (wp, ow) = (g.padded_width(), g.ow);
+        direct_on(
+            conv,
+            rows,
+            |s, nv| {
+                if s.bp.len() < m * nv {
+                    s.bp.resize(m * nv, 0);
+                }
+                x86::BytesOut {
+                    out: crate::par::SendPtr(s.bp.as_mut_ptr()),
+                    ldo: nv,
+                    rq,
+                }
+            },
+            |s, nv| {
+                let (src, dst) = (&s.bp[..m * nv], crate::par::SendPtr(ptr.cast::<u8>()));
+                // the output's rows from the padded width, on the threads
+                crate::par::split(m, 1, m * nv * crate::par::STREAM_COST, |i0, i1| {
+                    for i in i0..i1 {
+                        for (y, r) in src[i * nv..(i + 1) * nv].chunks(wp).enumerate() {
+                            // SAFETY: row row0 + i of the block holds its
+                            // (oy1 − oy0)·ow columns (asserted), this part's
+                            // rows alone; `T` is one byte.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    r.as_ptr(),
+                                    dst.get().add((row0 + i) * ldo + y * ow),
+                                    ow,
+                                )
+                            };
+                        }
+                    }
+                });
+            },
+        )
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rq, row0);
+        false
+    }
+}
+
+/// [`direct_on`]'s i32 sums into `c` (rows `0..a.m`, row stride `ldc`),
+/// whose columns `0..(oy1 − oy0)·ow` are output positions `oy0·ow..`.
+pub(crate) fn direct_sums(
+    conv: &crate::int8::direct::DirectConv<'_>,
+    rows: (usize, usize),
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    let (a, g) = (conv.a, conv.g);
+    let (m, cols) = (a.m, (rows.1 - rows.0) * g.ow);
+    assert!(ldc >= cols && (m == 0 || c.len() >= (m - 1) * ldc + cols));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (wp, ow) = (g.padded_width(), g.ow);
+        direct_on(
+            conv,
+            rows,
+            |s, nv| {
+                if s.tail.len() < m * nv {
+                    s.tail.resize(m * nv, 0);
+                }
+                x86::SumsOut {
+                    c: crate::par::SendPtr(s.tail.as_mut_ptr()),
+                    ldc: nv,
+                }
+            },
+            |s, nv| {
+                for (i, row) in s.tail[..m * nv].chunks(nv).enumerate() {
+                    for (y, r) in row.chunks(wp).enumerate() {
+                        c[i * ldc + y * ow..][..ow].copy_from_slice(&r[..ow]);
+                    }
+                }
+            },
+        )
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = c;
+        false
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -286,11 +446,10 @@ mod x86 {
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn tile<const R: usize, const V: usize, O: TileOut>(
+    unsafe fn tile<const R: usize, const V: usize, O: TileOut, S: Steps>(
         a: &PackedI8,
         i0: usize,
-        bp: &[u8],
-        np: usize,
+        b: &BRows<'_, S>,
         j0: usize,
         n: usize,
         corr: &Corr<'_>,
@@ -301,13 +460,13 @@ mod x86 {
         // (raw pointers: bounds checked once here, not per step of `k`,
         // and nothing the compiler leaves out of line in the loop)
         assert!(i0 + R <= a.m && a.quads.len() >= a.m * kq);
-        assert!(kq == 0 || (kq - 1) * np * 4 + (j0 + V * L) * 4 <= bp.len());
+        assert!(kq == 0 || b.last + (j0 + V * L) * 4 <= b.bytes.len());
         // SAFETY: row i0 starts inside `quads` (asserted above).
         let ap = unsafe { a.quads.as_ptr().add(i0 * kq) };
         for t in 0..kq {
-            // SAFETY: step t's V · 64 bytes at column j0 lie inside `bp`
-            // (asserted above).
-            let row = unsafe { bp.as_ptr().add((t * np + j0) * 4) };
+            // SAFETY: step t's V · 64 bytes at column j0 lie inside the
+            // bytes (no step starts past `last`, asserted above).
+            let row = unsafe { b.bytes.as_ptr().add(b.steps.at(t) + j0 * 4) };
             let mut x = [_mm512_setzero_si512(); V];
             for (v, xv) in x.iter_mut().enumerate() {
                 // SAFETY: as above.
@@ -367,6 +526,72 @@ mod x86 {
         #[inline(always)]
         fn bound(&self, a: &PackedI8, i: usize) -> i64 {
             (a.abs_sum[i] + self.k as i64 * i64::from(self.za[i]).abs()).saturating_mul(self.b_dev)
+        }
+    }
+
+    /// Where step `t` of `k` (four rows of `B`) starts in the bytes a
+    /// tile reads: `t · np · 4` in the packed layout ([`Packed`]), or a
+    /// direct convolution's offset of its tap and channel quad
+    /// ([`Offsets`]); either way, column `j`'s four bytes follow at `4j`.
+    pub(super) trait Steps: Sync {
+        /// Byte offset of step `t`'s column 0 (`t < kq`).
+        fn at(&self, t: usize) -> usize;
+    }
+
+    /// The packed `[kq][np][4]` layout of [`pack_b`].
+    pub(super) struct Packed {
+        /// `np · 4`: the bytes of one step.
+        step: usize,
+    }
+
+    impl Steps for Packed {
+        #[inline(always)]
+        fn at(&self, t: usize) -> usize {
+            t * self.step
+        }
+    }
+
+    /// One offset per step (a table of `kq` or more).
+    pub(super) struct Offsets<'a>(pub(super) &'a [usize]);
+
+    impl Steps for Offsets<'_> {
+        #[inline(always)]
+        fn at(&self, t: usize) -> usize {
+            // SAFETY: `BRows::new` checked that the table has a value for
+            // every step the tiles run (t < kq).
+            unsafe { *self.0.get_unchecked(t) }
+        }
+    }
+
+    /// The bytes of `B` the tiles read and where each step starts in
+    /// them; `last` is the largest start, so that a tile reading
+    /// columns up to `j` stays inside when `last + 4j ≤ bytes.len()`.
+    pub(super) struct BRows<'a, S: Steps> {
+        bytes: &'a [u8],
+        steps: S,
+        last: usize,
+    }
+
+    impl<'a> BRows<'a, Offsets<'a>> {
+        /// `kq` steps at `offs` in `bytes`, readable up to `np` columns
+        /// from each.
+        ///
+        /// # Panics
+        /// When `offs` has fewer than `kq` values or a step's `np`
+        /// columns leave `bytes`.
+        pub(super) fn new(bytes: &'a [u8], offs: &'a [usize], kq: usize, np: usize) -> Self {
+            assert!(
+                offs.len() >= kq,
+                "{} step offsets for {kq} steps",
+                offs.len()
+            );
+            let last = offs[..kq].iter().copied().max().unwrap_or(0);
+            assert!(last + np * 4 <= bytes.len(), "a step's columns leave B");
+            BRows {
+                bytes,
+                steps: Offsets(offs),
+                last,
+            }
         }
     }
 
@@ -459,6 +684,7 @@ mod x86 {
             col_sum,
             xq,
             tail: tail_sums,
+            ..
         } = scratch;
         if bp.len() < kq * np * 4 {
             bp.resize(kq * np * 4, 0);
@@ -466,36 +692,11 @@ mod x86 {
         let bp = &mut bp[..kq * np * 4];
         // SAFETY: the caller checked avx512f + avx512bw.
         unsafe { pack_b(b, k, n, np, bp) };
-        col_sum.clear();
-        col_sum.resize(np, 0);
-        if za[..m].iter().any(|&z| z != 0) {
-            let ones = _mm512_set1_epi32(0x0101_0101);
-            for j in (0..np).step_by(L) {
-                let mut s = _mm512_setzero_si512();
-                for t in 0..kq {
-                    // SAFETY: row t of bp has np * 4 bytes, j + 16 <= np.
-                    let x = unsafe {
-                        _mm512_loadu_si512(bp.as_ptr().add((t * np + j) * 4) as *const _)
-                    };
-                    s = _mm512_dpbusd_epi32(s, x, ones);
-                }
-                // SAFETY: col_sum has np >= j + 16 elements.
-                unsafe { _mm512_storeu_si512(col_sum.as_mut_ptr().add(j) as *mut _, s) };
-            }
-        }
-        let b_dev = i64::from(zb).abs().max(i64::from(255 - zb).abs());
-        let corr = Corr {
-            za,
-            zb,
-            k,
-            col_sum,
-            b_dev,
+        let b_rows = BRows {
+            bytes: &*bp,
+            steps: Packed { step: np * 4 },
+            last: kq.saturating_sub(1) * np * 4,
         };
-        let bp = &*bp;
-        // blocks of rows (multiples of MR) on the intra-op threads; each
-        // block writes only its own rows
-        // (a vpdpbusd does 64 multiply-adds to an FMA's 16: count a
-        // quarter of the work against the hand-off cost)
         // the columns past the last full vector, when few and the
         // reduction long, one by one (a vector of 16 columns would hold
         // mostly padding; each such column costs a pass over A and a
@@ -507,25 +708,9 @@ mod x86 {
             0
         };
         let nm = n - tail;
-        let work = m * k * nm / 4;
-        // panels of L·NV columns instead when the rows make too few
-        // blocks for the threads (a projection layer of 16 to 64 output
-        // channels on 8 threads); every tile the same either way
-        let panels = nm.div_ceil(L * NV);
-        if m.div_ceil(MR) >= 2 * crate::par::threads() || panels < 2 {
-            crate::par::split(m, MR, work, |r0, r1| {
-                // SAFETY: the caller checked the CPU features and gave rows
-                // 0..m to this call; r0..r1 are this block's alone.
-                unsafe { rows(a, bp, np, nm, &corr, out, (r0, r1), (0, nm)) };
-            });
-        } else {
-            crate::par::split(panels, 1, work, |p0, p1| {
-                let cols = (p0 * L * NV, (p1 * L * NV).min(nm));
-                // SAFETY: as above; columns `cols` of every row are this
-                // block's alone.
-                unsafe { rows(a, bp, np, nm, &corr, out, (0, m), cols) };
-            });
-        }
+        // SAFETY: the caller's features and output contract; every step
+        // has np ≥ nm columns in `bp`.
+        let corr = unsafe { compute(a, (za, zb, k), &b_rows, np, nm, col_sum, out) };
         if tail == 0 {
             return;
         }
@@ -560,6 +745,108 @@ mod x86 {
                 }
             }
         });
+    }
+
+    /// The shared body of [`gemm`] and [`direct`]: `B`'s column sums
+    /// (when a row has a zero point), then the tiles of columns `0..n`
+    /// (the steps of `b` readable over `np ≥ n` columns, a multiple of
+    /// `L · NV`), divided between the intra-op threads, into `out`; `k` is
+    /// the reduction's true length (the zero-point correction's). Returns
+    /// the correction, for columns the caller adds.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI; `out` must take rows
+    /// `0..a.m`, columns `0..n`, and no one else may write there
+    /// meanwhile.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn compute<'c, O: TileOut, S: Steps>(
+        a: &PackedI8,
+        (za, zb, k): (&'c [i32], i32, usize),
+        b: &BRows<'_, S>,
+        np: usize,
+        n: usize,
+        col_sum: &'c mut Vec<i32>,
+        out: &O,
+    ) -> Corr<'c> {
+        let (m, kq) = (a.m, a.kq);
+        assert!(np.is_multiple_of(L * NV) && n <= np);
+        assert!(kq == 0 || b.last + np * 4 <= b.bytes.len());
+        col_sum.clear();
+        col_sum.resize(np, 0);
+        if za[..m].iter().any(|&z| z != 0) {
+            let ones = _mm512_set1_epi32(0x0101_0101);
+            for j in (0..np).step_by(L) {
+                let mut s = _mm512_setzero_si512();
+                for t in 0..kq {
+                    // SAFETY: step t has np * 4 bytes from its start
+                    // (asserted above), j + 16 <= np.
+                    let x = unsafe {
+                        _mm512_loadu_si512(b.bytes.as_ptr().add(b.steps.at(t) + j * 4) as *const _)
+                    };
+                    s = _mm512_dpbusd_epi32(s, x, ones);
+                }
+                // SAFETY: col_sum has np >= j + 16 elements.
+                unsafe { _mm512_storeu_si512(col_sum.as_mut_ptr().add(j) as *mut _, s) };
+            }
+        }
+        let b_dev = i64::from(zb).abs().max(i64::from(255 - zb).abs());
+        let corr = Corr {
+            za,
+            zb,
+            k,
+            col_sum: &col_sum[..],
+            b_dev,
+        };
+        // blocks of rows (multiples of MR) on the intra-op threads, or
+        // panels of L·NV columns when the rows make too few blocks for the
+        // threads (a projection layer of 16 to 64 output channels on 8
+        // threads); every tile the same either way. (A vpdpbusd does 64
+        // multiply-adds to an FMA's 16: count a quarter of the work
+        // against the hand-off cost.)
+        let work = m * k * n / 4;
+        let panels = n.div_ceil(L * NV);
+        let c = &corr;
+        if m.div_ceil(MR) >= 2 * crate::par::threads() || panels < 2 {
+            crate::par::split(m, MR, work, |r0, r1| {
+                // SAFETY: the caller checked the CPU features and gave rows
+                // 0..m to this call; r0..r1 are this block's alone.
+                unsafe { rows(a, b, n, c, out, (r0, r1), (0, n)) };
+            });
+        } else {
+            crate::par::split(panels, 1, work, |p0, p1| {
+                let cols = (p0 * L * NV, (p1 * L * NV).min(n));
+                // SAFETY: as above; columns `cols` of every row are this
+                // block's alone.
+                unsafe { rows(a, b, n, c, out, (0, m), cols) };
+            });
+        }
+        corr
+    }
+
+    /// A convolution of stride 1 and dilation 1 as an implicit GEMM
+    /// ([`crate::int8::direct`]): `B`'s step `t` is the image's bytes from
+    /// `offs[t]` (a tap's offset in a channel quad's padded plane), its
+    /// `n` columns the output positions on the padded width; `k` is the
+    /// true reduction length (the padded channels have zero weights and
+    /// zero bytes).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI; `out` must take rows
+    /// `0..a.m`, columns `0..n`, and no one else may write there
+    /// meanwhile.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn direct<O: TileOut>(
+        a: &PackedI8,
+        (za, zb, k): (&[i32], i32, usize),
+        (img, offs): (&[u8], &[usize]),
+        n: usize,
+        out: &O,
+        col_sum: &mut Vec<i32>,
+    ) {
+        let np = n.div_ceil(L * NV) * L * NV;
+        let b = BRows::new(img, offs, a.kq, np);
+        // SAFETY: the caller's features and output contract.
+        unsafe { compute(a, (za, zb, k), &b, np, n, col_sum, out) };
     }
 
     /// Columns past the last full vector of 16 that [`gemm`] computes
@@ -688,10 +975,9 @@ mod x86 {
     /// `L · NV`; `c1` one too, or `n`).
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn rows<O: TileOut>(
+    unsafe fn rows<O: TileOut, S: Steps>(
         a: &PackedI8,
-        bp: &[u8],
-        np: usize,
+        b: &BRows<'_, S>,
         n: usize,
         corr: &Corr<'_>,
         out: &O,
@@ -704,13 +990,13 @@ mod x86 {
             let mut i = r0;
             while i + MR <= r1 {
                 // SAFETY: features checked by the caller; every tile
-                // reads NV vectors inside bp's padded row.
+                // reads NV vectors inside B's padded row.
                 unsafe {
                     match left.div_ceil(L) {
-                        1 => tile::<MR, 1, O>(a, i, bp, np, j0, n, corr, out),
-                        2 => tile::<MR, 2, O>(a, i, bp, np, j0, n, corr, out),
-                        3 => tile::<MR, 3, O>(a, i, bp, np, j0, n, corr, out),
-                        _ => tile::<MR, NV, O>(a, i, bp, np, j0, n, corr, out),
+                        1 => tile::<MR, 1, O, S>(a, i, b, j0, n, corr, out),
+                        2 => tile::<MR, 2, O, S>(a, i, b, j0, n, corr, out),
+                        3 => tile::<MR, 3, O, S>(a, i, b, j0, n, corr, out),
+                        _ => tile::<MR, NV, O, S>(a, i, b, j0, n, corr, out),
                     }
                 }
                 i += MR;
@@ -719,10 +1005,10 @@ mod x86 {
                 // SAFETY: as above.
                 unsafe {
                     match left.div_ceil(L) {
-                        1 => tile::<1, 1, O>(a, i, bp, np, j0, n, corr, out),
-                        2 => tile::<1, 2, O>(a, i, bp, np, j0, n, corr, out),
-                        3 => tile::<1, 3, O>(a, i, bp, np, j0, n, corr, out),
-                        _ => tile::<1, NV, O>(a, i, bp, np, j0, n, corr, out),
+                        1 => tile::<1, 1, O, S>(a, i, b, j0, n, corr, out),
+                        2 => tile::<1, 2, O, S>(a, i, b, j0, n, corr, out),
+                        3 => tile::<1, 3, O, S>(a, i, b, j0, n, corr, out),
+                        _ => tile::<1, NV, O, S>(a, i, b, j0, n, corr, out),
                     }
                 }
                 i += 1;

@@ -1,0 +1,460 @@
+//! A 2-D convolution of stride 1 and dilation 1 (the 3 × 3 layers of a
+//! residual network) as an implicit GEMM on the VNNI kernel: no im2col
+//! and no packing of `B`.
+//!
+//! The image is copied once into channel quads ([`quad_image`]): per quad
+//! of four channels a plane of the padded image (`hp × wp`, the padding
+//! holding the activation zero point), each pixel's four channel bytes
+//! adjacent — the layout the VNNI tile reads `B` in. With the reduction
+//! ordered by kernel tap, then channel quad ([`pack_weights`] reorders
+//! the weights once, at plan time), step `(tap, quad)` of `B` is that
+//! quad's plane read from the tap's offset, and its columns are the output
+//! positions laid out on the padded width `wp` (`ow + kw − 1` columns a
+//! row, the last `kw − 1` of each row computed and dropped). So the tile
+//! reads the image where it lies.
+//!
+//! The sums are exact integers, whose value does not depend on the order
+//! of the reduction: [`conv_sums`] and [`conv_requant`] give the bits of
+//! im2col followed by [`crate::qgemm::gemm_u8s8`] (property tests hold them
+//! equal). The missing channels of the last quad have zero weights and
+//! zero bytes, and the zero-point correction counts only the true `c · kh
+//! · kw` terms.
+//!
+//! Runs where the dispatch row is AVX-512 VNNI; elsewhere the functions
+//! return `false` and the caller takes im2col and the GEMM.
+
+use crate::igemm::QInt;
+use crate::int8::PackedI8;
+use crate::par::ColumnBlock;
+use qport_core::arith::FloatRequant;
+
+/// One image of a stride-1, dilation-1 2-D convolution, as the direct
+/// kernel sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectGeom {
+    /// Input channels.
+    pub c: usize,
+    /// Input height and width.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Padding rows above the image.
+    pub top: usize,
+    /// Padding columns left of the image.
+    pub left: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+}
+
+impl DirectGeom {
+    /// The geometry of a stride-1, dilation-1 convolution of a `c × h ×
+    /// w` image by a `kh × kw` kernel, padded `top` and `left`, into `oh
+    /// × ow` outputs; `None` when the output does not cover the image
+    /// (padding below or right of it would be negative) or is empty.
+    pub fn new(
+        c: usize,
+        (h, w): (usize, usize),
+        (kh, kw): (usize, usize),
+        (top, left): (usize, usize),
+        (oh, ow): (usize, usize),
+    ) -> Option<DirectGeom> {
+        let fits = oh > 0 && ow > 0 && kh > 0 && kw > 0 && c > 0;
+        (fits && oh + kh > top + h && ow + kw > left + w).then_some(DirectGeom {
+            c,
+            h,
+            w,
+            kh,
+            kw,
+            top,
+            left,
+            oh,
+            ow,
+        })
+    }
+
+    /// Channel quads (`⌈c / 4⌉`).
+    pub fn quads(&self) -> usize {
+        self.c.div_ceil(4)
+    }
+
+    /// Rows of the padded image (`oh + kh − 1`).
+    pub fn padded_height(&self) -> usize {
+        self.oh + self.kh - 1
+    }
+
+    /// Columns of the padded image (`ow + kw − 1`), the row stride of the
+    /// positions the kernel computes.
+    pub fn padded_width(&self) -> usize {
+        self.ow + self.kw - 1
+    }
+
+    /// Pixels of one quad's plane: the padded image and room for the last
+    /// row's overreach (a tile reads up to 64 columns past it).
+    pub fn plane(&self) -> usize {
+        self.padded_height() * self.padded_width() + self.kw + 64
+    }
+
+    /// Bytes of [`quad_image`]'s output.
+    pub fn image_len(&self) -> usize {
+        self.quads() * self.plane() * 4
+    }
+
+    /// The reduction's true length, `c · kh · kw`.
+    pub fn k(&self) -> usize {
+        self.c * self.kh * self.kw
+    }
+
+    /// The reduction's length in the direct order (channels padded to
+    /// quads): the depth of [`pack_weights`]' matrix.
+    pub fn k_packed(&self) -> usize {
+        self.kh * self.kw * self.quads() * 4
+    }
+}
+
+/// True where [`conv_requant`] and [`conv_sums`] run (the dispatch row is
+/// AVX-512 VNNI).
+pub fn available() -> bool {
+    crate::isa() == crate::Isa::Avx512Vnni
+}
+
+/// The weights of `m` output channels (`[m][c][kh][kw]`, row-major) in the
+/// direct order of the reduction — kernel tap, then channel quad, then
+/// channel in the quad, zero for the missing channels — packed for the
+/// VNNI kernel (depth [`DirectGeom::k_packed`] of any geometry with these
+/// `c`, `kh` and `kw`).
+///
+/// # Panics
+/// When `w` is shorter than `m · c · kh · kw`.
+pub fn pack_weights(w: &[i8], m: usize, c: usize, (kh, kw): (usize, usize)) -> PackedI8 {
+    let cq = c.div_ceil(4);
+    assert!(
+        w.len() >= m * c * kh * kw,
+        "weights of {m} x {c} x {kh} x {kw}"
+    );
+    let kp = kh * kw * cq * 4;
+    let mut v = vec![0i8; m * kp];
+    for i in 0..m {
+        for ci in 0..c {
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    let tap = ki * kw + kj;
+                    v[i * kp + (tap * cq + ci / 4) * 4 + ci % 4] =
+                        w[((i * c + ci) * kh + ki) * kw + kj];
+                }
+            }
+        }
+    }
+    PackedI8::new(&v, m, kp)
+}
+
+/// One image `x` (`[c][h][w]` u8) as channel quads into `out`
+/// ([`DirectGeom::image_len`] bytes: per quad a plane of the padded image,
+/// each pixel's four channel bytes adjacent): `pad` (the activation zero
+/// point) around the image for the true channels, zero for the missing
+/// channels of the last quad and after each plane. The quads are divided
+/// between the intra-op threads.
+///
+/// # Panics
+/// When `x` is shorter than `c · h · w` or `out` than the image.
+pub fn quad_image(x: &[u8], g: &DirectGeom, pad: u8, out: &mut [u8]) {
+    let (c, h, w) = (g.c, g.h, g.w);
+    assert!(x.len() >= c * h * w, "an image of {c} x {h} x {w}");
+    let plane = g.plane() * 4;
+    let out = &mut out[..g.image_len()];
+    let work = out.len() * crate::par::STREAM_COST;
+    crate::par::split_mut(out, plane, work, |start, block| {
+        for (q, dst) in block.chunks_exact_mut(plane).enumerate() {
+            quad_plane(x, g, start / plane + q, pad, dst);
+        }
+    });
+}
+
+/// Quad `q`'s plane of [`quad_image`] into `dst`.
+fn quad_plane(x: &[u8], g: &DirectGeom, q: usize, pad: u8, dst: &mut [u8]) {
+    let (c, h, w) = (g.c, g.h, g.w);
+    let (hp, wp) = (g.padded_height(), g.padded_width());
+    // the channels of this quad that exist; the others are zero bytes
+    let real = (c - 4 * q).min(4);
+    let mut border = [0u8; 4];
+    border[..real].fill(pad);
+    let border = u32::from_le_bytes(border);
+    let (rows, rest) = dst.split_at_mut(hp * wp * 4);
+    rest.fill(0);
+    let chan = |r: usize| (r < real).then(|| &x[(4 * q + r) * h * w..][..h * w]);
+    let planes = [chan(0), chan(1), chan(2), chan(3)];
+    for (yp, row) in rows.chunks_exact_mut(wp * 4).enumerate() {
+        let iy = yp.wrapping_sub(g.top);
+        if iy >= h {
+            for px in row.chunks_exact_mut(4) {
+                px.copy_from_slice(&border.to_le_bytes());
+            }
+            continue;
+        }
+        let (lead, body) = row.split_at_mut(g.left.min(wp) * 4);
+        for px in lead.chunks_exact_mut(4) {
+            px.copy_from_slice(&border.to_le_bytes());
+        }
+        let inside = w.min(wp - g.left.min(wp));
+        let (body, tail) = body.split_at_mut(inside * 4);
+        for px in tail.chunks_exact_mut(4) {
+            px.copy_from_slice(&border.to_le_bytes());
+        }
+        let src: [&[u8]; 4] = std::array::from_fn(|r| match planes[r] {
+            Some(p) => &p[iy * w..iy * w + inside],
+            None => &[],
+        });
+        interleave(src, body);
+    }
+}
+
+/// Four rows of bytes (an empty one for a missing channel: zeros) as
+/// `[n][4]` into `dst` (`4n` bytes).
+fn interleave(src: [&[u8]; 4], dst: &mut [u8]) {
+    let n = dst.len() / 4;
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    if src.iter().all(|r| r.len() == n) {
+        use std::arch::x86_64::*;
+        while j + 16 <= n {
+            // SAFETY: SSE2 is part of x86-64; every row holds j + 16 <= n
+            // bytes and `dst` 4n.
+            unsafe {
+                let ld = |r: &[u8]| _mm_loadu_si128(r.as_ptr().add(j).cast());
+                let (a, b, c, d) = (ld(src[0]), ld(src[1]), ld(src[2]), ld(src[3]));
+                let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
+                let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
+                let o = dst.as_mut_ptr().add(j * 4).cast::<__m128i>();
+                _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo));
+                _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo));
+                _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi));
+                _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi));
+            }
+            j += 16;
+        }
+    }
+    for (jj, px) in dst.chunks_exact_mut(4).enumerate().skip(j) {
+        for (r, b) in px.iter_mut().enumerate() {
+            *b = src[r].get(jj).copied().unwrap_or(0);
+        }
+    }
+}
+
+/// The operands of one image's direct convolution: the weights `a`
+/// ([`pack_weights`] for `g`'s channels and kernel) with one zero point
+/// per output channel `za`, the geometry `g`, and the image's channel
+/// quads `img` ([`quad_image`]) with the activation zero point `zb`.
+#[derive(Clone, Copy)]
+pub struct DirectConv<'a> {
+    /// The direct weights.
+    pub a: &'a PackedI8,
+    /// Their zero points, one per output channel.
+    pub za: &'a [i32],
+    /// The geometry.
+    pub g: &'a DirectGeom,
+    /// The image's channel quads.
+    pub img: &'a [u8],
+    /// The activation zero point (the padding's value).
+    pub zb: i32,
+}
+
+/// Output rows `oy0..oy1` of `conv`, requantized by `rq` (one per output
+/// channel) into rows `row0..row0 + a.m` of the one-byte block `out`,
+/// whose columns are output positions `oy0·ow..oy1·ow`. The same bytes as
+/// im2col, [`crate::qgemm::gemm_u8s8`] and
+/// [`crate::int8::elementwise::requantize`]. Returns `false` (nothing
+/// written) where the dispatch row has no direct kernel (all but AVX-512
+/// VNNI, [`available`]) or `T` is not one byte.
+///
+/// # Panics
+/// When the weights are not `g`'s, a slice is shorter than its shape
+/// says, or the block's columns are not those rows' positions.
+pub fn conv_requant<T: QInt>(
+    conv: &DirectConv<'_>,
+    rq: &[FloatRequant],
+    rows: (usize, usize),
+    out: &mut ColumnBlock<'_, T>,
+    row0: usize,
+) -> bool {
+    match crate::isa() {
+        #[cfg(target_arch = "x86_64")]
+        crate::Isa::Avx512Vnni => crate::vnni::direct_requant(conv, rq, rows, out, row0),
+        _ => false,
+    }
+}
+
+/// [`conv_requant`]'s exact i32 sums instead, into `c` (`a.m` rows of
+/// stride `ldc`; columns `0..(oy1 − oy0)·ow` are positions `oy0·ow..`).
+/// Returns `false` (nothing written) where the dispatch row has no direct
+/// kernel.
+///
+/// # Panics
+/// As [`conv_requant`].
+pub fn conv_sums(conv: &DirectConv<'_>, rows: (usize, usize), c: &mut [i32], ldc: usize) -> bool {
+    match crate::isa() {
+        #[cfg(target_arch = "x86_64")]
+        crate::Isa::Avx512Vnni => crate::vnni::direct_sums(conv, rows, c, ldc),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::im2col::{im2col, ConvGeometry};
+    use crate::int8::packed::backend_tests::exact;
+    use proptest::prelude::*;
+    use qport_core::arith::{ArithProfile, Requantizer};
+
+    /// The reference: im2col of rows `oy0..oy1` and the exact sums.
+    fn reference(
+        x: &[u8],
+        w: &[i8],
+        za: &[i32],
+        zb: i32,
+        m: usize,
+        g: &DirectGeom,
+        (oy0, oy1): (usize, usize),
+    ) -> Vec<i32> {
+        let geo = ConvGeometry::new_2d(
+            [g.h, g.w],
+            [g.kh, g.kw],
+            [g.oh, g.ow],
+            [1, 1],
+            [1, 1],
+            [g.top as isize, g.left as isize],
+        )
+        .output_rows(oy0, oy1);
+        let n = (oy1 - oy0) * g.ow;
+        let mut col = vec![0u8; g.k() * n];
+        im2col(&geo, g.c, x, zb as u8, &mut col);
+        exact((w, za), (&col, zb), (m, g.k(), n), n)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(160))]
+        /// Any channel count (whole and partial quads), kernel, padding
+        /// and block of output rows: the sums and the requantized bytes
+        /// of im2col and the exact GEMM, wherever the kernel runs.
+        #[test]
+        fn matches_im2col_and_the_exact_gemm(
+            c in 1usize..11, h in 1usize..13, w in 1usize..21, kh in 1usize..4, kw in 1usize..4,
+            pads in (0usize..3, 0usize..3, 0usize..3, 0usize..3), m in 1usize..11,
+            symmetric in any::<bool>(), zb in 0i32..256, seed in any::<u64>(), rows in (0usize..32, 0usize..32),
+        ) {
+            let (top, left, bottom, right) = pads;
+            let (hp, wp) = (h + top + bottom, w + left + right);
+            prop_assume!(hp >= kh && wp >= kw);
+            let (oh, ow) = (hp - kh + 1, wp - kw + 1);
+            let g = DirectGeom::new(c, (h, w), (kh, kw), (top, left), (oh, ow)).unwrap();
+            let mut s = seed | 1;
+            let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+            let x: Vec<u8> = (0..c * h * w).map(|_| next() as u8).collect();
+            let wt: Vec<i8> = (0..m * g.k()).map(|_| next() as i8).collect();
+            let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
+            let (oy0, oy1) = { let (a, b) = (rows.0 % (oh + 1), rows.1 % (oh + 1)); (a.min(b), a.max(b)) };
+            let want = reference(&x, &wt, &za, zb, m, &g, (oy0, oy1));
+            let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
+            let mut img = vec![9u8; g.image_len()];
+            quad_image(&x, &g, zb as u8, &mut img);
+            let n = (oy1 - oy0) * ow;
+            let ldc = n + 3;
+            let mut got = vec![7i32; m * ldc];
+            let conv = DirectConv { a: &a, za: &za, g: &g, img: &img, zb };
+            let ran = conv_sums(&conv, (oy0, oy1), &mut got, ldc);
+            prop_assert_eq!(ran, crate::isa() == crate::Isa::Avx512Vnni);
+            if ran {
+                for i in 0..m {
+                    prop_assert_eq!(&got[i * ldc..i * ldc + n], &want[i * n..(i + 1) * n], "row {}", i);
+                }
+            }
+            // requantized in the epilogue (a block of no columns has no
+            // rows to write into)
+            prop_assume!(n > 0);
+            let p = ArithProfile::preset("f32-rne").unwrap();
+            let rq: Vec<Requantizer> = (0..m)
+                .map(|i| Requantizer::new(i as f64 - 3.0, 1e-3 * (1.0 + i as f64), 100, 0, 255, &p))
+                .collect();
+            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
+            let mut bytes = vec![0u8; m * n];
+            crate::int8::elementwise::requantize(&rq, &want, n, &mut bytes);
+            let mut out = vec![7u8; (m + 1) * n];
+            let ran = std::sync::atomic::AtomicBool::new(false);
+            crate::par::split_columns(&mut out, n, &[0, n], 0, |_, mut blk| {
+                let r = conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 1);
+                ran.store(r, std::sync::atomic::Ordering::Relaxed);
+            });
+            if ran.load(std::sync::atomic::Ordering::Relaxed) {
+                prop_assert!(out[..n].iter().all(|&v| v == 7), "row 0 is not the kernel's");
+                prop_assert_eq!(&out[n..], &bytes[..]);
+            }
+        }
+    }
+
+    /// The quads: each pixel's four channel bytes, the zero point around
+    /// the image, zero for the missing channels.
+    #[test]
+    fn quad_image_lays_out_channel_quads() {
+        // 5 channels (a full quad and one of 1), 2 x 3, padded 1 all round
+        let g = DirectGeom::new(5, (2, 3), (3, 3), (1, 1), (2, 3)).unwrap();
+        let x: Vec<u8> = (0..30).map(|v| v as u8 + 1).collect();
+        let mut img = vec![0xeeu8; g.image_len()];
+        quad_image(&x, &g, 200, &mut img);
+        let (wp, plane) = (g.padded_width(), g.plane());
+        assert_eq!((g.padded_height(), wp), (4, 5));
+        let px = |q: usize, y: usize, xx: usize| &img[(q * plane + y * wp + xx) * 4..][..4];
+        assert_eq!(px(0, 0, 0), [200; 4]);
+        // image pixel (0, 0) of channels 0..4, then of channel 4 alone
+        assert_eq!(px(0, 1, 1), [1, 7, 13, 19]);
+        assert_eq!(px(1, 1, 1), [25, 0, 0, 0]);
+        assert_eq!(px(1, 0, 2), [200, 0, 0, 0]);
+        assert_eq!(px(0, 2, 3), [6, 12, 18, 24]);
+        // after each plane's pixels: zeros
+        assert!(img[(hp_wp(&g)) * 4..plane * 4].iter().all(|&v| v == 0));
+    }
+
+    fn hp_wp(g: &DirectGeom) -> usize {
+        g.padded_height() * g.padded_width()
+    }
+
+    /// A layer large enough to split: the same sums on 1, 2, 3 and 8
+    /// intra-op threads (the quads' planes and the GEMM's rows or
+    /// columns divided between them).
+    #[test]
+    fn intra_op_threads_give_the_same_sums() {
+        let _g = crate::test_lock();
+        let g = DirectGeom::new(37, (23, 29), (3, 3), (1, 1), (23, 29)).unwrap();
+        let x: Vec<u8> = (0..37 * 23 * 29).map(|i| (i * 31 % 251) as u8).collect();
+        for m in [70, 12] {
+            let wt: Vec<i8> = (0..m * g.k()).map(|i| (i * 17 % 256) as u8 as i8).collect();
+            let za: Vec<i32> = (0..m as i32).map(|i| i % 3 - 1).collect();
+            let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
+            let want = reference(&x, &wt, &za, 11, m, &g, (0, 23));
+            let n = 23 * 29;
+            for t in [1, 2, 3, 8] {
+                crate::par::set_threads(t);
+                let mut img = vec![0u8; g.image_len()];
+                quad_image(&x, &g, 11, &mut img);
+                let mut got = vec![0i32; m * n];
+                let conv = DirectConv {
+                    a: &a,
+                    za: &za,
+                    g: &g,
+                    img: &img,
+                    zb: 11,
+                };
+                let ran = conv_sums(&conv, (0, 23), &mut got, n);
+                crate::par::set_threads(1);
+                if ran {
+                    assert!(got == want, "{m} rows, {t} threads");
+                }
+            }
+        }
+    }
+}
