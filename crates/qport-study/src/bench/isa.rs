@@ -325,7 +325,8 @@ pub fn predictions(host: Option<IsaClass>) -> Vec<Prediction> {
 /// The honest caveat printed beside the kernel table.
 pub const KERNEL_NOTE: &str = "qport's exact u8*s8 convolutions run on the host's \
 dot-product instruction, chosen at run time: vpdpbusd (AVX-512 VNNI, weights packed \
-when the plan is built), sdot (Arm dotprod) or a NEON widening fallback, AVX2 \
+when the plan is built; stride-1 layers with kernels wider than 1x1 read the image in \
+channel quads with no im2col), sdot (Arm dotprod) or a NEON widening fallback, AVX2 \
 vpmaddwd on widened operands, else portable code; the avx2-u8s8 profile's \
 saturating pairs run on vpmaddubsw where AVX2 exists. Depthwise layers accumulate \
 exactly in 16-bit pairs (vpdpwssd with AVX-512 VNNI, vpmaddwd with AVX-512BW or AVX2), \
