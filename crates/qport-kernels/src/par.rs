@@ -260,6 +260,18 @@ fn inside<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The threads a [`split`] of `work` would hand parts to (before its
+/// block count caps them): [`threads`], or 1 when `work` is below
+/// [`MIN_WORK`] or the calling thread is itself one part of a parallel
+/// split. For callers that size their blocks to the split.
+pub fn parts_for(work: usize) -> usize {
+    if work < MIN_WORK || INSIDE.with(|c| c.get()) {
+        1
+    } else {
+        threads()
+    }
+}
+
 /// Splits `0..total` into up to [`threads`] ranges whose starts are
 /// multiples of `align`, and runs `f(start, end)` on each, the first on the
 /// calling thread, the rest on the pool; one range (the whole) when `work`
@@ -271,8 +283,8 @@ pub fn split(total: usize, align: usize, work: usize, f: impl Fn(usize, usize) +
     let t = threads();
     let align = align.max(1);
     let blocks = total.div_ceil(align);
-    let parts = t.min(blocks);
-    if parts <= 1 || work < MIN_WORK || INSIDE.with(|c| c.get()) {
+    let parts = parts_for(work).min(blocks);
+    if parts <= 1 {
         f(0, total);
         return;
     }

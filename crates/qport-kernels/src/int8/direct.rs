@@ -24,17 +24,19 @@
 //! return `false` and the caller takes im2col and the GEMM.
 
 use crate::igemm::QInt;
+use crate::im2col::ConvGeometry;
 use crate::int8::PackedI8;
 use crate::par::ColumnBlock;
 use qport_core::arith::FloatRequant;
 
 /// One image of a stride-1, dilation-1 2-D convolution, as the direct
-/// kernel sees it.
+/// kernel sees it (derived from the [`ConvGeometry`] every convolution
+/// path shares, by [`DirectGeom::new`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirectGeom {
     /// Input channels.
     pub c: usize,
-    /// Input height and width.
+    /// Input height.
     pub h: usize,
     /// Input width.
     pub w: usize,
@@ -53,17 +55,34 @@ pub struct DirectGeom {
 }
 
 impl DirectGeom {
-    /// The geometry of a stride-1, dilation-1 convolution of a `c × h ×
-    /// w` image by a `kh × kw` kernel, padded `top` and `left`, into `oh
-    /// × ow` outputs; `None` when the output does not cover the image
-    /// (padding below or right of it would be negative) or is empty.
-    pub fn new(
-        c: usize,
-        (h, w): (usize, usize),
-        (kh, kw): (usize, usize),
-        (top, left): (usize, usize),
-        (oh, ow): (usize, usize),
-    ) -> Option<DirectGeom> {
+    /// The direct kernel's view of `c` channels in the geometry `geo`;
+    /// `None` unless `geo` is two-dimensional with strides and dilations
+    /// 1, its padding is not negative, and its output is not empty and
+    /// covers the image (no negative padding below or right of it).
+    ///
+    /// ```
+    /// use qport_kernels::im2col::ConvGeometry;
+    /// use qport_kernels::int8::direct::DirectGeom;
+    /// // a 3x3 kernel, padding 1: 5x6 outputs of a 5x6 image
+    /// let geo = ConvGeometry::new_2d([5, 6], [3, 3], [5, 6], [1, 1], [1, 1], [1, 1]);
+    /// let g = DirectGeom::new(&geo, 7).unwrap();
+    /// assert_eq!((g.quads(), g.padded_height(), g.padded_width()), (2, 7, 8));
+    /// // stride 2 is not the direct kernel's
+    /// let geo = ConvGeometry::new_2d([5, 6], [3, 3], [3, 3], [2, 2], [1, 1], [1, 1]);
+    /// assert!(DirectGeom::new(&geo, 7).is_none());
+    /// ```
+    pub fn new(geo: &ConvGeometry, c: usize) -> Option<DirectGeom> {
+        let unit = |v: &[usize]| v.iter().all(|&x| x == 1);
+        if geo.rank() != 2 || !unit(&geo.strides) || !unit(&geo.dilations) {
+            return None;
+        }
+        let top = usize::try_from(geo.pads_begin[0]).ok()?;
+        let left = usize::try_from(geo.pads_begin[1]).ok()?;
+        let ([h, w], [kh, kw], [oh, ow]) = (
+            [geo.image[0], geo.image[1]],
+            [geo.kernel[0], geo.kernel[1]],
+            [geo.output[0], geo.output[1]],
+        );
         let fits = oh > 0 && ow > 0 && kh > 0 && kw > 0 && c > 0;
         (fits && oh + kh > top + h && ow + kw > left + w).then_some(DirectGeom {
             c,
@@ -307,10 +326,21 @@ pub fn conv_sums(conv: &DirectConv<'_>, rows: (usize, usize), c: &mut [i32], ldc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::im2col::{im2col, ConvGeometry};
+    use crate::im2col::im2col;
     use crate::int8::packed::backend_tests::exact;
     use proptest::prelude::*;
     use qport_core::arith::{ArithProfile, Requantizer};
+
+    /// The stride-1 geometry of an `h × w` image, a `kh × kw` kernel and
+    /// `top`, `left` padding, with `oh × ow` outputs.
+    fn geometry(
+        (h, w): (usize, usize),
+        (kh, kw): (usize, usize),
+        (top, left): (isize, isize),
+        (oh, ow): (usize, usize),
+    ) -> ConvGeometry {
+        ConvGeometry::new_2d([h, w], [kh, kw], [oh, ow], [1, 1], [1, 1], [top, left])
+    }
 
     /// The reference: im2col of rows `oy0..oy1` and the exact sums.
     fn reference(
@@ -319,22 +349,14 @@ mod tests {
         za: &[i32],
         zb: i32,
         m: usize,
-        g: &DirectGeom,
+        (geo, c): (&ConvGeometry, usize),
         (oy0, oy1): (usize, usize),
     ) -> Vec<i32> {
-        let geo = ConvGeometry::new_2d(
-            [g.h, g.w],
-            [g.kh, g.kw],
-            [g.oh, g.ow],
-            [1, 1],
-            [1, 1],
-            [g.top as isize, g.left as isize],
-        )
-        .output_rows(oy0, oy1);
-        let n = (oy1 - oy0) * g.ow;
-        let mut col = vec![0u8; g.k() * n];
-        im2col(&geo, g.c, x, zb as u8, &mut col);
-        exact((w, za), (&col, zb), (m, g.k(), n), n)
+        let rows = geo.output_rows(oy0, oy1);
+        let (n, k) = (rows.output_size(), c * geo.kernel_size());
+        let mut col = vec![0u8; k * n];
+        im2col(&rows, c, x, zb as u8, &mut col);
+        exact((w, za), (&col, zb), (m, k, n), n)
     }
 
     proptest! {
@@ -352,14 +374,15 @@ mod tests {
             let (hp, wp) = (h + top + bottom, w + left + right);
             prop_assume!(hp >= kh && wp >= kw);
             let (oh, ow) = (hp - kh + 1, wp - kw + 1);
-            let g = DirectGeom::new(c, (h, w), (kh, kw), (top, left), (oh, ow)).unwrap();
+            let geo = geometry((h, w), (kh, kw), (top as isize, left as isize), (oh, ow));
+            let g = DirectGeom::new(&geo, c).unwrap();
             let mut s = seed | 1;
             let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
             let x: Vec<u8> = (0..c * h * w).map(|_| next() as u8).collect();
             let wt: Vec<i8> = (0..m * g.k()).map(|_| next() as i8).collect();
             let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
             let (oy0, oy1) = { let (a, b) = (rows.0 % (oh + 1), rows.1 % (oh + 1)); (a.min(b), a.max(b)) };
-            let want = reference(&x, &wt, &za, zb, m, &g, (oy0, oy1));
+            let want = reference(&x, &wt, &za, zb, m, (&geo, c), (oy0, oy1));
             let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
             let mut img = vec![9u8; g.image_len()];
             quad_image(&x, &g, zb as u8, &mut img);
@@ -402,7 +425,7 @@ mod tests {
     #[test]
     fn quad_image_lays_out_channel_quads() {
         // 5 channels (a full quad and one of 1), 2 x 3, padded 1 all round
-        let g = DirectGeom::new(5, (2, 3), (3, 3), (1, 1), (2, 3)).unwrap();
+        let g = DirectGeom::new(&geometry((2, 3), (3, 3), (1, 1), (2, 3)), 5).unwrap();
         let x: Vec<u8> = (0..30).map(|v| v as u8 + 1).collect();
         let mut img = vec![0xeeu8; g.image_len()];
         quad_image(&x, &g, 200, &mut img);
@@ -429,13 +452,14 @@ mod tests {
     #[test]
     fn intra_op_threads_give_the_same_sums() {
         let _g = crate::test_lock();
-        let g = DirectGeom::new(37, (23, 29), (3, 3), (1, 1), (23, 29)).unwrap();
+        let geo = geometry((23, 29), (3, 3), (1, 1), (23, 29));
+        let g = DirectGeom::new(&geo, 37).unwrap();
         let x: Vec<u8> = (0..37 * 23 * 29).map(|i| (i * 31 % 251) as u8).collect();
         for m in [70, 12] {
             let wt: Vec<i8> = (0..m * g.k()).map(|i| (i * 17 % 256) as u8 as i8).collect();
             let za: Vec<i32> = (0..m as i32).map(|i| i % 3 - 1).collect();
             let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
-            let want = reference(&x, &wt, &za, 11, m, &g, (0, 23));
+            let want = reference(&x, &wt, &za, 11, m, (&geo, 37), (0, 23));
             let n = 23 * 29;
             for t in [1, 2, 3, 8] {
                 crate::par::set_threads(t);

@@ -347,12 +347,7 @@ impl PreparedConv {
                 // taps and the requantization; the chunks are divided
                 // between the intra-op threads (each chunk as on one)
                 let work = g.c_out * os * g.sizes().ks;
-                let parts = if work >= qport_kernels::par::MIN_WORK {
-                    qport_kernels::par::threads()
-                } else {
-                    1
-                };
-                let chunk = depthwise_chunk(g, parts);
+                let chunk = depthwise_chunk(g, qport_kernels::par::parts_for(work));
                 qport_kernels::par::split_mut(o, chunk * os, work, |start, block| {
                     SCRATCH.with(|s| {
                         let acc = &mut s.borrow_mut().0;
@@ -600,34 +595,19 @@ fn depthwise_chunk(g: &ConvGeom, threads: usize) -> usize {
     c.div_ceil(chunks)
 }
 
-/// The direct kernel's geometry of `g` ([`DirectGeom`]): one group, two
-/// spatial axes, strides and dilations 1, padding it can take, and rows
-/// wide enough that the `kw − 1` extra columns the kernel computes per
-/// output row are at most a quarter of them (ResNet-50's 7 × 7 maps, 2 in
-/// 7, measured slower than im2col; its 14 × 14 ones, 2 in 14, faster);
-/// else `None` (im2col and the GEMM).
+/// The direct kernel's geometry of `g` ([`DirectGeom::new`]: two spatial
+/// axes, strides and dilations 1, padding it can take) for a layer of one
+/// group whose rows are wide enough that the `kw − 1` extra columns the
+/// kernel computes per output row are at most a quarter of them
+/// (ResNet-50's 7 × 7 maps, 2 in 7, measured slower than im2col; its
+/// 14 × 14 ones, 2 in 14, faster); else `None` (im2col and the GEMM).
 fn direct_geom(g: &ConvGeom) -> Option<DirectGeom> {
     let s = &g.spatial;
-    let unit = |v: &[usize]| v.iter().all(|&x| x == 1);
-    if g.group != 1 || s.rank() != 2 || !unit(&s.strides) || !unit(&s.dilations) {
+    let wide = s.rank() == 2 && s.output[1] >= 4 * s.kernel[1].saturating_sub(1);
+    if g.group != 1 || !wide {
         return None;
     }
-    if s.output[1] < 4 * s.kernel[1].saturating_sub(1) {
-        return None;
-    }
-    let (Ok(top), Ok(left)) = (
-        usize::try_from(s.pads_begin[0]),
-        usize::try_from(s.pads_begin[1]),
-    ) else {
-        return None;
-    };
-    DirectGeom::new(
-        g.c_in,
-        (s.image[0], s.image[1]),
-        (s.kernel[0], s.kernel[1]),
-        (top, left),
-        (s.output[0], s.output[1]),
-    )
+    DirectGeom::new(s, g.c_in)
 }
 
 /// The geometry of one image of `g`.
