@@ -18,6 +18,7 @@
 //! where the pairs do not apply).
 
 use crate::igemm::QInt;
+use qport_core::arith::FloatRequant;
 
 /// Geometry of one depthwise plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,25 +156,72 @@ pub fn depthwise_pairs(
     geom: &crate::im2col::ConvGeometry,
     out: &mut [i32],
 ) -> bool {
+    pairs_as(x, x_zero, channels, w_centered, geom, out, None)
+}
+
+/// [`depthwise_pairs`] in the arrangement `layout` where the dispatch
+/// row has it (the others run [`PairLayout::Planes`]): the same sums, for
+/// benchmarks and tests that compare the two.
+pub fn depthwise_pairs_in(
+    layout: PairLayout,
+    x: &[u8],
+    x_zero: i32,
+    channels: usize,
+    w_centered: &[i32],
+    geom: &crate::im2col::ConvGeometry,
+    out: &mut [i32],
+) -> bool {
+    pairs_as(x, x_zero, channels, w_centered, geom, out, Some(layout))
+}
+
+/// How [`depthwise_pairs`] arranges a layer (the same sums either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairLayout {
+    /// One channel at a time, a vector of output columns per register
+    /// ([`pairs_body`]): every row of the dispatch table.
+    Planes,
+    /// Blocks of 16 channels, a vector of channels per output position
+    /// (the input and the sums transposed through scratch tiles): the
+    /// AVX-512 rows, for narrow maps where a vector of columns would be
+    /// mostly empty and each channel's own set-up dominates.
+    ChannelsLast,
+}
+
+/// Input widths up to which the AVX-512 rows run a layer channels-last
+/// ([`PairLayout::ChannelsLast`]), measured on MobileNetV2's and
+/// EfficientNet-Lite0's depthwise layers (`depthwise_speed` and
+/// `op_profile`): 7 × 7 and 14 × 14 maps, and the stride-2 layers that
+/// read 14 × 14 ones (not those that read 28 × 28 maps).
+const CHANNELS_LAST_MAX_W: usize = 16;
+
+/// The layout [`depthwise_pairs`] picks for `g` on `isa`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn pick_layout(g: &crate::f32::depthwise::Geo, isa: crate::Isa) -> PairLayout {
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512() && g.w <= CHANNELS_LAST_MAX_W {
+        return PairLayout::ChannelsLast;
+    }
+    PairLayout::Planes
+}
+
+/// [`depthwise_pairs`] in the layout `force` (on rows that have it; the
+/// others run [`PairLayout::Planes`]), or the one it picks when `None`.
+pub(crate) fn pairs_as(
+    x: &[u8],
+    x_zero: i32,
+    channels: usize,
+    w_centered: &[i32],
+    geom: &crate::im2col::ConvGeometry,
+    out: &mut [i32],
+    force: Option<PairLayout>,
+) -> bool {
     let Some(g) = crate::f32::depthwise::Geo::new(geom) else {
         return false;
     };
-    let (is, ks, os) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
-    if ks > PAIRS_MAX_TAPS {
+    if !checks(x, x_zero, channels, w_centered, &g, out.len()) {
         return false;
     }
-    assert!(x.len() >= channels * is && w_centered.len() >= channels * ks);
-    assert!(out.len() >= channels * os);
-    if w_centered[..channels * ks]
-        .iter()
-        .any(|w| !(-255..=255).contains(w))
-    {
-        return false;
-    }
-    assert!(
-        (0..=255).contains(&x_zero),
-        "depthwise_pairs: a u8 zero point"
-    );
+    let (ks, os) = (g.kh * g.kw, g.oh * g.ow);
     if os == 0 || channels == 0 {
         return true;
     }
@@ -189,10 +237,14 @@ pub fn depthwise_pairs(
         #[cfg(target_arch = "x86_64")]
         {
             let isa = crate::isa();
+            let layout = force.unwrap_or_else(|| pick_layout(&g, isa));
             // SAFETY: each body runs only on the dispatch row that
             // guarantees its features (`dispatch::detect`): AVX-512F + BW
             // (+ VNNI on the top row), AVX2 + FMA on every x86-64 row.
             unsafe {
+                if layout == PairLayout::ChannelsLast && isa.avx512() {
+                    return channels_last(&a, plane, ClOut::Sums(out));
+                }
                 if isa == crate::Isa::Avx512Vnni {
                     return crate::arch::x86_64::idepthwise::pairs_vnni(&a, plane, out);
                 }
@@ -210,13 +262,140 @@ pub fn depthwise_pairs(
     true
 }
 
-/// The checked operands of [`depthwise_pairs`].
-pub(crate) struct PairArgs<'a> {
-    g: crate::f32::depthwise::Geo,
-    x: &'a [u8],
+/// The operand checks of [`depthwise_pairs`] on a two-dimensional
+/// geometry `g` with an output of `out_len` elements: `false` where the
+/// kernel does not apply (too many taps, a centred weight outside
+/// `[−255, 255]`).
+///
+/// # Panics
+/// When a slice is shorter than the geometry says, or `x_zero` is not a
+/// `u8` value.
+fn checks(
+    x: &[u8],
     x_zero: i32,
     channels: usize,
-    w: &'a [i32],
+    w_centered: &[i32],
+    g: &crate::f32::depthwise::Geo,
+    out_len: usize,
+) -> bool {
+    let (is, ks, os) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
+    if ks > PAIRS_MAX_TAPS {
+        return false;
+    }
+    assert!(x.len() >= channels * is && w_centered.len() >= channels * ks);
+    assert!(out_len >= channels * os);
+    assert!(
+        (0..=255).contains(&x_zero),
+        "depthwise_pairs: a u8 zero point"
+    );
+    w_centered[..channels * ks]
+        .iter()
+        .all(|w| (-255..=255).contains(w))
+}
+
+/// Where the channels-last layout writes: the sums (`[channels, os]`), or
+/// each channel's sums requantized by its float form, as bytes.
+pub(crate) enum ClOut<'a> {
+    Sums(&'a mut [i32]),
+    Bytes {
+        forms: &'a [FloatRequant],
+        out: &'a mut [u8],
+    },
+}
+
+/// The channels-last body of the host's AVX-512 row.
+///
+/// # Safety
+/// The CPU must support AVX-512F and BW.
+#[cfg(target_arch = "x86_64")]
+unsafe fn channels_last(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
+    use crate::arch::x86_64::idepthwise as cl;
+    // SAFETY: AVX-512F + BW (the caller's), VNNI on its row.
+    unsafe {
+        if crate::isa() == crate::Isa::Avx512Vnni {
+            cl::channels_last_vnni(a, bufs, out)
+        } else {
+            cl::channels_last_avx512(a, bufs, out)
+        }
+    }
+}
+
+/// [`depthwise_pairs`] with each channel's sums requantized by its float
+/// form (`forms[c]`, as [`crate::int8::elementwise::requantize`] does for
+/// a requantizer of that form) into the 8-bit `out`
+/// (`[channels, output positions]`), where the layer runs channels-last
+/// (the AVX-512 rows, narrow maps: see [`PairLayout`]). Returns `false`,
+/// with nothing written, where it does not: other rows or geometries,
+/// forms of both variants, a `T` wider than a byte, or where
+/// [`depthwise_pairs`] returns `false`. The bytes are those of the sums
+/// of [`depthwise_pairs`] requantized.
+///
+/// # Panics
+/// As [`depthwise_pairs`]; when `forms` has fewer than `channels` forms.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_pairs_requant<T: QInt>(
+    x: &[u8],
+    x_zero: i32,
+    channels: usize,
+    w_centered: &[i32],
+    geom: &crate::im2col::ConvGeometry,
+    forms: &[FloatRequant],
+    out: &mut [T],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let isa = crate::isa();
+        let Some(g) = crate::f32::depthwise::Geo::new(geom) else {
+            return false;
+        };
+        let one_variant = forms
+            .windows(2)
+            .all(|p| std::mem::discriminant(&p[0]) == std::mem::discriminant(&p[1]));
+        if std::mem::size_of::<T>() != 1
+            || pick_layout(&g, isa) != PairLayout::ChannelsLast
+            || !one_variant
+            || !checks(x, x_zero, channels, w_centered, &g, out.len())
+        {
+            return false;
+        }
+        assert!(
+            forms.len() >= channels,
+            "depthwise_pairs_requant: a form per channel"
+        );
+        if g.oh * g.ow == 0 || channels == 0 {
+            return true;
+        }
+        let a = PairArgs {
+            g,
+            x,
+            x_zero,
+            channels,
+            w: &w_centered[..channels * g.kh * g.kw],
+        };
+        // SAFETY: `T` is one byte (checked above): its slice as bytes.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len()) };
+        PAIR_BUFS.with(|p| {
+            // SAFETY: the channels-last layout is picked on AVX-512 rows
+            // only (`pick_layout`), which have F + BW.
+            unsafe { channels_last(&a, &mut p.borrow_mut(), ClOut::Bytes { forms, out: bytes }) }
+        });
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The checked operands of [`depthwise_pairs`].
+pub(crate) struct PairArgs<'a> {
+    pub(crate) g: crate::f32::depthwise::Geo,
+    /// `channels` planes of `g.h × g.w` bytes.
+    pub(crate) x: &'a [u8],
+    pub(crate) x_zero: i32,
+    pub(crate) channels: usize,
+    /// `[channels, kh·kw]` centred weights in `[−255, 255]`.
+    pub(crate) w: &'a [i32],
 }
 
 /// The vector operations of [`pairs_body`]: `LANES` 32-bit lanes, each
@@ -324,6 +503,7 @@ pub(crate) unsafe fn pairs_body<V: PairVec>(a: &PairArgs, bufs: &mut PairBufs, o
         pad,
         flags,
         needed,
+        ..
     } = bufs;
     plane.clear();
     // (one vector past the end: the widest load of the last block stays
@@ -601,6 +781,43 @@ pub(crate) struct PairBufs {
     pad: Vec<u8>,
     flags: Vec<bool>,
     needed: Vec<usize>,
+    /// The channels-last tiles (x86-64's AVX-512 bodies).
+    pub(crate) cl: ClBufs,
+}
+
+/// The scratch of the channels-last layout ([`PairLayout::ChannelsLast`]),
+/// per block of 16 channels: the centred input as 16-bit values per
+/// padded position (`single`), as pairs of a row and the row a dilation
+/// below (`pairs`), the weight pairs per tap and the sums per output
+/// position (`sums`), each a vector of the block's channels.
+#[derive(Default)]
+pub(crate) struct ClBufs {
+    pub(crate) single: Vec<i16>,
+    pub(crate) pairs: Vec<i32>,
+    pub(crate) weights: Vec<i32>,
+    pub(crate) sums: Vec<i32>,
+    /// The pair tile's rows the taps read ([`cl_pair_rows`]).
+    pub(crate) rows: Vec<usize>,
+    /// Per output position, the offset in the pair tile of its first tap.
+    pub(crate) bases: Vec<usize>,
+    /// Per input position, its offset in the single tile (`usize::MAX`
+    /// where no tap reads it).
+    pub(crate) spos: Vec<usize>,
+}
+
+/// The rows of the channels-last pair tile the taps read: `r·sh + 2p·dh`
+/// for output rows `r` and kernel-row pairs `p`, ascending, and the tile's
+/// height (the last of them plus one).
+pub(crate) fn cl_pair_rows(g: &crate::f32::depthwise::Geo, rows: &mut Vec<usize>) -> usize {
+    let kp = g.kh.div_ceil(2);
+    let height = (g.oh - 1) * g.sh + 2 * (kp - 1) * g.dh + 1;
+    rows.clear();
+    for r in 0..g.oh {
+        rows.extend((0..kp).map(|p| r * g.sh + 2 * p * g.dh));
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    height
 }
 
 thread_local! {
@@ -716,11 +933,89 @@ mod tests {
             prop_assert_eq!(&out, &want);
         }
 
+        /// The fused requantization of the channels-last layout equals the
+        /// sums requantized apart (every row: those without it decline),
+        /// for both float policies, 8-bit outputs of either sign, per-channel
+        /// forms, and biases whose i32 addition overflows.
+        #[test]
+        fn fused_requantization_matches_the_sums_requantized(
+            ih in 1usize..10, iw in 1usize..20, kh in 1usize..6, kw in 1usize..6,
+            sh in 1usize..3, sw in 1usize..3,
+            pt in 0usize..3, pl in 0usize..3, pb in 0usize..3, pr in 0usize..3,
+            nch in prop_oneof![1usize..4, 15usize..35],
+            xz in 0i32..256,
+            seed in any::<u64>(),
+            big_bias in any::<bool>(),
+            signed in any::<bool>(),
+        ) {
+            use qport_core::arith::{ArithProfile, Requantizer};
+            prop_assume!(ih + pt + pb >= kh && iw + pl + pr >= kw);
+            let geom = crate::im2col::ConvGeometry::new_2d(
+                [ih, iw], [kh, kw],
+                [(ih + pt + pb - kh) / sh + 1, (iw + pl + pr - kw) / sw + 1],
+                [sh, sw], [1, 1], [pt as isize, pl as isize],
+            );
+            let (is, ks, os) = (ih * iw, kh * kw, geom.output_size());
+            let mut r = seed;
+            let mut next = move || {
+                r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (r >> 33) as i64
+            };
+            let x: Vec<u8> = (0..nch * is).map(|_| next() as u8).collect();
+            let w: Vec<i32> = (0..nch * ks).map(|_| next().rem_euclid(511) as i32 - 255).collect();
+            let mut sums = vec![0; nch * os];
+            prop_assert!(depthwise_pairs(&x, xz, nch, &w, &geom, &mut sums));
+            let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
+            for name in ["f32-rne", "exact"] {
+                let p = ArithProfile::preset(name).unwrap();
+                let rq: Vec<Requantizer> = (0..nch)
+                    .map(|_| {
+                        let bias = if big_bias && next() % 3 == 0 {
+                            f64::from(i32::MAX - (next() % 1000) as i32)
+                        } else {
+                            (next() % 20_000 - 10_000) as f64
+                        };
+                        let m = (next() % 1000 + 1) as f64 * 1e-5;
+                        let z = (next() % 256) as i32 + lo;
+                        Requantizer::new(bias, m, z, lo, hi, &p)
+                    })
+                    .collect();
+                let forms: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
+                for isa in crate::dispatch::supported_isas() {
+                    let fused = isa.avx512() && iw <= CHANNELS_LAST_MAX_W;
+                    if signed {
+                        let mut want = vec![0i8; nch * os];
+                        crate::int8::elementwise::requantize(&rq, &sums, os, &mut want);
+                        let mut got = vec![7i8; nch * os];
+                        let ran = crate::dispatch::with_isa(isa, || {
+                            depthwise_pairs_requant(&x, xz, nch, &w, &geom, &forms, &mut got)
+                        });
+                        prop_assert_eq!(ran, fused, "{}", isa);
+                        if ran {
+                            prop_assert_eq!(&got, &want, "{} {} i8", isa, name);
+                        }
+                    } else {
+                        let mut want = vec![0u8; nch * os];
+                        crate::int8::elementwise::requantize(&rq, &sums, os, &mut want);
+                        let mut got = vec![7u8; nch * os];
+                        let ran = crate::dispatch::with_isa(isa, || {
+                            depthwise_pairs_requant(&x, xz, nch, &w, &geom, &forms, &mut got)
+                        });
+                        prop_assert_eq!(ran, fused, "{}", isa);
+                        if ran {
+                            prop_assert_eq!(&got, &want, "{} {} u8", isa, name);
+                        }
+                    }
+                }
+            }
+        }
+
         #[test]
         fn pairs_match_the_direct_definition(
             ih in 1usize..12, iw in 1usize..70, kh in 1usize..6, kw in 1usize..6,
             sh in 1usize..4, sw in 1usize..4, dh in 1usize..3, dw in 1usize..3,
             pt in 0usize..3, pl in 0usize..3, pb in 0usize..3, pr in 0usize..3,
+            nch in prop_oneof![1usize..4, 14usize..40],
             xz in prop_oneof![Just(0i32), Just(255), 0i32..256],
             wz in prop_oneof![Just(-128i32), Just(127), -128i32..128],
             xs in proptest::collection::vec(prop_oneof![Just(0u8), Just(255), any::<u8>()], 3 * 800),
@@ -734,17 +1029,27 @@ mod tests {
                 output: [(ih + pt + pb - e(kh, dh)) / sh + 1, (iw + pl + pr - e(kw, dw)) / sw + 1],
             };
             let (is, ks, os) = (ih * iw, kh * kw, g.output[0] * g.output[1]);
-            let wc: Vec<i32> = ws[..3 * ks].iter().map(|&v| i32::from(v) - wz).collect();
-            // every row of the dispatch table, the portable one included
+            // `nch` channels: the drawn values, shifted per channel past
+            // the first three (blocks of 16 channels, full and partial)
+            let x: Vec<u8> = (0..nch * is).map(|i| xs[(i + i / (3 * is) * 7) % xs.len()]).collect();
+            let wv: Vec<i8> = (0..nch * ks).map(|i| ws[(i + i / (3 * ks) * 5) % ws.len()]).collect();
+            let wc: Vec<i32> = wv.iter().map(|&v| i32::from(v) - wz).collect();
+            let want: Vec<Vec<i32>> = (0..nch)
+                .map(|c| naive(&x[c * is..], xz, &wv[c * ks..], wz, &g))
+                .collect();
+            // every row of the dispatch table, the portable one included,
+            // in each layout (rows without the channels-last one run the
+            // planes), and in the one the call picks
             for isa in crate::dispatch::supported_isas() {
-                let mut got = vec![7; 3 * os];
-                let ran = crate::dispatch::with_isa(isa, || {
-                    depthwise_pairs(&xs[..3 * is], xz, 3, &wc, &g.conv_geometry(), &mut got)
-                });
-                prop_assert!(ran);
-                for c in 0..3 {
-                    let want = naive(&xs[c * is..], xz, &ws[c * ks..], wz, &g);
-                    prop_assert_eq!(&got[c * os..(c + 1) * os], &want[..], "{}", isa);
+                for layout in [None, Some(PairLayout::Planes), Some(PairLayout::ChannelsLast)] {
+                    let mut got = vec![7; nch * os];
+                    let ran = crate::dispatch::with_isa(isa, || {
+                        pairs_as(&x, xz, nch, &wc, &g.conv_geometry(), &mut got, layout)
+                    });
+                    prop_assert!(ran);
+                    for (c, want) in want.iter().enumerate() {
+                        prop_assert_eq!(&got[c * os..(c + 1) * os], &want[..], "{} {:?}", isa, layout);
+                    }
                 }
             }
         }

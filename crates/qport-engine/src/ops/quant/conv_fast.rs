@@ -32,7 +32,7 @@ use crate::ops::nn::spatial::{row_block, row_blocks, ConvAttrs, ConvGeom, ConvSi
 use crate::ops::{input, reuse_output, BuildCtx};
 use qport_core::arith::{Accumulator, FloatRequant, Requantizer};
 use qport_core::{DType, Tensor, TensorData};
-use qport_kernels::idepthwise::{depthwise_pairs, depthwise_plane};
+use qport_kernels::idepthwise::{depthwise_pairs, depthwise_pairs_requant, depthwise_plane};
 use qport_kernels::igemm::QInt;
 use qport_kernels::im2col::{im2col_par, ConvGeometry};
 use qport_kernels::int8::direct::{self, DirectGeom};
@@ -357,6 +357,9 @@ impl PreparedConv {
                         for (k, ob) in block.chunks_mut(chunk * os).enumerate() {
                             let c0 = start / os + k * chunk;
                             let ch = c0..c0 + ob.len() / os;
+                            if self.depthwise_requant(xn, xz, g, ch.clone(), ob) {
+                                continue;
+                            }
                             let acc = &mut acc[..ob.len()];
                             self.depthwise(xn, xz, g, ch.clone(), acc);
                             self.finish(acc, ch, os, ob);
@@ -534,6 +537,34 @@ impl PreparedConv {
             add_int32_bias(acc, &b[ch.clone()], os);
         }
         elementwise::requantize(&self.rq[ch], acc, os, out);
+    }
+
+    /// Channels `ch` of one image `xn` of a 2-D depthwise layer straight
+    /// into their 8-bit outputs `out` where the kernel requantizes as it
+    /// writes ([`depthwise_pairs_requant`]: every channel has a float form
+    /// and no bias is added apart); `false`, nothing written, elsewhere.
+    /// The same bytes as [`Self::depthwise`] then [`Self::finish`].
+    fn depthwise_requant<T: QInt>(
+        &self,
+        xn: &[u8],
+        xz: i32,
+        g: &ConvGeom,
+        ch: std::ops::Range<usize>,
+        out: &mut [T],
+    ) -> bool {
+        let (Some(frq), false) = (&self.frq, self.w_centered.is_empty()) else {
+            return false;
+        };
+        let ConvSizes { is, ks, .. } = g.sizes();
+        depthwise_pairs_requant(
+            &xn[ch.start * is..ch.end * is],
+            xz,
+            ch.len(),
+            &self.w_centered[ch.start * ks..ch.end * ks],
+            &g.spatial,
+            &frq[ch],
+            out,
+        )
     }
 
     /// Exact accumulators of channels `ch` of one image `xn` of a 2-D

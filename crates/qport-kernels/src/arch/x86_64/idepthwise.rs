@@ -5,7 +5,10 @@
 //! sum is exact, so each returns the portable body's sums.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use crate::int8::depthwise::{fill_row_from, pairs_body, PairArgs, PairBufs, PairVec};
+use super::requant::LaneForms;
+use crate::int8::depthwise::{
+    cl_pair_rows, fill_row_from, pairs_body, ClBufs, ClOut, PairArgs, PairBufs, PairVec,
+};
 use std::arch::x86_64::*;
 
 /// [`PairVec::fill_row`] in AVX-512BW for strides 1 and 2 (16 cells per
@@ -314,4 +317,322 @@ pub(crate) unsafe fn pairs_avx512(a: &PairArgs, bufs: &mut PairBufs, out: &mut [
 pub(crate) unsafe fn pairs_avx2(a: &PairArgs, bufs: &mut PairBufs, out: &mut [i32]) {
     // SAFETY: the features above.
     unsafe { pairs_body::<Avx2>(a, bufs, out) }
+}
+
+/// Transposes 16 rows of 16 bytes in place (`r[c]` byte `k` becomes the
+/// old `r[k]` byte `c`): four rounds of interleaving row `i` with row
+/// `i + 8`, each moving one bit of the row index into the column index.
+///
+/// # Safety
+/// SSE2 (every x86-64 CPU).
+#[inline(always)]
+unsafe fn transpose_u8x16(r: &mut [__m128i; 16]) {
+    // SAFETY: SSE2.
+    unsafe {
+        for _ in 0..4 {
+            let mut t = [_mm_setzero_si128(); 16];
+            for i in 0..8 {
+                t[2 * i] = _mm_unpacklo_epi8(r[i], r[i + 8]);
+                t[2 * i + 1] = _mm_unpackhi_epi8(r[i], r[i + 8]);
+            }
+            *r = t;
+        }
+    }
+}
+
+/// Transposes 16 rows of 16 `i32` in place, as [`transpose_u8x16`] does
+/// bytes (the interleaves of whole rows by `vpermt2d`).
+///
+/// # Safety
+/// AVX-512F.
+#[inline(always)]
+unsafe fn transpose_i32x16(r: &mut [__m512i; 16]) {
+    // SAFETY: AVX-512F (the caller's features), for the whole block.
+    unsafe {
+        let lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        for _ in 0..4 {
+            let mut t = [_mm512_setzero_si512(); 16];
+            for i in 0..8 {
+                t[2 * i] = _mm512_permutex2var_epi32(r[i], lo, r[i + 8]);
+                t[2 * i + 1] = _mm512_permutex2var_epi32(r[i], hi, r[i + 8]);
+            }
+            *r = t;
+        }
+    }
+}
+
+/// The channels-last layout of [`crate::idepthwise::depthwise_pairs`]
+/// ([`crate::int8::depthwise::PairLayout::ChannelsLast`]) on AVX-512:
+/// per block of 16 channels,
+/// 1. the centred input as 16-bit values, one vector of the block's
+///    channels per padded position (`single`, zero in the padding): each
+///    image row of the 16 planes is transposed 16 columns at a time;
+/// 2. the pair tile (`pairs`): the cell of padded row `y`, column `x`
+///    holds per channel row `y` (low half) and row `y + dh` (high half);
+/// 3. per output position, `Σ_p Σ_j` of one multiply-add of 16-bit pairs
+///    (kernel rows `2p` and `2p + 1`, column `j`) into a vector of 16
+///    channel sums, 8 positions at a time (`sums`, a vector per position);
+/// 4. the sums transposed into the channels' output planes.
+///
+/// Every product and sum is the exact integer of the planar layout
+/// ([`crate::int8::depthwise::pairs_body`]): the same values.
+///
+/// # Safety
+/// AVX-512F and BW, and VNNI when `VNNI`.
+#[inline(always)]
+unsafe fn channels_last_body<const VNNI: bool>(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
+    let g = &a.g;
+    let ClBufs {
+        single,
+        pairs,
+        weights,
+        sums,
+        rows,
+        bases,
+        spos,
+    } = &mut bufs.cl;
+    let kp = g.kh.div_ceil(2);
+    let ht = cl_pair_rows(g, rows);
+    let hs = ht + g.dh;
+    let wp = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+    let (is, ks, os) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
+    assert!(a.x.len() >= a.channels * is && a.w.len() >= a.channels * ks);
+    match &out {
+        ClOut::Sums(s) => assert!(s.len() >= a.channels * os),
+        ClOut::Bytes { forms, out } => {
+            assert!(out.len() >= a.channels * os && forms.len() >= a.channels)
+        }
+    }
+    // every sum lies within ±ks·255² (see `depthwise_pairs`)
+    let bound = ks as i64 * 255 * 255;
+    single.clear();
+    single.resize(hs * wp * 16, 0);
+    pairs.clear();
+    pairs.resize(ht * wp * 16, 0);
+    weights.clear();
+    weights.resize(kp * g.kw * 16, 0);
+    sums.clear();
+    sums.resize(os.next_multiple_of(16) * 16, 0);
+    bases.clear();
+    for oy in 0..g.oh {
+        bases.extend((0..g.ow).map(|ox| (oy * g.sh * wp + ox * g.sw) * 16));
+    }
+    // the pair tile's rows that hold image values (the others stay zero)
+    let image = |y: usize| (g.pt..g.pt + g.h).contains(&y);
+    rows.retain(|&y| image(y) || image(y + g.dh));
+    // per image position, its cell in the single tile (`usize::MAX`
+    // where no tap reads it: past the tile's rows or columns)
+    spos.clear();
+    for iy in 0..g.h {
+        spos.extend((0..g.w).map(|ix| {
+            let (y, x) = (iy + g.pt, ix + g.pl);
+            if y < hs && x < wp {
+                (y * wp + x) * 16
+            } else {
+                usize::MAX
+            }
+        }));
+    }
+    // SAFETY: (whole block) AVX-512F + BW (+ VNNI) are the caller's; every
+    // pointer is inside its buffer: `single` rows < hs and columns < wp,
+    // `pairs` rows < ht (each `rows` entry and each tap row
+    // r·sh + 2p·dh ≤ ht − 1) and columns (ox·sw + j·dw ≤ wp − 1), `sums`
+    // and `out` as sized and asserted above.
+    unsafe {
+        let z = _mm256_set1_epi16(a.x_zero as i16);
+        // lane k reads channel k of a block: ks elements apart
+        let stride = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(ks as i32),
+        );
+        for c0 in (0..a.channels).step_by(16) {
+            let nc = (a.channels - c0).min(16);
+            // 1. the single tile's image positions, 16 positions of the
+            // planes (in their row-major order) per transpose
+            for q0 in (0..is).step_by(16) {
+                let n = (is - q0).min(16);
+                let m = (1u64 << n) - 1;
+                let mut r = [_mm_setzero_si128(); 16];
+                for (k, rk) in r.iter_mut().enumerate().take(nc) {
+                    let src = a.x.as_ptr().add((c0 + k) * is + q0);
+                    // (a 512-bit masked load: AVX-512BW without VL)
+                    *rk = _mm512_castsi512_si128(_mm512_maskz_loadu_epi8(m, src.cast()));
+                }
+                transpose_u8x16(&mut r);
+                for (v, &at) in r.iter().zip(&spos[q0..q0 + n]) {
+                    if at != usize::MAX {
+                        let s = _mm256_sub_epi16(_mm256_cvtepu8_epi16(*v), z);
+                        _mm256_storeu_si256(single.as_mut_ptr().add(at).cast(), s);
+                    }
+                }
+            }
+            // 2. the pair tile
+            for &y in rows.iter() {
+                let lo = single.as_ptr().add(y * wp * 16);
+                let hi = single.as_ptr().add((y + g.dh) * wp * 16);
+                let dst = pairs.as_mut_ptr().add(y * wp * 16);
+                for x in 0..wp {
+                    let l = _mm512_cvtepu16_epi32(_mm256_loadu_si256(lo.add(x * 16).cast()));
+                    let h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(hi.add(x * 16).cast()));
+                    let v = _mm512_or_si512(l, _mm512_slli_epi32::<16>(h));
+                    _mm512_storeu_si512(dst.add(x * 16).cast(), v);
+                }
+            }
+            // 3. the weight pairs of each (kernel-row pair, column):
+            // kernel rows 2p (low half) and 2p + 1 (high, zero past the
+            // kernel) of the block's channels, gathered at a stride of ks
+            let wb = a.w.as_ptr().add(c0 * ks);
+            let cm = ((1u32 << nc) - 1) as u16;
+            for p in 0..kp {
+                for j in 0..g.kw {
+                    let t = 2 * p * g.kw + j;
+                    let gather = |t: usize| {
+                        _mm512_mask_i32gather_epi32::<4>(
+                            _mm512_setzero_si512(),
+                            cm,
+                            stride,
+                            wb.add(t).cast(),
+                        )
+                    };
+                    let lo = gather(t);
+                    let hi = if 2 * p + 1 < g.kh {
+                        _mm512_slli_epi32::<16>(gather(t + g.kw))
+                    } else {
+                        _mm512_setzero_si512()
+                    };
+                    let v = _mm512_mask_blend_epi16(0xAAAA_AAAA, lo, hi);
+                    _mm512_storeu_si512(weights.as_mut_ptr().add((p * g.kw + j) * 16).cast(), v);
+                }
+            }
+            // 4. the sums, 8 output positions at a time
+            let mut q = 0;
+            while q + 8 <= os {
+                cl_sums::<VNNI, 8>(g, kp, wp, pairs, weights, &bases[q..q + 8], sums, q);
+                q += 8;
+            }
+            while q < os {
+                cl_sums::<VNNI, 1>(g, kp, wp, pairs, weights, &bases[q..q + 1], sums, q);
+                q += 1;
+            }
+            // 5. into the output planes: the sums, or their bytes
+            match &out {
+                ClOut::Sums(dst) => {
+                    let dst = dst.as_ptr().cast_mut();
+                    for q0 in (0..os).step_by(16) {
+                        let n = (os - q0).min(16);
+                        let mut r = [_mm512_setzero_si512(); 16];
+                        for (i, ri) in r.iter_mut().enumerate() {
+                            *ri = _mm512_loadu_si512(sums.as_ptr().add((q0 + i) * 16).cast());
+                        }
+                        transpose_i32x16(&mut r);
+                        let m = ((1u32 << n) - 1) as u16;
+                        for (k, v) in r.iter().enumerate().take(nc) {
+                            _mm512_mask_storeu_epi32(dst.add((c0 + k) * os + q0), m, *v);
+                        }
+                    }
+                }
+                ClOut::Bytes { forms, out: dst } => {
+                    let dst = dst.as_ptr().cast_mut();
+                    let forms = &forms[c0..c0 + nc];
+                    let lanes = LaneForms::new(forms, bound).expect("one variant (checked)");
+                    for q0 in (0..os).step_by(16) {
+                        let n = (os - q0).min(16);
+                        let mut r = [_mm_setzero_si128(); 16];
+                        for (i, ri) in r.iter_mut().enumerate().take(n) {
+                            let v = _mm512_loadu_si512(sums.as_ptr().add((q0 + i) * 16).cast());
+                            *ri = match lanes.run(v) {
+                                Some(y) => _mm512_cvtepi32_epi8(y),
+                                None => {
+                                    // a lane's bias addition overflows: the
+                                    // portable loop, lane by lane
+                                    let mut acc = [0i32; 16];
+                                    _mm512_storeu_si512(acc.as_mut_ptr().cast(), v);
+                                    let mut b = [0u8; 16];
+                                    for (k, f) in forms.iter().enumerate() {
+                                        f.apply_slice_into(&acc[k..k + 1], &mut b[k..k + 1], |y| {
+                                            y as u8
+                                        });
+                                    }
+                                    _mm_loadu_si128(b.as_ptr().cast())
+                                }
+                            };
+                        }
+                        transpose_u8x16(&mut r);
+                        let m = (1u64 << n) - 1;
+                        for (k, v) in r.iter().enumerate().take(nc) {
+                            _mm512_mask_storeu_epi8(
+                                dst.add((c0 + k) * os + q0).cast(),
+                                m,
+                                _mm512_castsi128_si512(*v),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The sums of `N` output positions (pair-tile offsets `bases`) of one
+/// channel block into `sums` from position `q` on.
+///
+/// # Safety
+/// As [`channels_last_body`], whose tiles these are.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn cl_sums<const VNNI: bool, const N: usize>(
+    g: &crate::f32::depthwise::Geo,
+    kp: usize,
+    wp: usize,
+    pairs: &[i32],
+    weights: &[i32],
+    bases: &[usize],
+    sums: &mut [i32],
+    q: usize,
+) {
+    // SAFETY: (whole block) the caller's features and tiles: every
+    // position's taps lie in `pairs`, its vector of sums in `sums`.
+    unsafe {
+        let mut acc = [_mm512_setzero_si512(); N];
+        let t = pairs.as_ptr();
+        for p in 0..kp {
+            let row = 2 * p * g.dh * wp * 16;
+            for j in 0..g.kw {
+                let wv = _mm512_loadu_si512(weights.as_ptr().add((p * g.kw + j) * 16).cast());
+                let off = row + j * g.dw * 16;
+                for (a, &b) in acc.iter_mut().zip(bases) {
+                    let x = _mm512_loadu_si512(t.add(b + off).cast());
+                    *a = if VNNI {
+                        _mm512_dpwssd_epi32(*a, x, wv)
+                    } else {
+                        _mm512_add_epi32(*a, _mm512_madd_epi16(x, wv))
+                    };
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            _mm512_storeu_si512(sums.as_mut_ptr().add((q + i) * 16).cast(), *a);
+        }
+    }
+}
+
+/// [`channels_last_body`] on AVX-512 VNNI.
+///
+/// # Safety
+/// The CPU must support AVX-512F, BW and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2")]
+pub(crate) unsafe fn channels_last_vnni(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
+    // SAFETY: the features above.
+    unsafe { channels_last_body::<true>(a, bufs, out) }
+}
+
+/// [`channels_last_body`] on AVX-512BW.
+///
+/// # Safety
+/// The CPU must support AVX-512F and BW.
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+pub(crate) unsafe fn channels_last_avx512(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
+    // SAFETY: the features above.
+    unsafe { channels_last_body::<false>(a, bufs, out) }
 }

@@ -258,6 +258,121 @@ impl Lanes16 {
     }
 }
 
+/// A different [`FloatRequant`] per lane: the channels of a channels-last
+/// block (the depthwise kernel's, [`super::idepthwise`]), each lane
+/// requantized by the same operations as [`Lanes16`] with that lane's
+/// constants, so with the bits of the portable loop.
+#[derive(Clone, Copy)]
+pub(crate) struct LaneForms {
+    f32: F32x16,
+    /// Lanes 0–7 and 8–15.
+    f64: [F64x8; 2],
+    zero: __m512i,
+    wide: bool,
+    /// As [`Lanes16`]'s: no sum this block sees can overflow the f32
+    /// form's i32 bias addition.
+    no_overflow: bool,
+}
+
+impl LaneForms {
+    /// Lane `i` requantizes by `forms[i]` (the lanes past the end by the
+    /// last form: their values are not used), for sums within
+    /// `[-bound, bound]`. `None` when there are no forms, more than 16, or
+    /// both variants.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn new(forms: &[FloatRequant], bound: i64) -> Option<LaneForms> {
+        let last = *forms.last()?;
+        if forms.len() > 16 {
+            return None;
+        }
+        let lane = |i: usize| forms.get(i).copied().unwrap_or(last);
+        let wide = matches!(last, FloatRequant::F64 { .. });
+        let mut bias = [0i32; 16];
+        let mut zero = [0i32; 16];
+        let (mut m32, mut lo32, mut hi32) = ([0f32; 16], [0f32; 16], [0f32; 16]);
+        let (mut b64, mut m64, mut lo64, mut hi64) =
+            ([0f64; 16], [0f64; 16], [0f64; 16], [0f64; 16]);
+        for i in 0..16 {
+            match (lane(i), wide) {
+                (
+                    FloatRequant::F32 {
+                        bias: b,
+                        multiplier,
+                        lo,
+                        hi,
+                        zero: z,
+                    },
+                    false,
+                ) => {
+                    (bias[i], m32[i], lo32[i], hi32[i], zero[i]) = (b, multiplier, lo, hi, z);
+                }
+                (
+                    FloatRequant::F64 {
+                        bias: b,
+                        multiplier,
+                        lo,
+                        hi,
+                        zero: z,
+                    },
+                    true,
+                ) => {
+                    bias[i] = b;
+                    (b64[i], m64[i], lo64[i], hi64[i], zero[i]) =
+                        (f64::from(b), multiplier, lo, hi, z);
+                }
+                _ => return None,
+            }
+        }
+        let max_bias = bias.iter().map(|&b| i64::from(b).abs()).max().unwrap_or(0);
+        // SAFETY: (whole block) AVX-512F; each array has the 16 (or 8)
+        // lanes loaded.
+        unsafe {
+            let i32s = |v: &[i32; 16]| _mm512_loadu_si512(v.as_ptr().cast());
+            let f32s = |v: &[f32; 16]| _mm512_loadu_ps(v.as_ptr());
+            let f64s = |v: &[f64; 16], h: usize| _mm512_loadu_pd(v[8 * h..].as_ptr());
+            let half = |h: usize| F64x8 {
+                bias: f64s(&b64, h),
+                m: f64s(&m64, h),
+                lo: f64s(&lo64, h),
+                hi: f64s(&hi64, h),
+            };
+            Some(LaneForms {
+                f32: F32x16 {
+                    bias: i32s(&bias),
+                    m: f32s(&m32),
+                    lo: f32s(&lo32),
+                    hi: f32s(&hi32),
+                    zero: i32s(&zero),
+                },
+                f64: [half(0), half(1)],
+                zero: i32s(&zero),
+                wide,
+                no_overflow: !wide && bound.saturating_add(max_bias) <= i64::from(i32::MAX),
+            })
+        }
+    }
+
+    /// The 16 sums `a` requantized, each by its lane's form, zero point
+    /// added (the bytes are their low bytes); `None` when the f32 form's
+    /// bias addition overflows in a lane (the caller runs the portable
+    /// loop for that vector).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn run(&self, a: __m512i) -> Option<__m512i> {
+        if self.wide {
+            let r0 = self.f64[0].run(_mm512_castsi512_si256(a));
+            let r1 = self.f64[1].run(_mm512_extracti64x4_epi64::<1>(a));
+            let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
+            return Some(_mm512_add_epi32(r, self.zero));
+        }
+        if self.no_overflow {
+            return Some(self.f32.run_unchecked(a));
+        }
+        self.f32.run(a)
+    }
+}
+
 /// The constants of the f32 form in 16 lanes.
 #[derive(Clone, Copy)]
 struct F32x16 {
