@@ -2,11 +2,14 @@
 //! depthwise layers of MobileNetV2 and EfficientNet-Lite0, in each of its
 //! two layouts (one plane at a time, or channels-last blocks of 16
 //! channels) and in the one it picks: the best of seven timings of the
-//! i32 sums, in µs, and the layer's multiply-adds per ns.
+//! i32 sums, in µs, and the layer's multiply-adds per ns; then the FP32
+//! kernel (`depthwise2d`, bias and Relu6) on the same layers.
 //!
 //! ```text
 //! cargo run --release -p qport-tests --example depthwise_speed
 //! ```
+use qport_kernels::activation::Activation;
+use qport_kernels::depthwise::depthwise2d;
 use qport_kernels::idepthwise::{depthwise_pairs, depthwise_pairs_in, PairLayout};
 use qport_kernels::im2col::ConvGeometry;
 use std::time::Instant;
@@ -31,9 +34,21 @@ fn main() {
         (960, 7, 3, 1),
         (1152, 7, 5, 1),
     ];
+    // `C H K S` on the command line: that layer alone
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("C H K S: four numbers"))
+        .collect();
+    let one = [(
+        args.first().copied().unwrap_or(0),
+        args.get(1).copied().unwrap_or(0),
+        args.get(2).copied().unwrap_or(0),
+        args.get(3).copied().unwrap_or(0),
+    )];
+    let layers: &[(usize, usize, usize, usize)] = if args.len() == 4 { &one } else { &layers };
     println!("isa {:?}", qport_kernels::isa());
     println!("    C    H  k  s     planes µs   chan-last µs   picked µs   MAC/ns");
-    for (c, h, k, s) in layers {
+    for &(c, h, k, s) in layers {
         let o = (h + 2 * (k / 2) - k) / s + 1;
         let p = (k / 2) as isize;
         let g = ConvGeometry::new_2d([h, h], [k, k], [o, o], [s, s], [1, 1], [p, p]);
@@ -58,9 +73,20 @@ fn main() {
         let cl = time(&mut |o| depthwise_pairs_in(PairLayout::ChannelsLast, &x, 7, c, &w, &g, o));
         let picked = time(&mut |o| depthwise_pairs(&x, 7, c, &w, &g, o));
         let macs = (c * o * o * k * k) as f64;
+        let xf: Vec<f32> = x.iter().map(|&v| f32::from(v) / 64.0).collect();
+        let wf: Vec<f32> = w.iter().map(|&v| v as f32 / 256.0).collect();
+        let bias = vec![0.25f32; c];
+        let mut yf = vec![0f32; c * o * o];
+        let mut scratch = Vec::new();
+        let act = Activation::Clip { lo: 0.0, hi: 6.0 };
+        let f32_us = time(&mut |_| {
+            depthwise2d(&g, c, 1, &xf, &wf, Some(&bias), act, &mut yf, &mut scratch);
+            true
+        });
         println!(
-            "{c:5} {h:4} {k:2} {s:2}   {planes:11.1}   {cl:12.1}   {picked:9.1}   {:6.1}",
-            macs / (picked * 1e3)
+            "{c:5} {h:4} {k:2} {s:2}   {planes:11.1}   {cl:12.1}   {picked:9.1}   {:6.1}   fp32 {f32_us:7.1} µs {:6.1} MAC/ns",
+            macs / (picked * 1e3),
+            macs / (f32_us * 1e3)
         );
     }
 }

@@ -238,6 +238,8 @@ fn requant_acc() -> impl proptest::strategy::Strategy<Value = i32> {
     use proptest::prelude::*;
     prop_oneof![
         -40_000i32..40_000,
+        // the products of multipliers near 1/2 inside the 8-bit range
+        -600i32..600,
         Just(i32::MIN),
         Just(i32::MAX),
         any::<i32>(),
@@ -256,6 +258,7 @@ proptest::proptest! {
         acc in proptest::collection::vec(requant_acc(), 0..80),
         bias in proptest::prop_oneof![
             -5000i32..5000,
+            -300i32..300,
             proptest::prelude::Just(i32::MAX),
             proptest::prelude::Just(i32::MIN + 1),
             proptest::prelude::any::<i32>(),
@@ -266,6 +269,14 @@ proptest::proptest! {
             proptest::prelude::Just(0.25),
             proptest::prelude::Just(f64::NAN),
             -0.01f64..0.01,
+            // f64 products just off a half-integer, which the f32
+            // multiplier puts on it (or on the other side)
+            proptest::prelude::Just(0.5 + 1e-9),
+            proptest::prelude::Just(0.5 - 1e-9),
+            proptest::prelude::Just(0.0),
+            // multipliers f32 cannot hold as normal numbers
+            1e-45f64..1e-29,
+            1e29f64..1e45,
         ],
         zero in -20i32..300,
         signed in proptest::prelude::any::<bool>(),
