@@ -1,6 +1,6 @@
-//! A 2-D convolution of stride 1 and dilation 1 (the 3 × 3 layers of a
-//! residual network) as an implicit GEMM on the VNNI kernel: no im2col
-//! and no packing of `B`.
+//! A 2-D convolution of dilation 1 and stride 1 or more (the 3 × 3
+//! layers of a residual network, those of stride 2 included) as an
+//! implicit GEMM on the VNNI kernel: no im2col and no packing of `B`.
 //!
 //! The image is copied once into channel quads ([`quad_image`]): per quad
 //! of four channels a plane of the padded image (`hp × wp`, the padding
@@ -12,6 +12,14 @@
 //! positions laid out on the padded width `wp` (`ow + kw − 1` columns a
 //! row, the last `kw − 1` of each row computed and dropped). So the tile
 //! reads the image where it lies.
+//!
+//! With stride `s > 1` each quad holds `s²` planes, the padded image's
+//! phases: phase `(a, b)` holds padded pixel `(s·y + a, s·x + b)` at
+//! `(y, x)`. Tap `(i, j)` of output `(oy, ox)` reads padded pixel
+//! `(s·oy + i, s·ox + j)`, which is pixel `(oy + i / s, ox + j / s)` of
+//! phase `(i mod s, j mod s)`: a stride-1 read of that phase, from an
+//! offset. So the same kernel runs on planes of `ow + (kw − 1) / s`
+//! columns, the last `(kw − 1) / s` of each row dropped.
 //!
 //! The sums are exact integers, whose value does not depend on the order
 //! of the reduction: [`conv_sums`] and [`conv_requant`] give the bits of
@@ -29,9 +37,10 @@ use crate::int8::PackedI8;
 use crate::par::ColumnBlock;
 use qport_core::arith::FloatRequant;
 
-/// One image of a stride-1, dilation-1 2-D convolution, as the direct
-/// kernel sees it (derived from the [`ConvGeometry`] every convolution
-/// path shares, by [`DirectGeom::new`]).
+/// One image of a dilation-1 2-D convolution with the same stride on
+/// both axes, as the direct kernel sees it (derived from the
+/// [`ConvGeometry`] every convolution path shares, by
+/// [`DirectGeom::new`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirectGeom {
     /// Input channels.
@@ -52,13 +61,16 @@ pub struct DirectGeom {
     pub oh: usize,
     /// Output width.
     pub ow: usize,
+    /// The stride (both axes).
+    pub stride: usize,
 }
 
 impl DirectGeom {
     /// The direct kernel's view of `c` channels in the geometry `geo`;
-    /// `None` unless `geo` is two-dimensional with strides and dilations
-    /// 1, its padding is not negative, and its output is not empty and
-    /// covers the image (no negative padding below or right of it).
+    /// `None` unless `geo` is two-dimensional with dilations 1, one
+    /// stride for both axes, padding that is not negative and an output
+    /// that is not empty; at stride 1 the output must also cover the
+    /// image (no negative padding below or right of it).
     ///
     /// ```
     /// use qport_kernels::im2col::ConvGeometry;
@@ -67,13 +79,21 @@ impl DirectGeom {
     /// let geo = ConvGeometry::new_2d([5, 6], [3, 3], [5, 6], [1, 1], [1, 1], [1, 1]);
     /// let g = DirectGeom::new(&geo, 7).unwrap();
     /// assert_eq!((g.quads(), g.padded_height(), g.padded_width()), (2, 7, 8));
-    /// // stride 2 is not the direct kernel's
+    /// // stride 2: four phases of 4 x 4 pixels per quad
     /// let geo = ConvGeometry::new_2d([5, 6], [3, 3], [3, 3], [2, 2], [1, 1], [1, 1]);
+    /// let g = DirectGeom::new(&geo, 7).unwrap();
+    /// assert_eq!((g.phases(), g.padded_height(), g.padded_width()), (4, 4, 4));
+    /// // different strides on the two axes are not the direct kernel's
+    /// let geo = ConvGeometry::new_2d([5, 6], [3, 3], [3, 6], [2, 1], [1, 1], [1, 1]);
     /// assert!(DirectGeom::new(&geo, 7).is_none());
     /// ```
     pub fn new(geo: &ConvGeometry, c: usize) -> Option<DirectGeom> {
         let unit = |v: &[usize]| v.iter().all(|&x| x == 1);
-        if geo.rank() != 2 || !unit(&geo.strides) || !unit(&geo.dilations) {
+        if geo.rank() != 2 || !unit(&geo.dilations) {
+            return None;
+        }
+        let stride = geo.strides[0];
+        if stride == 0 || geo.strides[1] != stride {
             return None;
         }
         let top = usize::try_from(geo.pads_begin[0]).ok()?;
@@ -84,7 +104,8 @@ impl DirectGeom {
             [geo.output[0], geo.output[1]],
         );
         let fits = oh > 0 && ow > 0 && kh > 0 && kw > 0 && c > 0;
-        (fits && oh + kh > top + h && ow + kw > left + w).then_some(DirectGeom {
+        let covers = stride > 1 || (oh + kh > top + h && ow + kw > left + w);
+        (fits && covers).then_some(DirectGeom {
             c,
             h,
             w,
@@ -94,7 +115,23 @@ impl DirectGeom {
             left,
             oh,
             ow,
+            stride,
         })
+    }
+
+    /// Planes per channel quad: the `stride²` phases of the padded image.
+    pub fn phases(&self) -> usize {
+        self.stride * self.stride
+    }
+
+    /// The byte offset in [`quad_image`]'s output of step `(tap (ki, kj),
+    /// quad q)` for output row `oy` (column 0): phase `(ki mod s, kj mod
+    /// s)` of quad `q`, at pixel `(oy + ki / s, kj / s)`.
+    pub fn step_offset(&self, (ki, kj): (usize, usize), q: usize, oy: usize) -> usize {
+        let s = self.stride;
+        let phase = (ki % s) * s + kj % s;
+        let pixel = (oy + ki / s) * self.padded_width() + kj / s;
+        ((q * self.phases() + phase) * self.plane() + pixel) * 4
     }
 
     /// Channel quads (`⌈c / 4⌉`).
@@ -102,26 +139,27 @@ impl DirectGeom {
         self.c.div_ceil(4)
     }
 
-    /// Rows of the padded image (`oh + kh − 1`).
+    /// Rows of a plane (`oh + (kh − 1) / s`: the padded image at stride
+    /// 1, a phase of it at stride `s`).
     pub fn padded_height(&self) -> usize {
-        self.oh + self.kh - 1
+        self.oh + (self.kh - 1) / self.stride
     }
 
-    /// Columns of the padded image (`ow + kw − 1`), the row stride of the
+    /// Columns of a plane (`ow + (kw − 1) / s`), the row stride of the
     /// positions the kernel computes.
     pub fn padded_width(&self) -> usize {
-        self.ow + self.kw - 1
+        self.ow + (self.kw - 1) / self.stride
     }
 
-    /// Pixels of one quad's plane: the padded image and room for the last
-    /// row's overreach (a tile reads up to 64 columns past it).
+    /// Pixels of one plane: the padded image (or phase) and room for the
+    /// last row's overreach (a tile reads up to 64 columns past it).
     pub fn plane(&self) -> usize {
         self.padded_height() * self.padded_width() + self.kw + 64
     }
 
     /// Bytes of [`quad_image`]'s output.
     pub fn image_len(&self) -> usize {
-        self.quads() * self.plane() * 4
+        self.quads() * self.phases() * self.plane() * 4
     }
 
     /// The reduction's true length, `c · kh · kw`.
@@ -174,10 +212,10 @@ pub fn pack_weights(w: &[i8], m: usize, c: usize, (kh, kw): (usize, usize)) -> P
 
 /// One image `x` (`[c][h][w]` u8) as channel quads into `out`
 /// ([`DirectGeom::image_len`] bytes: per quad a plane of the padded image,
-/// each pixel's four channel bytes adjacent): `pad` (the activation zero
-/// point) around the image for the true channels, zero for the missing
-/// channels of the last quad and after each plane. The quads are divided
-/// between the intra-op threads.
+/// or its `s²` phases at stride `s`, each pixel's four channel bytes
+/// adjacent): `pad` (the activation zero point) around the image for the
+/// true channels, zero for the missing channels of the last quad and
+/// after each plane. The quads are divided between the intra-op threads.
 ///
 /// # Panics
 /// When `x` is shorter than `c · h · w` or `out` than the image.
@@ -188,15 +226,17 @@ pub fn quad_image(x: &[u8], g: &DirectGeom, pad: u8, out: &mut [u8]) {
     let out = &mut out[..g.image_len()];
     let work = out.len() * crate::par::STREAM_COST;
     crate::par::split_mut(out, plane, work, |start, block| {
-        for (q, dst) in block.chunks_exact_mut(plane).enumerate() {
-            quad_plane(x, g, start / plane + q, pad, dst);
+        for (i, dst) in block.chunks_exact_mut(plane).enumerate() {
+            let p = start / plane + i;
+            let (q, phase) = (p / g.phases(), p % g.phases());
+            quad_plane(x, g, q, (phase / g.stride, phase % g.stride), pad, dst);
         }
     });
 }
 
-/// Quad `q`'s plane of [`quad_image`] into `dst`.
-fn quad_plane(x: &[u8], g: &DirectGeom, q: usize, pad: u8, dst: &mut [u8]) {
-    let (c, h, w) = (g.c, g.h, g.w);
+/// Quad `q`'s plane of [`quad_image`] for phase `(a, b)` into `dst`.
+fn quad_plane(x: &[u8], g: &DirectGeom, q: usize, (a, b): (usize, usize), pad: u8, dst: &mut [u8]) {
+    let (c, h, w, s) = (g.c, g.h, g.w, g.stride);
     let (hp, wp) = (g.padded_height(), g.padded_width());
     // the channels of this quad that exist; the others are zero bytes
     let real = (c - 4 * q).min(4);
@@ -207,58 +247,204 @@ fn quad_plane(x: &[u8], g: &DirectGeom, q: usize, pad: u8, dst: &mut [u8]) {
     rest.fill(0);
     let chan = |r: usize| (r < real).then(|| &x[(4 * q + r) * h * w..][..h * w]);
     let planes = [chan(0), chan(1), chan(2), chan(3)];
+    // the plane's columns that hold image columns: x with s·x + b − left
+    // in 0..w
+    let lead = g.left.saturating_sub(b).div_ceil(s).min(wp);
+    let end = (w + g.left).saturating_sub(b).div_ceil(s).clamp(lead, wp);
+    let inside = end - lead;
+    // image column of the first inside pixel
+    let ix0 = (s * lead + b).wrapping_sub(g.left);
+    if s > 1 {
+        return phase_plane(g, (a, lead, inside, ix0), planes, pad, rows);
+    }
     for (yp, row) in rows.chunks_exact_mut(wp * 4).enumerate() {
-        let iy = yp.wrapping_sub(g.top);
+        let iy = (s * yp + a).wrapping_sub(g.top);
         if iy >= h {
             for px in row.chunks_exact_mut(4) {
                 px.copy_from_slice(&border.to_le_bytes());
             }
             continue;
         }
-        let (lead, body) = row.split_at_mut(g.left.min(wp) * 4);
-        for px in lead.chunks_exact_mut(4) {
+        let (head, body) = row.split_at_mut(lead * 4);
+        for px in head.chunks_exact_mut(4) {
             px.copy_from_slice(&border.to_le_bytes());
         }
-        let inside = w.min(wp - g.left.min(wp));
         let (body, tail) = body.split_at_mut(inside * 4);
         for px in tail.chunks_exact_mut(4) {
             px.copy_from_slice(&border.to_le_bytes());
         }
+        if inside == 0 {
+            continue;
+        }
         let src: [&[u8]; 4] = std::array::from_fn(|r| match planes[r] {
-            Some(p) => &p[iy * w..iy * w + inside],
+            Some(p) => &p[iy * w + ix0..iy * w + ix0 + inside],
             None => &[],
         });
         interleave(src, body);
     }
 }
 
-/// Four rows of bytes (an empty one for a missing channel: zeros) as
-/// `[n][4]` into `dst` (`4n` bytes).
-fn interleave(src: [&[u8]; 4], dst: &mut [u8]) {
-    let n = dst.len() / 4;
+thread_local! {
+    /// [`phase_plane`]'s scratch: the quad's channels of one phase.
+    static PHASES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A phase plane of [`quad_plane`] at stride `s > 1` into `rows` (`hp ×
+/// wp` pixels): each true channel's phase is gathered into a scratch
+/// plane of its own (`pad` around the image; the plane's columns `lead..
+/// lead + inside` of the phase's image rows `s·y + a − top` hold image
+/// columns `ix0 + s·j`), then the four are interleaved in one pass, so
+/// that narrow planes (ResNet-50's stride-2 layers read 8 to 29 columns)
+/// run whole vectors rather than one short row at a time.
+fn phase_plane(
+    g: &DirectGeom,
+    (a, lead, inside, ix0): (usize, usize, usize, usize),
+    planes: [Option<&[u8]>; 4],
+    pad: u8,
+    rows: &mut [u8],
+) {
+    let (h, w, s) = (g.h, g.w, g.stride);
+    let (hp, wp) = (g.padded_height(), g.padded_width());
+    let np = hp * wp;
+    // (a vector of slack after each plane: the gathers write whole vectors)
+    let stride = np + 32;
+    PHASES.with(|t| {
+        let t = &mut *t.borrow_mut();
+        if t.len() < 4 * stride {
+            t.resize(4 * stride, 0);
+        }
+        for (r, p) in planes.iter().enumerate() {
+            let Some(p) = p else { continue };
+            let t = &mut t[r * stride..][..stride];
+            t[..np].fill(pad);
+            if inside == 0 {
+                continue;
+            }
+            let n16 = inside.next_multiple_of(16);
+            for yp in 0..hp {
+                let iy = (s * yp + a).wrapping_sub(g.top);
+                if iy >= h {
+                    continue;
+                }
+                let at = yp * wp + lead;
+                let dst = &mut t[at..(at + n16).min(stride)];
+                every(&p[iy * w + ix0..], s, dst);
+                // the vector's columns past the image: back to the padding
+                // (the rows below write their own columns afterwards)
+                let spill = (at + inside)..(at + n16).min(np);
+                if !spill.is_empty() {
+                    t[spill].fill(pad);
+                }
+            }
+        }
+        let src: [&[u8]; 4] = std::array::from_fn(|r| match planes[r] {
+            Some(_) => &t[r * stride..][..np],
+            None => &[],
+        });
+        interleave(src, rows);
+    });
+}
+
+/// `dst[j] = src[s·j]` for the `j` of `dst` whose source byte exists
+/// (stride 2 sixteen bytes at a time where SSE2 is there); the others are
+/// left as they were.
+fn every(src: &[u8], s: usize, dst: &mut [u8]) {
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut j = 0;
     #[cfg(target_arch = "x86_64")]
-    if src.iter().all(|r| r.len() == n) {
+    if s == 2 {
         use std::arch::x86_64::*;
-        while j + 16 <= n {
-            // SAFETY: SSE2 is part of x86-64; every row holds j + 16 <= n
-            // bytes and `dst` 4n.
+        // (32 bytes read per 16 written: whole loads stay inside `src`)
+        while j + 16 <= dst.len() && 2 * j + 32 <= src.len() {
+            // SAFETY: SSE2 is part of x86-64; bytes 2j..2j + 32 of `src`
+            // and j..j + 16 of `dst` exist (the loop's condition).
             unsafe {
-                let ld = |r: &[u8]| _mm_loadu_si128(r.as_ptr().add(j).cast());
-                let (a, b, c, d) = (ld(src[0]), ld(src[1]), ld(src[2]), ld(src[3]));
+                let lo = _mm_loadu_si128(src.as_ptr().add(2 * j).cast());
+                let hi = _mm_loadu_si128(src.as_ptr().add(2 * j + 16).cast());
+                let m = _mm_set1_epi16(0xff);
+                let even = _mm_packus_epi16(_mm_and_si128(lo, m), _mm_and_si128(hi, m));
+                _mm_storeu_si128(dst.as_mut_ptr().add(j).cast(), even);
+            }
+            j += 16;
+        }
+    }
+    for (d, v) in dst[j..].iter_mut().zip(src[s * j..].iter().step_by(s)) {
+        *d = *v;
+    }
+}
+
+/// Four rows of bytes (an empty one for a missing channel: zeros; the
+/// others at least `n` bytes) as `[n][4]` into `dst` (`4n` bytes).
+fn interleave(src: [&[u8]; 4], dst: &mut [u8]) {
+    let n = dst.len() / 4;
+    assert!(src.iter().all(|r| r.is_empty() || r.len() >= n));
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        /// 16 pixels from `rows` (null: zeros) at `j` into the 64 bytes
+        /// at `out`.
+        ///
+        /// # Safety
+        /// SSE2; each non-null row readable for 16 bytes from `j`, `out`
+        /// writable for 64.
+        #[inline(always)]
+        unsafe fn sixteen(rows: [*const u8; 4], j: usize, out: *mut u8) {
+            // SAFETY: the function's contract.
+            unsafe {
+                let ld = |r: *const u8| {
+                    if r.is_null() {
+                        _mm_setzero_si128()
+                    } else {
+                        _mm_loadu_si128(r.add(j).cast())
+                    }
+                };
+                let (a, b, c, d) = (ld(rows[0]), ld(rows[1]), ld(rows[2]), ld(rows[3]));
                 let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
                 let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
-                let o = dst.as_mut_ptr().add(j * 4).cast::<__m128i>();
+                let o = out.cast::<__m128i>();
                 _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo));
                 _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo));
                 _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi));
                 _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi));
             }
+        }
+        let rows = src.map(|r| {
+            if r.is_empty() {
+                std::ptr::null()
+            } else {
+                r.as_ptr()
+            }
+        });
+        let mut j = 0;
+        while j + 16 <= n {
+            // SAFETY: SSE2 is part of x86-64; every row holds j + 16 <= n
+            // bytes and `dst` 4n.
+            unsafe { sixteen(rows, j, dst.as_mut_ptr().add(4 * j)) };
             j += 16;
         }
+        if j < n {
+            // the last pixels through zero-padded copies
+            let mut t = [[0u8; 16]; 4];
+            for (t, r) in t.iter_mut().zip(src) {
+                if !r.is_empty() {
+                    t[..n - j].copy_from_slice(&r[j..n]);
+                }
+            }
+            let rows = [0, 1, 2, 3].map(|r| {
+                if src[r].is_empty() {
+                    std::ptr::null()
+                } else {
+                    t[r].as_ptr()
+                }
+            });
+            let mut o = [0u8; 64];
+            // SAFETY: SSE2; the copies hold 16 bytes, `o` 64.
+            unsafe { sixteen(rows, 0, o.as_mut_ptr()) };
+            dst[4 * j..4 * n].copy_from_slice(&o[..4 * (n - j)]);
+        }
     }
-    for (jj, px) in dst.chunks_exact_mut(4).enumerate().skip(j) {
+    #[cfg(not(target_arch = "x86_64"))]
+    for (jj, px) in dst.chunks_exact_mut(4).enumerate() {
         for (r, b) in px.iter_mut().enumerate() {
             *b = src[r].get(jj).copied().unwrap_or(0);
         }
@@ -339,7 +525,18 @@ mod tests {
         (top, left): (isize, isize),
         (oh, ow): (usize, usize),
     ) -> ConvGeometry {
-        ConvGeometry::new_2d([h, w], [kh, kw], [oh, ow], [1, 1], [1, 1], [top, left])
+        strided((h, w), (kh, kw), (top, left), (oh, ow), 1)
+    }
+
+    /// [`geometry`] at stride `s` on both axes.
+    fn strided(
+        (h, w): (usize, usize),
+        (kh, kw): (usize, usize),
+        (top, left): (isize, isize),
+        (oh, ow): (usize, usize),
+        s: usize,
+    ) -> ConvGeometry {
+        ConvGeometry::new_2d([h, w], [kh, kw], [oh, ow], [s, s], [1, 1], [top, left])
     }
 
     /// The reference: im2col of rows `oy0..oy1` and the exact sums.
@@ -361,20 +558,22 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(160))]
-        /// Any channel count (whole and partial quads), kernel, padding
-        /// and block of output rows: the sums and the requantized bytes
-        /// of im2col and the exact GEMM, wherever the kernel runs.
+        /// Any channel count (whole and partial quads), kernel, padding,
+        /// stride (1 to 3: the phases of the padded image) and block of
+        /// output rows: the sums and the requantized bytes of im2col and
+        /// the exact GEMM, wherever the kernel runs.
         #[test]
         fn matches_im2col_and_the_exact_gemm(
             c in 1usize..11, h in 1usize..13, w in 1usize..21, kh in 1usize..4, kw in 1usize..4,
             pads in (0usize..3, 0usize..3, 0usize..3, 0usize..3), m in 1usize..11,
             symmetric in any::<bool>(), zb in 0i32..256, seed in any::<u64>(), rows in (0usize..32, 0usize..32),
+            st in prop_oneof![Just(1usize), Just(2), Just(3)],
         ) {
             let (top, left, bottom, right) = pads;
             let (hp, wp) = (h + top + bottom, w + left + right);
             prop_assume!(hp >= kh && wp >= kw);
-            let (oh, ow) = (hp - kh + 1, wp - kw + 1);
-            let geo = geometry((h, w), (kh, kw), (top as isize, left as isize), (oh, ow));
+            let (oh, ow) = ((hp - kh) / st + 1, (wp - kw) / st + 1);
+            let geo = strided((h, w), (kh, kw), (top as isize, left as isize), (oh, ow), st);
             let g = DirectGeom::new(&geo, c).unwrap();
             let mut s = seed | 1;
             let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };

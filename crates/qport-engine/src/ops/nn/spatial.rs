@@ -30,10 +30,22 @@ pub(crate) struct WindowAttrs {
 }
 
 impl WindowAttrs {
-    /// True when every stride and dilation is 1 (given as 1s or absent).
-    pub fn unit_steps(&self) -> bool {
+    /// The stride, when every dilation is 1 and every axis has the same
+    /// stride (absent strides and dilations are 1s).
+    pub fn uniform_stride(&self) -> Option<usize> {
         let ones = |v: &Option<Vec<i64>>| v.as_ref().is_none_or(|v| v.iter().all(|&s| s == 1));
-        ones(&self.strides) && ones(&self.dilations)
+        let first = self
+            .strides
+            .as_ref()
+            .and_then(|v| v.first().copied())
+            .unwrap_or(1);
+        let same = self
+            .strides
+            .as_ref()
+            .is_none_or(|v| v.iter().all(|&s| s == first));
+        (ones(&self.dilations) && same)
+            .then(|| usize::try_from(first).ok())
+            .flatten()
     }
 
     /// Reads `auto_pad`, `kernel_shape`, `strides`, `dilations` and `pads`.

@@ -10,10 +10,13 @@
 //! 8-bit output, so the accumulators never leave the cache (with AVX-512
 //! VNNI and the float requantization policies, in the GEMM kernel's
 //! epilogue: the sums never leave the registers). With AVX-512 VNNI, a
-//! layer of one group, stride 1 and a kernel wider than 1 × 1 skips
-//! im2col: the image is copied once into channel quads and the kernel
-//! reads it there ([`qport_kernels::int8::direct`], weights reordered at
-//! plan time). Signed activations are turned into unsigned ones by flipping
+//! layer of one group, stride 1 or 2 and a kernel wider than 1 × 1 skips
+//! im2col: the image is copied once into channel quads (at stride 2 the
+//! image's four phases) and the kernel reads it there
+//! ([`qport_kernels::int8::direct`], weights reordered at plan time).
+//! Depthwise layers run their own exact kernel
+//! ([`qport_kernels::idepthwise`]), channels-last on narrow maps where
+//! AVX-512 has it, requantizing as it writes. Signed activations are turned into unsigned ones by flipping
 //! their top bit (`x ^ 0x80`, zero point `+128`: the same differences
 //! `x − x_zero`), so u8×s8 kernels serve s8×s8 models too.
 //!
@@ -60,7 +63,7 @@ pub(crate) struct PreparedConv {
     w_zero: Vec<i32>,
     /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
-    /// A 2-D layer of one group, stride 1 and dilation 1 with a kernel
+    /// A 2-D layer of one group, stride 1 or 2 and dilation 1 with a kernel
     /// larger than 1 × 1: its weights in the order of the direct kernel
     /// ([`direct::pack_weights`]), which reads the image in channel quads
     /// instead of im2col where the host has it.
@@ -238,7 +241,10 @@ impl PreparedConv {
             && group == 1
             && w_shape.len() == 4
             && w_shape[2] * w_shape[3] > 1
-            && attrs.window.unit_steps()
+            && attrs
+                .window
+                .uniform_stride()
+                .is_some_and(|s| (1..=DIRECT_MAX_STRIDE).contains(&s))
             && !sat_pairs
             && w_shape[2] * w_shape[3] * w_shape[1].div_ceil(4) * 4 <= qport_kernels::int8::MAX_K)
             .then(|| direct::pack_weights(wv, c_out, w_shape[1], (w_shape[2], w_shape[3])));
@@ -626,15 +632,23 @@ fn depthwise_chunk(g: &ConvGeom, threads: usize) -> usize {
     c.div_ceil(chunks)
 }
 
+/// The largest stride of the layers the direct kernel takes (at stride 2
+/// it reads the image's four phases: ResNet-50's stride-2 3 × 3 layers,
+/// which im2col and the GEMM ran at half the GEMM's rate).
+const DIRECT_MAX_STRIDE: usize = 2;
+
 /// The direct kernel's geometry of `g` ([`DirectGeom::new`]: two spatial
-/// axes, strides and dilations 1, padding it can take) for a layer of one
-/// group whose rows are wide enough that the `kw − 1` extra columns the
-/// kernel computes per output row are at most a quarter of them
-/// (ResNet-50's 7 × 7 maps, 2 in 7, measured slower than im2col; its
-/// 14 × 14 ones, 2 in 14, faster); else `None` (im2col and the GEMM).
+/// axes, dilations 1, one stride, padding it can take) for a layer of one
+/// group whose rows are wide enough that the `(kw − 1) / s` extra columns
+/// the kernel computes per output row are at most a quarter of them
+/// (ResNet-50's 7 × 7 maps at stride 1, 2 in 7, measured slower than
+/// im2col; its 14 × 14 ones, 2 in 14, faster; at stride 2, 1 in 7 and
+/// faster); else `None` (im2col and the GEMM).
 fn direct_geom(g: &ConvGeom) -> Option<DirectGeom> {
     let s = &g.spatial;
-    let wide = s.rank() == 2 && s.output[1] >= 4 * s.kernel[1].saturating_sub(1);
+    let step = s.strides.first().copied().unwrap_or(1).max(1);
+    let extra = s.kernel.get(1).map_or(0, |k| k.saturating_sub(1) / step);
+    let wide = s.rank() == 2 && s.output[1] >= 4 * extra;
     if g.group != 1 || !wide {
         return None;
     }
@@ -742,6 +756,7 @@ mod tests {
         type Case = ([usize; 4], [usize; 4], i64, [i64; 2], [i64; 4]);
         let cases: [Case; 9] = [
             ([2, 8, 5, 6], [12, 8, 1, 1], 1, [1, 1], [0, 0, 0, 0]),
+            // (stride 2: the direct kernel where the host has it)
             ([1, 6, 9, 7], [5, 6, 3, 3], 1, [2, 2], [1, 1, 1, 1]),
             ([1, 8, 6, 6], [6, 4, 3, 3], 2, [1, 1], [1, 0, 0, 1]),
             ([2, 7, 10, 9], [7, 1, 3, 3], 7, [1, 1], [1, 1, 1, 1]),
@@ -759,6 +774,7 @@ mod tests {
         let profiles = presets();
         let direct_before = DIRECT_RUNS.load(Ordering::Relaxed);
         for (n, (xs, ws, group, strides, pads)) in cases.into_iter().enumerate() {
+            let case_before = DIRECT_RUNS.load(Ordering::Relaxed);
             for variant in 0..4 {
                 // the last case's bias is near the i32 limits, so its sums
                 // may wrap and the prepared path adds it apart (wrapping)
@@ -861,6 +877,13 @@ mod tests {
                         );
                     }
                 }
+            }
+            // the 3 x 3 stride-2 layer: the direct kernel, on its phases
+            if n == 1 && qport_kernels::int8::direct::available() {
+                assert!(
+                    DIRECT_RUNS.load(Ordering::Relaxed) > case_before,
+                    "the stride-2 layer did not run on the direct kernel"
+                );
             }
         }
         if qport_kernels::int8::direct::available() {

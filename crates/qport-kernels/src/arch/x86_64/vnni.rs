@@ -200,10 +200,10 @@ thread_local! {
     };
 }
 
-/// Output rows `oy0..oy1` of one image of a stride-1 convolution from its
+/// Output rows `oy0..oy1` of one image of a convolution from its
 /// channel quads `img` ([`crate::int8::direct::quad_image`]) with the
 /// direct weights `a` ([`crate::int8::direct::pack_weights`]), on the
-/// padded width (`wp` columns a row, the last `kw − 1` of them past the
+/// padded width (`wp` columns a row, the last `(kw − 1) / s` of them past the
 /// output), through `out` (which sees rows `0..a.m`, columns `0..(oy1 −
 /// oy0)·wp`). `false` where the VNNI kernel cannot run.
 #[cfg(target_arch = "x86_64")]
@@ -217,7 +217,7 @@ fn direct_on<O: x86::TileOut>(
     if kernel().is_none() || a.k > MAX_K {
         return false;
     }
-    let (cq, wp, plane) = (g.quads(), g.padded_width(), g.plane());
+    let (cq, wp) = (g.quads(), g.padded_width());
     let nv = (oy1 - oy0) * wp;
     assert!(a.kq == g.kh * g.kw * cq && za.len() >= a.m && oy1 <= g.oh);
     assert!(img.len() >= g.image_len(), "the image's quads are short");
@@ -229,9 +229,8 @@ fn direct_on<O: x86::TileOut>(
         s.offs.clear();
         for ki in 0..g.kh {
             for kj in 0..g.kw {
-                for q in 0..cq {
-                    s.offs.push((q * plane + (oy0 + ki) * wp + kj) * 4);
-                }
+                s.offs
+                    .extend((0..cq).map(|q| g.step_offset((ki, kj), q, oy0)));
             }
         }
         let o = out(s, nv);
@@ -823,7 +822,7 @@ mod x86 {
         corr
     }
 
-    /// A convolution of stride 1 and dilation 1 as an implicit GEMM
+    /// A convolution of dilation 1 (any stride: see the module) as an implicit GEMM
     /// ([`crate::int8::direct`]): `B`'s step `t` is the image's bytes from
     /// `offs[t]` (a tap's offset in a channel quad's padded plane), its
     /// `n` columns the output positions on the padded width; `k` is the
