@@ -907,6 +907,32 @@ mod tests {
         out
     }
 
+    /// The layer `case` (input, zero point, channels, centred weights,
+    /// geometry) through [`depthwise_pairs_requant`] on `isa` into `T`:
+    /// it runs where `fused` says, and then gives the `sums`
+    /// requantized apart by `rq` (whose float forms are `forms`).
+    #[allow(clippy::type_complexity)]
+    fn fused_equals_apart<T: QInt + std::fmt::Debug + PartialEq>(
+        (x, xz, nch, w, geom): (&[u8], i32, usize, &[i32], &crate::im2col::ConvGeometry),
+        (rq, forms): (&[qport_core::arith::Requantizer], &[FloatRequant]),
+        sums: &[i32],
+        isa: crate::Isa,
+        fused: bool,
+    ) -> Result<(), TestCaseError> {
+        let os = geom.output_size();
+        let mut want = vec![T::truncate(0); nch * os];
+        crate::int8::elementwise::requantize(rq, sums, os, &mut want);
+        let mut got = vec![T::truncate(7); nch * os];
+        let ran = crate::dispatch::with_isa(isa, || {
+            depthwise_pairs_requant(x, xz, nch, w, geom, forms, &mut got)
+        });
+        prop_assert_eq!(ran, fused, "{}", isa);
+        if ran {
+            prop_assert_eq!(&got, &want, "{}", isa);
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
         #[test]
@@ -988,28 +1014,11 @@ mod tests {
                 let forms: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
                 for isa in crate::dispatch::supported_isas() {
                     let fused = isa.avx512() && iw <= CHANNELS_LAST_MAX_W;
+                    let case = (&x[..], xz, nch, &w[..], &geom);
                     if signed {
-                        let mut want = vec![0i8; nch * os];
-                        crate::int8::elementwise::requantize(&rq, &sums, os, &mut want);
-                        let mut got = vec![7i8; nch * os];
-                        let ran = crate::dispatch::with_isa(isa, || {
-                            depthwise_pairs_requant(&x, xz, nch, &w, &geom, &forms, &mut got)
-                        });
-                        prop_assert_eq!(ran, fused, "{}", isa);
-                        if ran {
-                            prop_assert_eq!(&got, &want, "{} {} i8", isa, name);
-                        }
+                        fused_equals_apart::<i8>(case, (&rq, &forms), &sums, isa, fused)?;
                     } else {
-                        let mut want = vec![0u8; nch * os];
-                        crate::int8::elementwise::requantize(&rq, &sums, os, &mut want);
-                        let mut got = vec![7u8; nch * os];
-                        let ran = crate::dispatch::with_isa(isa, || {
-                            depthwise_pairs_requant(&x, xz, nch, &w, &geom, &forms, &mut got)
-                        });
-                        prop_assert_eq!(ran, fused, "{}", isa);
-                        if ran {
-                            prop_assert_eq!(&got, &want, "{} {} u8", isa, name);
-                        }
+                        fused_equals_apart::<u8>(case, (&rq, &forms), &sums, isa, fused)?;
                     }
                 }
             }
