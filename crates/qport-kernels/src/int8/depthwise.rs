@@ -12,10 +12,13 @@
 //! Depthwise layers accumulate exactly under every arithmetic profile (the
 //! AVX2 saturating pair path is a GEMM kernel).
 //!
-//! Two entries: [`depthwise_pairs`], the fast one for 8-bit inputs (a
-//! layer's channels at once, 16-bit pairs in SIMD), and
-//! [`depthwise_plane`], one plane of `u8` or `i8` values (the fallback
-//! where the pairs do not apply).
+//! Entries: [`depthwise_pairs`], the fast one for 8-bit inputs (a layer's
+//! channels at once, 16-bit pairs in SIMD, plane by plane or, on narrow
+//! maps with AVX-512, channels-last: see [`PairLayout`]);
+//! [`depthwise_pairs_requant`], the same sums requantized into bytes as
+//! the channels-last layout writes them; [`depthwise_pairs_in`], a chosen
+//! layout (benchmarks and tests); and [`depthwise_plane`], one plane of
+//! `u8` or `i8` values (the fallback where the pairs do not apply).
 
 use crate::igemm::QInt;
 use qport_core::arith::FloatRequant;
@@ -125,7 +128,10 @@ pub const PAIRS_MAX_TAPS: usize = 33_025;
 /// covers two kernel rows of a tap column, so a 3×3 kernel takes 6 vector
 /// operations per vector of outputs. Every product and every partial sum
 /// is an exact integer, so every path returns the same sums as
-/// [`depthwise_plane`].
+/// [`depthwise_plane`]. On the AVX-512 rows a layer whose input is at
+/// most 16 columns wide runs channels-last instead
+/// ([`PairLayout::ChannelsLast`]): the same products and sums, a vector
+/// of 16 channels per output position.
 ///
 /// Returns `false` (nothing written) when a centred weight is outside
 /// `[−255, 255]`, the kernel has more than [`PAIRS_MAX_TAPS`] taps, or the
@@ -177,8 +183,8 @@ pub fn depthwise_pairs_in(
 /// How [`depthwise_pairs`] arranges a layer (the same sums either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PairLayout {
-    /// One channel at a time, a vector of output columns per register
-    /// ([`pairs_body`]): every row of the dispatch table.
+    /// One channel at a time, a vector of output columns per register:
+    /// every row of the dispatch table.
     Planes,
     /// Blocks of 16 channels, a vector of channels per output position
     /// (the input and the sums transposed through scratch tiles): the
