@@ -221,29 +221,18 @@ pub(crate) fn pairs_as(
     out: &mut [i32],
     force: Option<PairLayout>,
 ) -> bool {
-    let Some(g) = crate::f32::depthwise::Geo::new(geom) else {
+    let Some(a) = operands(x, x_zero, channels, w_centered, geom, out.len()) else {
         return false;
     };
-    if !checks(x, x_zero, channels, w_centered, &g, out.len()) {
-        return false;
-    }
-    let (ks, os) = (g.kh * g.kw, g.oh * g.ow);
-    if os == 0 || channels == 0 {
+    if a.is_empty() {
         return true;
     }
-    let a = PairArgs {
-        g,
-        x,
-        x_zero,
-        channels,
-        w: &w_centered[..channels * ks],
-    };
     PAIR_BUFS.with(|p| {
         let plane = &mut *p.borrow_mut();
         #[cfg(target_arch = "x86_64")]
         {
             let isa = crate::isa();
-            let layout = force.unwrap_or_else(|| pick_layout(&g, isa));
+            let layout = force.unwrap_or_else(|| pick_layout(&a.g, isa));
             // SAFETY: each body runs only on the dispatch row that
             // guarantees its features (`dispatch::detect`): AVX-512F + BW
             // (+ VNNI on the top row), AVX2 + FMA on every x86-64 row.
@@ -268,25 +257,27 @@ pub(crate) fn pairs_as(
     true
 }
 
-/// The operand checks of [`depthwise_pairs`] on a two-dimensional
-/// geometry `g` with an output of `out_len` elements: `false` where the
-/// kernel does not apply (too many taps, a centred weight outside
+/// The checked operands of a call of [`depthwise_pairs`] (or of its
+/// fused form) with an output of `out_len` elements; `None` where the
+/// kernel does not apply (a geometry that is not two-dimensional with
+/// non-negative padding, too many taps, a centred weight outside
 /// `[−255, 255]`).
 ///
 /// # Panics
 /// When a slice is shorter than the geometry says, or `x_zero` is not a
 /// `u8` value.
-fn checks(
-    x: &[u8],
+fn operands<'a>(
+    x: &'a [u8],
     x_zero: i32,
     channels: usize,
-    w_centered: &[i32],
-    g: &crate::f32::depthwise::Geo,
+    w_centered: &'a [i32],
+    geom: &crate::im2col::ConvGeometry,
     out_len: usize,
-) -> bool {
+) -> Option<PairArgs<'a>> {
+    let g = crate::f32::depthwise::Geo::new(geom)?;
     let (is, ks, os) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
     if ks > PAIRS_MAX_TAPS {
-        return false;
+        return None;
     }
     assert!(x.len() >= channels * is && w_centered.len() >= channels * ks);
     assert!(out_len >= channels * os);
@@ -294,14 +285,24 @@ fn checks(
         (0..=255).contains(&x_zero),
         "depthwise_pairs: a u8 zero point"
     );
+    let w = &w_centered[..channels * ks];
     // (a maximum rather than a short-circuiting test: it vectorizes, and
     // the engine calls this for every chunk of every depthwise layer)
-    w_centered[..channels * ks]
-        .iter()
-        .map(|w| w.unsigned_abs())
-        .max()
-        .unwrap_or(0)
-        <= 255
+    let in_range = w.iter().map(|w| w.unsigned_abs()).max().unwrap_or(0) <= 255;
+    in_range.then_some(PairArgs {
+        g,
+        x,
+        x_zero,
+        channels,
+        w,
+    })
+}
+
+impl PairArgs<'_> {
+    /// No output positions or no channels: nothing to compute.
+    fn is_empty(&self) -> bool {
+        self.g.oh * self.g.ow == 0 || self.channels == 0
+    }
 }
 
 /// Where the channels-last layout writes: the sums (`[channels, os]`), or
@@ -356,34 +357,28 @@ pub fn depthwise_pairs_requant<T: QInt>(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let isa = crate::isa();
-        let Some(g) = crate::f32::depthwise::Geo::new(geom) else {
-            return false;
+        // (the layout first: the engine asks for every chunk of every
+        // depthwise layer, and most of those that decline are planes)
+        let picked = crate::f32::depthwise::Geo::new(geom)
+            .is_some_and(|g| pick_layout(&g, crate::isa()) == PairLayout::ChannelsLast);
+        let one_variant = || {
+            forms
+                .windows(2)
+                .all(|p| std::mem::discriminant(&p[0]) == std::mem::discriminant(&p[1]))
         };
-        let one_variant = forms
-            .windows(2)
-            .all(|p| std::mem::discriminant(&p[0]) == std::mem::discriminant(&p[1]));
-        if std::mem::size_of::<T>() != 1
-            || pick_layout(&g, isa) != PairLayout::ChannelsLast
-            || !one_variant
-            || !checks(x, x_zero, channels, w_centered, &g, out.len())
-        {
+        if std::mem::size_of::<T>() != 1 || !picked || !one_variant() {
             return false;
         }
+        let Some(a) = operands(x, x_zero, channels, w_centered, geom, out.len()) else {
+            return false;
+        };
         assert!(
             forms.len() >= channels,
             "depthwise_pairs_requant: a form per channel"
         );
-        if g.oh * g.ow == 0 || channels == 0 {
+        if a.is_empty() {
             return true;
         }
-        let a = PairArgs {
-            g,
-            x,
-            x_zero,
-            channels,
-            w: &w_centered[..channels * g.kh * g.kw],
-        };
         // SAFETY: `T` is one byte (checked above): its slice as bytes.
         let bytes =
             unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len()) };

@@ -381,7 +381,7 @@ unsafe fn transpose_i32x16(r: &mut [__m512i; 16]) {
 /// # Safety
 /// AVX-512F and BW, and VNNI when `VNNI`.
 #[inline(always)]
-unsafe fn channels_last_body<const VNNI: bool>(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
+unsafe fn channels_last_body<const VNNI: bool>(a: &PairArgs, bufs: &mut PairBufs, mut out: ClOut) {
     let g = &a.g;
     let ClBufs {
         single,
@@ -516,9 +516,9 @@ unsafe fn channels_last_body<const VNNI: bool>(a: &PairArgs, bufs: &mut PairBufs
                 q += 1;
             }
             // 5. into the output planes: the sums, or their bytes
-            match &out {
+            match &mut out {
                 ClOut::Sums(dst) => {
-                    let dst = dst.as_ptr().cast_mut();
+                    let dst = dst.as_mut_ptr();
                     for q0 in (0..os).step_by(16) {
                         let n = (os - q0).min(16);
                         let mut r = [_mm512_setzero_si512(); 16];
@@ -533,7 +533,7 @@ unsafe fn channels_last_body<const VNNI: bool>(a: &PairArgs, bufs: &mut PairBufs
                     }
                 }
                 ClOut::Bytes { forms, out: dst } => {
-                    let dst = dst.as_ptr().cast_mut();
+                    let dst = dst.as_mut_ptr();
                     let forms = &forms[c0..c0 + nc];
                     let lanes = LaneForms::new(forms, bound).expect("one variant (checked)");
                     for q0 in (0..os).step_by(16) {
