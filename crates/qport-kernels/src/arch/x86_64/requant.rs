@@ -202,10 +202,7 @@ impl Lanes16 {
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn f64_lanes(&self, a: __m512i) -> __m512i {
-        let r0 = self.f64.run(_mm512_castsi512_si256(a));
-        let r1 = self.f64.run(_mm512_extracti64x4_epi64::<1>(a));
-        let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
-        _mm512_add_epi32(r, self.zero)
+        F64x8::run16([&self.f64, &self.f64], self.zero, a)
     }
 
     /// Accumulators `a` requantized, the bytes of the first `lanes` (at
@@ -361,10 +358,7 @@ impl LaneForms {
     #[inline]
     pub(crate) fn run(&self, a: __m512i) -> Option<__m512i> {
         if self.wide {
-            let r0 = self.f64[0].run(_mm512_castsi512_si256(a));
-            let r1 = self.f64[1].run(_mm512_extracti64x4_epi64::<1>(a));
-            let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
-            return Some(_mm512_add_epi32(r, self.zero));
+            return Some(F64x8::run16([&self.f64[0], &self.f64[1]], self.zero, a));
         }
         if self.no_overflow {
             return Some(self.f32.run_unchecked(a));
@@ -456,6 +450,17 @@ struct F64x8 {
 }
 
 impl F64x8 {
+    /// 16 accumulators requantized, lanes 0–7 by `halves[0]` and 8–15 by
+    /// `halves[1]`, the zero points `zero` added.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn run16(halves: [&F64x8; 2], zero: __m512i, a: __m512i) -> __m512i {
+        let r0 = halves[0].run(_mm512_castsi512_si256(a));
+        let r1 = halves[1].run(_mm512_extracti64x4_epi64::<1>(a));
+        let r = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(r0), r1);
+        _mm512_add_epi32(r, zero)
+    }
+
     /// 8 accumulators requantized, before the zero point: `(f64(v) +
     /// bias) · m` clamped to `[lo, hi]` and rounded half to even.
     #[target_feature(enable = "avx512f")]
