@@ -9,16 +9,19 @@
 //! rounded addition per block, as onnxruntime's SGEMM (MLAS) blocks its
 //! `K` dimension; [`ort_k_block`] gives its block for a product.
 //!
-//! On AVX-512F the product runs in this module's own kernel: rows of `A`
-//! in tiles of 8 (read from `A` packed once in panels of 32 rows),
-//! columns of `B` in panels of 32 (copied into a contiguous buffer once
-//! per panel), each block of each output element
+//! On AVX-512F and on AVX2+FMA the product runs in this module's own
+//! kernel (one generic body, [`crate::arch::x86_64::pgemm`], per level
+//! its tile): rows of `A` in tiles of 8 (AVX-512) or 6 (AVX2), read from
+//! `A` packed once in panels of 32 or 24 rows; columns of `B` in panels of
+//! two vectors (32 or 16, copied into a contiguous buffer once per
+//! panel); or, for a narrow `B`, vectors along the rows of `C` (a panel
+//! of `A` by up to 8 or 3 columns). Each block of each output element is
 //! one sequence of fused multiply-adds in order of increasing `k`, then
 //! bias, then activation, then a single store: the arithmetic of MLAS's
-//! FMA kernels, element for element. Elsewhere it runs
-//! [`crate::gemm::gemm`] per block of `k` (accumulating into `C`) on
-//! blocks of columns, followed by the epilogue on the block while it is
-//! in cache; with [`crate::force_generic`] (or inside
+//! FMA kernels, element for element, so both levels give the same bits.
+//! Elsewhere it runs [`crate::gemm::gemm`] per block of `k` (accumulating
+//! into `C`) on blocks of columns, followed by the epilogue on the block
+//! while it is in cache; with [`crate::force_generic`] (or inside
 //! [`crate::with_generic_kernels`]) that is the scalar reference: each
 //! element summed in order of increasing `k` with separate multiplies and
 //! adds, then the bias, then the activation.
@@ -29,29 +32,72 @@ use crate::arch::x86_64::pgemm as x86;
 use crate::dispatch::{level, Level};
 use crate::gemm::{gemm, MatRef};
 
-/// Rows per tile of the kernel for a wide `B` (a quarter of a panel of
-/// [`MT`] rows of the packed left operand).
-pub(crate) const MR: usize = 8;
-/// Columns per panel of the right operand.
-pub(crate) const NR: usize = 32;
-/// Rows per panel of the packed left operand, and per tile of the
-/// transposed kernel (narrow `B`: vectors run along the rows of `C`).
-pub(crate) const MT: usize = 32;
-/// Columns of `C` per tile of the transposed kernel, at most.
-pub(crate) const NT: usize = 8;
+/// The tile geometry of one SIMD level's kernels (see
+/// [`crate::arch::x86_64::pgemm`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Geom {
+    /// Rows per tile of the kernel for a wide `B` (divides `mt`).
+    pub(crate) mr: usize,
+    /// Columns per panel of the right operand (two vectors).
+    pub(crate) nr: usize,
+    /// Rows per panel of the packed left operand, and per tile of the
+    /// transposed kernel (narrow `B`: vectors run along the rows of `C`).
+    pub(crate) mt: usize,
+    /// Columns of `C` per tile of the transposed kernel, at most.
+    pub(crate) nt: usize,
+    /// The transposed tile's rate of fused multiply-adds relative to the
+    /// wide tile's, per used lane (measured).
+    pub(crate) t_rate: f64,
+}
+
+/// AVX-512F: 8 x 32 tiles, panels of 32 rows, transposed tiles 32 x 8
+/// (16 accumulators of 32 registers).
+pub(crate) const AVX512: Geom = Geom {
+    mr: 8,
+    nr: 32,
+    mt: 32,
+    nt: 8,
+    t_rate: 1.0,
+};
+
+/// AVX2 + FMA: 6 x 16 tiles, panels of 24 rows, transposed tiles 24 x 3
+/// (12 and 9 accumulators of 16 registers: at 24 x 4 the three vectors of
+/// `A` and a broadcast leave no register free, and the compiler spills an
+/// accumulator on every step). With fewer accumulators and more loads per
+/// multiply-add the transposed tile is the slower one: on ResNet-50 (Zen
+/// 4) the wide order won at 14 x 14 (196 columns, 94 % of the lanes) and
+/// lost at 7 x 7 (49 columns, 77 %).
+pub(crate) const AVX2: Geom = Geom {
+    mr: 6,
+    nr: 16,
+    mt: 24,
+    nt: 3,
+    t_rate: 0.88,
+};
+
+/// The geometry `level`'s kernels pack for, if it has its own kernels.
+fn geom_of(level: Level) -> Option<Geom> {
+    match level {
+        Level::Avx512 => Some(AVX512),
+        Level::Avx2 => Some(AVX2),
+        Level::Generic => None,
+    }
+}
 
 /// A constant `m x k` left operand (given row-major), held once: in
-/// panels of `MT` rows where the AVX-512 kernels will run (both
-/// orientations read that one layout), else as given.
+/// panels of the level's `mt` rows where the AVX-512 or AVX2 kernels will
+/// run (both orientations read that one layout), else as given.
 #[derive(Clone, Debug)]
 pub struct PackedA {
     pub(crate) m: usize,
     pub(crate) k: usize,
-    /// The matrix as given; empty when packed for AVX-512.
+    /// The matrix as given; empty when packed in panels.
     rows: Vec<f32>,
-    /// Panel `q`, column `p`, row `r` at `(q * k + p) * MT + r`; rows past
-    /// `m` are zero. Empty unless the level is AVX-512.
+    /// Panel `q`, column `p`, row `r` at `(q * k + p) * mt + r`; rows past
+    /// `m` are zero. Empty at the generic level.
     pub(crate) panels: Vec<f32>,
+    /// Rows per panel (0 when not packed in panels).
+    mt: usize,
     level: Level,
     /// Address of the slice packed (see [`PackedA::is_packing_of`]).
     source: usize,
@@ -70,8 +116,9 @@ impl PackedA {
         let n = m.checked_mul(k).expect("PackedA: m * k overflows");
         assert!(a.len() >= n, "PackedA: {} elements, needs {n}", a.len());
         let a = &a[..n];
-        let (rows, panels) = if level == Level::Avx512 {
-            (vec![], pack_panels(a, m, k, MT))
+        let mt = geom_of(level).map_or(0, |g| g.mt);
+        let (rows, panels) = if mt > 0 {
+            (vec![], pack_panels(a, m, k, mt))
         } else {
             (a.to_vec(), vec![])
         };
@@ -80,6 +127,7 @@ impl PackedA {
             k,
             rows,
             panels,
+            mt,
             level,
             source: a.as_ptr() as usize,
         }
@@ -100,7 +148,8 @@ impl PackedA {
         if self.panels.is_empty() {
             self.rows[i * self.k + p]
         } else {
-            self.panels[((i / MT) * self.k + p) * MT + i % MT]
+            let mt = self.mt;
+            self.panels[((i / mt) * self.k + p) * mt + i % mt]
         }
     }
 
@@ -249,19 +298,26 @@ pub fn gemm_bias_act(
     if a.m == 0 || n == 0 {
         return;
     }
+    // A packed for AVX-512 runs there only; A packed for AVX2 runs on
+    // either SIMD level (the AVX-512 rows have AVX2 + FMA).
     #[cfg(target_arch = "x86_64")]
-    if a.level == Level::Avx512 && level() == Level::Avx512 {
+    if a.level != Level::Generic
+        && (a.level == level() || (a.level == Level::Avx2 && level() == Level::Avx512))
+    {
+        let (lvl, g) = (a.level, x86::geom(a.level));
         let work = a.m * a.k * n;
         if crate::par::threads() > 1 && work >= crate::par::MIN_WORK {
             let cp = crate::par::SendPtr(c.as_mut_ptr());
-            if x86::goes_transposed(&call) {
-                // a narrow B: blocks of rows (whole panels of MT) on the
+            if x86::goes_transposed(&call, g) {
+                // a narrow B: blocks of rows (whole panels of mt) on the
                 // intra-op threads, every C element as on one thread
-                crate::par::split(a.m.div_ceil(MT), 1, work, |q0, q1| {
+                crate::par::split(a.m.div_ceil(g.mt), 1, work, |q0, q1| {
                     THREAD_SCRATCH.with(|s| {
-                        // SAFETY: the CPU supports AVX-512F; panels q0..q1
+                        // SAFETY: the CPU supports `lvl`; panels q0..q1
                         // write only their own rows of the checked C view.
-                        unsafe { x86::transposed(&call, { cp }.0, &mut s.borrow_mut(), q0..q1) };
+                        unsafe {
+                            x86::transposed(lvl, &call, { cp }.0, &mut s.borrow_mut(), q0..q1)
+                        };
                     });
                 });
                 return;
@@ -269,10 +325,10 @@ pub fn gemm_bias_act(
             // blocks of columns (whole panels) on the intra-op threads,
             // each with its own packing scratch; every C element is still
             // one thread's sequence of fused multiply-adds
-            crate::par::split(n, NR, work, |j0, j1| {
+            crate::par::split(n, g.nr, work, |j0, j1| {
                 THREAD_SCRATCH.with(|s| {
                     let mut s = s.borrow_mut();
-                    // SAFETY: the CPU supports AVX-512F; columns j0..j1 of
+                    // SAFETY: the CPU supports `lvl`; columns j0..j1 of
                     // the checked views, disjoint from other blocks' columns.
                     unsafe {
                         let block = Call {
@@ -280,15 +336,15 @@ pub fn gemm_bias_act(
                             n: j1 - j0,
                             ..call
                         };
-                        x86::avx512(&block, { cp }.0.add(j0), &mut s)
+                        x86::run(lvl, &block, { cp }.0.add(j0), &mut s)
                     };
                 });
             });
             return;
         }
-        // SAFETY: the CPU supports AVX-512F (the level was detected); the
-        // views were checked.
-        unsafe { x86::avx512(&call, c.as_mut_ptr(), scratch) };
+        // SAFETY: the CPU supports `lvl` (the level was detected, and an
+        // AVX-512 row has AVX2 + FMA); the views were checked.
+        unsafe { x86::run(lvl, &call, c.as_mut_ptr(), scratch) };
         return;
     }
     // (a matrix packed for AVX-512 run by another level, as under
@@ -392,37 +448,44 @@ mod tests {
     #[test]
     fn intra_op_threads_give_bit_identical_outputs() {
         let _g = crate::test_lock();
-        // above par::MIN_WORK; n not a multiple of the 32-column panels;
-        // a padded leading dimension for C
-        let (m, k, n, ldc) = (40, 150, 700, 705);
-        let (a, b, bias) = operands(m, k, n);
-        let pa = PackedA::new(&a, m, k);
-        let run = |t: usize| {
-            crate::par::set_threads(t);
-            let mut c = vec![f32::NAN; (m - 1) * ldc + n];
-            gemm_bias_act(
-                &pa,
-                &b,
-                n,
-                n,
-                Some(&bias),
-                Activation::Relu,
-                &mut c,
-                ldc,
-                0,
-                &mut Vec::new(),
-            );
-            crate::par::set_threads(1);
-            c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-        };
-        let one = run(1);
-        assert_eq!(run(2), one);
-        assert_eq!(run(3), one);
+        // above par::MIN_WORK; n not a multiple of the column panels; a
+        // padded leading dimension for C; then a narrow B (the transposed
+        // order, split by panels of rows)
+        for (m, k, n, ldc) in [(40, 150, 700, 705), (200, 300, 9, 11)] {
+            let (a, b, bias) = operands(m, k, n);
+            for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+                if !supported(lvl) {
+                    continue;
+                }
+                let pa = PackedA::at(lvl, &a, m, k);
+                let run = |t: usize| {
+                    crate::par::set_threads(t);
+                    let mut c = vec![f32::NAN; (m - 1) * ldc + n];
+                    gemm_bias_act(
+                        &pa,
+                        &b,
+                        n,
+                        n,
+                        Some(&bias),
+                        Activation::Relu,
+                        &mut c,
+                        ldc,
+                        0,
+                        &mut Vec::new(),
+                    );
+                    crate::par::set_threads(1);
+                    c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                };
+                let one = run(1);
+                assert_eq!(run(2), one, "{lvl:?} {m}x{k}x{n}");
+                assert_eq!(run(3), one, "{lvl:?} {m}x{k}x{n}");
+            }
+        }
     }
 
-    /// Every level holds the matrix once (panels of `MT` rows on AVX-512,
-    /// row-major elsewhere) and gives it back as given; the packing check
-    /// sees a changed value.
+    /// Every level holds the matrix once (panels of its `mt` rows on
+    /// AVX-512 and AVX2, row-major at the generic level) and gives it back
+    /// as given; the packing check sees a changed value.
     #[test]
     fn packing_holds_the_matrix_once_at_every_level() {
         for (m, k) in [(1, 1), (5, 3), (40, 17), (64, 9)] {
@@ -433,10 +496,9 @@ mod tests {
                 let held = pa.rows.len() + pa.panels.len();
                 assert_eq!(
                     held,
-                    if lvl == Level::Avx512 {
-                        m.div_ceil(MT) * MT * k
-                    } else {
-                        m * k
+                    match geom_of(lvl) {
+                        Some(g) => m.div_ceil(g.mt) * g.mt * k,
+                        None => m * k,
                     }
                 );
                 assert!(pa.is_packing_of(&a));
@@ -449,25 +511,48 @@ mod tests {
         }
     }
 
-    /// On AVX-512 every element is, per block of `k_block` terms, one
-    /// sequence of fused multiply-adds from zero, the blocks added in
-    /// order, then the bias: MLAS's arithmetic, bit for bit.
+    /// On AVX-512 and on AVX2 every element is, per block of `k_block`
+    /// terms, one sequence of fused multiply-adds from zero, the blocks
+    /// added in order, then the bias: MLAS's arithmetic, bit for bit, in
+    /// both orientations of each level's kernel.
     #[test]
-    fn avx512_sums_blocks_of_k_as_mlas_does() {
-        if level() != Level::Avx512 {
-            // the per-element order is defined on AVX-512 only
-            eprintln!("avx512_sums_blocks_of_k_as_mlas_does: not run, no AVX-512 on this CPU");
-            return;
+    fn simd_levels_sum_blocks_of_k_as_mlas_does() {
+        let mut ran = 0;
+        for lvl in [Level::Avx2, Level::Avx512] {
+            if !supported(lvl) || level() == Level::Generic {
+                eprintln!("{lvl:?}: not run, not supported by this CPU");
+                continue;
+            }
+            let g = geom_of(lvl).unwrap();
+            // wide B; narrow B (transposed: m fills panels of mt better),
+            // with a column count that is not a multiple of nt
+            for (m, k, n) in [
+                (11, 300, 45),
+                (2 * g.mt, 300, 5),
+                (g.mt - 1, 130, 3 * g.nt + 1),
+            ] {
+                check_blocks(lvl, m, k, n, n < 30);
+                ran += 1;
+            }
         }
-        // both orientations of the kernel: wide and narrow B
-        for (m, k, n) in [(11, 300, 45), (40, 300, 5)] {
-            check_blocks(m, k, n);
+        if cfg!(target_arch = "x86_64") && supported(Level::Avx2) {
+            assert!(ran >= 3);
         }
     }
 
-    fn check_blocks(m: usize, k: usize, n: usize) {
+    fn check_blocks(lvl: Level, m: usize, k: usize, n: usize, transposed: bool) {
         let (a, b, bias) = operands(m, k, n);
-        let pa = PackedA::new(&a, m, k);
+        let pa = PackedA::at(lvl, &a, m, k);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let act = Activation::Identity;
+            let c = vec![0.0; m * n];
+            let call = Call::checked(&pa, &b, n, n, Some(&bias), act, &c, n, 0);
+            let t = x86::goes_transposed(&call, x86::geom(lvl));
+            assert_eq!(t, transposed, "{lvl:?} {m}x{k}x{n}: the orientation meant");
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = transposed;
         for kb in [0, 1, 7, 128, 256, 300, 1000] {
             let mut c = vec![f32::NAN; m * n];
             let act = Activation::Identity;
@@ -482,7 +567,8 @@ mod tests {
                         total = Some(total.map_or(part, |t| t + part));
                     }
                     let want = total.unwrap() + bias[i];
-                    assert_eq!(c[i * n + j].to_bits(), want.to_bits(), "kb {kb} ({i}, {j})");
+                    let got = c[i * n + j];
+                    assert_eq!(got.to_bits(), want.to_bits(), "{lvl:?} kb {kb} ({i}, {j})");
                 }
             }
         }

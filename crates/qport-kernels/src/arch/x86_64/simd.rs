@@ -25,6 +25,9 @@ pub(crate) trait Simd: Copy {
     unsafe fn store(p: *mut f32, v: Self::V);
     /// Stores the first `n <= LANES` lanes.
     unsafe fn store_n(p: *mut f32, v: Self::V, n: usize);
+    /// Stores the first `n <= LANES` lanes down a column: lane `i` at `p +
+    /// i * stride` (`LANES * stride` fits in `i32`).
+    unsafe fn store_col(p: *mut f32, stride: usize, v: Self::V, n: usize);
     /// `a * b + c`, rounded once.
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
@@ -173,6 +176,15 @@ mod x86 {
             _mm256_maskstore_ps(p, mask8(n), v)
         }
         #[inline(always)]
+        unsafe fn store_col(p: *mut f32, stride: usize, v: __m256, n: usize) {
+            // (no scatter before AVX-512: through a row in memory)
+            let mut row = [0.0f32; 8];
+            _mm256_storeu_ps(row.as_mut_ptr(), v);
+            for (i, &x) in row.iter().enumerate().take(n) {
+                *p.add(i * stride) = x;
+            }
+        }
+        #[inline(always)]
         unsafe fn select_neg(v: __m256, t: __m256) -> __m256 {
             let m = _mm256_cmp_ps::<_CMP_LT_OQ>(v, _mm256_setzero_ps());
             _mm256_blendv_ps(v, t, m)
@@ -212,6 +224,14 @@ mod x86 {
         #[inline(always)]
         unsafe fn store_n(p: *mut f32, v: __m512, n: usize) {
             _mm512_mask_storeu_ps(p, mask16(n), v)
+        }
+        #[inline(always)]
+        unsafe fn store_col(p: *mut f32, stride: usize, v: __m512, n: usize) {
+            let idx = _mm512_mullo_epi32(
+                _mm512_loadu_si512(super::IOTA.as_ptr() as *const _),
+                _mm512_set1_epi32(stride as i32),
+            );
+            _mm512_mask_i32scatter_ps::<4>(p as *mut _, mask16(n), idx, v);
         }
         #[inline(always)]
         unsafe fn select_neg(v: __m512, t: __m512) -> __m512 {
