@@ -89,6 +89,9 @@ struct RowsCols {
     /// The padded row: at least `pad_begin + input[1]` and
     /// `(out − 1)·stride + kernel`.
     width: usize,
+    /// Every window covers at least one input element (none lies wholly
+    /// in the padding).
+    full: bool,
 }
 
 /// Widest padded row [`max_rows_cols_into`] takes (its rows are on the
@@ -109,7 +112,7 @@ impl RowsCols {
         if width > ROWS_COLS_WIDTH || wx.stride > 64 {
             return None;
         }
-        let rows = (0..wy.out)
+        let rows: Vec<std::ops::Range<usize>> = (0..wy.out)
             .map(|o| {
                 let start = (o * wy.stride) as isize - wy.pad_begin as isize;
                 let n = spatial[0] as isize;
@@ -118,9 +121,15 @@ impl RowsCols {
                 lo..hi.max(lo)
             })
             .collect();
+        let cols_full = (0..wx.out).all(|o| {
+            let (lo, hi) = (o * wx.stride, o * wx.stride + wx.kernel);
+            hi > wx.pad_begin && lo < wx.pad_begin + spatial[1]
+        });
+        let full = cols_full && rows.iter().all(|r| !r.is_empty());
         Some(RowsCols {
             input: [spatial[0], spatial[1]],
             rows,
+            full,
             out: wx.out,
             stride: wx.stride,
             kernel: wx.kernel,
@@ -332,7 +341,8 @@ impl Op for Pool {
                 let v = x
                     .as_slice::<f32>()
                     .map_err(|_| OpError::dtype("X", x.dtype()))?;
-                let y = max_values(v, t, planes);
+                let mut y = vec![f32::MIN; planes * t.padded.len()];
+                max_f32_into(v, &call, &mut y);
                 Ok(vec![Tensor::new(out_shape, TensorData::F32(y))?])
             }
             Kind::Max => {
@@ -409,7 +419,7 @@ impl Op for Pool {
                 }
             }
             (Kind::Max, TensorData::F32(v)) => {
-                max_values_into(v, t, planes, reuse_output::<f32>(outputs, 0, shape)?)
+                max_f32_into(v, &call, reuse_output::<f32>(outputs, 0, shape)?)
             }
             (Kind::Avg { count_include_pad }, TensorData::F32(v)) => {
                 let y = reuse_output::<f32>(outputs, 0, shape)?;
@@ -466,6 +476,53 @@ fn max_only_into<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize, y: &mut [T
 /// not depend on the order they are taken in: the same values as
 /// [`max_only_into`].
 fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y: &mut [T]) {
+    rows_cols_into(x, rc, planes, y, T::LOWEST, Ord::max)
+}
+
+/// Float window maxima into `y`: each window's first tap, then every
+/// later tap that compares greater ([`max_values_into`]); by rows and
+/// columns in vectors ([`rows_cols_into`]) where that gives the same bits.
+fn max_f32_into(x: &[f32], call: &PoolCall, y: &mut [f32]) {
+    match &call.rows_cols {
+        Some(rc) if rc.full && totally_ordered(x) => {
+            rows_cols_into(x, rc, call.planes, y, f32::NEG_INFINITY, |a, b| {
+                if b > a {
+                    b
+                } else {
+                    a
+                }
+            })
+        }
+        _ => max_values_into(x, &call.table, call.planes, y),
+    }
+}
+
+/// Whether `x` holds neither a NaN nor a negative zero: then `>` is a
+/// total order on its values in which equal values have equal bits, and
+/// the maximum of a window does not depend on the order its taps are
+/// taken in (as [`max_values_into`] takes them, first tap first).
+fn totally_ordered(x: &[f32]) -> bool {
+    // (branch-free over blocks, so that the scan vectorizes)
+    x.chunks(1024).all(|c| {
+        !c.iter().fold(false, |bad, v| {
+            bad | v.is_nan() | (v.to_bits() == 0x8000_0000)
+        })
+    })
+}
+
+/// The body of [`max_rows_cols_into`] for any maximum `mx` with identity
+/// `lowest`. For `f32` it is called only on [`totally_ordered`] input and
+/// windows that each cover an input element ([`RowsCols::full`]), with
+/// `lowest` −∞: then every window's maximum is one of its taps, the value
+/// [`max_values_into`] gives.
+fn rows_cols_into<T: Copy + Send + Sync>(
+    x: &[T],
+    rc: &RowsCols,
+    planes: usize,
+    y: &mut [T],
+    lowest: T,
+    mx: impl Fn(T, T) -> T + Sync,
+) {
     let [h, w] = rc.input;
     let (isz, ow, s) = (h * w, rc.out, rc.stride);
     let osz = rc.rows.len() * ow;
@@ -473,18 +530,18 @@ fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y
     let pq = rc.width.div_ceil(s);
     let work = (x.len() + y.len()) * qport_kernels::par::STREAM_COST;
     qport_kernels::par::split_mut(y, osz.max(1), work, |start, block| {
-        let mut prow = [T::LOWEST; ROWS_COLS_WIDTH];
-        let mut phases = [T::LOWEST; ROWS_COLS_WIDTH + 64];
+        let mut prow = [lowest; ROWS_COLS_WIDTH];
+        let mut phases = [lowest; ROWS_COLS_WIDTH + 64];
         let (prow, phases) = (&mut prow[..rc.width], &mut phases[..s * pq]);
         for (i, yp) in block.chunks_mut(osz.max(1)).enumerate() {
             let p = start / osz.max(1) + i;
             let plane = &x[p * isz..(p + 1) * isz];
             for (rows, yr) in rc.rows.iter().zip(yp.chunks_mut(ow.max(1))) {
                 let mid = &mut prow[rc.pad_begin..rc.pad_begin + w];
-                mid.fill(T::LOWEST);
+                mid.fill(lowest);
                 for iy in rows.clone() {
                     for (m, &v) in mid.iter_mut().zip(&plane[iy * w..(iy + 1) * w]) {
-                        *m = (*m).max(v);
+                        *m = mx(*m, v);
                     }
                 }
                 // phase b, element i: padded column i·s + b
@@ -501,12 +558,12 @@ fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y
                     }
                     phases
                 };
-                yr.fill(T::LOWEST);
+                yr.fill(lowest);
                 for j in 0..rc.kernel {
                     // output ox reads padded column ox·s + j
                     let src = &ph[(j % s) * pq + j / s..][..ow];
                     for (yo, &v) in yr.iter_mut().zip(src) {
-                        *yo = (*yo).max(v);
+                        *yo = mx(*yo, v);
                     }
                 }
             }
@@ -514,16 +571,18 @@ fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y
     });
 }
 
-/// The maxima of [`max`] without the indices: each window's first tap,
-/// then every later tap that compares greater (so NaN behaves exactly as
-/// in [`max`]).
+/// The maxima of [`max`] without the indices, as a new vector (see
+/// [`max_values_into`]).
+#[cfg(test)]
 fn max_values<T: MaxElem>(x: &[T], t: &Table, planes: usize) -> Vec<T> {
     let mut y = vec![T::LOWEST; planes * t.padded.len()];
     max_values_into(x, t, planes, &mut y);
     y
 }
 
-/// [`max_values`] into `y` (`planes` times the table's outputs).
+/// The maxima of [`max`] without the indices, into `y` (`planes` times the
+/// table's outputs): each window's first tap, then every later tap that
+/// compares greater (so NaN behaves exactly as in [`max`]).
 fn max_values_into<T: MaxElem>(x: &[T], t: &Table, planes: usize, y: &mut [T]) {
     window_maxima_into(x, t, planes, y, |plane, offs| match offs.split_first() {
         None => T::LOWEST,
@@ -823,6 +882,34 @@ mod tests {
                     max_only_into(&xi, &t, 3, &mut want);
                     max_rows_cols_into(&xi, &rc, 3, &mut got);
                     prop_assert_eq!(&got, &want);
+                    // f32 (with infinities) where every window covers the
+                    // input: the same bits as the first-tap-first maxima
+                    let xf: Vec<f32> = x
+                        .iter()
+                        .map(|&v| match v {
+                            0 => f32::NEG_INFINITY,
+                            255 => f32::INFINITY,
+                            v => (v as f32 - 128.0) * 0.37,
+                        })
+                        .collect();
+                    prop_assert!(totally_ordered(&xf));
+                    if rc.full {
+                        let (mut want, mut got) = (vec![7.0f32; n], vec![9.0f32; n]);
+                        max_values_into(&xf, &t, 3, &mut want);
+                        rows_cols_into(&xf, &rc, 3, &mut got, f32::NEG_INFINITY, |a, b| {
+                            if b > a {
+                                b
+                            } else {
+                                a
+                            }
+                        });
+                        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                        prop_assert_eq!(bits(&got), bits(&want));
+                    } else {
+                        // a window wholly in the padding
+                        let empty = (0..t.padded.len()).any(|o| t.starts[o] == t.starts[o + 1]);
+                        prop_assert!(empty);
+                    }
                     Ok(())
                 },
             )
@@ -840,6 +927,37 @@ mod tests {
         max_only_into(&[5u8, 9], &t, 1, &mut want);
         max_rows_cols_into(&[5u8, 9], &rc, 1, &mut got);
         assert_eq!((got, want), ([5, 9], [5, 9]));
+        // windows of nothing but -inf (and padding) give -inf
+        let pad1 = extent(2, 2, 1, 1, (1, 1), AutoPad::NotSet, false).unwrap();
+        let (t, rc) = (
+            table(&[2, 2], &[pad1, pad1]).unwrap(),
+            RowsCols::new(&[2, 2], &[pad1, pad1]).unwrap(),
+        );
+        assert!(rc.full);
+        let call = PoolCall {
+            out_shape: vec![1, 1, 3, 3],
+            planes: 1,
+            table: t,
+            columns: None,
+            rows_cols: Some(rc),
+        };
+        let mut got = [0.0f32; 9];
+        max_f32_into(&[f32::NEG_INFINITY; 4], &call, &mut got);
+        assert_eq!(got, [f32::NEG_INFINITY; 9]);
+        // a NaN or a negative zero takes the table, first tap first: the
+        // NaN at the corner is the maximum of the windows it opens
+        let mut got = [0.0f32; 9];
+        max_f32_into(&[f32::NAN, 1.0, 2.0, -0.0], &call, &mut got);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let mut want = [0.0f32; 9];
+        max_values_into(&[f32::NAN, 1.0, 2.0, -0.0], &call.table, 1, &mut want);
+        assert_eq!(bits(&got), bits(&want));
+        assert!(got[0].is_nan() && got[8].to_bits() == (-0.0f32).to_bits());
+        // a NaN or a negative zero keeps the float table (the order of the
+        // taps decides which of 0 and -0 or whether a NaN is kept)
+        assert!(!totally_ordered(&[1.0, f32::NAN, 2.0]));
+        assert!(!totally_ordered(&[0.0, -0.0]));
+        assert!(totally_ordered(&[0.0, f32::NEG_INFINITY, 3.0]));
         // dilation, or a row wider than the stack buffer, keep the table
         let d = extent(9, 2, 1, 2, (0, 0), AutoPad::NotSet, false).unwrap();
         assert!(RowsCols::new(&[9, 9], &[d, d]).is_none());
