@@ -10,10 +10,19 @@
 //!   BatchNormalization whose four parameters are `f32` constants, becomes
 //!   one Conv with `W' = W * s` and `b' = (b - mean) * s + B`, `s = scale /
 //!   sqrt(var + eps)`, folded in `f64` and rounded once to `f32`.
-//! - **Conv + activation**: a Conv (after any BatchNormalization fold)
-//!   followed by Relu, LeakyRelu, HardSwish, or Clip with constant `f32`
-//!   scalar bounds, becomes one Conv with the activation applied to each
-//!   output as it is produced (same per-element semantics as the operator).
+//! - **Conv + Add** (a residual): a Conv (after any BatchNormalization
+//!   fold) read only by an Add whose other operand is computed before the
+//!   Conv runs (a graph input or an earlier node's output, not a constant)
+//!   becomes one Conv with that operand as its input 3, added to each
+//!   output after the bias, as the Add adds it: the same bits. Of a
+//!   block's two branches, the Conv later in node order takes the Add. An
+//!   operand that broadcasts, or a type other than `f32`, is added after
+//!   the Conv at run time, as the Add would.
+//! - **Conv + activation**: a Conv (after any BatchNormalization fold and
+//!   residual Add) followed by Relu, LeakyRelu, HardSwish, or Clip with
+//!   constant `f32` scalar bounds, becomes one Conv with the activation
+//!   applied to each output as it is produced (same per-element semantics
+//!   as the operator).
 //!
 //! The model itself is never modified; folded weights become new constants
 //! named after the Conv node.
@@ -28,6 +37,8 @@ use std::collections::{BTreeMap, HashSet};
 pub(crate) struct PlannedNode {
     pub(crate) node: Node,
     pub(crate) act: Option<Activation>,
+    /// A Conv with a fused Add: its input 3 is the Add's other operand.
+    pub(crate) residual: bool,
 }
 
 /// The nodes and constants a plan is built from.
@@ -48,6 +59,7 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
                 .map(|n| PlannedNode {
                     node: n.clone(),
                     act: None,
+                    residual: false,
                 })
                 .collect(),
             initializers,
@@ -65,17 +77,28 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
             nodes.push(PlannedNode {
                 node: n.clone(),
                 act: None,
+                residual: false,
             });
             continue;
         }
         let mut node = n.clone();
         let mut act = None;
+        let mut residual = false;
         if let (Some(out), Some(w)) = (n.outputs.first(), conv_weights(n, &initializers)) {
             let mut out = out.clone();
             if let Some((j, inputs)) = fold_next_bn(model, &index, i, &w, &mut initializers) {
                 node.inputs = inputs;
                 out = g.nodes[j].outputs[0].clone();
                 removed[j] = true;
+            }
+            // a residual Add
+            if let Some((j, other)) = residual_add(g, &index, i, &out) {
+                // X, W, B (or an omitted bias), then the residual
+                node.inputs.resize(3, String::new());
+                node.inputs.push(other);
+                out = g.nodes[j].outputs[0].clone();
+                removed[j] = true;
+                residual = true;
             }
             // activation
             if let Some(j) = index.sole_consumer(&out) {
@@ -88,7 +111,11 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
             }
             node.outputs = vec![out];
         }
-        nodes.push(PlannedNode { node, act });
+        nodes.push(PlannedNode {
+            node,
+            act,
+            residual,
+        });
     }
     // drop constants no remaining node reads (the weights folded away)
     let used: HashSet<&str> = nodes
@@ -109,6 +136,39 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
         nodes,
         initializers,
     }
+}
+
+/// The Add that is the sole reader of Conv `i`'s output `out` (after any
+/// BatchNormalization fold), with the Add's other operand, when that
+/// operand is a value computed before the Conv runs: a graph input, or the
+/// output of an earlier node (a fused step runs where its first node
+/// stood, so never later than the node that wrote the value in the
+/// model). The Conv then adds it as it writes each output. A constant
+/// operand (a bias-like broadcast) is left to the Add.
+fn residual_add(
+    g: &qport_onnx::Graph,
+    index: &GraphIndex,
+    i: usize,
+    out: &str,
+) -> Option<(usize, String)> {
+    let j = index.sole_consumer(out)?;
+    let add = &g.nodes[j];
+    if !add.is_onnx("Add") || add.inputs.len() != 2 || add.outputs.len() != 1 {
+        return None;
+    }
+    let other = match (add.inputs[0] == out, add.inputs[1] == out) {
+        (true, false) => &add.inputs[1],
+        (false, true) => &add.inputs[0],
+        _ => return None,
+    };
+    let before = match index.producer(other) {
+        Some(p) => p < i,
+        None => {
+            g.inputs.iter().any(|v| &v.name == other)
+                && !g.initializers.contains_key(other.as_str())
+        }
+    };
+    before.then(|| (j, other.clone()))
 }
 
 /// Folds the BatchNormalization that is the sole reader of Conv `i`'s
@@ -476,5 +536,93 @@ mod tests {
         assert_eq!(r.nodes[0].act, None);
         let r = rewrite(&model(false), false);
         assert_eq!(r.nodes.len(), 3);
+    }
+
+    /// Residual blocks: x -> Conv a (Relu) -> Conv b; Add(b, x) -> Relu
+    /// -> r1 (the residual a graph input); then r1 -> Conv c; Conv d (the
+    /// downsample branch, after c in node order); Add(c, d) -> Relu -> r2
+    /// (fused into d, the later Conv); then Conv e + a constant (left to
+    /// the Add).
+    fn residual_model() -> Model {
+        let wt = |m: usize, c: usize, k: usize, seed: usize| {
+            let v = (0..m * c * k * k)
+                .map(|i| (((i + seed) * 7) % 13) as f32 * 0.11 - 0.6)
+                .collect();
+            Tensor::from_vec(vec![m, c, k, k], v).unwrap()
+        };
+        let pad = |n: Node| n.with_attr("pads", Attribute::Ints(vec![1, 1, 1, 1]));
+        ModelBuilder::new(13)
+            .input("x", DType::F32, &[1, 4, 6, 6])
+            .initializer("wa", wt(4, 4, 3, 1))
+            .initializer("ba", vec1(vec![0.1, -0.2, 0.3, 0.0]))
+            .initializer("wb", wt(4, 4, 3, 2))
+            .initializer("wc", wt(6, 4, 1, 3))
+            .initializer("wd", wt(6, 4, 1, 4))
+            .initializer("bd", vec1(vec![0.5, -0.5, 0.25, 0.0, 1.0, -1.0]))
+            .initializer("we", wt(6, 6, 1, 5))
+            .initializer(
+                "k",
+                Tensor::from_vec(vec![1, 6, 1, 1], vec![1.0f32; 6]).unwrap(),
+            )
+            .node(pad(node("Conv", &["x", "wa", "ba"], &["a0"])))
+            .op("Relu", ["a0"], ["a"])
+            .node(pad(node("Conv", &["a", "wb"], &["b"])))
+            .op("Add", ["b", "x"], ["s1"])
+            .op("Relu", ["s1"], ["r1"])
+            .op("Conv", ["r1", "wc"], ["c"])
+            .op("Conv", ["r1", "wd", "bd"], ["d"])
+            .op("Add", ["c", "d"], ["s2"])
+            .op("Relu", ["s2"], ["r2"])
+            .op("Conv", ["r2", "we"], ["e"])
+            .op("Add", ["e", "k"], ["y"])
+            .output("y", DType::F32, &[1, 6, 6, 6])
+            .build()
+    }
+
+    #[test]
+    fn residual_adds_fuse_into_the_later_conv_with_the_same_bits() {
+        use crate::{Plan, PlanOptions};
+        let m = residual_model();
+        let r = rewrite(&m, true);
+        let ops: Vec<(&str, bool, Option<Activation>)> = r
+            .nodes
+            .iter()
+            .map(|p| (p.node.op_type.as_str(), p.residual, p.act))
+            .collect();
+        let relu = Some(Activation::Relu);
+        assert_eq!(
+            ops,
+            [
+                ("Conv", false, relu),
+                ("Conv", true, relu),
+                ("Conv", false, None),
+                ("Conv", true, relu),
+                ("Conv", false, None),
+                ("Add", false, None),
+            ]
+        );
+        // the residual is input 3, after an omitted bias where there was none
+        assert_eq!(r.nodes[1].node.inputs, ["a", "wb", "", "x"]);
+        assert_eq!(r.nodes[1].node.outputs, ["r1"]);
+        assert_eq!(r.nodes[3].node.inputs[3], "c");
+        let x: Vec<f32> = (0..144)
+            .map(|i| ((i * 13) % 17) as f32 * 0.2 - 1.5)
+            .collect();
+        let feed = || {
+            vec![(
+                "x".to_string(),
+                Tensor::from_vec(vec![1, 4, 6, 6], x.clone()).unwrap(),
+            )]
+        };
+        let run = |opts: PlanOptions| {
+            let plan = Plan::with_options(&m, opts).unwrap();
+            let out = plan.run(feed()).unwrap();
+            (plan.len(), out[0].1.to_f32_vec().unwrap())
+        };
+        let (n_fused, fused) = run(PlanOptions::default());
+        let (n_plain, plain) = run(PlanOptions::unfused());
+        assert_eq!((n_fused, n_plain), (6, 11));
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&fused), bits(&plain));
     }
 }

@@ -23,6 +23,7 @@ use crate::optimize;
 use qport_core::arith::ArithProfile;
 use qport_core::compare::NonFiniteOrigin;
 use qport_core::{DType, Tensor};
+use qport_kernels::activation::Activation;
 use qport_onnx::{Model, ValueInfo};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -265,14 +266,18 @@ impl Plan {
                 initializers: &initializers,
                 arith: &options.arith,
             };
-            let built = match planned.act {
-                Some(act) => crate::ops::nn::conv::build_conv_fused(&ctx, act),
-                None => {
+            let built = match (planned.act, planned.residual) {
+                (None, false) => {
                     let builder = registry()
                         .get(&node.domain, &node.op_type)
                         .expect("checked by unsupported_ops");
                     builder(&ctx)
                 }
+                (act, residual) => crate::ops::nn::conv::build_conv_fused(
+                    &ctx,
+                    act.unwrap_or(Activation::Identity),
+                    residual,
+                ),
             };
             let op = built.map_err(|source| EngineError::Node {
                 node: node.name.clone(),

@@ -9,7 +9,7 @@
 use super::Registry;
 
 mod activation;
-mod binary;
+pub(crate) mod binary;
 pub(crate) mod broadcast;
 pub(crate) mod compare;
 mod erf;

@@ -212,6 +212,8 @@ pub(crate) struct Call<'a> {
     pub(crate) ldb: usize,
     pub(crate) n: usize,
     pub(crate) bias: Option<&'a [f32]>,
+    /// An `m x n` matrix added after the bias, with its leading dimension.
+    pub(crate) addend: Option<(&'a [f32], usize)>,
     pub(crate) act: Activation,
     pub(crate) ldc: usize,
     /// Terms per block of the sum over `k`, at least 1.
@@ -230,6 +232,7 @@ impl<'a> Call<'a> {
         ldb: usize,
         n: usize,
         bias: Option<&'a [f32]>,
+        addend: Option<(&'a [f32], usize)>,
         act: Activation,
         c: &[f32],
         ldc: usize,
@@ -242,6 +245,7 @@ impl<'a> Call<'a> {
             ldb,
             n,
             bias,
+            addend,
             act,
             ldc,
             kc: kc.max(1),
@@ -266,6 +270,14 @@ impl<'a> Call<'a> {
         if let Some(bias) = bias {
             assert!(bias.len() >= m, "gemm_bias_act: bias too short");
         }
+        if let Some((r, ldr)) = addend {
+            assert!(ldr >= n, "gemm_bias_act: addend leading dimension < n");
+            assert!(
+                r.len() >= (m - 1) * ldr + n,
+                "gemm_bias_act: addend has {} elements, too short",
+                r.len()
+            );
+        }
         call
     }
 }
@@ -280,8 +292,6 @@ impl<'a> Call<'a> {
 /// Panics if a slice is too short for its view or a leading dimension is
 /// smaller than `n`.
 #[allow(clippy::too_many_arguments)]
-// (the scratch grows on x86-64 only; elsewhere a slice would do)
-#[cfg_attr(not(target_arch = "x86_64"), allow(clippy::ptr_arg))]
 pub fn gemm_bias_act(
     a: &PackedA,
     b: &[f32],
@@ -294,7 +304,46 @@ pub fn gemm_bias_act(
     k_block: usize,
     scratch: &mut Vec<f32>,
 ) {
-    let call = Call::checked(a, b, ldb, n, bias, act, c, ldc, k_block);
+    gemm_bias_add_act(a, b, ldb, n, bias, None, act, c, ldc, k_block, scratch)
+}
+
+/// [`gemm_bias_act`] with an `m x n` matrix `addend` (row-major, its
+/// leading dimension given with it) added after the bias and before the
+/// activation: `C[i][j] = act((sum + bias[i]) + R[i][j])`, each addition
+/// rounded as the separate operations round (a Conv, then an Add, then
+/// the activation: the same bits).
+///
+/// ```
+/// use qport_kernels::activation::Activation;
+/// use qport_kernels::pgemm::{gemm_bias_add_act, PackedA};
+/// // [1 2] x [[1], [1]] + 0.5 + (-4), then Relu
+/// let a = PackedA::new(&[1.0, 2.0], 1, 2);
+/// let mut c = [9.0f32];
+/// let r = [-4.0f32];
+/// gemm_bias_add_act(&a, &[1.0, 1.0], 1, 1, Some(&[0.5]), Some((&r, 1)),
+///     Activation::Relu, &mut c, 1, 0, &mut vec![]);
+/// assert_eq!(c, [0.0]);
+/// ```
+///
+/// # Panics
+/// As [`gemm_bias_act`], and if `addend` is too short for its view.
+#[allow(clippy::too_many_arguments)]
+// (the scratch grows on x86-64 only; elsewhere a slice would do)
+#[cfg_attr(not(target_arch = "x86_64"), allow(clippy::ptr_arg))]
+pub fn gemm_bias_add_act(
+    a: &PackedA,
+    b: &[f32],
+    ldb: usize,
+    n: usize,
+    bias: Option<&[f32]>,
+    addend: Option<(&[f32], usize)>,
+    act: Activation,
+    c: &mut [f32],
+    ldc: usize,
+    k_block: usize,
+    scratch: &mut Vec<f32>,
+) {
+    let call = Call::checked(a, b, ldb, n, bias, addend, act, c, ldc, k_block);
     if a.m == 0 || n == 0 {
         return;
     }
@@ -334,6 +383,7 @@ pub fn gemm_bias_act(
                         let block = Call {
                             b: &b[j0..],
                             n: j1 - j0,
+                            addend: call.addend.map(|(r, ldr)| (&r[j0..], ldr)),
                             ..call
                         };
                         x86::run(lvl, &block, { cp }.0.add(j0), &mut s)
@@ -376,7 +426,8 @@ pub fn gemm_bias_act(
             }
             p0 = p1;
         }
-        epilogue(a.m, nc, bias, act, &mut c[j0..], ldc);
+        let r = addend.map(|(r, ldr)| (&r[j0..], ldr));
+        epilogue(a.m, nc, bias, r, act, &mut c[j0..], ldc);
         j0 += nc;
     }
 }
@@ -418,7 +469,26 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn epilogue(m: usize, n: usize, bias: Option<&[f32]>, act: Activation, c: &mut [f32], ldc: usize) {
+fn epilogue(
+    m: usize,
+    n: usize,
+    bias: Option<&[f32]>,
+    addend: Option<(&[f32], usize)>,
+    act: Activation,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    if let Some((r, ldr)) = addend {
+        // (no bias: nothing added before the addend, as without one)
+        for i in 0..m {
+            let row = c[i * ldc..][..n].iter_mut().zip(&r[i * ldr..][..n]);
+            match bias {
+                Some(b) => row.for_each(|(v, &x)| *v = act.apply((*v + b[i]) + x)),
+                None => row.for_each(|(v, &x)| *v = act.apply(*v + x)),
+            }
+        }
+        return;
+    }
     if bias.is_none() && act == Activation::Identity {
         return;
     }
@@ -540,6 +610,72 @@ mod tests {
         }
     }
 
+    /// The addend is added after the bias and before the activation,
+    /// each rounded as a separate Add would round it: the same bits as
+    /// the product with its bias, then `act(c + r)`, at every level, in
+    /// both orientations, with and without bias, over threads.
+    #[test]
+    fn addend_gives_the_bits_of_a_separate_add() {
+        let _g = crate::test_lock();
+        // wide; narrow (transposed); a k of zero; both orders above
+        // par::MIN_WORK (split over the threads)
+        for (m, k, n) in [
+            (13, 40, 37),
+            (50, 70, 6),
+            (7, 0, 5),
+            (40, 150, 90),
+            (200, 300, 9),
+        ] {
+            assert!(m * k * n < crate::par::MIN_WORK || m * k * n >= 2 * crate::par::MIN_WORK);
+            let (a, b, bias) = operands(m, k, n);
+            let (ldr, ldc) = (n + 3, n + 1);
+            // an addend of mixed signs, with zeros of both signs
+            let r: Vec<f32> = (0..m * ldr)
+                .map(|i| match i % 7 {
+                    0 => -0.0,
+                    1 => 0.0,
+                    v => (v as f32 - 3.5) * 1.7,
+                })
+                .collect();
+            for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+                if !supported(lvl) {
+                    continue;
+                }
+                let pa = PackedA::at(lvl, &a, m, k);
+                for bias in [Some(&bias[..]), None] {
+                    for act in [
+                        Activation::Relu,
+                        Activation::Identity,
+                        Activation::HardSwish,
+                    ] {
+                        for t in [1, 2] {
+                            crate::par::set_threads(t);
+                            let mut want = vec![f32::NAN; m * ldc];
+                            let id = Activation::Identity;
+                            let mut s = vec![];
+                            gemm_bias_act(&pa, &b, n, n, bias, id, &mut want, ldc, 0, &mut s);
+                            for i in 0..m {
+                                for j in 0..n {
+                                    let v = &mut want[i * ldc + j];
+                                    *v = act.apply(*v + r[i * ldr + j]);
+                                }
+                            }
+                            let mut got = vec![f32::NAN; m * ldc];
+                            let rr = Some((&r[..], ldr));
+                            gemm_bias_add_act(
+                                &pa, &b, n, n, bias, rr, act, &mut got, ldc, 0, &mut s,
+                            );
+                            crate::par::set_threads(1);
+                            let bits =
+                                |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                            assert_eq!(bits(&got), bits(&want), "{lvl:?} {m}x{k}x{n} {act:?} t{t}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     fn check_blocks(lvl: Level, m: usize, k: usize, n: usize, transposed: bool) {
         let (a, b, bias) = operands(m, k, n);
         let pa = PackedA::at(lvl, &a, m, k);
@@ -547,7 +683,7 @@ mod tests {
         {
             let act = Activation::Identity;
             let c = vec![0.0; m * n];
-            let call = Call::checked(&pa, &b, n, n, Some(&bias), act, &c, n, 0);
+            let call = Call::checked(&pa, &b, n, n, Some(&bias), None, act, &c, n, 0);
             let t = x86::goes_transposed(&call, x86::geom(lvl));
             assert_eq!(t, transposed, "{lvl:?} {m}x{k}x{n}: the orientation meant");
         }

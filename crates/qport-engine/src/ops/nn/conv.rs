@@ -25,16 +25,17 @@ use super::spatial::{
 use super::{check_len, compute_type, read_real, real_tensor, with_real, Real};
 use crate::buffers;
 use crate::error::{OpError, OpResult};
+use crate::ops::elementwise::binary::{arith, Kind};
 use crate::ops::{eval_fallback, input, opt_input, reuse_output, BuildCtx, Op, Registry};
 use qport_core::shape::checked_numel;
-use qport_core::{DType, Tensor};
+use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::activation::Activation;
 use qport_kernels::depthwise::{depthwise2d, depthwise2d_scratch};
 use qport_kernels::gemm::{gemm, MatRef};
 use qport_kernels::im2col::{
     col2im, conv2d_direct, conv2d_direct_scratch, im2col, im2col_par, ConvGeometry,
 };
-use qport_kernels::pgemm::{gemm_bias_act, ort_k_block, PackedA};
+use qport_kernels::pgemm::{gemm_bias_add_act, ort_k_block, PackedA};
 use std::borrow::Cow;
 
 pub(crate) fn register(r: &mut Registry) {
@@ -79,6 +80,49 @@ fn add_bias<T: Real>(y: &mut [T], bias: &[T], plane: usize) {
     }
 }
 
+/// `y = act(y + r)` element by element (the Add, then the activation, of
+/// a Conv whose own paths have no epilogue for a residual).
+fn add_then_act(y: &mut [f32], r: &[f32], act: Activation) {
+    for (v, &x) in y.iter_mut().zip(r) {
+        *v = act.apply(*v + x);
+    }
+}
+
+/// Fails unless the residual has `n` elements.
+fn check_len_f32(r: &[f32], n: usize, what: &str) -> OpResult<()> {
+    if r.len() != n {
+        return Err(OpError::invalid(format!(
+            "{what} has {} elements; the output has {n}",
+            r.len()
+        )));
+    }
+    Ok(())
+}
+
+/// `act` applied to every element of the float tensor `t` (float16 and
+/// bfloat16 through `f32`, as the fused paths compute them).
+fn apply_act(t: Tensor, act: Activation) -> OpResult<Tensor> {
+    if act == Activation::Identity {
+        return Ok(t);
+    }
+    let dt = t.dtype();
+    match t.data() {
+        TensorData::F64(v) => {
+            let y = v.iter().map(|&e| act.apply_f64(e)).collect();
+            Ok(Tensor::new(t.shape().to_vec(), TensorData::F64(y))?)
+        }
+        _ => {
+            let t32 = t.cast(DType::F32)?;
+            let y = t32
+                .as_slice::<f32>()?
+                .iter()
+                .map(|&e| act.apply(e))
+                .collect();
+            Ok(Tensor::new(t.shape().to_vec(), TensorData::F32(y))?.cast(dt)?)
+        }
+    }
+}
+
 /// Bytes of the column matrix of one block of output rows in the `f32`
 /// im2col path: the block and its packed panels stay in the L2 cache.
 const F32_BLOCK_BYTES: usize = 512 << 10;
@@ -92,6 +136,8 @@ const F32_MIN_BLOCK_COLS: usize = 256;
 struct Conv {
     attrs: ConvAttrs,
     act: Activation,
+    /// Input 3 is a residual added before `act` (a fused Add).
+    residual: bool,
     /// The weight packed for [`gemm_bias_act`], with its shape, when it
     /// is an `f32` constant and the convolution is ungrouped: the only
     /// copy a plan keeps ([`Op::holds_input`]).
@@ -139,12 +185,19 @@ fn f32_row_block(g: &ConvGeom) -> usize {
 }
 
 fn build_conv(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
-    build_conv_fused(ctx, Activation::Identity)
+    build_conv_fused(ctx, Activation::Identity, false)
 }
 
 /// Builds a Conv node whose output goes through `act` (applied to each
-/// element after the bias, as the separate activation operator would).
-pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<dyn Op>> {
+/// element after the bias, as the separate activation operator would);
+/// with `residual`, the node's input 3 is added to each output after the
+/// bias and before `act`, as a separate Add between the Conv and the
+/// activation would add it (see [`crate::optimize`]).
+pub(crate) fn build_conv_fused(
+    ctx: &BuildCtx,
+    act: Activation,
+    residual: bool,
+) -> OpResult<Box<dyn Op>> {
     let attrs = ConvAttrs::parse(ctx.node)?;
     let packed = match ctx.const_input(1) {
         Some(w) if attrs.group == 1 && w.dtype() == DType::F32 && w.rank() >= 3 => {
@@ -159,6 +212,7 @@ pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<
     Ok(Box::new(Conv {
         attrs,
         act,
+        residual,
         packed,
         memo: ShapeMemo::default(),
     }))
@@ -166,29 +220,21 @@ pub(crate) fn build_conv_fused(ctx: &BuildCtx, act: Activation) -> OpResult<Box<
 
 impl Op for Conv {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        let Some(r) = self.residual_input(inputs)? else {
+            return self.eval_with(inputs, self.act, None);
+        };
         let x = input(inputs, 0)?;
-        let w = self.w_input(inputs)?;
-        let b = opt_input(inputs, 2);
-        match compute_type(x.dtype(), "input 0 (X)")? {
-            DType::F64 => {
-                let held;
-                let w = match w {
-                    Some(w) => w,
-                    None => {
-                        held = self.unpacked_weight()?;
-                        &held
-                    }
-                };
-                self.run::<f64>(x, w, b)
-            }
-            _ => {
-                let call = self.f32_call(x, self.w_shape(w))?;
-                // every element is written by run_f32
-                let mut y = buffers::take_f32(call.total);
-                self.run_f32(&call, x, w, b, &mut y)?;
-                Ok(vec![real_tensor(call.y_shape.clone(), y, x.dtype())?])
+        if x.dtype() == DType::F32 && r.dtype() == DType::F32 {
+            let call = self.f32_call(x, self.w_shape(self.w_input(inputs)?))?;
+            if r.shape() == call.y_shape.as_slice() {
+                return self.eval_with(inputs, self.act, Some(r.as_slice::<f32>()?));
             }
         }
+        // another type, or an addend that broadcasts: the Conv, the Add
+        // and the activation one after another
+        let y = self.eval_with(inputs, Activation::Identity, None)?;
+        let sum = arith(Kind::Add, &y[0], r, r.shape())?;
+        Ok(vec![apply_act(sum, self.act)?])
     }
 
     /// A float32 Conv writes into the storage of its previous output and,
@@ -204,8 +250,15 @@ impl Op for Conv {
         }
         let w = self.w_input(inputs)?;
         let call = self.f32_call(x, self.w_shape(w))?;
+        let addend = match self.residual_input(inputs)? {
+            None => None,
+            Some(r) if r.dtype() == DType::F32 && r.shape() == call.y_shape.as_slice() => {
+                Some(r.as_slice::<f32>()?)
+            }
+            Some(_) => return eval_fallback(self, inputs, outputs),
+        };
         let y = reuse_output::<f32>(outputs, 0, &call.y_shape)?;
-        self.run_f32(&call, x, w, opt_input(inputs, 2), y)
+        self.run_f32(&call, x, w, opt_input(inputs, 2), addend, self.act, y)
     }
 
     fn holds_input(&self, i: usize) -> bool {
@@ -223,6 +276,49 @@ struct ConvSetup<'a, T: Real> {
 }
 
 impl Conv {
+    /// The residual (input 3) of a Conv with a fused Add.
+    fn residual_input<'a>(&self, inputs: &[Option<&'a Tensor>]) -> OpResult<Option<&'a Tensor>> {
+        if self.residual {
+            input(inputs, 3).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The Conv of inputs 0–2 through `act`, with `addend` (float32, of
+    /// the output's shape) added before it.
+    fn eval_with(
+        &self,
+        inputs: &[Option<&Tensor>],
+        act: Activation,
+        addend: Option<&[f32]>,
+    ) -> OpResult<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let w = self.w_input(inputs)?;
+        let b = opt_input(inputs, 2);
+        match compute_type(x.dtype(), "input 0 (X)")? {
+            DType::F64 => {
+                let held;
+                let w = match w {
+                    Some(w) => w,
+                    None => {
+                        held = self.unpacked_weight()?;
+                        &held
+                    }
+                };
+                debug_assert!(addend.is_none(), "a float32 addend on a float64 Conv");
+                self.run::<f64>(x, w, b, act)
+            }
+            _ => {
+                let call = self.f32_call(x, self.w_shape(w))?;
+                // every element is written by run_f32
+                let mut y = buffers::take_f32(call.total);
+                self.run_f32(&call, x, w, b, addend, act, &mut y)?;
+                Ok(vec![real_tensor(call.y_shape.clone(), y, x.dtype())?])
+            }
+        }
+    }
+
     /// Input 1 (W) as passed, or `None` where the plan left it to the
     /// packed copy this Conv holds.
     fn w_input<'a>(&self, inputs: &[Option<&'a Tensor>]) -> OpResult<Option<&'a Tensor>> {
@@ -301,7 +397,13 @@ impl Conv {
         })
     }
 
-    fn run<T: Real>(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
+    fn run<T: Real>(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        act: Activation,
+    ) -> OpResult<Vec<Tensor>> {
         let s = self.setup::<T>(x, w)?;
         let (geo, n, c, m) = (&s.geom.spatial, s.geom.batch, s.geom.c_in, s.geom.c_out);
         let mut y = vec![T::ZERO; s.total];
@@ -314,8 +416,7 @@ impl Conv {
                 geo.output_size(),
             );
         }
-        if self.act != Activation::Identity {
-            let act = self.act;
+        if act != Activation::Identity {
             y.iter_mut()
                 .for_each(|v| *v = T::from_f64(act.apply_f64(v.to_f64())));
         }
@@ -326,12 +427,15 @@ impl Conv {
     /// of `call` into `y` (every element written): the depthwise kernel or
     /// im2col + GEMM, with the bias and activation applied as the output
     /// is produced.
+    #[allow(clippy::too_many_arguments)]
     fn run_f32(
         &self,
         call: &F32Call,
         x: &Tensor,
         w: Option<&Tensor>,
         b: Option<&Tensor>,
+        addend: Option<&[f32]>,
+        act: Activation,
         y: &mut [f32],
     ) -> OpResult<()> {
         let geom = &call.geom;
@@ -354,6 +458,16 @@ impl Conv {
         let g = self.attrs.group;
         let mg = m / g;
         let (isz, osz) = (geo.image_size(), geo.output_size());
+        if let Some(r) = addend {
+            check_len_f32(r, y.len(), "input 3 (the residual)")?;
+        }
+        // the paths without an epilogue of their own: the Conv (bias
+        // included), then `act(y + r)`
+        let act_here = if addend.is_some() {
+            Activation::Identity
+        } else {
+            act
+        };
         if call.depthwise {
             let mut scratch = buffers::take_scratch();
             for ni in 0..n {
@@ -364,12 +478,15 @@ impl Conv {
                     &xv[ni * c * isz..][..c * isz],
                     passed_w()?,
                     bv.as_deref(),
-                    self.act,
+                    act_here,
                     &mut y[ni * m * osz..][..m * osz],
                     &mut scratch,
                 );
             }
             buffers::give_scratch(scratch);
+            if let Some(r) = addend {
+                add_then_act(y, r, act);
+            }
         } else if g == 1 {
             let kdim = c * geo.kernel_size();
             let fresh;
@@ -398,7 +515,8 @@ impl Conv {
                 for ni in 0..n {
                     let xi = &xv[ni * c * isz..][..c * isz];
                     let yi = &mut y[ni * m * osz..][..m * osz];
-                    self.blocks_in_parallel(call, packed, xi, bv.as_deref(), kb, yi);
+                    let ri = addend.map(|r| &r[ni * m * osz..][..m * osz]);
+                    self.blocks_in_parallel(call, packed, xi, bv.as_deref(), ri, act, kb, yi);
                 }
                 return Ok(());
             }
@@ -422,13 +540,15 @@ impl Conv {
                         cb
                     };
                     let ldb = if pointwise { osz } else { nb };
-                    gemm_bias_act(
+                    let ri = addend.map(|r| (&r[ni * m * osz + j0..], osz));
+                    gemm_bias_add_act(
                         packed,
                         rhs,
                         ldb,
                         nb,
                         bv.as_deref(),
-                        self.act,
+                        ri,
+                        act,
                         &mut yi[j0..],
                         osz,
                         kb,
@@ -440,11 +560,14 @@ impl Conv {
             buffers::give_scratch(scratch);
         } else {
             conv_forward(geo, xv, passed_w()?, n, c, m, g, y)?;
-            if (bv.is_some() || self.act != Activation::Identity) && osz > 0 {
+            if (bv.is_some() || act_here != Activation::Identity) && osz > 0 {
                 for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
                     let bias = bv.as_ref().map_or(0.0, |b| b[i % m]);
-                    self.act.bias_apply(plane, bias);
+                    act_here.bias_apply(plane, bias);
                 }
+            }
+            if let Some(r) = addend {
+                add_then_act(y, r, act);
             }
         }
         Ok(())
@@ -466,12 +589,15 @@ impl Conv {
     /// block's columns. Each element is the same sequence of operations as
     /// in the one-thread loop of [`Conv::run_f32`] (the same packed
     /// weight, the same `k_block`).
+    #[allow(clippy::too_many_arguments)]
     fn blocks_in_parallel(
         &self,
         call: &F32Call,
         packed: &PackedA,
         xi: &[f32],
         bias: Option<&[f32]>,
+        addend: Option<&[f32]>,
+        act: Activation,
         kb: usize,
         yi: &mut [f32],
     ) {
@@ -483,7 +609,7 @@ impl Conv {
         qport_kernels::par::split_columns(yi, osz, &call.bounds, work, |i, mut o| {
             BLOCK_SCRATCH.with(|s| {
                 let (col, tmp, scratch) = &mut *s.borrow_mut();
-                let sub = &call.blocks[i].1;
+                let (r0, sub) = &call.blocks[i];
                 let nb = sub.output[0] * rest;
                 if col.len() < kdim * nb {
                     col.resize(kdim * nb, 0.0);
@@ -493,7 +619,8 @@ impl Conv {
                 }
                 let (col, tmp) = (&mut col[..kdim * nb], &mut tmp[..m * nb]);
                 im2col(sub, c, xi, 0.0, col);
-                gemm_bias_act(packed, col, nb, nb, bias, self.act, tmp, nb, kb, scratch);
+                let r = addend.map(|r| (&r[r0 * rest..], osz));
+                gemm_bias_add_act(packed, col, nb, nb, bias, r, act, tmp, nb, kb, scratch);
                 for (ch, t) in tmp.chunks_exact(nb).enumerate() {
                     o.row(ch).copy_from_slice(t);
                 }
@@ -861,7 +988,7 @@ mod tests {
             };
             let ctx = BuildCtx::new(&node, 13, &inits);
             let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
-            let op = build_conv_fused(&ctx, Activation::Relu).unwrap();
+            let op = build_conv_fused(&ctx, Activation::Relu, false).unwrap();
             let bits = |t: Tensor| -> Vec<u32> {
                 t.as_slice::<f32>()
                     .unwrap()
@@ -929,7 +1056,7 @@ mod tests {
             let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
             let plain = build_conv(&ctx).unwrap().eval(&args).unwrap().remove(0);
             for (op, act, attrs) in &acts {
-                let fused = build_conv_fused(&ctx, *act)
+                let fused = build_conv_fused(&ctx, *act, false)
                     .unwrap()
                     .eval(&args)
                     .unwrap()
@@ -946,6 +1073,158 @@ mod tests {
                         .collect()
                 };
                 assert_eq!(bits(&fused), bits(&sep), "{op} on case {c} {m} {group} {k}");
+            }
+        }
+    }
+
+    /// A fused residual gives the same bits as the Conv, then the Add, then
+    /// the activation operator: on the depthwise, 1x1, im2col (in row
+    /// blocks, on one thread and two) and grouped paths, with and without
+    /// a bias, through `eval` and `eval_into`; an addend that broadcasts,
+    /// and float16, take the unfused order.
+    #[test]
+    fn fused_residual_matches_conv_add_activation() {
+        use crate::ops::elementwise::tests::build;
+        use crate::ops::nn::spatial::with_row_block;
+        use qport_onnx::model::{Attribute, Node};
+        use std::collections::BTreeMap;
+        let bits = |t: &Tensor| -> Vec<u32> {
+            let t = t.cast(DType::F32).unwrap();
+            t.as_slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        // (channels, out channels, group, kernel, spatial)
+        for (c, m, group, k, hw) in [
+            (4, 4, 4, 3, 9),
+            (4, 6, 1, 1, 9),
+            (3, 5, 1, 3, 9),
+            (6, 6, 2, 3, 7),
+            (8, 40, 1, 3, 30),
+        ] {
+            let x: Vec<f32> = (0..c * hw * hw)
+                .map(|i| ((i * 7) % 23) as f32 * 0.37 - 4.0)
+                .collect();
+            let wt: Vec<f32> = (0..m * (c / group) * k * k)
+                .map(|i| ((i * 5) % 11) as f32 * 0.21 - 1.0)
+                .collect();
+            let xt = Tensor::from_vec(vec![1, c, hw, hw], x).unwrap();
+            let wt = Tensor::from_vec(vec![m, c / group, k, k], wt).unwrap();
+            let bt =
+                Tensor::from_vec(vec![m], (0..m).map(|i| i as f32 * 0.3 - 0.5).collect()).unwrap();
+            let n_out = m * hw * hw;
+            // zeros of both signs among the residual's values
+            let r: Vec<f32> = (0..n_out)
+                .map(|i| match i % 9 {
+                    0 => -0.0,
+                    1 => 0.0,
+                    v => (v as f32 - 4.5) * 0.77,
+                })
+                .collect();
+            let rt = Tensor::from_vec(vec![1, m, hw, hw], r).unwrap();
+            // a per-channel addend: broadcasts
+            let rc = Tensor::from_vec(vec![1, m, 1, 1], (0..m).map(|i| i as f32 - 2.0).collect())
+                .unwrap();
+            let mut inits = BTreeMap::new();
+            inits.insert("w".to_string(), wt.clone());
+            let mut attributes = BTreeMap::new();
+            attributes.insert("group".to_string(), Attribute::Int(group as i64));
+            let p = (k / 2) as i64;
+            attributes.insert("pads".to_string(), Attribute::Ints(vec![p, p, p, p]));
+            for with_bias in [true, false] {
+                let node = Node {
+                    name: "conv".into(),
+                    op_type: "Conv".into(),
+                    domain: String::new(),
+                    inputs: vec!["x".into(), "w".into(), "b".into(), "r".into()],
+                    outputs: vec!["y".into()],
+                    attributes: attributes.clone(),
+                    doc_string: String::new(),
+                };
+                let ctx = BuildCtx::new(&node, 13, &inits);
+                let b = with_bias.then_some(&bt);
+                for (op, act) in [
+                    ("Relu", Activation::Relu),
+                    ("Identity", Activation::Identity),
+                ] {
+                    // (a fresh op per case: each keeps its row blocks)
+                    for (addend, threads, rows) in [
+                        (&rt, 1, None),
+                        (&rt, 2, None),
+                        (&rt, 2, Some(4)),
+                        (&rc, 1, None),
+                    ] {
+                        let fused = build_conv_fused(&ctx, act, true).unwrap();
+                        qport_kernels::par::set_threads(threads);
+                        let args = [Some(&xt), Some(&inits["w"]), b, Some(addend)];
+                        let plain = build_conv(&ctx)
+                            .unwrap()
+                            .eval(&args[..3])
+                            .unwrap()
+                            .remove(0);
+                        let sum = build("Add", 14, vec![])
+                            .eval(&[Some(&plain), Some(addend)])
+                            .unwrap()
+                            .remove(0);
+                        let want = if op == "Identity" {
+                            sum
+                        } else {
+                            build(op, 14, vec![]).eval(&[Some(&sum)]).unwrap().remove(0)
+                        };
+                        let splits = qport_kernels::par::parallel_splits();
+                        let got = match rows {
+                            Some(r) => with_row_block(r, || fused.eval(&args)),
+                            None => fused.eval(&args),
+                        }
+                        .unwrap()
+                        .remove(0);
+                        let what = format!(
+                            "{c} {m} g{group} k{k} {hw} bias {with_bias} {op} t{threads} {rows:?}"
+                        );
+                        assert_eq!(got.shape(), want.shape(), "{what}");
+                        assert_eq!(bits(&got), bits(&want), "{what}");
+                        if threads > 1 && hw == 30 {
+                            assert!(qport_kernels::par::parallel_splits() > splits, "{what}");
+                        }
+                        let mut outs = [None];
+                        match rows {
+                            Some(r) => with_row_block(r, || fused.eval_into(&args, &mut outs)),
+                            None => fused.eval_into(&args, &mut outs),
+                        }
+                        .unwrap();
+                        assert_eq!(
+                            bits(outs[0].as_ref().unwrap()),
+                            bits(&want),
+                            "{what} (into)"
+                        );
+                        qport_kernels::par::set_threads(1);
+                    }
+                }
+                // float16: the Conv's output rounded to float16, then the Add
+                let h = |t: &Tensor| t.cast(DType::F16).unwrap();
+                let (xh, rh) = (h(&xt), h(&rt));
+                let wh = h(&inits["w"]);
+                let bh = h(&bt);
+                let bh = with_bias.then_some(&bh);
+                let args = [Some(&xh), Some(&wh), bh, Some(&rh)];
+                let plain = build_conv(&ctx)
+                    .unwrap()
+                    .eval(&args[..3])
+                    .unwrap()
+                    .remove(0);
+                let want = build("Add", 14, vec![])
+                    .eval(&[Some(&plain), Some(&rh)])
+                    .unwrap()
+                    .remove(0);
+                let got = build_conv_fused(&ctx, Activation::Identity, true)
+                    .unwrap()
+                    .eval(&args)
+                    .unwrap()
+                    .remove(0);
+                assert_eq!(got.dtype(), DType::F16);
+                assert_eq!(bits(&got), bits(&want), "float16 {c} {m} g{group} k{k}");
             }
         }
     }

@@ -53,9 +53,8 @@ pub(crate) fn goes_transposed(call: &Call, g: Geom) -> bool {
     let used_n =
         n as f64 / (n.div_ceil(g.nr) * g.nr) as f64 * (m as f64 / (m.div_ceil(g.mr) * g.mr) as f64);
     let used_t = m as f64 / (m.div_ceil(g.mt) * g.mt) as f64;
-    let fits_i32 = ldc
-        .checked_mul(g.mt)
-        .is_some_and(|v| v <= i32::MAX as usize);
+    let ld = ldc.max(call.addend.map_or(0, |(_, ldr)| ldr));
+    let fits_i32 = ld.checked_mul(g.mt).is_some_and(|v| v <= i32::MAX as usize);
     n <= 512 && fits_i32 && used_t * g.t_rate > used_n + 0.02
 }
 
@@ -99,6 +98,7 @@ unsafe fn wide<S: Simd, const MR: usize>(
         ldb,
         n,
         bias,
+        addend,
         act,
         ldc,
         kc,
@@ -146,8 +146,14 @@ unsafe fn wide<S: Simd, const MR: usize>(
                     a.panels.as_ptr().add((q * MR / mt) * k * mt + q * MR % mt),
                     mt,
                     $bpanel.as_ptr(),
-                    bpad.as_ptr().add(q * MR),
-                    act,
+                    Tail {
+                        bias: bpad.as_ptr().add(q * MR),
+                        act,
+                        r: addend.map_or(std::ptr::null(), |(r, ldr)| {
+                            r.as_ptr().add(q * MR * ldr + j0)
+                        }),
+                        ldr: addend.map_or(0, |(_, ldr)| ldr),
+                    },
                     c.add(q * MR * ldc + j0),
                     ldc,
                     MR.min(m - q * MR),
@@ -188,6 +194,21 @@ unsafe fn wide<S: Simd, const MR: usize>(
                 }
             }
             for q in 0..np {
+                // the addend's rows of the next tile down, fetched while
+                // this one computes (a column of tiles reads a row segment
+                // every ldr elements, a stride the hardware does not
+                // follow)
+                if let (Some((r, ldr)), true) = (addend, q + 1 < np) {
+                    let nc = nr.min(n - j0);
+                    for row in (q + 1) * MR..m.min((q + 2) * MR) {
+                        let seg = &r[row * ldr + j0..][..nc];
+                        // SAFETY: prefetches only; SSE is part of x86-64.
+                        unsafe {
+                            _mm_prefetch::<_MM_HINT_T0>(seg.as_ptr() as *const i8);
+                            _mm_prefetch::<_MM_HINT_T0>(seg[nc - 1..].as_ptr() as *const i8);
+                        }
+                    }
+                }
                 tile!(q, j, bp);
             }
         }
@@ -335,32 +356,35 @@ unsafe fn transposed_in<S: Simd, const V: usize, const NT: usize, const PACK: bo
                 } else {
                     (call.b.as_ptr().add(j0), call.ldb)
                 };
-                let bias = bpad.as_ptr().add(q * mt);
+                let tail = Tail {
+                    bias: bpad.as_ptr().add(q * mt),
+                    act: call.act,
+                    r: call.addend.map_or(std::ptr::null(), |(r, ldr)| {
+                        r.as_ptr().add(q * mt * ldr + j0)
+                    }),
+                    ldr: call.addend.map_or(0, |(_, ldr)| ldr),
+                };
+                // the addend's columns of the next tile, fetched while
+                // this one computes (every row of the panel one line)
+                // (a prefetch past the view is harmless: no access)
+                if !tail.r.is_null() {
+                    let next = tail.r.wrapping_add(w);
+                    for row in 0..rows {
+                        let at = next.wrapping_add(row * tail.ldr);
+                        _mm_prefetch::<_MM_HINT_T0>(at as *const i8);
+                    }
+                }
                 let cq = cp.add(q * mt * ldc + j0);
-                let (kc, act) = (call.kc, call.act);
+                let kc = call.kc;
                 match w {
-                    8 if NT >= 8 => {
-                        kernel_t::<S, V, 8>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows)
-                    }
-                    7 if NT >= 7 => {
-                        kernel_t::<S, V, 7>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows)
-                    }
-                    6 if NT >= 6 => {
-                        kernel_t::<S, V, 6>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows)
-                    }
-                    5 if NT >= 5 => {
-                        kernel_t::<S, V, 5>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows)
-                    }
-                    4 if NT >= 4 => {
-                        kernel_t::<S, V, 4>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows)
-                    }
-                    3 if NT >= 3 => {
-                        kernel_t::<S, V, 3>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows)
-                    }
-                    2 if NT >= 2 => {
-                        kernel_t::<S, V, 2>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows)
-                    }
-                    _ => kernel_t::<S, V, 1>(k, kc, ap, bp, ldb, bias, act, cq, ldc, rows),
+                    8 if NT >= 8 => kernel_t::<S, V, 8>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
+                    7 if NT >= 7 => kernel_t::<S, V, 7>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
+                    6 if NT >= 6 => kernel_t::<S, V, 6>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
+                    5 if NT >= 5 => kernel_t::<S, V, 5>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
+                    4 if NT >= 4 => kernel_t::<S, V, 4>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
+                    3 if NT >= 3 => kernel_t::<S, V, 3>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
+                    2 if NT >= 2 => kernel_t::<S, V, 2>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
+                    _ => kernel_t::<S, V, 1>(k, kc, ap, bp, ldb, tail, cq, ldc, rows),
                 }
             }
             j0 += w;
@@ -368,8 +392,19 @@ unsafe fn transposed_in<S: Simd, const V: usize, const NT: usize, const PACK: bo
     }
 }
 
-/// One `MT x W` tile of C (`MT = V * S::LANES`), stored column by column
-/// ([`Simd::store_col`]).
+/// The epilogue of one tile: its rows' bias (padded to whole tiles), the
+/// activation, and the addend's element at the tile's first output (null
+/// for none) with its leading dimension.
+#[derive(Clone, Copy)]
+struct Tail {
+    bias: *const f32,
+    act: Activation,
+    r: *const f32,
+    ldr: usize,
+}
+
+/// One `MT x W` tile of C (`MT = V * S::LANES`): `act((sum + bias) +
+/// addend)`, stored column by column ([`Simd::store_col`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel_t<S: Simd, const V: usize, const W: usize>(
@@ -378,8 +413,7 @@ unsafe fn kernel_t<S: Simd, const V: usize, const W: usize>(
     a: *const f32,
     b: *const f32,
     ldb: usize,
-    bias: *const f32,
-    act: Activation,
+    tail: Tail,
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -389,7 +423,7 @@ unsafe fn kernel_t<S: Simd, const V: usize, const W: usize>(
         let acc = rank1::<S, V, W>(k, kc, a, V * S::LANES, b, ldb);
         let mut bv = [S::zero(); V];
         for (v, bvv) in bv.iter_mut().enumerate() {
-            *bvv = S::load(bias.add(v * S::LANES));
+            *bvv = S::load(tail.bias.add(v * S::LANES));
         }
         for (jj, accj) in acc.iter().enumerate() {
             for v in 0..V {
@@ -397,7 +431,12 @@ unsafe fn kernel_t<S: Simd, const V: usize, const W: usize>(
                 if lo >= rows {
                     break;
                 }
-                let x = S::act(S::add(accj[v], bv[v]), act);
+                let mut x = S::add(accj[v], bv[v]);
+                if !tail.r.is_null() {
+                    let rv = S::load_col(tail.r.add(lo * tail.ldr + jj), tail.ldr, rows - lo);
+                    x = S::add(x, rv);
+                }
+                let x = S::act(x, tail.act);
                 S::store_col(c.add(lo * ldc + jj), ldc, x, rows - lo);
             }
         }
@@ -501,9 +540,9 @@ unsafe fn pack_b<S: Simd>(b: *const f32, ldb: usize, k: usize, nc: usize, dst: &
 }
 
 /// One `MR x NR` tile (`NR = 2 * S::LANES`): `k` steps of rank-1 updates
-/// (in blocks of `kc`), then bias, activation and a masked store of `rows
-/// x cols`; `a` points at the tile's `MR` rows inside a panel of `mt`
-/// (step `mt` per `k`).
+/// (in blocks of `kc`), then `act((sum + bias) + addend)` and a masked
+/// store of `rows x cols`; `a` points at the tile's `MR` rows inside a
+/// panel of `mt` (step `mt` per `k`).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel<S: Simd, const MR: usize>(
@@ -512,8 +551,7 @@ unsafe fn kernel<S: Simd, const MR: usize>(
     a: *const f32,
     mt: usize,
     b: *const f32,
-    bias: *const f32,
-    act: Activation,
+    tail: Tail,
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -526,9 +564,21 @@ unsafe fn kernel<S: Simd, const MR: usize>(
         let n0 = cols.min(l);
         let n1 = cols - n0;
         for (r, accr) in acc.iter().enumerate().take(rows) {
-            let bv = S::splat(*bias.add(r));
-            let v0 = S::act(S::add(accr[0], bv), act);
-            let v1 = S::act(S::add(accr[1], bv), act);
+            let bv = S::splat(*tail.bias.add(r));
+            let mut v0 = S::add(accr[0], bv);
+            let mut v1 = S::add(accr[1], bv);
+            if !tail.r.is_null() {
+                let src = tail.r.add(r * tail.ldr);
+                let (r0, r1) = if cols == 2 * l {
+                    (S::load(src), S::load(src.add(l)))
+                } else {
+                    (S::load_n(src, n0), S::load_n(src.add(l), n1))
+                };
+                v0 = S::add(v0, r0);
+                v1 = S::add(v1, r1);
+            }
+            let v0 = S::act(v0, tail.act);
+            let v1 = S::act(v1, tail.act);
             let dst = c.add(r * ldc);
             if cols == 2 * l {
                 S::store(dst, v0);

@@ -28,6 +28,9 @@ pub(crate) trait Simd: Copy {
     /// Stores the first `n <= LANES` lanes down a column: lane `i` at `p +
     /// i * stride` (`LANES * stride` fits in `i32`).
     unsafe fn store_col(p: *mut f32, stride: usize, v: Self::V, n: usize);
+    /// Loads `n <= LANES` lanes from a column (lane `i` from `p + i *
+    /// stride`, `LANES * stride` fits in `i32`), zero in the rest.
+    unsafe fn load_col(p: *const f32, stride: usize, n: usize) -> Self::V;
     /// `a * b + c`, rounded once.
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
@@ -185,6 +188,14 @@ mod x86 {
             }
         }
         #[inline(always)]
+        unsafe fn load_col(p: *const f32, stride: usize, n: usize) -> __m256 {
+            let mut row = [0.0f32; 8];
+            for (i, x) in row.iter_mut().enumerate().take(n) {
+                *x = *p.add(i * stride);
+            }
+            _mm256_loadu_ps(row.as_ptr())
+        }
+        #[inline(always)]
         unsafe fn select_neg(v: __m256, t: __m256) -> __m256 {
             let m = _mm256_cmp_ps::<_CMP_LT_OQ>(v, _mm256_setzero_ps());
             _mm256_blendv_ps(v, t, m)
@@ -232,6 +243,14 @@ mod x86 {
                 _mm512_set1_epi32(stride as i32),
             );
             _mm512_mask_i32scatter_ps::<4>(p as *mut _, mask16(n), idx, v);
+        }
+        #[inline(always)]
+        unsafe fn load_col(p: *const f32, stride: usize, n: usize) -> __m512 {
+            let idx = _mm512_mullo_epi32(
+                _mm512_loadu_si512(super::IOTA.as_ptr() as *const _),
+                _mm512_set1_epi32(stride as i32),
+            );
+            _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask16(n), idx, p as *const _)
         }
         #[inline(always)]
         unsafe fn select_neg(v: __m512, t: __m512) -> __m512 {
