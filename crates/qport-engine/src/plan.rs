@@ -7,9 +7,12 @@
 //! - Conv followed by an inference BatchNormalization, both with constant
 //!   `f32` parameters: the normalization is folded into the Conv's weight
 //!   and bias.
-//! - Conv (after any such fold) followed by Relu, LeakyRelu, HardSwish or
-//!   Clip with constant bounds: the activation is applied by the Conv to
-//!   each output element as it is produced.
+//! - Conv (after any such fold) read only by an Add whose other operand is
+//!   computed before the Conv (a residual): the Conv adds it to each
+//!   output after its bias, the same bits as the Add.
+//! - Conv (after any such fold and Add) followed by Relu, LeakyRelu,
+//!   HardSwish or Clip with constant bounds: the activation is applied by
+//!   the Conv to each output element as it is produced.
 //! - DequantizeLinear of constants (a QDQ artifact's weights and biases,
 //!   where they run in float): computed once when the plan is built, by
 //!   the same operator, and a constant for the nodes that read it.
