@@ -1008,13 +1008,60 @@ mod tests {
         }
     }
 
+    /// The operands of the fused-epilogue tests: `x [1, c, h, w]`, a bias
+    /// `[m]`, the constant weight `w [m, c / group, k, k]` (the returned
+    /// constants) and a Conv node reading `inputs` with that group and
+    /// same-size padding.
+    fn epilogue_case(
+        c: usize,
+        m: usize,
+        group: usize,
+        k: usize,
+        (h, w): (usize, usize),
+        inputs: &[&str],
+    ) -> (
+        Tensor,
+        Tensor,
+        std::collections::BTreeMap<String, Tensor>,
+        qport_onnx::model::Node,
+    ) {
+        use qport_onnx::model::{Attribute, Node};
+        let x: Vec<f32> = (0..c * h * w)
+            .map(|i| ((i * 7) % 23) as f32 * 0.37 - 4.0)
+            .collect();
+        let wt: Vec<f32> = (0..m * (c / group) * k * k)
+            .map(|i| ((i * 5) % 11) as f32 * 0.21 - 1.0)
+            .collect();
+        let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.3 - 0.5).collect();
+        let xt = Tensor::from_vec(vec![1, c, h, w], x).unwrap();
+        let wt = Tensor::from_vec(vec![m, c / group, k, k], wt).unwrap();
+        let bt = Tensor::from_vec(vec![m], b).unwrap();
+        let inits = [("w".to_string(), wt)].into_iter().collect();
+        let p = (k / 2) as i64;
+        let attributes = [
+            ("group".to_string(), Attribute::Int(group as i64)),
+            ("pads".to_string(), Attribute::Ints(vec![p, p, p, p])),
+        ]
+        .into_iter()
+        .collect();
+        let node = Node {
+            name: "conv".into(),
+            op_type: "Conv".into(),
+            domain: String::new(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: vec!["y".into()],
+            attributes,
+            doc_string: String::new(),
+        };
+        (xt, bt, inits, node)
+    }
+
     /// A fused activation gives the same bits as the Conv followed by the
     /// activation operator, on the depthwise, 1x1 and im2col paths.
     #[test]
     fn fused_activation_matches_the_operator() {
         use crate::ops::elementwise::tests::build;
-        use qport_onnx::model::{Attribute, Node};
-        use std::collections::BTreeMap;
+        use qport_onnx::model::Attribute;
         let acts = [
             ("Relu", Activation::Relu, vec![]),
             (
@@ -1026,32 +1073,7 @@ mod tests {
         ];
         // (channels, out channels, group, kernel)
         for (c, m, group, k) in [(4, 4, 4, 3), (4, 6, 1, 1), (3, 5, 1, 3)] {
-            let (h, w) = (9, 7);
-            let x: Vec<f32> = (0..c * h * w)
-                .map(|i| ((i * 7) % 23) as f32 * 0.37 - 4.0)
-                .collect();
-            let wt: Vec<f32> = (0..m * (c / group) * k * k)
-                .map(|i| ((i * 5) % 11) as f32 * 0.21 - 1.0)
-                .collect();
-            let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.3 - 0.5).collect();
-            let xt = Tensor::from_vec(vec![1, c, h, w], x).unwrap();
-            let wt = Tensor::from_vec(vec![m, c / group, k, k], wt).unwrap();
-            let bt = Tensor::from_vec(vec![m], b).unwrap();
-            let mut inits = BTreeMap::new();
-            inits.insert("w".to_string(), wt.clone());
-            let mut attributes = BTreeMap::new();
-            attributes.insert("group".to_string(), Attribute::Int(group as i64));
-            let p = (k / 2) as i64;
-            attributes.insert("pads".to_string(), Attribute::Ints(vec![p, p, p, p]));
-            let node = Node {
-                name: "conv".into(),
-                op_type: "Conv".into(),
-                domain: String::new(),
-                inputs: vec!["x".into(), "w".into(), "b".into()],
-                outputs: vec!["y".into()],
-                attributes,
-                doc_string: String::new(),
-            };
+            let (xt, bt, inits, node) = epilogue_case(c, m, group, k, (9, 7), &["x", "w", "b"]);
             let ctx = BuildCtx::new(&node, 13, &inits);
             let args = [Some(&xt), Some(&inits["w"]), Some(&bt)];
             let plain = build_conv(&ctx).unwrap().eval(&args).unwrap().remove(0);
@@ -1086,8 +1108,6 @@ mod tests {
     fn fused_residual_matches_conv_add_activation() {
         use crate::ops::elementwise::tests::build;
         use crate::ops::nn::spatial::with_row_block;
-        use qport_onnx::model::{Attribute, Node};
-        use std::collections::BTreeMap;
         let bits = |t: &Tensor| -> Vec<u32> {
             let t = t.cast(DType::F32).unwrap();
             t.as_slice::<f32>()
@@ -1104,16 +1124,8 @@ mod tests {
             (6, 6, 2, 3, 7),
             (8, 40, 1, 3, 30),
         ] {
-            let x: Vec<f32> = (0..c * hw * hw)
-                .map(|i| ((i * 7) % 23) as f32 * 0.37 - 4.0)
-                .collect();
-            let wt: Vec<f32> = (0..m * (c / group) * k * k)
-                .map(|i| ((i * 5) % 11) as f32 * 0.21 - 1.0)
-                .collect();
-            let xt = Tensor::from_vec(vec![1, c, hw, hw], x).unwrap();
-            let wt = Tensor::from_vec(vec![m, c / group, k, k], wt).unwrap();
-            let bt =
-                Tensor::from_vec(vec![m], (0..m).map(|i| i as f32 * 0.3 - 0.5).collect()).unwrap();
+            let (xt, bt, inits, node) =
+                epilogue_case(c, m, group, k, (hw, hw), &["x", "w", "b", "r"]);
             let n_out = m * hw * hw;
             // zeros of both signs among the residual's values
             let r: Vec<f32> = (0..n_out)
@@ -1127,22 +1139,7 @@ mod tests {
             // a per-channel addend: broadcasts
             let rc = Tensor::from_vec(vec![1, m, 1, 1], (0..m).map(|i| i as f32 - 2.0).collect())
                 .unwrap();
-            let mut inits = BTreeMap::new();
-            inits.insert("w".to_string(), wt.clone());
-            let mut attributes = BTreeMap::new();
-            attributes.insert("group".to_string(), Attribute::Int(group as i64));
-            let p = (k / 2) as i64;
-            attributes.insert("pads".to_string(), Attribute::Ints(vec![p, p, p, p]));
             for with_bias in [true, false] {
-                let node = Node {
-                    name: "conv".into(),
-                    op_type: "Conv".into(),
-                    domain: String::new(),
-                    inputs: vec!["x".into(), "w".into(), "b".into(), "r".into()],
-                    outputs: vec!["y".into()],
-                    attributes: attributes.clone(),
-                    doc_string: String::new(),
-                };
                 let ctx = BuildCtx::new(&node, 13, &inits);
                 let b = with_bias.then_some(&bt);
                 for (op, act) in [
