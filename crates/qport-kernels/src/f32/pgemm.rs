@@ -10,7 +10,7 @@
 //! `K` dimension; [`ort_k_block`] gives its block for a product.
 //!
 //! On AVX-512F and on AVX2+FMA the product runs in this module's own
-//! kernel (one generic body, [`crate::arch::x86_64::pgemm`], per level
+//! kernel (one generic body, `arch::x86_64::pgemm` on x86-64, per level
 //! its tile): rows of `A` in tiles of 8 (AVX-512) or 6 (AVX2), read from
 //! `A` packed once in panels of 32 or 24 rows; columns of `B` in panels of
 //! two vectors (32 or 16, copied into a contiguous buffer once per
@@ -33,7 +33,7 @@ use crate::dispatch::{level, Level};
 use crate::gemm::{gemm, MatRef};
 
 /// The tile geometry of one SIMD level's kernels (see
-/// [`crate::arch::x86_64::pgemm`]).
+/// `arch::x86_64::pgemm`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Geom {
     /// Rows per tile of the kernel for a wide `B` (divides `mt`).
