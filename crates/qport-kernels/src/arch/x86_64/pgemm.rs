@@ -146,14 +146,7 @@ unsafe fn wide<S: Simd, const MR: usize>(
                     a.panels.as_ptr().add((q * MR / mt) * k * mt + q * MR % mt),
                     mt,
                     $bpanel.as_ptr(),
-                    Tail {
-                        bias: bpad.as_ptr().add(q * MR),
-                        act,
-                        r: addend.map_or(std::ptr::null(), |(r, ldr)| {
-                            r.as_ptr().add(q * MR * ldr + j0)
-                        }),
-                        ldr: addend.map_or(0, |(_, ldr)| ldr),
-                    },
+                    Tail::at(bpad, act, addend, q * MR, j0),
                     c.add(q * MR * ldc + j0),
                     ldc,
                     MR.min(m - q * MR),
@@ -198,7 +191,7 @@ unsafe fn wide<S: Simd, const MR: usize>(
                 // this one computes (a column of tiles reads a row segment
                 // every ldr elements, a stride the hardware does not
                 // follow)
-                if let (Some((r, ldr)), true) = (addend, q + 1 < np) {
+                if let Some((r, ldr)) = addend.filter(|_| q + 1 < np) {
                     let nc = nr.min(n - j0);
                     for row in (q + 1) * MR..m.min((q + 2) * MR) {
                         let seg = &r[row * ldr + j0..][..nc];
@@ -356,14 +349,7 @@ unsafe fn transposed_in<S: Simd, const V: usize, const NT: usize, const PACK: bo
                 } else {
                     (call.b.as_ptr().add(j0), call.ldb)
                 };
-                let tail = Tail {
-                    bias: bpad.as_ptr().add(q * mt),
-                    act: call.act,
-                    r: call.addend.map_or(std::ptr::null(), |(r, ldr)| {
-                        r.as_ptr().add(q * mt * ldr + j0)
-                    }),
-                    ldr: call.addend.map_or(0, |(_, ldr)| ldr),
-                };
+                let tail = Tail::at(bpad, call.act, call.addend, q * mt, j0);
                 // the addend's columns of the next tile, fetched while
                 // this one computes (every row of the panel one line)
                 // (a prefetch past the view is harmless: no access)
@@ -401,6 +387,33 @@ struct Tail {
     act: Activation,
     r: *const f32,
     ldr: usize,
+}
+
+impl Tail {
+    /// The epilogue of the tile whose first output is row `i0`, column
+    /// `j0`, with `bias` padded to whole tiles.
+    ///
+    /// # Safety
+    /// `i0` is a row of the checked view (below `m`), `j0` a column.
+    #[inline(always)]
+    unsafe fn at(
+        bias: &[f32],
+        act: Activation,
+        addend: Option<(&[f32], usize)>,
+        i0: usize,
+        j0: usize,
+    ) -> Tail {
+        // SAFETY: row i0 < m and column j0 are in the checked views of
+        // the bias (padded) and of the addend.
+        unsafe {
+            Tail {
+                bias: bias.as_ptr().add(i0),
+                act,
+                r: addend.map_or(std::ptr::null(), |(r, ldr)| r.as_ptr().add(i0 * ldr + j0)),
+                ldr: addend.map_or(0, |(_, ldr)| ldr),
+            }
+        }
+    }
 }
 
 /// One `MT x W` tile of C (`MT = V * S::LANES`): `act((sum + bias) +
