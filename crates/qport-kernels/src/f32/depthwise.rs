@@ -26,7 +26,13 @@
 //! plane whose rows are split into `stride_w` column phases, so that every
 //! kernel tap of a block of outputs is one contiguous vector load. They
 //! compute blocks of `R` output rows by `C` vectors of output columns in
-//! registers and store each output element once.
+//! registers and store each output element once. At AVX-512, 3 x 3 and
+//! 5 x 5 kernels at stride 1 or 2 (one filter per channel, no dilation)
+//! read each plane row of a block once, as aligned vectors, and make the
+//! column shifts of the taps in registers. Narrow maps of at least 16
+//! channels run with vectors across 16 channels instead: at most 8 output
+//! columns for those kernels at stride 1, else at most 16 (28 at stride 1
+//! for other kernels).
 
 use crate::activation::Activation;
 #[cfg(target_arch = "x86_64")]
@@ -565,6 +571,59 @@ mod tests {
                     prop_assert_eq!(got[i].to_bits(), again[i].to_bits(), "not deterministic");
                     prop_assert_eq!(got[i].to_bits(), want[i].to_bits(),
                         "{:?} at {}: {} vs reference {} (geometry {:?})", lvl, i, got[i], want[i], g);
+                }
+            }
+        }
+    }
+
+    /// Geometries of the AVX-512 body for `K x K` kernels at stride 1 or 2
+    /// (`channel_k`): both kernel sides 3 or both 5, no dilation, output
+    /// rows from 1 to 70 columns (every register block of `block`, with
+    /// and without a partial last vector).
+    fn shifted_geometry() -> impl Strategy<Value = ConvGeometry> {
+        (
+            (1usize..24, 1usize..140),
+            prop_oneof![Just(3usize), Just(5)],
+            1usize..3,
+            (0isize..6, 0isize..6),
+            (0usize..3, 0usize..3),
+        )
+            .prop_map(|((h, w), k, s, (pt, pl), (eb, er))| {
+                let (pt, pl) = (pt.min(k as isize - 1), pl.min(k as isize - 1));
+                let out =
+                    |i: usize, p: isize, e: usize| (i + p as usize + e).saturating_sub(k) / s + 1;
+                let output = [out(h, pt, eb), out(w, pl, er).min(70)];
+                ConvGeometry::new_2d([h, w], [k, k], output, [s, s], [1, 1], [pt, pl])
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(150))]
+        /// The SIMD levels on the geometries of the AVX-512 `K x K` body,
+        /// one filter per channel (the dispatch takes that body for fewer
+        /// than 16 channels at any width).
+        #[test]
+        fn shifted_kernels_match_reference(
+            g in shifted_geometry(), ch in 1usize..4, act in act(), with_bias: bool, seed: u64,
+        ) {
+            let mut rnd = uniform(seed);
+            let image: Vec<f32> = (0..ch * g.image_size()).map(|_| rnd()).collect();
+            let kern: Vec<f32> = (0..ch * g.kernel_size()).map(|_| rnd()).collect();
+            let bias: Vec<f32> = (0..ch).map(|_| rnd()).collect();
+            let bias = with_bias.then_some(&bias[..]);
+            let n = ch * g.output_size();
+            let mut want = vec![f32::NAN; n];
+            definition(&Args::new(&g, ch, 1, &image, &kern, bias, act, &want), &mut want);
+            for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+                if !supported(lvl) {
+                    continue;
+                }
+                let mut got = vec![f32::NAN; n];
+                let args = Args::new(&g, ch, 1, &image, &kern, bias, act, &got);
+                depthwise_at(lvl, &args, &mut got, &mut vec![f32::NAN; 3]);
+                for i in 0..n {
+                    prop_assert_eq!(got[i].to_bits(), want[i].to_bits(),
+                        "{:?} at {}: {} vs definition {} (geometry {:?})", lvl, i, got[i], want[i], g);
                 }
             }
         }

@@ -20,15 +20,234 @@ pub(crate) unsafe fn avx512(args: &Args, out: &mut [f32], scratch: &mut Vec<f32>
         return;
     }
     let (r, c) = block(g.ow, 16);
+    let shifted = shifted_kernel(args);
     // SAFETY: forwarded contract; every channel function below reads
     // within the plane `layout` sized for 16 lanes.
+    unsafe { for_channels::<Avx512>(args, out, scratch, |p, y| channel512(shifted, r, c, p, y)) }
+}
+
+/// The kernel side `K` (3 or 5) when [`channel_k`] runs `a`: one filter
+/// per channel, a `K x K` kernel without dilation, both strides 1 or
+/// both 2; else 0.
+fn shifted_kernel(a: &Args) -> usize {
+    let g = &a.g;
+    let stride = g.sh == g.sw && (g.sh == 1 || g.sh == 2);
+    if a.mult == 1 && stride && (g.dh, g.dw) == (1, 1) && g.kh == g.kw && matches!(g.kh, 3 | 5) {
+        g.kh
+    } else {
+        0
+    }
+}
+
+/// One channel at AVX-512F: [`channel_k`] for a `K x K` kernel (`shifted`
+/// = `K`, see [`shifted_kernel`]), else [`channel`], in blocks of `r x c`
+/// ([`block`]; [`channel_k`] at stride 2 or with `K` = 5 splits the
+/// block's rows, to keep its sums and shifted rows in registers). (A
+/// function, not the closure's body: a closure does not inherit its
+/// caller's target features.)
+///
+/// # Safety
+/// AVX-512F, AVX2 and FMA; `p` as [`channel`] and, with `shifted`,
+/// [`channel_k`] require.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn channel512(shifted: usize, r: usize, c: usize, p: &Channel, y: &mut [f32]) {
+    // SAFETY: forwarded contract.
     unsafe {
-        for_channels::<Avx512>(args, out, scratch, |p, y| match (r, c) {
-            (7, 1) => channel::<Avx512, 7, 1>(p, y),
-            (6, 2) => channel::<Avx512, 6, 2>(p, y),
-            (4, 3) => channel::<Avx512, 4, 3>(p, y),
+        match (shifted, p.g.sh, r, c) {
+            (3, 1, 7, 1) => channel_k::<7, 1, 3, 1>(p, y),
+            (3, 1, 6, 2) => channel_k::<6, 2, 3, 1>(p, y),
+            (3, 1, 4, 3) => channel_k::<4, 3, 3, 1>(p, y),
+            (3, 1, _, _) => channel_k::<3, 4, 3, 1>(p, y),
+            (5, 1, 7, 1) => channel_k::<7, 1, 5, 1>(p, y),
+            (5, 1, 6, 2) => channel_k::<3, 2, 5, 1>(p, y),
+            (5, 1, 4, 3) => channel_k::<2, 3, 5, 1>(p, y),
+            (5, 1, _, _) => channel_k::<3, 4, 5, 1>(p, y),
+            (3, 2, 7, 1) => channel_k::<7, 1, 3, 2>(p, y),
+            (3, 2, 6, 2) => channel_k::<3, 2, 3, 2>(p, y),
+            (3, 2, 4, 3) => channel_k::<2, 3, 3, 2>(p, y),
+            (3, 2, _, _) => channel_k::<3, 4, 3, 2>(p, y),
+            (5, 2, 7, 1) => channel_k::<7, 1, 5, 2>(p, y),
+            (5, 2, 6, 2) => channel_k::<3, 2, 5, 2>(p, y),
+            (5, 2, 4, 3) => channel_k::<2, 3, 5, 2>(p, y),
+            (5, 2, _, _) => channel_k::<1, 4, 5, 2>(p, y),
+            (_, _, 7, 1) => channel::<Avx512, 7, 1>(p, y),
+            (_, _, 6, 2) => channel::<Avx512, 6, 2>(p, y),
+            (_, _, 4, 3) => channel::<Avx512, 4, 3>(p, y),
             _ => channel::<Avx512, 3, 4>(p, y),
+        }
+    }
+}
+
+/// Whether tap `t` of `taps` starts (`.0`) and ends (`.1`) a block of
+/// [`tap_blocks`].
+const fn tap_role(t: usize, taps: usize) -> (bool, bool) {
+    let fours = 4 * (taps / 4);
+    if t < fours {
+        (t.is_multiple_of(4), t % 4 == 3)
+    } else if taps - fours >= 2 && t < fours + 2 {
+        (t == fours, t == fours + 1)
+    } else {
+        (true, true)
+    }
+}
+
+/// `v0` and `v1` (16 consecutive floats each) shifted down by `j` lanes:
+/// the vector starting `j` floats past `v0`'s first.
+///
+/// # Safety
+/// AVX-512F.
+#[inline(always)]
+unsafe fn shift16(v0: __m512, v1: __m512, j: usize) -> __m512 {
+    // SAFETY: AVX-512F (forwarded contract).
+    unsafe {
+        let (a, b) = (_mm512_castps_si512(v1), _mm512_castps_si512(v0));
+        _mm512_castsi512_ps(match j {
+            0 => b,
+            1 => _mm512_alignr_epi32::<1>(a, b),
+            2 => _mm512_alignr_epi32::<2>(a, b),
+            3 => _mm512_alignr_epi32::<3>(a, b),
+            _ => _mm512_alignr_epi32::<4>(a, b),
         })
+    }
+}
+
+/// [`channel`] for a `K x K` kernel (`K` 3 or 5) at stride `S` (1 or 2 on
+/// both axes) without dilation, one filter per channel, at AVX-512F:
+/// each of the block's plane rows (each phase of it at stride 2) is read
+/// as aligned vectors once, the column shifts its taps need are made in
+/// registers (tap column `kc` reads phase `kc % S` shifted by `kc / S`)
+/// and applied to every output row of the block that uses that row.
+/// (Loading each tap at its own offset made two of three loads of a 3 x 3
+/// kernel straddle cache lines. Every output element is still the same
+/// sequence of operations: its taps in kernel row-major order, in the
+/// blocks of [`tap_blocks`].)
+///
+/// # Safety
+/// AVX-512F; `p.g` as [`shifted_kernel`] accepts with `K` and `S`, `R`
+/// dividing the block rows of `layout`; the plane of `layout` for 16
+/// lanes (a block's plane rows `S * r0 .. S * (r0 + R - 1) + K` and its
+/// columns `x0 .. x0 + (C + 1) * 16` of each phase inside it, `x0` and
+/// the phase width multiples of 16, the plane aligned).
+#[inline(always)]
+unsafe fn channel_k<const R: usize, const C: usize, const K: usize, const S: usize>(
+    p: &Channel,
+    y: &mut [f32],
+) {
+    const L: usize = 16;
+    let g = p.g;
+    debug_assert!((g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) == (K, K, S, S, 1, 1) && p.blocked);
+    let plane = p.plane.as_ptr();
+    let yp = y.as_mut_ptr();
+    let ph = (S * p.wq, p.wq);
+    // SAFETY: (whole body) plane rows below S * (r0 + R - 1) + K <= plane
+    // rows and columns below x0 + (C + 1) * 16 <= wq of each phase (see
+    // `layout`); aligned loads at multiples of 16 floats from an aligned
+    // plane.
+    unsafe {
+        let mut w = [Avx512::zero(); 25];
+        for (t, wt) in w.iter_mut().enumerate().take(K * K) {
+            *wt = Avx512::splat(p.k[t]);
+        }
+        let mut r0 = 0;
+        while r0 < g.oh {
+            p.prefetch_next(r0, R);
+            let mut x0 = 0;
+            while x0 < g.ow {
+                let base = plane.add(S * r0 * ph.0 + x0);
+                let mut acc = [[Avx512::zero(); C]; R];
+                let mut blk = [[Avx512::zero(); C]; R];
+                let st = (&mut acc, &mut blk);
+                // one call per plane row, its index a constant (a loop
+                // here kept the sums in memory); calls past the block's
+                // last row return at once
+                const { assert!(S * (R - 1) + K <= 17) };
+                kernel_row::<R, C, K, S, 0>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 1>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 2>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 3>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 4>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 5>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 6>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 7>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 8>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 9>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 10>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 11>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 12>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 13>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 14>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 15>(base, ph, &w, st.0, st.1);
+                kernel_row::<R, C, K, S, 16>(base, ph, &w, st.0, st.1);
+                store_block::<Avx512, R, C>(p, &acc, yp, r0, x0);
+                x0 += C * L;
+            }
+            r0 += R;
+        }
+    }
+}
+
+/// Plane row `Y` of a block of [`channel_k`] (nothing past its last, `S *
+/// (R - 1) + K - 1`): per vector of columns, each phase's two vectors and
+/// the shifts of them the taps read, applied to every output row `rr` of
+/// the block with kernel row `Y - S * rr` in `0..K`. `ph` is the plane's
+/// row pitch and phase width.
+///
+/// # Safety
+/// As [`channel_k`]; `base` the block's first plane element.
+#[inline(always)]
+unsafe fn kernel_row<
+    const R: usize,
+    const C: usize,
+    const K: usize,
+    const S: usize,
+    const Y: usize,
+>(
+    base: *const f32,
+    ph: (usize, usize),
+    w: &[__m512; 25],
+    acc: &mut [[__m512; C]; R],
+    blk: &mut [[__m512; C]; R],
+) {
+    const L: usize = 16;
+    if Y >= S * (R - 1) + K {
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe {
+        let row = base.add(Y * ph.0);
+        for c in 0..C {
+            // tap column kc: phase kc % S, shifted by kc / S
+            let mut s = [Avx512::zero(); K];
+            for b in 0..S.min(K) {
+                let v0 = _mm512_load_ps(row.add(b * ph.1 + c * L));
+                let v1 = _mm512_load_ps(row.add(b * ph.1 + (c + 1) * L));
+                let mut kc = b;
+                while kc < K {
+                    s[kc] = shift16(v0, v1, kc / S);
+                    kc += S;
+                }
+            }
+            for rr in 0..R {
+                if Y < S * rr || Y - S * rr >= K {
+                    continue;
+                }
+                let kr = Y - S * rr;
+                for (kc, &sv) in s.iter().enumerate() {
+                    let t = kr * K + kc;
+                    let prod = Avx512::mul(sv, w[t]);
+                    let (start, end) = tap_role(t, K * K);
+                    let b = if start {
+                        prod
+                    } else {
+                        Avx512::add(blk[rr][c], prod)
+                    };
+                    blk[rr][c] = b;
+                    if end {
+                        acc[rr][c] = Avx512::add(b, acc[rr][c]);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -68,6 +287,28 @@ pub(crate) struct Channel<'a> {
     blocked: bool,
     bias: Option<f32>,
     act: Activation,
+    /// The next channel's input (empty if none), prefetched a part per
+    /// block of output rows ([`Channel::prefetch_next`]).
+    next: &'a [f32],
+}
+
+impl Channel<'_> {
+    /// Prefetches into L2 the part of [`Channel::next`] proportional to
+    /// output rows `r0 .. r0 + rows`: spread over the channel's blocks,
+    /// the requests do not queue up behind each other as a loop over the
+    /// whole channel's lines did.
+    #[inline(always)]
+    fn prefetch_next(&self, r0: usize, rows: usize) {
+        let (n, oh) = (self.next.len(), self.g.oh.max(1));
+        let lo = (r0 * n / oh) & !15;
+        let hi = ((r0 + rows).min(oh) * n / oh).min(n);
+        let mut i = lo;
+        while i < hi {
+            // SAFETY: a prefetch of an address inside `next`.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(self.next.as_ptr().add(i) as *const i8) };
+            i += 16;
+        }
+    }
 }
 
 /// Sets up the plane and calls `f` for every output channel, filling
@@ -105,15 +346,13 @@ unsafe fn for_channels<S: Simd>(
             // SAFETY: the caller runs with S's target features.
             unsafe { fill_plane::<S>(g, &a.image[(o / a.mult) * isz..][..isz], plane, rows, wq) };
         }
-        // start fetching the next input channel while this one computes
+        // the next input channel, fetched while this one computes
         let next = o + 1;
-        if next < a.channels * a.mult && next % a.mult == 0 {
-            let img = &a.image[(next / a.mult) * isz..][..isz];
-            for line in img.chunks(16) {
-                // SAFETY: a prefetch of a valid address.
-                unsafe { _mm_prefetch::<_MM_HINT_T1>(line.as_ptr() as *const i8) };
-            }
-        }
+        let next_image: &[f32] = if next < a.channels * a.mult && next % a.mult == 0 {
+            &a.image[(next / a.mult) * isz..][..isz]
+        } else {
+            &[]
+        };
         let p = Channel {
             g,
             plane,
@@ -123,6 +362,7 @@ unsafe fn for_channels<S: Simd>(
             blocked: a.mult == 1,
             bias: a.bias.map(|b| b[o]),
             act: a.act,
+            next: next_image,
         };
         f(&p, &mut out[o * osz..][..osz]);
     }
@@ -297,6 +537,7 @@ unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut 
     let (taps, toff) = (g.kh * g.kw, p.toff);
     let mut r0 = 0;
     while r0 < g.oh {
+        p.prefetch_next(r0, R);
         let mut x0 = 0;
         while x0 < g.ow {
             // SAFETY: (whole block) rows (r0 + rr) * sh + ki * dh <
@@ -309,23 +550,19 @@ unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut 
                 }
                 let mut acc = [[S::zero(); C]; R];
                 if p.blocked {
-                    for (t0, n) in tap_blocks(taps) {
-                        let mut blk = [[S::zero(); C]; R];
-                        for t in t0..t0 + n {
-                            let wv = S::splat(*p.k.get_unchecked(t));
-                            let off = *toff.get_unchecked(t);
-                            for (bkr, row) in blk.iter_mut().zip(&rows) {
-                                for (ci, b) in bkr.iter_mut().enumerate() {
-                                    let prod = S::mul(S::load(row.add(off + ci * l)), wv);
-                                    *b = if t == t0 { prod } else { S::add(*b, prod) };
-                                }
-                            }
-                        }
-                        for (accr, bkr) in acc.iter_mut().zip(&blk) {
-                            for (a, &b) in accr.iter_mut().zip(bkr) {
-                                *a = S::add(b, *a);
-                            }
-                        }
+                    // the blocks of `tap_blocks` as plain loops (an
+                    // iterator here kept the sums in memory)
+                    let mut t0 = 0;
+                    while t0 + 4 <= taps {
+                        tap_block::<S, R, C, 4>(p, &rows, t0, &mut acc);
+                        t0 += 4;
+                    }
+                    if taps - t0 >= 2 {
+                        tap_block::<S, R, C, 2>(p, &rows, t0, &mut acc);
+                        t0 += 2;
+                    }
+                    if t0 < taps {
+                        tap_block::<S, R, C, 1>(p, &rows, t0, &mut acc);
                     }
                 } else {
                     for (t, &off) in toff.iter().enumerate() {
@@ -345,16 +582,61 @@ unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut 
     }
 }
 
+/// One block of `N` taps from `t0` ([`tap_blocks`]) of an `R x C` block
+/// of outputs: the products summed left to right, then added to `acc`.
+///
+/// # Safety
+/// `S`'s target features; every `rows[rr] + toff[t] + C * lanes` inside
+/// the plane, `t0 + N <= taps`.
+#[inline(always)]
+unsafe fn tap_block<S: Simd, const R: usize, const C: usize, const N: usize>(
+    p: &Channel,
+    rows: &[*const f32; R],
+    t0: usize,
+    acc: &mut [[S::V; C]; R],
+) {
+    let l = S::LANES;
+    // SAFETY: forwarded contract.
+    unsafe {
+        let mut blk = [[S::zero(); C]; R];
+        for i in 0..N {
+            let t = t0 + i;
+            let wv = S::splat(*p.k.get_unchecked(t));
+            let off = *p.toff.get_unchecked(t);
+            for (bkr, row) in blk.iter_mut().zip(rows) {
+                for (ci, b) in bkr.iter_mut().enumerate() {
+                    let prod = S::mul(S::load(row.add(off + ci * l)), wv);
+                    *b = if i == 0 { prod } else { S::add(*b, prod) };
+                }
+            }
+        }
+        for (accr, bkr) in acc.iter_mut().zip(&blk) {
+            for (a, &b) in accr.iter_mut().zip(bkr) {
+                *a = S::add(b, *a);
+            }
+        }
+    }
+}
+
 /// Whether [`avx512`] runs `a` with vectors across channels
 /// ([`by_channels`]) rather than along output rows: one filter per
 /// channel, at least a vector of channels, and short output rows, where
-/// row vectors waste lanes (measured on EfficientNet-Lite0's depthwise
-/// shapes: 0.6x the time at 7 x 7 and at 14 x 14 with stride 2, about
-/// 0.95x at 14 x 14 and 28 x 28, but 1.05x to 1.3x at 56 x 56 and
-/// 112 x 112).
+/// row vectors waste lanes. Measured on the depthwise shapes of
+/// MobileNetV2 and EfficientNet-Lite0 (`depthwise_speed`): against
+/// [`channel_k`] (3 x 3 and 5 x 5 kernels, stride 1 or 2) by channels
+/// takes 0.6x–0.85x the time at 7 x 7 outputs and at 14 x 14 with stride
+/// 2, but 1.1x–1.45x at 14 x 14 and 28 x 28 with stride 1; against
+/// [`channel`] (other kernels) 0.6x at 7 x 7 and at 14 x 14 with stride
+/// 2, about 0.95x at 14 x 14 and 28 x 28, 1.05x–1.3x at 56 x 56 and
+/// 112 x 112.
 pub(crate) fn goes_by_channels(a: &Args) -> bool {
     let g = &a.g;
-    a.mult == 1 && a.channels >= 16 && (g.ow <= 16 || (g.ow <= 28 && g.sw == 1))
+    let narrow = if shifted_kernel(a) != 0 && g.sw == 1 {
+        g.ow <= 8
+    } else {
+        g.ow <= 16 || (g.ow <= 28 && g.sw == 1)
+    };
+    a.mult == 1 && a.channels >= 16 && narrow
 }
 
 /// Output pixels per register block of [`by_channels`].
