@@ -3,7 +3,7 @@
 //! vocabulary of [`crate::simd`]; reached only through the dispatch table.
 
 use crate::activation::Activation;
-use crate::f32::depthwise::{block, fill_row, layout, tap_blocks, tap_offset, Args, Geo};
+use crate::f32::depthwise::{block, fill_row, layout, tap_offset, Args, Geo};
 use crate::simd::{Avx2, Avx512, Simd};
 use std::arch::x86_64::*;
 
@@ -79,7 +79,7 @@ unsafe fn channel512(shifted: usize, r: usize, c: usize, p: &Channel, y: &mut [f
 }
 
 /// Whether tap `t` of `taps` starts (`.0`) and ends (`.1`) a block of
-/// [`tap_blocks`].
+/// [`tap_blocks`](crate::f32::depthwise::tap_blocks).
 const fn tap_role(t: usize, taps: usize) -> (bool, bool) {
     let fours = 4 * (taps / 4);
     if t < fours {
@@ -120,7 +120,7 @@ unsafe fn shift16(v0: __m512, v1: __m512, j: usize) -> __m512 {
 /// (Loading each tap at its own offset made two of three loads of a 3 x 3
 /// kernel straddle cache lines. Every output element is still the same
 /// sequence of operations: its taps in kernel row-major order, in the
-/// blocks of [`tap_blocks`].)
+/// blocks of [`tap_blocks`](crate::f32::depthwise::tap_blocks).)
 ///
 /// # Safety
 /// AVX-512F; `p.g` as [`shifted_kernel`] accepts with `K` and `S`, `R`
@@ -283,7 +283,7 @@ pub(crate) struct Channel<'a> {
     /// The channel's `KH x KW` kernel.
     k: &'a [f32],
     /// One filter per channel: the taps are summed in blocks
-    /// ([`tap_blocks`]); else in one fused multiply-add chain.
+    /// ([`tap_blocks`](crate::f32::depthwise::tap_blocks)); else in one fused multiply-add chain.
     blocked: bool,
     bias: Option<f32>,
     act: Activation,
@@ -582,7 +582,7 @@ unsafe fn channel<S: Simd, const R: usize, const C: usize>(p: &Channel, y: &mut 
     }
 }
 
-/// One block of `N` taps from `t0` ([`tap_blocks`]) of an `R x C` block
+/// One block of `N` taps from `t0` ([`tap_blocks`](crate::f32::depthwise::tap_blocks)) of an `R x C` block
 /// of outputs: the products summed left to right, then added to `acc`.
 ///
 /// # Safety
@@ -826,23 +826,55 @@ unsafe fn pixels<const N: usize>(p: &PixelTaps, src: *const f32, dst: *mut f32) 
     // SAFETY: (whole body) in bounds per the caller.
     unsafe {
         let mut acc = [Avx512::zero(); N];
-        for (t0, n) in tap_blocks(p.toff.len()) {
-            let mut blk = [Avx512::zero(); N];
-            for t in t0..t0 + n {
-                let wv = Avx512::load(p.wts.add(t * L));
-                let base = src.add(*p.toff.get_unchecked(t));
-                for (i, b) in blk.iter_mut().enumerate() {
-                    let prod = Avx512::mul(Avx512::load(base.add(i * p.step)), wv);
-                    *b = if t == t0 { prod } else { Avx512::add(*b, prod) };
-                }
-            }
-            for (a, &b) in acc.iter_mut().zip(&blk) {
-                *a = Avx512::add(b, *a);
-            }
+        // the blocks of `tap_blocks` as plain loops (an iterator here kept
+        // the sums in memory)
+        let taps = p.toff.len();
+        let mut t0 = 0;
+        while t0 + 4 <= taps {
+            pixel_block::<N, 4>(p, src, t0, &mut acc);
+            t0 += 4;
+        }
+        if taps - t0 >= 2 {
+            pixel_block::<N, 2>(p, src, t0, &mut acc);
+            t0 += 2;
+        }
+        if t0 < taps {
+            pixel_block::<N, 1>(p, src, t0, &mut acc);
         }
         for (i, &v) in acc.iter().enumerate() {
             let v = finish::<Avx512>(v, p.bias, p.clamp, p.lo, p.hi, p.act);
             Avx512::store(dst.add(i * L), v);
+        }
+    }
+}
+
+/// One block of `M` taps from `t0` ([`tap_blocks`](crate::f32::depthwise::tap_blocks)) of [`pixels`]: the
+/// products summed left to right, then added to `acc`.
+///
+/// # Safety
+/// As [`pixels`]; `t0 + M` at most the taps.
+#[inline(always)]
+unsafe fn pixel_block<const N: usize, const M: usize>(
+    p: &PixelTaps,
+    src: *const f32,
+    t0: usize,
+    acc: &mut [__m512; N],
+) {
+    const L: usize = 16;
+    // SAFETY: forwarded contract.
+    unsafe {
+        let mut blk = [Avx512::zero(); N];
+        for j in 0..M {
+            let t = t0 + j;
+            let wv = Avx512::load(p.wts.add(t * L));
+            let base = src.add(*p.toff.get_unchecked(t));
+            for (i, b) in blk.iter_mut().enumerate() {
+                let prod = Avx512::mul(Avx512::load(base.add(i * p.step)), wv);
+                *b = if j == 0 { prod } else { Avx512::add(*b, prod) };
+            }
+        }
+        for (a, &b) in acc.iter_mut().zip(&blk) {
+            *a = Avx512::add(b, *a);
         }
     }
 }
