@@ -432,6 +432,110 @@ pub fn gemm_bias_add_act(
     }
 }
 
+/// One image of a 2-D ungrouped convolution as [`gemm_bias_add_act`] of
+/// its packed weight `a` (`M x C·KH·KW`: the weight tensor's rows) and the
+/// column matrix of `image` (`[C, H, W]`, `C` = `c_in`) under geometry
+/// `g`, without that matrix: each input channel is copied once into a
+/// zero-padded plane split into the column stride's phases, and each step
+/// of the sum reads its columns from there. `out` is `[M, OH·OW]`
+/// (overwritten), `addend` (added after the bias, before `act`) the same
+/// shape. Each element is the sequence of operations of
+/// [`gemm_bias_add_act`] on the column matrix with the same `k_block`
+/// (that of [`crate::im2col::im2col`] followed by it), so the same bits.
+///
+/// Runs where the packed GEMM has its own kernels (AVX-512F, AVX2 + FMA;
+/// `a` packed for the running level), with the output rows divided
+/// between the intra-op threads; returns `false`, having written
+/// nothing, elsewhere and for geometries without two spatial axes or with
+/// negative padding.
+///
+/// ```
+/// use qport_kernels::activation::Activation;
+/// use qport_kernels::im2col::{im2col, ConvGeometry};
+/// use qport_kernels::pgemm::{conv2d_bias_add_act, gemm_bias_act, PackedA};
+/// // 2 input channels 4 x 5, 3 filters 3 x 3, stride 1, padding 1
+/// let g = ConvGeometry::new_2d([4, 5], [3, 3], [4, 5], [1, 1], [1, 1], [1, 1]);
+/// let x: Vec<f32> = (0..40).map(|i| (i % 7) as f32 - 3.0).collect();
+/// let w: Vec<f32> = (0..54).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
+/// let a = PackedA::new(&w, 3, 18);
+/// let mut direct = vec![0.0f32; 60];
+/// if conv2d_bias_add_act(&a, &g, 2, &x, None, None, Activation::Relu, &mut direct, 0, &mut vec![]) {
+///     let mut col = vec![0.0f32; 18 * 20];
+///     im2col(&g, 2, &x, 0.0, &mut col);
+///     let mut y = vec![0.0f32; 60];
+///     gemm_bias_act(&a, &col, 20, 20, None, Activation::Relu, &mut y, 20, 0, &mut vec![]);
+///     assert_eq!(direct, y);
+/// }
+/// ```
+///
+/// # Panics
+/// Panics if `a` has other than `c_in * KH * KW` columns or a slice is
+/// too short for its view.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(clippy::ptr_arg, unused_variables))]
+pub fn conv2d_bias_add_act(
+    a: &PackedA,
+    g: &crate::im2col::ConvGeometry,
+    c_in: usize,
+    image: &[f32],
+    bias: Option<&[f32]>,
+    addend: Option<&[f32]>,
+    act: Activation,
+    out: &mut [f32],
+    k_block: usize,
+    scratch: &mut Vec<f32>,
+) -> bool {
+    let Some(geo) = crate::f32::depthwise::Geo::new(g) else {
+        return false;
+    };
+    assert_eq!(
+        a.k,
+        c_in * geo.kh * geo.kw,
+        "conv2d_bias_add_act: the weight has {} columns, the geometry {} x {} x {}",
+        a.k,
+        c_in,
+        geo.kh,
+        geo.kw
+    );
+    let (m, n) = (a.m, geo.oh * geo.ow);
+    assert!(
+        image.len() >= c_in * geo.h * geo.w,
+        "conv2d_bias_add_act: image too short"
+    );
+    assert!(out.len() >= m * n, "conv2d_bias_add_act: out too short");
+    if let Some(b) = bias {
+        assert!(b.len() >= m, "conv2d_bias_add_act: bias too short");
+    }
+    if let Some(r) = addend {
+        assert!(r.len() >= m * n, "conv2d_bias_add_act: addend too short");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if a.level != Level::Generic
+        && (a.level == level() || (a.level == Level::Avx2 && level() == Level::Avx512))
+    {
+        if m == 0 || n == 0 {
+            return true;
+        }
+        let call = Call {
+            a,
+            b: &[],
+            ldb: n,
+            n,
+            bias,
+            addend: addend.map(|r| (r, n)),
+            act,
+            ldc: n,
+            kc: (if k_block == 0 { a.k } else { k_block.min(a.k) }).max(1),
+        };
+        let conv = x86::ConvB { image, c_in, geo };
+        // SAFETY: the CPU supports `a.level` (detected, and an AVX-512 row
+        // has AVX2 + FMA); views checked above.
+        unsafe { x86::conv_wide(a.level, &call, &conv, out.as_mut_ptr(), scratch) };
+        return true;
+    }
+    false
+}
+
 /// The block of the sum over `K` in onnxruntime's single-threaded SGEMM
 /// (MLAS `MlasSgemmOperation`, and its convolution `MlasConvOperation`,
 /// which steps the same way) for a product with `n` output columns and
@@ -710,6 +814,140 @@ mod tests {
         }
     }
 
+    /// A convolution's operands: geometry, image, packed-weight rows, bias
+    /// and addend, from a seed.
+    #[allow(clippy::type_complexity)]
+    fn conv_case(
+        (h, w, c_in, m): (usize, usize, usize, usize),
+        (kh, kw, sh, sw, dh, dw): (usize, usize, usize, usize, usize, usize),
+        (pt, pl, eb, er): (isize, isize, usize, usize),
+        seed: u64,
+    ) -> (
+        crate::im2col::ConvGeometry,
+        Vec<f32>,
+        Vec<f32>,
+        Vec<f32>,
+        Vec<f32>,
+    ) {
+        let out = |i: usize, k: usize, s: usize, d: usize, p: isize, e: usize| {
+            (i + p as usize + e).saturating_sub((k - 1) * d + 1) / s + 1
+        };
+        let output = [out(h, kh, sh, dh, pt, eb), out(w, kw, sw, dw, pl, er)];
+        let g = crate::im2col::ConvGeometry::new_2d(
+            [h, w],
+            [kh, kw],
+            output,
+            [sh, sw],
+            [dh, dw],
+            [pt, pl],
+        );
+        let mut s = seed | 1;
+        let mut rnd = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let n = output[0] * output[1];
+        let x = (0..c_in * h * w).map(|_| rnd()).collect();
+        let wt = (0..m * c_in * kh * kw).map(|_| rnd()).collect();
+        let bias = (0..m).map(|_| rnd()).collect();
+        let r = (0..m * n).map(|_| rnd()).collect();
+        (g, x, wt, bias, r)
+    }
+
+    /// A convolution's image, weight rows, bias and addend.
+    type ConvOps<'a> = (&'a [f32], &'a [f32], Option<&'a [f32]>, Option<&'a [f32]>);
+
+    /// [`conv2d_bias_add_act`] at `lvl` against im2col and
+    /// [`gemm_bias_add_act`] at the same level, bit for bit; `false` when
+    /// the level has no planes body (it must then write nothing).
+    #[allow(clippy::too_many_arguments)]
+    fn conv_matches_im2col(
+        lvl: Level,
+        g: &crate::im2col::ConvGeometry,
+        c_in: usize,
+        m: usize,
+        (x, wt, bias, r): ConvOps,
+        act: Activation,
+        kb: usize,
+    ) -> bool {
+        let k = wt.len() / m;
+        let n = g.output_size();
+        let pa = PackedA::at(lvl, wt, m, k);
+        let mut col = vec![f32::NAN; k * n];
+        crate::im2col::im2col(g, c_in, x, 0.0, &mut col);
+        let mut want = vec![f32::NAN; m * n];
+        let ra = r.map(|r| (r, n));
+        gemm_bias_add_act(
+            &pa,
+            &col,
+            n,
+            n,
+            bias,
+            ra,
+            act,
+            &mut want,
+            n,
+            kb,
+            &mut vec![],
+        );
+        let mut got = vec![f32::NAN; m * n];
+        let ran = conv2d_bias_add_act(&pa, g, c_in, x, bias, r, act, &mut got, kb, &mut vec![]);
+        if !ran {
+            assert!(
+                got.iter().all(|v| v.is_nan()),
+                "{lvl:?}: wrote while declining"
+            );
+            return false;
+        }
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "{lvl:?} at {i}: {a} vs {b} ({g:?}, kb {kb})"
+            );
+        }
+        true
+    }
+
+    /// The planes body over its threads: the bits of one thread.
+    #[test]
+    fn conv_planes_split_over_threads_bit_identical() {
+        let _g = crate::test_lock();
+        let dims = (40, 45, 3, 20);
+        let (g, x, wt, bias, r) = conv_case(dims, (7, 7, 2, 2, 1, 1), (3, 3, 0, 1), 7);
+        for lvl in [Level::Avx2, Level::Avx512] {
+            if !supported(lvl) || !cfg!(target_arch = "x86_64") {
+                continue;
+            }
+            let pa = PackedA::at(lvl, &wt, 20, 3 * 49);
+            let run = |t: usize| {
+                crate::par::set_threads(t);
+                let mut y = vec![f32::NAN; 20 * g.output_size()];
+                let act = Activation::Relu;
+                let ran = conv2d_bias_add_act(
+                    &pa,
+                    &g,
+                    3,
+                    &x,
+                    Some(&bias),
+                    Some(&r),
+                    act,
+                    &mut y,
+                    128,
+                    &mut vec![],
+                );
+                crate::par::set_threads(1);
+                assert!(ran);
+                y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            let one = run(1);
+            assert_eq!(run(2), one, "{lvl:?}");
+            assert_eq!(run(3), one, "{lvl:?}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(100))]
         #[test]
@@ -767,6 +1005,40 @@ mod tests {
                         prop_assert!((g - w).abs() <= tol, "{:?} ({}, {}): {} vs {}", lvl, i, j, g, w);
                     }
                 }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(160))]
+        /// The planes body on any 2-D geometry (strides 1–3, dilations,
+        /// padding, kernels up to 7 x 7, rows up to 70 outputs wide) at
+        /// every level, with or without bias and addend: the bits of
+        /// im2col and the GEMM; the generic level declines.
+        #[test]
+        fn conv_planes_match_im2col_then_gemm(
+            hw in (1usize..24, 1usize..70), cm in (1usize..5, 1usize..20),
+            k in (1usize..8, 1usize..8), s in (1usize..4, 1usize..4),
+            d in (1usize..3, 1usize..3), p in (0isize..4, 0isize..4), e in (0usize..3, 0usize..3),
+            kb in prop_oneof![Just(0usize), 1usize..40], act_i in 0usize..4,
+            with_bias: bool, with_addend: bool, seed: u64,
+        ) {
+            let (c_in, m) = cm;
+            let (g, x, wt, bias, r) = conv_case(
+                (hw.0, hw.1, c_in, m), (k.0, k.1, s.0, s.1, d.0, d.1), (p.0, p.1, e.0, e.1), seed);
+            let act = [
+                Activation::Identity,
+                Activation::Relu,
+                Activation::Clip { lo: -0.3, hi: 0.4 },
+                Activation::HardSwish,
+            ][act_i];
+            let ops = (&x[..], &wt[..], with_bias.then_some(&bias[..]), with_addend.then_some(&r[..]));
+            for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+                if !supported(lvl) {
+                    continue;
+                }
+                let ran = conv_matches_im2col(lvl, &g, c_in, m, ops, act, kb);
+                prop_assert_eq!(ran, lvl != Level::Generic && cfg!(target_arch = "x86_64"));
             }
         }
     }

@@ -374,7 +374,13 @@ unsafe fn for_channels<S: Simd>(
 /// Only the parts inside the image are written, so the padding, zero
 /// from the start, stays zero for every channel of the same geometry.
 #[inline(always)]
-unsafe fn fill_plane<S: Simd>(g: &Geo, img: &[f32], plane: &mut [f32], rows: usize, wq: usize) {
+pub(crate) unsafe fn fill_plane<S: Simd>(
+    g: &Geo,
+    img: &[f32],
+    plane: &mut [f32],
+    rows: usize,
+    wq: usize,
+) {
     let (sw, pl, l) = (g.sw, g.pl, S::LANES);
     for y in g.pt..rows.min(g.pt + g.h) {
         let src = &img[(y - g.pt) * g.w..][..g.w];

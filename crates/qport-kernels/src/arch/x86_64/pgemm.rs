@@ -10,7 +10,9 @@
 //! (wide) or 9 (transposed) of the 16 `ymm` registers on AVX2.
 
 use crate::activation::Activation;
+use crate::arch::x86_64::depthwise::fill_plane;
 use crate::dispatch::Level;
+use crate::f32::depthwise::Geo;
 use crate::f32::pgemm::{Call, Geom, AVX2, AVX512};
 use crate::simd::{Avx2, Avx512, Simd};
 use std::arch::x86_64::*;
@@ -204,6 +206,218 @@ unsafe fn wide<S: Simd, const MR: usize>(
                 }
                 tile!(q, j, bp);
             }
+        }
+    }
+}
+
+/// The image side of [`conv_wide`]: one image (`[c_in, h, w]`) and its
+/// convolution geometry (two spatial axes, checked).
+pub(crate) struct ConvB<'a> {
+    pub(crate) image: &'a [f32],
+    pub(crate) c_in: usize,
+    pub(crate) geo: Geo,
+}
+
+thread_local! {
+    /// The plane offset of each step of the sum ([`conv_wide`]), kept
+    /// between calls.
+    static STEP_OFFSETS: std::cell::RefCell<Vec<usize>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A convolution as the wide order's product of `call.a` (the packed
+/// weight, `k = c_in * kh * kw` columns) and the column matrix of
+/// `conv.image` (`call.n` = the output size; `call.b` unused), without
+/// the column matrix: each input channel is copied once into a
+/// zero-padded plane of `sw` column phases (the depthwise kernel's
+/// layout), and step `p = (ci, ki, kj)` of a tile reads its two vectors
+/// of columns from that plane at a fixed offset from the tile's output
+/// row and first column. Tiles never cross an output row. The output
+/// rows are divided between the intra-op threads. Every element is the
+/// wide order's sequence of operations on the column matrix, so the
+/// bits of im2col followed by [`run`].
+///
+/// # Safety
+/// The CPU supports `level`; `call` checked against `c` (`m` rows of
+/// `ldc = n`), `conv` against `call.a` (`k = c_in * kh * kw`) and its
+/// image; `a` packed for `level`.
+pub(crate) unsafe fn conv_wide(
+    level: Level,
+    call: &Call,
+    conv: &ConvB,
+    c: *mut f32,
+    scratch: &mut Vec<f32>,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if level == Level::Avx512 {
+            conv_wide512(call, conv, c, scratch)
+        } else {
+            conv_wide2(call, conv, c, scratch)
+        }
+    }
+}
+
+/// [`conv_wide`] on AVX-512: tiles of 8 rows by 32 columns.
+///
+/// # Safety
+/// As [`conv_wide`], AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn conv_wide512(call: &Call, conv: &ConvB, c: *mut f32, scratch: &mut Vec<f32>) {
+    // SAFETY: forwarded contract.
+    unsafe { conv_wide_in::<Avx512>(call, conv, c, scratch, AVX512, conv_rows512) }
+}
+
+/// [`conv_wide`] on AVX2: tiles of 6 rows by 16 columns.
+///
+/// # Safety
+/// As [`conv_wide`], AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn conv_wide2(call: &Call, conv: &ConvB, c: *mut f32, scratch: &mut Vec<f32>) {
+    // SAFETY: forwarded contract.
+    unsafe { conv_wide_in::<Avx2>(call, conv, c, scratch, AVX2, conv_rows2) }
+}
+
+/// What the output rows of one [`conv_wide`] call read and write.
+struct ConvRows<'a> {
+    call: &'a Call<'a>,
+    geo: &'a Geo,
+    /// The zero-padded planes, each `plane` elements.
+    planes: &'a [f32],
+    /// Phase width of a plane row.
+    wq: usize,
+    /// The bias padded to whole tiles.
+    bpad: &'a [f32],
+    /// Plane offset of each step of the sum.
+    offs: &'a [usize],
+    c: crate::par::SendPtr<f32>,
+}
+
+/// [`conv_rows`] at AVX-512F (a function the threads call: a closure
+/// would not inherit the target features).
+///
+/// # Safety
+/// As [`conv_rows`], AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn conv_rows512(job: &ConvRows, r0: usize, r1: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { conv_rows::<Avx512, 8>(job, r0, r1, AVX512) }
+}
+
+/// [`conv_rows`] at AVX2 + FMA.
+///
+/// # Safety
+/// As [`conv_rows`], AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn conv_rows2(job: &ConvRows, r0: usize, r1: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { conv_rows::<Avx2, 6>(job, r0, r1, AVX2) }
+}
+
+/// The body of [`conv_wide`] for `S` (the planes, offsets and split over
+/// the threads; the tiles run in `rows`).
+///
+/// # Safety
+/// As [`conv_wide`]; `rows` the level's [`conv_rows`]; the caller enables
+/// `S`'s features.
+#[inline(always)]
+unsafe fn conv_wide_in<S: Simd>(
+    call: &Call,
+    conv: &ConvB,
+    c: *mut f32,
+    scratch: &mut Vec<f32>,
+    g: Geom,
+    rows_fn: unsafe fn(&ConvRows, usize, usize),
+) {
+    let (m, k, nr, l) = (call.a.m, call.a.k, g.nr, S::LANES);
+    let d = &conv.geo;
+    debug_assert!(2 * l == nr && k == conv.c_in * d.kh * d.kw);
+    let (oh, ow) = (d.oh, d.ow);
+    // each plane: the rows the outputs read, each in `sw` phases of `wq`
+    // (a tile's two vectors at its step's offset stay inside a phase)
+    let rows = (oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
+    let wq = (ow.next_multiple_of(nr) + (d.kw - 1) * d.dw / d.sw).next_multiple_of(l);
+    let plane = rows * d.sw * wq;
+    let np = m.div_ceil(g.mr);
+    // the planes (zero, then each channel's image written in), then the
+    // bias padded to whole tiles
+    scratch.clear();
+    scratch.resize(conv.c_in * plane + np * g.mr, 0.0);
+    let (planes, bpad) = scratch.split_at_mut(conv.c_in * plane);
+    if let Some(bias) = call.bias {
+        bpad[..m].copy_from_slice(&bias[..m]);
+    }
+    let isz = d.h * d.w;
+    for (ci, pl) in planes.chunks_exact_mut(plane).enumerate() {
+        // SAFETY: the caller enables S's features; the plane has `rows`
+        // rows of `sw` phases of `wq`, as `fill_plane` writes.
+        unsafe { fill_plane::<S>(d, &conv.image[ci * isz..][..isz], pl, rows, wq) };
+    }
+    STEP_OFFSETS.with(|offs| {
+        let mut offs = offs.borrow_mut();
+        offs.clear();
+        let taps = d.kh * d.kw;
+        offs.extend((0..k).map(|p| {
+            let (ci, t) = (p / taps, p % taps);
+            let (ki, kj) = (t / d.kw, t % d.kw);
+            ci * plane + ki * d.dh * d.sw * wq + (kj * d.dw) % d.sw * wq + kj * d.dw / d.sw
+        }));
+        let job = ConvRows {
+            call,
+            geo: d,
+            planes,
+            wq,
+            bpad,
+            offs: &offs,
+            c: crate::par::SendPtr(c),
+        };
+        let work = m * k * call.n;
+        crate::par::split(oh, 1, work, |r0, r1| {
+            // SAFETY: forwarded contract; rows r0..r1 write only their own
+            // columns of C.
+            unsafe { rows_fn(&job, r0, r1) }
+        });
+    });
+}
+
+/// Output rows `r0..r1` of [`conv_wide`]: per row, tiles of `MR` rows of
+/// C by `NR` columns (the last one partial), each step's vectors read
+/// from the planes.
+///
+/// # Safety
+/// As [`conv_wide`]; `MR == g.mr`, `2 * S::LANES == g.nr`; `job` built by
+/// [`conv_wide_in`]; the caller enables `S`'s features.
+#[inline(always)]
+unsafe fn conv_rows<S: Simd, const MR: usize>(job: &ConvRows, r0: usize, r1: usize, g: Geom) {
+    let call = job.call;
+    let (a, ldc, kc) = (call.a, call.ldc, call.kc);
+    let (m, k, mt, nr) = (a.m, a.k, g.mt, g.nr);
+    let d = job.geo;
+    let (ow, wq, offs) = (d.ow, job.wq, job.offs);
+    let c = job.c.get();
+    let np = m.div_ceil(MR);
+    for r in r0..r1 {
+        let mut x0 = 0;
+        while x0 < ow {
+            let nc = nr.min(ow - x0);
+            // SAFETY: (the tiles) plane rows r * sh + ki * dh < the plane's
+            // rows, phase columns x0 + offset + nr <= wq; panel rows q *
+            // MR.. of A with k * mt elements; C and the addend rows q *
+            // MR + i < m, columns r * ow + x0 .. + nc inside the checked
+            // views.
+            unsafe {
+                let base = job.planes.as_ptr().add(r * d.sh * d.sw * wq + x0);
+                let j0 = r * ow + x0;
+                for q in 0..np {
+                    let ap = a.panels.as_ptr().add((q * MR / mt) * k * mt + q * MR % mt);
+                    let row = |p: usize| base.add(*offs.get_unchecked(p));
+                    let acc = rank1_at::<S, 2, MR>(k, kc, row, ap, mt);
+                    let tail = Tail::at(job.bpad, call.act, call.addend, q * MR, j0);
+                    let rows = MR.min(m - q * MR);
+                    finish_tile::<S, MR>(&acc, tail, c.add(q * MR * ldc + j0), ldc, rows, nc);
+                }
+            }
+            x0 += nr;
         }
     }
 }
@@ -476,12 +690,31 @@ unsafe fn rank1<S: Simd, const V: usize, const N: usize>(
     scal: *const f32,
     ss: usize,
 ) -> [[S::V; V]; N] {
+    // SAFETY: forwarded contract.
+    unsafe { rank1_at::<S, V, N>(k, kc, |p| vecs.add(p * vs), scal, ss) }
+}
+
+/// [`rank1`] with the `V` vectors of step `p` at `row(p)` (any address:
+/// [`conv_wide`] reads them from a padded image). `row` computes an
+/// address only (it is no SIMD code, which a closure would not inline
+/// with the caller's target features).
+///
+/// # Safety
+/// As [`rank1`], for the vectors at `row(p)`, `p < k`.
+#[inline(always)]
+unsafe fn rank1_at<S: Simd, const V: usize, const N: usize>(
+    k: usize,
+    kc: usize,
+    row: impl Fn(usize) -> *const f32 + Copy,
+    scal: *const f32,
+    ss: usize,
+) -> [[S::V; V]; N] {
     // SAFETY: (whole body) pointers in bounds per the caller.
     unsafe {
-        let mut acc = block::<S, V, N>(0, k.min(kc), vecs, vs, scal, ss);
+        let mut acc = block::<S, V, N>(0, k.min(kc), row, scal, ss);
         let mut p0 = kc;
         while p0 < k {
-            let part = block::<S, V, N>(p0, k.min(p0 + kc), vecs, vs, scal, ss);
+            let part = block::<S, V, N>(p0, k.min(p0 + kc), row, scal, ss);
             for (a, b) in acc.iter_mut().zip(&part) {
                 for v in 0..V {
                     a[v] = S::add(a[v], b[v]);
@@ -493,18 +726,17 @@ unsafe fn rank1<S: Simd, const V: usize, const N: usize>(
     }
 }
 
-/// One block of [`rank1`]: the accumulators of steps `p0..p1`, from zero.
-/// A function, not a closure: a closure would not inherit the caller's
-/// target features, and its SIMD operations would become calls.
+/// One block of [`rank1_at`]: the accumulators of steps `p0..p1`, from
+/// zero. A function, not a closure: a closure would not inherit the
+/// caller's target features, and its SIMD operations would become calls.
 ///
 /// # Safety
-/// As [`rank1`].
+/// As [`rank1_at`].
 #[inline(always)]
 unsafe fn block<S: Simd, const V: usize, const N: usize>(
     p0: usize,
     p1: usize,
-    vecs: *const f32,
-    vs: usize,
+    row: impl Fn(usize) -> *const f32,
     scal: *const f32,
     ss: usize,
 ) -> [[S::V; V]; N] {
@@ -513,8 +745,9 @@ unsafe fn block<S: Simd, const V: usize, const N: usize>(
         let mut acc = [[S::zero(); V]; N];
         for p in p0..p1 {
             let mut x = [S::zero(); V];
+            let rp = row(p);
             for (v, xv) in x.iter_mut().enumerate() {
-                *xv = S::load(vecs.add(p * vs + v * S::LANES));
+                *xv = S::load(rp.add(v * S::LANES));
             }
             let sp = scal.add(p * ss);
             for (i, acci) in acc.iter_mut().enumerate() {
@@ -572,8 +805,29 @@ unsafe fn kernel<S: Simd, const MR: usize>(
 ) {
     // SAFETY: (whole body) pointers in bounds per the caller.
     unsafe {
+        let acc = rank1::<S, 2, MR>(k, kc, b, 2 * S::LANES, a, mt);
+        finish_tile::<S, MR>(&acc, tail, c, ldc, rows, cols);
+    }
+}
+
+/// The epilogue of a wide tile's sums `acc`: `act((sum + bias) +
+/// addend)`, stored as `rows x cols` (masked) from `c`.
+///
+/// # Safety
+/// `S`'s features; the `rows x cols` view of `c` (leading dimension
+/// `ldc`) and of the tail's addend in bounds, `cols <= 2 * S::LANES`.
+#[inline(always)]
+unsafe fn finish_tile<S: Simd, const MR: usize>(
+    acc: &[[S::V; 2]; MR],
+    tail: Tail,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+) {
+    // SAFETY: (whole body) pointers in bounds per the caller.
+    unsafe {
         let l = S::LANES;
-        let acc = rank1::<S, 2, MR>(k, kc, b, 2 * l, a, mt);
         let n0 = cols.min(l);
         let n1 = cols - n0;
         for (r, accr) in acc.iter().enumerate().take(rows) {
