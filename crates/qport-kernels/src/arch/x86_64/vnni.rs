@@ -648,7 +648,7 @@ mod x86 {
         #[inline(always)]
         unsafe fn row(&self, i: usize, bound: i64) -> Lanes16 {
             // SAFETY: the caller's CPU has AVX-512F.
-            unsafe { Lanes16::new(&self.rq[i]) }.bounded(bound)
+            unsafe { Lanes16::new(&self.rq[i]).bounded(bound) }
         }
         #[inline(always)]
         unsafe fn put(&self, row: &Lanes16, i: usize, js: usize, y: __m512i, cnt: usize) {
