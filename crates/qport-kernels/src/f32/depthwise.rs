@@ -173,6 +173,9 @@ pub fn depthwise2d_scratch(g: &ConvGeometry) -> Option<usize> {
 /// Positions outside the image (padding, including any end padding the
 /// output size implies) read as zero.
 ///
+/// Groups of 16 input channels are divided between the intra-op threads
+/// ([`crate::par`]); every output is the same on any number of threads.
+///
 /// # Panics
 /// Panics unless the geometry has two spatial axes, non-negative padding,
 /// non-zero kernel, strides and dilations, a scratch size that does not
@@ -190,7 +193,43 @@ pub fn depthwise2d(
     scratch: &mut Vec<f32>,
 ) {
     let args = Args::new(g, channels, mult, image, kernels, bias, act, out);
-    depthwise_at(level(), &args, out, scratch)
+    let geo = args.g;
+    let (isz, osz, ksz) = (geo.h * geo.w, geo.oh * geo.ow, geo.kh * geo.kw);
+    let work = channels * mult * osz * ksz;
+    let lvl = level();
+    if crate::par::parts_for(work) > 1 && channels > 1 && osz > 0 {
+        // groups of 16 input channels (the AVX-512 channels-last body's
+        // groups) on the intra-op threads, each with its own scratch, at
+        // this thread's level; every channel is computed as on one thread
+        let per = mult * osz;
+        crate::par::split_mut(
+            &mut out[..channels * per],
+            16 * per,
+            work,
+            |start, block| {
+                let (c0, n) = (start / per, block.len() / per);
+                let part = Args::new(
+                    g,
+                    n,
+                    mult,
+                    &image[c0 * isz..][..n * isz],
+                    &kernels[c0 * mult * ksz..][..n * mult * ksz],
+                    bias.map(|b| &b[c0 * mult..][..n * mult]),
+                    act,
+                    block,
+                );
+                THREAD_SCRATCH.with(|s| depthwise_at(lvl, &part, block, &mut s.borrow_mut()));
+            },
+        );
+        return;
+    }
+    depthwise_at(lvl, &args, out, scratch)
+}
+
+thread_local! {
+    /// The scratch of a block of channels run on an intra-op thread.
+    static THREAD_SCRATCH: std::cell::RefCell<Vec<f32>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// [`depthwise2d`] at a given SIMD level (the CPU must support it) on
@@ -685,6 +724,59 @@ mod tests {
         for i in 0..16 {
             for j in 0..16 {
                 assert_eq!(t[16 * j + i], m[16 * i + j], "({i}, {j})");
+            }
+        }
+    }
+
+    /// The channels split over the intra-op threads: the bits of one
+    /// thread, for channel counts that do and do not fill groups of 16,
+    /// one or two filters per channel, on every level (the threads run
+    /// the caller's level).
+    #[test]
+    fn intra_op_threads_give_bit_identical_outputs() {
+        use crate::dispatch::{with_isa, Isa};
+        let _g = crate::test_lock();
+        for (ch, mult, side, k, s) in [(40, 1, 56, 3, 1), (37, 2, 30, 5, 2), (1000, 1, 14, 3, 2)] {
+            let o = (side + 2 * (k / 2) - k) / s + 1;
+            let p = (k / 2) as isize;
+            let g = ConvGeometry::new_2d([side, side], [k, k], [o, o], [s, s], [1, 1], [p, p]);
+            let mut rnd = uniform(ch as u64);
+            let image: Vec<f32> = (0..ch * side * side).map(|_| rnd()).collect();
+            let kern: Vec<f32> = (0..ch * mult * k * k).map(|_| rnd()).collect();
+            let bias: Vec<f32> = (0..ch * mult).map(|_| rnd()).collect();
+            let run = |t: usize| {
+                crate::par::set_threads(t);
+                let mut y = vec![f32::NAN; ch * mult * o * o];
+                let act = Activation::Clip { lo: -0.5, hi: 0.5 };
+                depthwise2d(
+                    &g,
+                    ch,
+                    mult,
+                    &image,
+                    &kern,
+                    Some(&bias),
+                    act,
+                    &mut y,
+                    &mut vec![],
+                );
+                crate::par::set_threads(1);
+                y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            let lvls = [
+                (Level::Generic, Isa::Generic),
+                (Level::Avx2, Isa::Avx2),
+                (Level::Avx512, Isa::Avx512),
+            ];
+            for (lvl, isa) in lvls.into_iter().filter(|&(l, _)| supported(l)) {
+                let one = with_isa(isa, || run(1));
+                let mut want = vec![f32::NAN; ch * mult * o * o];
+                let act = Activation::Clip { lo: -0.5, hi: 0.5 };
+                let args = Args::new(&g, ch, mult, &image, &kern, Some(&bias), act, &want);
+                depthwise_at(lvl, &args, &mut want, &mut vec![]);
+                let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(one, want, "{lvl:?} {ch}x{side} one thread");
+                assert_eq!(with_isa(isa, || run(2)), one, "{lvl:?} {ch}x{side}");
+                assert_eq!(with_isa(isa, || run(3)), one, "{lvl:?} {ch}x{side}");
             }
         }
     }
