@@ -560,6 +560,17 @@ mod tests {
         }
     }
 
+    /// Image, kernels and bias of `ch` channels with `mult` filters each
+    /// for geometry `g`, drawn in that order from [`uniform`]`(seed)`.
+    fn operands(g: &ConvGeometry, ch: usize, mult: usize, seed: u64) -> [Vec<f32>; 3] {
+        let mut rnd = uniform(seed);
+        let m = ch * mult;
+        let image = (0..ch * g.image_size()).map(|_| rnd()).collect();
+        let kern = (0..m * g.kernel_size()).map(|_| rnd()).collect();
+        let bias = (0..m).map(|_| rnd()).collect();
+        [image, kern, bias]
+    }
+
     fn act() -> impl Strategy<Value = Activation> {
         prop_oneof![
             Just(Activation::Identity),
@@ -577,11 +588,8 @@ mod tests {
             g in geometry(), ch in 1usize..4, mult in 1usize..3, act in act(),
             with_bias: bool, seed: u64,
         ) {
-            let mut rnd = uniform(seed);
             let m = ch * mult;
-            let image: Vec<f32> = (0..ch * g.image_size()).map(|_| rnd()).collect();
-            let kern: Vec<f32> = (0..m * g.kernel_size()).map(|_| rnd()).collect();
-            let bias: Vec<f32> = (0..m).map(|_| rnd()).collect();
+            let [image, kern, bias] = operands(&g, ch, mult, seed);
             let bias = with_bias.then_some(&bias[..]);
             let n = m * g.output_size();
             let mut want = vec![f32::NAN; n];
@@ -645,10 +653,7 @@ mod tests {
         fn shifted_kernels_match_reference(
             g in shifted_geometry(), ch in 1usize..4, act in act(), with_bias: bool, seed: u64,
         ) {
-            let mut rnd = uniform(seed);
-            let image: Vec<f32> = (0..ch * g.image_size()).map(|_| rnd()).collect();
-            let kern: Vec<f32> = (0..ch * g.kernel_size()).map(|_| rnd()).collect();
-            let bias: Vec<f32> = (0..ch).map(|_| rnd()).collect();
+            let [image, kern, bias] = operands(&g, ch, 1, seed);
             let bias = with_bias.then_some(&bias[..]);
             let n = ch * g.output_size();
             let mut want = vec![f32::NAN; n];
@@ -681,10 +686,7 @@ mod tests {
             if !supported(Level::Avx512) {
                 return Ok(());
             }
-            let mut rnd = uniform(seed);
-            let image: Vec<f32> = (0..ch * g.image_size()).map(|_| rnd()).collect();
-            let kern: Vec<f32> = (0..ch * g.kernel_size()).map(|_| rnd()).collect();
-            let bias: Vec<f32> = (0..ch).map(|_| rnd()).collect();
+            let [image, kern, bias] = operands(&g, ch, 1, seed);
             let bias = with_bias.then_some(&bias[..]);
             let n = ch * g.output_size();
             let mut want = vec![f32::NAN; n];
@@ -740,10 +742,7 @@ mod tests {
             let o = (side + 2 * (k / 2) - k) / s + 1;
             let p = (k / 2) as isize;
             let g = ConvGeometry::new_2d([side, side], [k, k], [o, o], [s, s], [1, 1], [p, p]);
-            let mut rnd = uniform(ch as u64);
-            let image: Vec<f32> = (0..ch * side * side).map(|_| rnd()).collect();
-            let kern: Vec<f32> = (0..ch * mult * k * k).map(|_| rnd()).collect();
-            let bias: Vec<f32> = (0..ch * mult).map(|_| rnd()).collect();
+            let [image, kern, bias] = operands(&g, ch, mult, ch as u64);
             let run = |t: usize| {
                 crate::par::set_threads(t);
                 let mut y = vec![f32::NAN; ch * mult * o * o];
