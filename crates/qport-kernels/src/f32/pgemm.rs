@@ -15,7 +15,7 @@
 //! `A` packed once in panels of 32 or 24 rows; columns of `B` in panels of
 //! two vectors (32 or 16, copied into a contiguous buffer once per
 //! panel); or, for a narrow `B`, vectors along the rows of `C` (a panel
-//! of `A` by up to 8 or 3 columns). Each block of each output element is
+//! of `A` by up to 14 or 3 columns). Each block of each output element is
 //! one sequence of fused multiply-adds in order of increasing `k`, then
 //! bias, then activation, then a single store: the arithmetic of MLAS's
 //! FMA kernels, element for element, so both levels give the same bits.
@@ -50,13 +50,13 @@ pub(crate) struct Geom {
     pub(crate) t_rate: f64,
 }
 
-/// AVX-512F: 8 x 32 tiles, panels of 32 rows, transposed tiles 32 x 8
-/// (16 accumulators of 32 registers).
+/// AVX-512F: 8 x 32 tiles, panels of 32 rows, transposed tiles 32 x 14
+/// (16 and 28 accumulators of 32 registers).
 pub(crate) const AVX512: Geom = Geom {
     mr: 8,
     nr: 32,
     mt: 32,
-    nt: 8,
+    nt: 14,
     t_rate: 1.0,
 };
 
@@ -700,12 +700,13 @@ mod tests {
             let g = geom_of(lvl).unwrap();
             // wide B; narrow B (transposed: m fills panels of mt better),
             // with a column count that is not a multiple of nt
-            for (m, k, n) in [
-                (11, 300, 45),
-                (2 * g.mt, 300, 5),
-                (g.mt - 1, 130, 3 * g.nt + 1),
+            for (m, k, n, transposed) in [
+                (11, 300, 45, false),
+                (2 * g.mt, 300, 5, true),
+                (g.mt - 1, 130, 3 * g.nt + 1, true),
+                (g.mt, 260, 3 * g.nt - 1, true),
             ] {
-                check_blocks(lvl, m, k, n, n < 30);
+                check_blocks(lvl, m, k, n, transposed);
                 ran += 1;
             }
         }
