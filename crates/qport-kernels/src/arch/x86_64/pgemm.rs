@@ -397,19 +397,21 @@ unsafe fn conv_rows<S: Simd, const MR: usize>(job: &ConvRows, r0: usize, r1: usi
     let (ow, wq, offs) = (d.ow, job.wq, job.offs);
     let c = job.c.get();
     let np = m.div_ceil(MR);
+    // tiles of one output row by rows of A: the row's planes (every
+    // tile's steps) and one tile's rows of A stay in L1 together
     for r in r0..r1 {
-        let mut x0 = 0;
-        while x0 < ow {
-            let nc = nr.min(ow - x0);
-            // SAFETY: (the tiles) plane rows r * sh + ki * dh < the plane's
-            // rows, phase columns x0 + offset + nr <= wq; panel rows q *
-            // MR.. of A with k * mt elements; C and the addend rows q *
-            // MR + i < m, columns r * ow + x0 .. + nc inside the checked
-            // views.
-            unsafe {
-                let base = job.planes.as_ptr().add(r * d.sh * d.sw * wq + x0);
-                let j0 = r * ow + x0;
-                for q in 0..np {
+        for q in 0..np {
+            let mut x0 = 0;
+            while x0 < ow {
+                let nc = nr.min(ow - x0);
+                // SAFETY: (the tile) plane rows r * sh + ki * dh < the
+                // plane's rows, phase columns x0 + offset + nr <= wq; panel
+                // rows q * MR.. of A with k * mt elements; C and the addend
+                // rows q * MR + i < m, columns r * ow + x0 .. + nc inside
+                // the checked views.
+                unsafe {
+                    let base = job.planes.as_ptr().add(r * d.sh * d.sw * wq + x0);
+                    let j0 = r * ow + x0;
                     let ap = a.panels.as_ptr().add((q * MR / mt) * k * mt + q * MR % mt);
                     let row = |p: usize| base.add(*offs.get_unchecked(p));
                     let acc = rank1_at::<S, 2, MR>(k, kc, row, ap, mt);
@@ -417,8 +419,8 @@ unsafe fn conv_rows<S: Simd, const MR: usize>(job: &ConvRows, r0: usize, r1: usi
                     let rows = MR.min(m - q * MR);
                     finish_tile::<S, MR>(&acc, tail, c.add(q * MR * ldc + j0), ldc, rows, nc);
                 }
+                x0 += nr;
             }
-            x0 += nr;
         }
     }
 }
