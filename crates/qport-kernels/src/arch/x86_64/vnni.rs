@@ -19,7 +19,7 @@
 //!
 //! A `B` of at most four columns (a batch-1 classifier head), and the
 //! one to four columns past the last full vector of 16 under a long
-//! reduction, run column by column instead: the column's quads broadcast
+//! reduction, run in one pass over `A` instead: each column's quads broadcast
 //! against 16 rows of `A` per vector (`A` then laid out as blocks of 16
 //! rows, built on first use), where a 16-lane tile would hold mostly
 //! padding.
@@ -178,9 +178,9 @@ struct Scratch {
     bp: Vec<u8>,
     /// `B`'s column sums.
     col_sum: Vec<i32>,
-    /// One column's quads (the columns computed one by one).
+    /// The quads of the columns computed apart from the vectors.
     xq: Vec<i32>,
-    /// The sums of the columns computed one by one, `TAIL_MAX` per row;
+    /// The sums of the columns computed apart from the vectors, `TAIL_MAX` per row;
     /// the direct convolution's sums on the padded width.
     tail: Vec<i32>,
     /// The direct convolution's step offsets.
@@ -697,9 +697,9 @@ mod x86 {
             last: kq.saturating_sub(1) * np * 4,
         };
         // the columns past the last full vector, when few and the
-        // reduction long, one by one (a vector of 16 columns would hold
-        // mostly padding; each such column costs a pass over A and a
-        // store per row)
+        // reduction long, apart (a vector of 16 columns would hold mostly
+        // padding; they cost one more pass over A and a store per row
+        // and column)
         let r = n % L;
         let tail = if n > L && r <= TAIL_MAX && kq * (L - r) > 640 * r {
             r
@@ -723,11 +723,13 @@ mod x86 {
         tail_sums.clear();
         tail_sums.resize(m * TAIL_MAX, 0);
         let ts = crate::par::SendPtr(tail_sums.as_mut_ptr());
-        for j in 0..tail {
-            // SAFETY: the caller's features; element (i, j) of the tail
-            // sums, each written once.
-            unsafe { column(&o, nm + j, xq, |i, v| *ts.get().add(i * TAIL_MAX + j) = v) };
-        }
+        // SAFETY: the caller's features; element (i, c) of the tail sums,
+        // each written once.
+        unsafe {
+            columns(&o, nm, tail, xq, |i, c, v| {
+                *ts.get().add(i * TAIL_MAX + c) = v
+            })
+        };
         let ts = &tail_sums[..];
         crate::par::split(m, 1, m * tail * 16, |r0, r1| {
             for i in r0..r1 {
@@ -849,9 +851,9 @@ mod x86 {
     }
 
     /// Columns past the last full vector of 16 that [`gemm`] computes
-    /// one by one ([`column`]) rather than in a vector: at most this many
-    /// (a vector costs as much as 16 such columns, and each column reads
-    /// all of `A` once more).
+    /// apart ([`columns`], one more pass over `A` for all of them) rather
+    /// than in a vector: at most this many (a vector costs as much as 16
+    /// such columns).
     const TAIL_MAX: usize = 4;
 
     /// Columns of `B` up to which [`gemv`] runs instead of [`gemm`]
@@ -876,7 +878,7 @@ mod x86 {
     }
 
     /// `(A − za)·(B − zb)` into `C` (row stride `ldc`) for a `B` of few
-    /// columns (`n ≤` [`GEMV_MAX_N`]), column by column ([`column`]):
+    /// columns (`n ≤` [`GEMV_MAX_N`]), all columns in one pass over `A` ([`columns`]):
     /// the same exact sums as [`gemm`]. `xq` is scratch.
     ///
     /// # Safety
@@ -886,28 +888,59 @@ mod x86 {
     pub(super) unsafe fn gemv(o: U8s8<'_, PackedI8>, c: &mut [i32], ldc: usize, xq: &mut Vec<i32>) {
         let n = o.dims.2;
         let cp = crate::par::SendPtr(c.as_mut_ptr());
-        for j in 0..n {
-            // SAFETY: the caller's features; row i < m, column j < n ≤
-            // ldc (the caller's contract), each row written by one block.
-            unsafe { column(&o, j, xq, |i, v| *cp.get().add(i * ldc + j) = v) };
+        if n == 0 {
+            return;
+        }
+        // SAFETY: the caller's features; row i < m, column c < n ≤ ldc
+        // (the caller's contract), each row written by one block.
+        unsafe { columns(&o, 0, n, xq, |i, c, v| *cp.get().add(i * ldc + c) = v) };
+    }
+
+    /// Columns `j0..j0 + w` (`w` from 1 to 4) of `(A − za)·(B − zb)`,
+    /// in one pass over `A`: [`columns_of`] with its unrolling for `w`.
+    ///
+    /// # Safety
+    /// As [`columns_of`]; `1 <= w <= 4`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn columns(
+        o: &U8s8<'_, PackedI8>,
+        j0: usize,
+        w: usize,
+        xq: &mut Vec<i32>,
+        emit: impl Fn(usize, usize, i32) + Sync,
+    ) {
+        // SAFETY: forwarded contract. (Independent sums per column: `U`
+        // of them for one column, where the dependency chain of one
+        // accumulator would bound the loop by latency; the columns are
+        // independent chains themselves.)
+        unsafe {
+            match w {
+                1 => columns_of::<1, 4>(o, j0, xq, emit),
+                2 => columns_of::<2, 2>(o, j0, xq, emit),
+                3 => columns_of::<3, 2>(o, j0, xq, emit),
+                _ => columns_of::<4, 1>(o, j0, xq, emit),
+            }
         }
     }
 
-    /// Column `j` of `(A − za)·(B − zb)`, handed row by row to `emit(i,
-    /// sum)` (rows in blocks of 16 on the intra-op threads): the column's
-    /// quads broadcast against 16 rows of `A` per vector (`vpdpbusd`
-    /// with the u8 operand broadcast, `A` as [`row_blocks`]). `xq` is
-    /// scratch for the column's quads.
+    /// Columns `j0..j0 + C` of `(A − za)·(B − zb)`, handed row by row to
+    /// `emit(i, c, sum)` (column `j0 + c`; rows in blocks of 16 on the
+    /// intra-op threads): each column's quads broadcast against 16 rows
+    /// of `A` per vector (`vpdpbusd` with the u8 operand broadcast, `A` as
+    /// [`row_blocks`]), every vector of `A` loaded once for the `C`
+    /// columns, in `U` independent sums per column. `xq` is scratch for
+    /// the columns' quads.
     ///
     /// # Safety
-    /// The CPU must support AVX-512F, BW and VNNI; `emit` may be called
-    /// from several threads at once, for different rows.
+    /// The CPU must support AVX-512F, BW and VNNI; columns `j0..j0 + C`
+    /// exist; `emit` may be called from several threads at once, for
+    /// different rows.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn column(
+    unsafe fn columns_of<const C: usize, const U: usize>(
         o: &U8s8<'_, PackedI8>,
-        j: usize,
+        j0: usize,
         xq: &mut Vec<i32>,
-        emit: impl Fn(usize, i32) + Sync,
+        emit: impl Fn(usize, usize, i32) + Sync,
     ) {
         let U8s8 {
             a,
@@ -917,54 +950,63 @@ mod x86 {
             dims: (_, _, n),
         } = *o;
         let (m, k, kq) = (a.m, a.k, a.kq);
+        assert!(j0 + C <= n);
         let blocks = row_blocks(a);
-        // column j of B as quads (zero padded) and its sum
+        // the columns as quads (zero padded), column c at c * kq, and
+        // their sums
         xq.clear();
-        xq.resize(kq, 0);
-        let mut col_sum = 0i32;
+        xq.resize(C * kq, 0);
+        let mut col_sum = [0i32; C];
         for p in 0..k {
-            let v = b[p * n + j];
-            col_sum += i32::from(v);
-            xq[p / 4] |= i32::from(v) << (8 * (p % 4));
+            for (c, cs) in col_sum.iter_mut().enumerate() {
+                let v = b[p * n + j0 + c];
+                *cs += i32::from(v);
+                xq[c * kq + p / 4] |= i32::from(v) << (8 * (p % 4));
+            }
         }
         let xq = &xq[..];
-        crate::par::split(m.div_ceil(L), 1, m * k / 4, |b0, b1| {
+        crate::par::split(m.div_ceil(L), 1, C * m * k / 4, |b0, b1| {
             for blk in b0..b1 {
                 let w = &blocks[blk * kq * L..(blk + 1) * kq * L];
-                let mut acc = [_mm512_setzero_si512(); 4];
+                let mut acc = [[_mm512_setzero_si512(); C]; U];
                 let mut t = 0;
-                // (four independent sums: the dependency chain of one
-                // accumulator would bound the loop by latency)
-                while t + 4 <= kq {
-                    for (u, s) in acc.iter_mut().enumerate() {
+                while t + U <= kq {
+                    for (u, accu) in acc.iter_mut().enumerate() {
                         // SAFETY: step t + u < kq of this block.
                         let wv =
                             unsafe { _mm512_loadu_si512(w.as_ptr().add((t + u) * L) as *const _) };
-                        *s = _mm512_dpbusd_epi32(*s, _mm512_set1_epi32(xq[t + u]), wv);
+                        for (c, s) in accu.iter_mut().enumerate() {
+                            let x = _mm512_set1_epi32(xq[c * kq + t + u]);
+                            *s = _mm512_dpbusd_epi32(*s, x, wv);
+                        }
                     }
-                    t += 4;
+                    t += U;
                 }
                 while t < kq {
                     // SAFETY: as above.
                     let wv = unsafe { _mm512_loadu_si512(w.as_ptr().add(t * L) as *const _) };
-                    acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_set1_epi32(xq[t]), wv);
+                    for (c, s) in acc[0].iter_mut().enumerate() {
+                        *s = _mm512_dpbusd_epi32(*s, _mm512_set1_epi32(xq[c * kq + t]), wv);
+                    }
                     t += 1;
                 }
-                let sums = _mm512_add_epi32(
-                    _mm512_add_epi32(acc[0], acc[1]),
-                    _mm512_add_epi32(acc[2], acc[3]),
-                );
-                let mut lanes = [0i32; L];
-                // SAFETY: `lanes` holds 16 i32.
-                unsafe { _mm512_storeu_si512(lanes.as_mut_ptr() as *mut _, sums) };
                 let rows = blk * L..((blk + 1) * L).min(m);
-                for (i, &s) in rows.zip(&lanes) {
-                    // C = acc − zb·rowsum(i) − za(i)·colsum + k·za(i)·zb
-                    let v = s
-                        .wrapping_sub(zb.wrapping_mul(a.row_sum[i]))
-                        .wrapping_sub(za[i].wrapping_mul(col_sum))
-                        .wrapping_add((k as i32).wrapping_mul(za[i]).wrapping_mul(zb));
-                    emit(i, v);
+                for c in 0..C {
+                    let mut sums = acc[0][c];
+                    for accu in &acc[1..] {
+                        sums = _mm512_add_epi32(sums, accu[c]);
+                    }
+                    let mut lanes = [0i32; L];
+                    // SAFETY: `lanes` holds 16 i32.
+                    unsafe { _mm512_storeu_si512(lanes.as_mut_ptr() as *mut _, sums) };
+                    for (i, &s) in rows.clone().zip(&lanes) {
+                        // C = acc − zb·rowsum(i) − za(i)·colsum + k·za(i)·zb
+                        let v = s
+                            .wrapping_sub(zb.wrapping_mul(a.row_sum[i]))
+                            .wrapping_sub(za[i].wrapping_mul(col_sum[c]))
+                            .wrapping_add((k as i32).wrapping_mul(za[i]).wrapping_mul(zb));
+                        emit(i, c, v);
+                    }
                 }
             }
         });
@@ -1063,7 +1105,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// A long reduction with 1 to 4 columns past the last full vector
-        /// (those columns computed one by one, `TAIL_MAX`): the exact
+        /// (those columns computed apart, in one pass over `A`, `TAIL_MAX`): the exact
         /// sums, as i32 and requantized in the epilogue.
         #[test]
         fn tail_columns_match_the_exact_reference(
