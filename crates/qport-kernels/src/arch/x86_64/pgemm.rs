@@ -613,27 +613,17 @@ unsafe fn transposed_in<S: Simd, const V: usize, const NT: usize, const PACK: bo
                         last,
                     };
                     let cq = cp.add(q * mt * ldc + j0);
-                    macro_rules! arm {
-                        ($w:literal) => {
-                            kernel_t::<S, V, $w>(&tile, tail, cq, ldc, rows)
+                    // the tile's width as a constant (arms wider than NT
+                    // are never taken)
+                    macro_rules! by_width {
+                        ($($w:literal)+) => {
+                            match w {
+                                $($w if NT >= $w => kernel_t::<S, V, $w>(&tile, tail, cq, ldc, rows),)+
+                                _ => kernel_t::<S, V, 1>(&tile, tail, cq, ldc, rows),
+                            }
                         };
                     }
-                    match w {
-                        14 if NT >= 14 => arm!(14),
-                        13 if NT >= 13 => arm!(13),
-                        12 if NT >= 12 => arm!(12),
-                        11 if NT >= 11 => arm!(11),
-                        10 if NT >= 10 => arm!(10),
-                        9 if NT >= 9 => arm!(9),
-                        8 if NT >= 8 => arm!(8),
-                        7 if NT >= 7 => arm!(7),
-                        6 if NT >= 6 => arm!(6),
-                        5 if NT >= 5 => arm!(5),
-                        4 if NT >= 4 => arm!(4),
-                        3 if NT >= 3 => arm!(3),
-                        2 if NT >= 2 => arm!(2),
-                        _ => arm!(1),
-                    }
+                    by_width!(14 13 12 11 10 9 8 7 6 5 4 3 2);
                 }
                 j0 += w;
             }
