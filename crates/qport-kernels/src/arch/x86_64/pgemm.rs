@@ -739,13 +739,16 @@ unsafe fn kernel_t<S: Simd, const V: usize, const W: usize>(
     }
 }
 
-/// The accumulators of both kernels' tiles: for `p` in `0..k`, the `V`
-/// vectors at `vecs + p * vs` times each of the `N` values at `scal + p *
-/// ss` added to its `V` vectors by one fused multiply-add each, starting
-/// from zero again every `kc` steps with the block's sum then added to
-/// the blocks before it (so every element is, per block, one sequence of
-/// fused multiply-adds in order of increasing `p`, in either kernel's
-/// orientation and at either width, and the blocks are added in order).
+/// The accumulators of a wide tile: for `p` in `0..k`, the `V` vectors
+/// at `vecs + p * vs` times each of the `N` values at `scal + p * ss`
+/// added to its `V` vectors by one fused multiply-add each, starting from
+/// zero again every `kc` steps with the block's sum then added to the
+/// blocks before it (so every element is, per block, one sequence of
+/// fused multiply-adds in order of increasing `p`, and the blocks are
+/// added in order). The transposed tiles run the same [`block`]s one at
+/// a time over a panel's tiles ([`kernel_t`]), keeping the sums between
+/// them, which gives every element the same sequence in the other
+/// orientation.
 ///
 /// # Safety
 /// `S`'s features enabled by the caller; the `k` rows of `V` vectors and
