@@ -9,8 +9,9 @@
 //!   kernel path can be tested on any machine;
 //! - `QPORT_SIMD` caps the table: `generic`, `avx2` (AVX2 + FMA: the `f32`
 //!   kernels at 8 lanes *and* the AVX2 u8×s8 GEMM instead of VNNI),
-//!   `avx512` (AVX-512 without the VNNI GEMM) or `neon` (NEON without
-//!   `sdot`); any other value means no cap. A cap only lowers the table
+//!   `avx512` (AVX-512 without the VNNI GEMM), `avx512-vnni` (the VNNI
+//!   GEMM without AMX tiles) or `neon` (NEON without `sdot`); any other
+//!   value means no cap. A cap only lowers the table
 //!   within its architecture, so the AVX2 kernels can be measured and
 //!   tested on an AVX-512 VNNI host.
 //!
@@ -35,7 +36,7 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 
 /// A row of the dispatch table: the instruction set the kernels run on.
-/// x86-64 rows are ordered `Avx2 < Avx512 < Avx512Vnni`, aarch64 rows
+/// x86-64 rows are ordered `Avx2 < Avx512 < Avx512Vnni < Amx`, aarch64 rows
 /// `Neon < Dotprod`; `Generic` is below every row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -51,6 +52,11 @@ pub enum Isa {
     /// [`Isa::Avx512`] with AVX-512 VNNI: the exact u8×s8 GEMM on
     /// `vpdpbusd`.
     Avx512Vnni,
+    /// [`Isa::Avx512Vnni`] with AMX-INT8 tiles, granted to the process by
+    /// the operating system: the blocks of the exact u8×s8 GEMM on
+    /// `tdpbusd` (16 × 16 sums a tile), every other integer kernel as on
+    /// [`Isa::Avx512Vnni`].
+    Amx,
     /// aarch64 NEON: the exact u8×s8 GEMM on `smull` + `sadalp`.
     Neon,
     /// aarch64 with the dot-product extension: the GEMM on `sdot`.
@@ -59,23 +65,25 @@ pub enum Isa {
 
 impl Isa {
     /// Every row, lowest first within each architecture.
-    pub const ALL: [Isa; 6] = [
+    pub const ALL: [Isa; 7] = [
         Isa::Generic,
         Isa::Avx2,
         Isa::Avx512,
         Isa::Avx512Vnni,
+        Isa::Amx,
         Isa::Neon,
         Isa::Dotprod,
     ];
 
-    /// The row's name, as `QPORT_SIMD` spells it (`avx512-vnni` and
-    /// `dotprod` are not caps: they are the top rows).
+    /// The row's name, as `QPORT_SIMD` spells it (`amx` and `dotprod`
+    /// cap nothing: they are the top rows).
     pub fn name(self) -> &'static str {
         match self {
             Isa::Generic => "generic",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
             Isa::Avx512Vnni => "avx512-vnni",
+            Isa::Amx => "amx",
             Isa::Neon => "neon",
             Isa::Dotprod => "dotprod",
         }
@@ -87,6 +95,7 @@ impl Isa {
             Isa::Generic => "portable",
             Isa::Avx2 | Isa::Avx512 => "vpmaddwd (AVX2)",
             Isa::Avx512Vnni => "vpdpbusd (AVX-512 VNNI)",
+            Isa::Amx => "tdpbusd (AMX-INT8) + vpdpbusd",
             Isa::Neon => "smull + sadalp (NEON)",
             Isa::Dotprod => "sdot",
         }
@@ -96,7 +105,7 @@ impl Isa {
     pub fn f32_simd(self) -> &'static str {
         match self {
             Isa::Avx2 => "AVX2 + FMA",
-            Isa::Avx512 | Isa::Avx512Vnni => "AVX-512F",
+            Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx => "AVX-512F",
             _ => "portable",
         }
     }
@@ -114,6 +123,7 @@ impl Isa {
             Isa::Avx2 => (1, 1),
             Isa::Avx512 => (1, 2),
             Isa::Avx512Vnni => (1, 3),
+            Isa::Amx => (1, 4),
             Isa::Neon => (2, 1),
             Isa::Dotprod => (2, 2),
         }
@@ -137,19 +147,25 @@ impl Isa {
 
     /// AVX2 + FMA bodies may run (every x86-64 row).
     pub(crate) fn avx2(self) -> bool {
-        matches!(self, Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni)
+        matches!(self, Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx)
     }
 
     /// AVX-512F + BW bodies may run.
     pub(crate) fn avx512(self) -> bool {
-        matches!(self, Isa::Avx512 | Isa::Avx512Vnni)
+        matches!(self, Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx)
+    }
+
+    /// AVX-512 VNNI bodies may run (the VNNI row and the AMX row above
+    /// it).
+    pub(crate) fn vnni(self) -> bool {
+        matches!(self, Isa::Avx512Vnni | Isa::Amx)
     }
 
     /// The SIMD level of the `f32` kernels.
     pub(crate) fn level(self) -> Level {
         match self {
             Isa::Avx2 => Level::Avx2,
-            Isa::Avx512 | Isa::Avx512Vnni => Level::Avx512,
+            Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx => Level::Avx512,
             _ => Level::Generic,
         }
     }
@@ -174,10 +190,12 @@ fn detect() -> Isa {
         Isa::Generic
     } else if !(has!("avx512f") && has!("avx512bw")) {
         Isa::Avx2
-    } else if has!("avx512vnni") {
-        Isa::Avx512Vnni
-    } else {
+    } else if !has!("avx512vnni") {
         Isa::Avx512
+    } else if crate::arch::x86_64::amx::granted() {
+        Isa::Amx
+    } else {
+        Isa::Avx512Vnni
     }
 }
 
@@ -315,6 +333,20 @@ pub(crate) fn supported(l: Level) -> bool {
     }
 }
 
+/// True when this x86-64 CPU reports AMX-INT8 tiles and the operating
+/// system has enabled their state (whether this process may use them is
+/// [`Isa::Amx`]'s detection); `false` elsewhere.
+pub fn amx_int8() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::arch::x86_64::amx::present()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Every row this CPU supports, lowest first (`Generic` always).
 pub fn supported_isas() -> impl Iterator<Item = Isa> {
     Isa::ALL.into_iter().filter(|i| i.supported())
@@ -365,6 +397,8 @@ mod tests {
     fn caps_lower_only_within_an_architecture() {
         assert_eq!(Isa::Avx512Vnni.capped(Isa::Avx2), Isa::Avx2);
         assert_eq!(Isa::Avx512Vnni.capped(Isa::Avx512), Isa::Avx512);
+        assert_eq!(Isa::Amx.capped(Isa::Avx512Vnni), Isa::Avx512Vnni);
+        assert_eq!(Isa::Avx512Vnni.capped(Isa::Amx), Isa::Avx512Vnni);
         assert_eq!(Isa::Avx2.capped(Isa::Avx512), Isa::Avx2);
         assert_eq!(Isa::Dotprod.capped(Isa::Neon), Isa::Neon);
         assert_eq!(Isa::Dotprod.capped(Isa::Avx2), Isa::Dotprod);
@@ -395,15 +429,31 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_avx2_cap_selects_the_avx2_int8_gemm() {
-        if isa() != Isa::Avx512Vnni {
+        if !isa().vnni() {
             return;
         }
-        assert_eq!(isa(), Isa::Avx512Vnni);
         with_isa(Isa::Avx2, || {
             assert_eq!(isa(), Isa::Avx2);
             assert_eq!(isa().int8_gemm(), "vpmaddwd (AVX2)");
             assert!(!crate::vnni::available());
             assert!(crate::avx2q::available());
+        });
+    }
+
+    /// On an AMX host the `avx512-vnni` cap turns the tiles off (the
+    /// VNNI GEMM runs alone), and the VNNI kernels stay on under the AMX
+    /// row.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_vnni_cap_turns_the_amx_tiles_off() {
+        if isa() != Isa::Amx {
+            return;
+        }
+        assert!(crate::vnni::available());
+        with_isa(Isa::Avx512Vnni, || {
+            assert_eq!(isa(), Isa::Avx512Vnni);
+            assert_eq!(isa().int8_gemm(), "vpdpbusd (AVX-512 VNNI)");
+            assert!(crate::vnni::available());
         });
     }
 }

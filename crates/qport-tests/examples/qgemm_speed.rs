@@ -6,8 +6,10 @@
 //! (`vpdpbusd`: 64 multiply-adds per instruction).
 //!
 //! ```text
-//! cargo run --release -p qport-tests --example qgemm_speed
+//! cargo run --release -p qport-tests --example qgemm_speed [M K N]
 //! ```
+//!
+//! With `M K N`, that one shape instead (for a profiler).
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm::gemm_u8s8;
 use std::time::Instant;
@@ -29,6 +31,15 @@ fn main() {
         (1000, 1280, 1),
         (1000, 2048, 1),
     ];
+    let given: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("M K N: three numbers"))
+        .collect();
+    let shapes = match given[..] {
+        [m, k, n] => vec![(m, k, n)],
+        [] => shapes.to_vec(),
+        _ => panic!("M K N: three numbers"),
+    };
     println!("isa {:?}", qport_kernels::isa());
     println!("    m     k     n       i32 ms  GMAC/s    fused ms  GMAC/s");
     for (m, k, n) in shapes {

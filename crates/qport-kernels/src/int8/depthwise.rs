@@ -240,7 +240,7 @@ pub(crate) fn pairs_as(
                 if layout == PairLayout::ChannelsLast && isa.avx512() {
                     return channels_last(&a, plane, ClOut::Sums(out));
                 }
-                if isa == crate::Isa::Avx512Vnni {
+                if isa.vnni() {
                     return crate::arch::x86_64::idepthwise::pairs_vnni(&a, plane, out);
                 }
                 if isa.avx512() {
@@ -324,7 +324,7 @@ unsafe fn channels_last(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
     use crate::arch::x86_64::idepthwise as cl;
     // SAFETY: AVX-512F + BW (the caller's), VNNI on its row.
     unsafe {
-        if crate::isa() == crate::Isa::Avx512Vnni {
+        if crate::isa().vnni() {
             cl::channels_last_vnni(a, bufs, out)
         } else {
             cl::channels_last_avx512(a, bufs, out)

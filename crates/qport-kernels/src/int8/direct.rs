@@ -177,7 +177,7 @@ impl DirectGeom {
 /// True where [`conv_requant`] and [`conv_sums`] run (the dispatch row is
 /// AVX-512 VNNI).
 pub fn available() -> bool {
-    crate::isa() == crate::Isa::Avx512Vnni
+    crate::isa().vnni()
 }
 
 /// The weights of `m` output channels (`[m][c][kh][kw]`, row-major) in the
@@ -489,7 +489,9 @@ pub fn conv_requant<T: QInt>(
 ) -> bool {
     match crate::isa() {
         #[cfg(target_arch = "x86_64")]
-        crate::Isa::Avx512Vnni => crate::vnni::direct_requant(conv, rq, rows, out, row0),
+        crate::Isa::Avx512Vnni | crate::Isa::Amx => {
+            crate::vnni::direct_requant(conv, rq, rows, out, row0)
+        }
         _ => false,
     }
 }
@@ -504,7 +506,7 @@ pub fn conv_requant<T: QInt>(
 pub fn conv_sums(conv: &DirectConv<'_>, rows: (usize, usize), c: &mut [i32], ldc: usize) -> bool {
     match crate::isa() {
         #[cfg(target_arch = "x86_64")]
-        crate::Isa::Avx512Vnni => crate::vnni::direct_sums(conv, rows, c, ldc),
+        crate::Isa::Avx512Vnni | crate::Isa::Amx => crate::vnni::direct_sums(conv, rows, c, ldc),
         _ => false,
     }
 }
@@ -590,7 +592,7 @@ mod tests {
             let mut got = vec![7i32; m * ldc];
             let conv = DirectConv { a: &a, za: &za, g: &g, img: &img, zb };
             let ran = conv_sums(&conv, (oy0, oy1), &mut got, ldc);
-            prop_assert_eq!(ran, crate::isa() == crate::Isa::Avx512Vnni);
+            prop_assert_eq!(ran, crate::isa().vnni());
             if ran {
                 for i in 0..m {
                     prop_assert_eq!(&got[i * ldc..i * ldc + n], &want[i * n..(i + 1) * n], "row {}", i);
@@ -615,6 +617,72 @@ mod tests {
             if ran.load(std::sync::atomic::Ordering::Relaxed) {
                 prop_assert!(out[..n].iter().all(|&v| v == 7), "row 0 is not the kernel's");
                 prop_assert_eq!(&out[n..], &bytes[..]);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Channels in whole runs of 64 (16 quads a tap: the AMX tiles read
+        /// the image where it lies, where the process holds them, the path
+        /// checked to run), any kernel, padding, stride and block of output
+        /// rows, output channels across blocks of 32: the sums and bytes of
+        /// im2col and the exact GEMM, on the tiles and on VNNI alone.
+        #[test]
+        fn amx_tiles_match_im2col_and_the_exact_gemm(
+            c in prop_oneof![Just(64usize), Just(128)], h in 1usize..9, w in 1usize..12,
+            kh in 1usize..4, kw in 1usize..4, pads in (0usize..2, 0usize..2, 0usize..2, 0usize..2),
+            m in 1usize..70, symmetric in any::<bool>(), zb in 0i32..256, seed in any::<u64>(),
+            rows in (0usize..16, 0usize..16), st in prop_oneof![Just(1usize), Just(2)],
+        ) {
+            let (top, left, bottom, right) = pads;
+            let (hp, wp) = (h + top + bottom, w + left + right);
+            prop_assume!(hp >= kh && wp >= kw);
+            let (oh, ow) = ((hp - kh) / st + 1, (wp - kw) / st + 1);
+            let geo = strided((h, w), (kh, kw), (top as isize, left as isize), (oh, ow), st);
+            let g = DirectGeom::new(&geo, c).unwrap();
+            let mut s = seed | 1;
+            let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+            let x: Vec<u8> = (0..c * h * w).map(|_| next() as u8).collect();
+            let wt: Vec<i8> = (0..m * g.k()).map(|_| next() as i8).collect();
+            let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
+            let (oy0, oy1) = { let (a, b) = (rows.0 % (oh + 1), rows.1 % (oh + 1)); (a.min(b), a.max(b)) };
+            prop_assume!(oy1 > oy0);
+            let want = reference(&x, &wt, &za, zb, m, (&geo, c), (oy0, oy1));
+            let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
+            let mut img = vec![9u8; g.image_len()];
+            quad_image(&x, &g, zb as u8, &mut img);
+            let n = (oy1 - oy0) * ow;
+            let p = ArithProfile::preset("f32-rne").unwrap();
+            let rq: Vec<Requantizer> = (0..m)
+                .map(|i| Requantizer::new(i as f64 - 3.0, 1e-4 * (1.0 + i as f64), 100, 0, 255, &p))
+                .collect();
+            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
+            let mut bytes = vec![0u8; m * n];
+            crate::int8::elementwise::requantize(&rq, &want, n, &mut bytes);
+            let conv = DirectConv { a: &a, za: &za, g: &g, img: &img, zb };
+            for isa in [crate::Isa::Amx, crate::Isa::Avx512Vnni] {
+                if !isa.supported() {
+                    continue;
+                }
+                crate::with_isa(isa, || -> Result<(), TestCaseError> {
+                    #[cfg(target_arch = "x86_64")]
+                    let before = crate::vnni::AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+                    let mut got = vec![7i32; m * n];
+                    prop_assert!(conv_sums(&conv, (oy0, oy1), &mut got, n));
+                    prop_assert_eq!(&got, &want);
+                    let mut out = vec![7u8; m * n];
+                    crate::par::split_columns(&mut out, n, &[0, n], 0, |_, mut blk| {
+                        assert!(conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 0));
+                    });
+                    prop_assert_eq!(&out, &bytes);
+                    #[cfg(target_arch = "x86_64")]
+                    if isa == crate::Isa::Amx {
+                        let ran = crate::vnni::AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed) > before;
+                        prop_assert!(ran, "the AMX path did not run");
+                    }
+                    Ok(())
+                })?;
             }
         }
     }

@@ -39,6 +39,11 @@ pub struct PackedI8 {
     /// sixteen rows' quads side by side), built on its first use.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) row_blocks: std::sync::OnceLock<Vec<i32>>,
+    /// The AMX tiles' layout (rows padded to a multiple of 32, each row's
+    /// quads to a multiple of 16, every byte of `A` plus 128 as u8), built
+    /// on its first use.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) tiles: std::sync::OnceLock<Vec<i32>>,
 }
 
 impl PackedI8 {
@@ -74,6 +79,7 @@ impl PackedI8 {
             given: a[..m * k].to_vec(),
             pairs: std::sync::OnceLock::new(),
             row_blocks: std::sync::OnceLock::new(),
+            tiles: std::sync::OnceLock::new(),
         }
     }
 

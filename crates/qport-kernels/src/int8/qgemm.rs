@@ -35,7 +35,7 @@ pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut 
     let rows = a.as_slice();
     let ran = match crate::isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni => crate::vnni::gemm_packed(a, za, b, zb, n, c, ldc),
+        Isa::Avx512Vnni | Isa::Amx => crate::vnni::gemm_packed(a, za, b, zb, n, c, ldc),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 | Isa::Avx512 => crate::avx2q::gemm_packed(a, za, b, zb, n, c, ldc),
         #[cfg(target_arch = "aarch64")]
@@ -55,7 +55,7 @@ pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut 
 /// Whether [`gemm_u8s8_requant`] runs (returns `true`) on this thread for
 /// outputs of type `T` and reduction length `k`.
 pub fn fuses_requant<T: crate::igemm::QInt>(k: usize) -> bool {
-    crate::isa() == Isa::Avx512Vnni && std::mem::size_of::<T>() == 1 && k <= crate::int8::MAX_K
+    crate::isa().vnni() && std::mem::size_of::<T>() == 1 && k <= crate::int8::MAX_K
 }
 
 /// [`gemm_u8s8`] with the requantization in the kernel's epilogue: the
@@ -83,7 +83,7 @@ pub fn gemm_u8s8_requant<T: crate::igemm::QInt>(
 ) -> bool {
     match crate::isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni => crate::vnni::gemm_requant_packed(a, za, b, zb, rq, out, row0),
+        Isa::Avx512Vnni | Isa::Amx => crate::vnni::gemm_requant_packed(a, za, b, zb, rq, out, row0),
         _ => false,
     }
 }
@@ -181,7 +181,7 @@ mod tests {
             crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
             let packed = PackedI8::new(a, m, k);
             let (got, ran) = fused(&packed, &za[..m], (b, zb), &frq, (row0, n, split.min(n)));
-            prop_assert_eq!(ran, isa == Isa::Avx512Vnni, "{}", isa);
+            prop_assert_eq!(ran, isa.vnni(), "{}", isa);
             prop_assert!(got[..row0 * n].iter().all(|&v| v == 7), "{}: rows above untouched", isa);
             if ran {
                 prop_assert_eq!(&got[row0 * n..], &want[..], "{}", isa);

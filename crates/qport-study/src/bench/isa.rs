@@ -89,44 +89,9 @@ fn detect_impl() -> IsaFeatures {
         avx512bw: has!("avx512bw"),
         avx512_vnni: has!("avx512vnni"),
         avx_vnni: has!("avxvnni"),
-        amx_int8: amx_int8(),
+        amx_int8: qport_kernels::dispatch::amx_int8(),
         ..IsaFeatures::default()
     }
-}
-
-/// AMX-INT8 from CPUID (the standard detection macro is not stable for
-/// AMX): leaf 7 EDX bit 25, and the OS must enable the tile state (XCR0
-/// bits 17 and 18).
-#[cfg(target_arch = "x86_64")]
-fn amx_int8() -> bool {
-    use std::arch::x86_64::{__cpuid, __cpuid_count};
-    // SAFETY: CPUID exists on every x86-64 CPU.
-    #[allow(unused_unsafe)]
-    let (max_leaf, ecx1) = unsafe { (__cpuid(0).eax, __cpuid(1).ecx) };
-    if max_leaf < 7 || ecx1 & (1 << 27) == 0 {
-        // no leaf 7, or the OS has not enabled XSAVE (so no XGETBV)
-        return false;
-    }
-    // SAFETY: as above; leaf 7 exists (checked).
-    #[allow(unused_unsafe)]
-    let edx7 = unsafe { __cpuid_count(7, 0).edx };
-    if edx7 & (1 << 25) == 0 {
-        return false;
-    }
-    // SAFETY: OSXSAVE is set (checked above), so XGETBV is available.
-    let xcr0 = unsafe { xgetbv0() };
-    xcr0 & (0b11 << 17) == 0b11 << 17
-}
-
-/// XCR0, the OS-enabled register state.
-///
-/// # Safety
-/// The CPU must report OSXSAVE (CPUID leaf 1 ECX bit 27).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "xsave")]
-unsafe fn xgetbv0() -> u64 {
-    // SAFETY: the caller guarantees OSXSAVE, which makes XGETBV available.
-    unsafe { std::arch::x86_64::_xgetbv(0) }
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -171,7 +136,7 @@ pub struct Machine {
 /// ([`qport_kernels::dispatch::Isa`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct Kernels {
-    /// The row's name (`generic`, `avx2`, `avx512`, `avx512-vnni`, `neon`,
+    /// The row's name (`generic`, `avx2`, `avx512`, `avx512-vnni`, `amx`, `neon`,
     /// `dotprod`).
     pub isa: &'static str,
     /// The instruction of the exact u8×s8 GEMM's inner loop.
@@ -197,7 +162,9 @@ impl Kernels {
 pub fn kernel_class(isa: qport_kernels::Isa) -> Option<IsaClass> {
     use qport_kernels::Isa;
     match isa {
-        Isa::Avx512Vnni => Some(IsaClass::X86Vnni),
+        // (the AMX row runs the VNNI kernel's products on tiles: the same
+        // class of exact byte dot products, faster)
+        Isa::Avx512Vnni | Isa::Amx => Some(IsaClass::X86Vnni),
         Isa::Avx2 | Isa::Avx512 => Some(IsaClass::X86Avx2),
         Isa::Dotprod => Some(IsaClass::ArmDotprod),
         Isa::Neon => Some(IsaClass::ArmNeon),
@@ -412,6 +379,7 @@ mod tests {
     fn the_class_follows_the_kernel_that_runs() {
         use qport_kernels::{with_isa, Isa};
         assert_eq!(kernel_class(Isa::Avx512Vnni), Some(IsaClass::X86Vnni));
+        assert_eq!(kernel_class(Isa::Amx), Some(IsaClass::X86Vnni));
         assert_eq!(kernel_class(Isa::Avx512), Some(IsaClass::X86Avx2));
         assert_eq!(kernel_class(Isa::Generic), None);
         // an AVX-512 VNNI host under the avx2 cap runs (and reports) the

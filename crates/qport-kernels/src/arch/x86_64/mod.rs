@@ -27,6 +27,7 @@ macro_rules! recompiled {
 }
 pub(crate) use recompiled;
 
+pub(crate) mod amx;
 pub mod avx2q;
 pub(crate) mod depthwise;
 pub(crate) mod elementwise;

@@ -34,12 +34,18 @@
 //! sum; callers then use `igemm`.
 
 /// True when [`gemm_u8s8`] runs its VNNI kernel on this thread: the
-/// dispatch table's row ([`crate::isa`]) is [`crate::Isa::Avx512Vnni`].
+/// dispatch table's row ([`crate::isa`]) is [`crate::Isa::Avx512Vnni`]
+/// or the AMX row above it.
 pub fn available() -> bool {
-    crate::isa() == crate::Isa::Avx512Vnni
+    crate::isa().vnni()
 }
 
 use crate::int8::packed::{gemm_u8s8_entry, run_u8s8, Kernel, U8s8};
+
+/// How many products ran on the AMX tiles (tests check that the tile path
+/// they mean to cover ran).
+#[cfg(test)]
+pub(crate) static AMX_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 pub use crate::int8::packed::{PackedI8, MAX_K};
 
 gemm_u8s8_entry! {
@@ -357,6 +363,7 @@ pub(crate) fn direct_sums(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::PackedI8;
+    use crate::arch::x86_64::amx;
     use crate::arch::x86_64::requant::Lanes16;
     use crate::int8::packed::U8s8;
     use qport_core::arith::FloatRequant;
@@ -403,21 +410,7 @@ mod x86 {
                 while j < full {
                     // SAFETY: j + 16 <= n for every row; dst has np * 4 >=
                     // (j + 16) * 4 bytes.
-                    unsafe {
-                        let a = _mm_loadu_si128(r0.as_ptr().add(j) as *const _);
-                        let b1 = _mm_loadu_si128(r1.as_ptr().add(j) as *const _);
-                        let c = _mm_loadu_si128(r2.as_ptr().add(j) as *const _);
-                        let d = _mm_loadu_si128(r3.as_ptr().add(j) as *const _);
-                        let ab_lo = _mm_unpacklo_epi8(a, b1);
-                        let ab_hi = _mm_unpackhi_epi8(a, b1);
-                        let cd_lo = _mm_unpacklo_epi8(c, d);
-                        let cd_hi = _mm_unpackhi_epi8(c, d);
-                        let o = dst.as_mut_ptr().add(j * 4) as *mut __m128i;
-                        _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo));
-                        _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo));
-                        _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi));
-                        _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi));
-                    }
+                    unsafe { quads16([r0, r1, r2, r3], j, dst.as_mut_ptr().add(j * 4)) };
                     j += 16;
                 }
                 for j in full..n {
@@ -438,6 +431,357 @@ mod x86 {
                 }
             }
         }
+    }
+
+    /// Columns `j..j + 16` of four rows of `B` as 16 quads (64 bytes at
+    /// `dst`: column `j + c`'s four bytes at `4c`, row `r`'s byte at `r`).
+    ///
+    /// # Safety
+    /// The CPU must support SSE2 (every x86-64 CPU); each row holds
+    /// columns `j..j + 16`; `dst` takes 64 bytes.
+    #[inline(always)]
+    unsafe fn quads16(rows: [&[u8]; 4], j: usize, dst: *mut u8) {
+        debug_assert!(rows.iter().all(|r| r.len() >= j + 16));
+        // SAFETY: the caller's contract.
+        unsafe {
+            let ld = |r: &[u8]| _mm_loadu_si128(r.as_ptr().add(j) as *const _);
+            let (a, b1, c, d) = (ld(rows[0]), ld(rows[1]), ld(rows[2]), ld(rows[3]));
+            let ab_lo = _mm_unpacklo_epi8(a, b1);
+            let ab_hi = _mm_unpackhi_epi8(a, b1);
+            let cd_lo = _mm_unpacklo_epi8(c, d);
+            let cd_hi = _mm_unpackhi_epi8(c, d);
+            let o = dst as *mut __m128i;
+            _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo));
+            _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo));
+            _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi));
+            _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi));
+        }
+    }
+
+    /// Packs `B` (`k × n` u8 row-major) for the AMX tiles: in tiles of 16
+    /// columns, each tile's
+    /// `kt ≥ ⌈k/4⌉` steps of 64 bytes (16 columns' quads) one after the
+    /// other: step `t` of column tile `c` at `64 · (c · kt + t)`, the
+    /// padding (past `k`, past `n`) zero. The steps are divided between
+    /// the intra-op threads.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn pack_b_tiles(b: &[u8], k: usize, n: usize, kt: usize, bp: &mut [u8]) {
+        let tiles = bp.len() / (64 * kt);
+        assert!(tiles * 16 >= n && kt >= k.div_ceil(4) && b.len() >= k * n);
+        let dst = crate::par::SendPtr(bp.as_mut_ptr());
+        crate::par::split(kt, 1, bp.len() * crate::par::STREAM_COST, |t0, t1| {
+            for t in t0..t1 {
+                let rows: [Option<&[u8]>; 4] = std::array::from_fn(|r| {
+                    let p = t * 4 + r;
+                    (p < k).then(|| &b[p * n..(p + 1) * n])
+                });
+                for c in 0..tiles {
+                    // SAFETY: step t of tile c is 64 bytes inside `bp`
+                    // (tiles · kt · 64 of them), written by this part alone.
+                    let o = unsafe { dst.get().add(64 * (c * kt + t)) };
+                    let j = c * 16;
+                    if j + 16 <= n && rows.iter().all(|r| r.is_some()) {
+                        let r = rows.map(|r| r.unwrap_or(&[]));
+                        // SAFETY: 16 columns from j in every row; 64 bytes at o.
+                        unsafe { quads16(r, j, o) };
+                        continue;
+                    }
+                    // SAFETY: as above.
+                    let q = unsafe { std::slice::from_raw_parts_mut(o, 64) };
+                    q.fill(0);
+                    for (r, row) in rows.iter().enumerate() {
+                        if let Some(row) = row {
+                            for (cc, &v) in row.iter().skip(j).take(16).enumerate() {
+                                q[cc * 4 + r] = v;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// `(A − za)·(B − zb)` into `out` (every row and column `0..n`) on the
+    /// AMX tiles: `B` packed in tiles ([`pack_b_tiles`]), `A` as
+    /// [`amx::a_tiles`], blocks of 32 × 32 ([`rows_amx`]) divided between
+    /// the intra-op threads as [`compute`] divides its tiles.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI and the process hold the
+    /// AMX tiles ([`crate::Isa::Amx`]); `out` must take rows `0..m`,
+    /// columns `0..n`, and no one else may write there meanwhile.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn gemm_amx<O: TileOut>(o: U8s8<'_, PackedI8>, out: &O, scratch: &mut super::Scratch) {
+        let U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims: (m, k, n),
+        } = o;
+        let kt = amx::padded_quads(a);
+        let tiles = n.div_ceil(amx::CB) * 2;
+        let super::Scratch { bp, col_sum, .. } = scratch;
+        let len = tiles * kt * 64;
+        if bp.len() < len {
+            bp.resize(len, 0);
+        }
+        let bp = &mut bp[..len];
+        // SAFETY: the caller checked avx512f + avx512bw.
+        unsafe { pack_b_tiles(b, k, n, kt, bp) };
+        // B's column sums, where a row has a zero point
+        col_sum.clear();
+        col_sum.resize(tiles * L, 0);
+        if za[..m].iter().any(|&z| z != 0) {
+            let ones = _mm512_set1_epi32(0x0101_0101);
+            for (c, sums) in col_sum.chunks_exact_mut(L).enumerate() {
+                let mut s = _mm512_setzero_si512();
+                for x in bp[c * kt * 64..(c + 1) * kt * 64].chunks_exact(64) {
+                    // SAFETY: 64 bytes.
+                    let x = unsafe { _mm512_loadu_si512(x.as_ptr() as *const _) };
+                    s = _mm512_dpbusd_epi32(s, x, ones);
+                }
+                // SAFETY: 16 i32.
+                unsafe { _mm512_storeu_si512(sums.as_mut_ptr() as *mut _, s) };
+            }
+        }
+        let corr = Corr {
+            za,
+            zb,
+            k,
+            col_sum: &col_sum[..],
+            b_dev: i64::from(zb).abs().max(i64::from(255 - zb).abs()),
+        };
+        // SAFETY: the caller's features, tiles and output; the packed
+        // tiles hold every column tile of n (asserted by `rows_amx`).
+        unsafe { split_amx(a, &BTiles { bytes: &*bp, kt }, &corr, out, n) };
+    }
+
+    /// The blocks of `(A − za)·(B − zb)` (columns `0..n`) on the AMX tiles
+    /// ([`rows_amx`]), `B`'s tiles from `src`, divided between the intra-op
+    /// threads in blocks of 32 rows, or panels of 32 columns when the rows
+    /// make too few blocks for the threads.
+    ///
+    /// # Safety
+    /// As [`rows_amx`] for rows `0..a.m`, columns `0..n`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn split_amx<O: TileOut, T: TileSource>(
+        a: &PackedI8,
+        src: &T,
+        c: &Corr<'_>,
+        out: &O,
+        n: usize,
+    ) {
+        let m = a.m;
+        #[cfg(test)]
+        super::AMX_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let at = amx::a_tiles(a);
+        // (a tdpbsud does 16 × 16 × 64 multiply-adds: count a sixteenth of
+        // the work against the hand-off cost)
+        let work = m * c.k * n / 16;
+        let panels = n.div_ceil(amx::CB);
+        if m.div_ceil(amx::RB) >= 2 * crate::par::threads() || panels < 2 {
+            crate::par::split(m, amx::RB, work, |r0, r1| {
+                // SAFETY: the caller's contract; rows r0..r1 are this
+                // block's alone.
+                unsafe { rows_amx(a, at, src, c, out, (r0, r1), (0, n)) };
+            });
+        } else {
+            crate::par::split(panels, 1, work, |p0, p1| {
+                let cols = (p0 * amx::CB, (p1 * amx::CB).min(n));
+                // SAFETY: as above; columns `cols` of every row are this
+                // block's alone.
+                unsafe { rows_amx(a, at, src, c, out, (0, m), cols) };
+            });
+        }
+    }
+
+    /// Where [`rows_amx`] finds `B`'s tiles: 16 rows (steps of four `k`) of
+    /// 64 bytes (16 columns' quads), [`Self::stride`] bytes apart.
+    trait TileSource: Sync {
+        /// The first row of the tile of steps `16·g..` and columns `16·c..`.
+        fn tile(&self, c: usize, g: usize) -> *const u8;
+        /// Bytes from one row of a tile to the next.
+        fn stride(&self) -> usize;
+        /// True when every tile of the columns `0..cols` (a multiple of 32)
+        /// and of `groups` passes lies inside `B`.
+        fn holds(&self, cols: usize, groups: usize) -> bool;
+    }
+
+    impl TileSource for BTiles<'_> {
+        #[inline(always)]
+        fn tile(&self, c: usize, g: usize) -> *const u8 {
+            self.bytes
+                .as_ptr()
+                .wrapping_add(64 * (c * self.kt + g * amx::KT))
+        }
+        fn stride(&self) -> usize {
+            64
+        }
+        fn holds(&self, cols: usize, groups: usize) -> bool {
+            groups * amx::KT <= self.kt && self.bytes.len() >= cols / 16 * self.kt * 64
+        }
+    }
+
+    /// A direct convolution's channel-quad image ([`crate::int8::direct`]):
+    /// step `t` at `offs[t]`, the 16 steps of each tile `stride` bytes
+    /// apart (one tap, 16 channel quads: [`image_tiles`] checks it).
+    struct ImageTiles<'a> {
+        bytes: &'a [u8],
+        offs: &'a [usize],
+        stride: usize,
+    }
+
+    impl TileSource for ImageTiles<'_> {
+        #[inline(always)]
+        fn tile(&self, c: usize, g: usize) -> *const u8 {
+            // SAFETY: g < groups ≤ offs.len() / 16 (`holds`, asserted by
+            // the caller).
+            let off = unsafe { *self.offs.get_unchecked(g * amx::KT) };
+            self.bytes.as_ptr().wrapping_add(off + 64 * c)
+        }
+        fn stride(&self) -> usize {
+            self.stride
+        }
+        fn holds(&self, cols: usize, groups: usize) -> bool {
+            groups * amx::KT <= self.offs.len()
+                && (0..groups).all(|g| {
+                    self.offs[g * amx::KT] + (amx::KT - 1) * self.stride + cols * 4
+                        <= self.bytes.len()
+                })
+        }
+    }
+
+    /// The image's steps as AMX tiles: `Some` when `kq` is a multiple of 16
+    /// and each run of 16 steps lies one stride apart, the same stride for
+    /// all (16 channel quads of one tap: the channels a multiple of 64).
+    fn image_tiles<'a>(img: &'a [u8], offs: &'a [usize], kq: usize) -> Option<ImageTiles<'a>> {
+        if kq == 0 || !kq.is_multiple_of(amx::KT) || offs.len() < kq {
+            return None;
+        }
+        let stride = offs[1].wrapping_sub(offs[0]);
+        let uniform = offs[..kq].chunks_exact(amx::KT).all(|run| {
+            run.iter()
+                .enumerate()
+                .all(|(r, &o)| o == run[0].wrapping_add(r.wrapping_mul(stride)))
+        });
+        uniform.then_some(ImageTiles {
+            bytes: img,
+            offs: &offs[..kq],
+            stride,
+        })
+    }
+
+    /// Blocks of 32 columns whose sums [`rows_amx`] holds before their
+    /// epilogue (which prepares each row's requantization once for them).
+    const STRIP: usize = 4;
+
+    /// `B` as [`pack_b_tiles`] lays it out.
+    struct BTiles<'a> {
+        bytes: &'a [u8],
+        kt: usize,
+    }
+
+    /// Rows `r0..r1` (`r0` a multiple of [`amx::RB`]), columns `c0..c1`
+    /// (`c0` a multiple of [`amx::CB`]) of the output, in 32 × 32 blocks
+    /// on the AMX tiles ([`amx::block`]), then the VNNI kernel's
+    /// correction and store.
+    ///
+    /// # Safety
+    /// As [`gemm_amx`]; rows `r0..r1`, columns `c0..c1` are this call's
+    /// alone.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows_amx<O: TileOut, T: TileSource>(
+        a: &PackedI8,
+        at: &[i32],
+        src: &T,
+        c: &Corr<'_>,
+        out: &O,
+        (r0, r1): (usize, usize),
+        (c0, c1): (usize, usize),
+    ) {
+        let kt = amx::padded_quads(a);
+        let groups = kt / amx::KT;
+        debug_assert!(r0 % amx::RB == 0 && c0 % amx::CB == 0);
+        let cols = c1.div_ceil(amx::CB) * amx::CB;
+        assert!(at.len() >= a.m.div_ceil(amx::RB) * amx::RB * kt);
+        assert!(
+            src.holds(cols, groups) && c.col_sum.len() >= cols,
+            "a tile leaves B"
+        );
+        let k = c.k as i32;
+        let acc = [const { amx::Block([0; 1024]) }; STRIP];
+        let (ap, sb) = (at.as_ptr(), src.stride());
+        // rows i0..i0 + 32, columns s0..s1 (up to STRIP blocks): their
+        // sums first, then the epilogue row by row (one row setup a strip)
+        let strip = |i0: usize, s0: usize, acc: &mut [amx::Block; STRIP]| {
+            let h0 = i0 / 16;
+            // SAFETY: row halves h0 and h0 + 1 exist (rows padded to RB).
+            let a_half = unsafe { [ap.add(256 * h0 * groups), ap.add(256 * (h0 + 1) * groups)] };
+            {
+                let s1 = (s0 + amx::CB * STRIP).min(c1);
+                for (blk, j0) in acc.iter_mut().zip((s0..s1).step_by(amx::CB)) {
+                    let c16 = j0 / 16;
+                    // SAFETY: column tiles c16 and c16 + 1 exist
+                    // (asserted), their `kt` steps of 64 bytes each;
+                    // the tiles are configured (`with_tiles` below).
+                    unsafe {
+                        amx::block(
+                            a_half,
+                            |g| [src.tile(c16, g), src.tile(c16 + 1, g)],
+                            sb,
+                            groups,
+                            blk,
+                        )
+                    };
+                }
+                for r in 0..amx::RB.min(r1 - i0) {
+                    let i = i0 + r;
+                    // C = acc − zb·rowsum(i) − za(i)·colsum(j) + k·za(i)·zb
+                    let za = c.za[i];
+                    let rt = k
+                        .wrapping_mul(za)
+                        .wrapping_mul(c.zb)
+                        .wrapping_sub(c.zb.wrapping_mul(a.row_sum[i]));
+                    let (rt, zav) = (_mm512_set1_epi32(rt), _mm512_set1_epi32(za));
+                    // SAFETY: the caller's features.
+                    let row = unsafe { out.row(i, c.bound(a, i)) };
+                    for js in (s0..s1).step_by(L) {
+                        let (blk, h) = ((js - s0) / amx::CB, (js / L) % 2);
+                        let t = 2 * (r / L) + h;
+                        // SAFETY: tile t's row r % 16 is 16 i32 of
+                        // the block's sums; col_sum has js + 16
+                        // (asserted).
+                        let y = unsafe {
+                            let s = _mm512_load_si512(
+                                acc[blk].0.as_ptr().add(t * 256 + (r % L) * L) as *const _,
+                            );
+                            let y = _mm512_add_epi32(s, rt);
+                            if za == 0 {
+                                y
+                            } else {
+                                let cs = _mm512_loadu_si512(c.col_sum.as_ptr().add(js) as *const _);
+                                _mm512_sub_epi32(y, _mm512_mullo_epi32(zav, cs))
+                            }
+                        };
+                        // SAFETY: columns js..js + cnt of row i are
+                        // this call's (the caller's contract).
+                        unsafe { out.put(&row, i, js, y, (c1 - js).min(L)) };
+                    }
+                }
+            }
+        };
+        let body = || {
+            let mut acc = acc;
+            // (a block's rows of A stay in L1 while B streams by)
+            for i0 in (r0..r1).step_by(amx::RB) {
+                for s0 in (c0..c1).step_by(amx::CB * STRIP) {
+                    strip(i0, s0, &mut acc);
+                }
+            }
+        };
+        // SAFETY: the process holds the tiles (the caller's contract).
+        unsafe { amx::with_tiles(body) };
     }
 
     /// One `R × V·16` register tile: rows `i0..i0+R`, columns `j0..`,
@@ -676,6 +1020,11 @@ mod x86 {
             zb,
             dims: (_, _, n),
         } = o;
+        if crate::isa() == crate::Isa::Amx {
+            // SAFETY: the AMX row: the features and the tiles; the
+            // caller's output contract.
+            return unsafe { gemm_amx(o, out, scratch) };
+        }
         let (m, k, kq) = (a.m, a.k, a.kq);
         let np = n.div_ceil(L * NV) * L * NV;
         let super::Scratch {
@@ -748,12 +1097,12 @@ mod x86 {
         });
     }
 
-    /// The shared body of [`gemm`] and [`direct`]: `B`'s column sums
-    /// (when a row has a zero point), then the tiles of columns `0..n`
-    /// (the steps of `b` readable over `np ≥ n` columns, a multiple of
-    /// `L · NV`), divided between the intra-op threads, into `out`; `k` is
-    /// the reduction's true length (the zero-point correction's). Returns
-    /// the correction, for columns the caller adds.
+    /// The shared body of [`gemm`] and [`direct`]: the correction
+    /// ([`correction`]), then the tiles of columns `0..n` (the steps of `b`
+    /// readable over `np ≥ n` columns, a multiple of `L · NV`), divided
+    /// between the intra-op threads, into `out`; `k` is the reduction's
+    /// true length (the zero-point correction's). Returns the correction,
+    /// for columns the caller adds.
     ///
     /// # Safety
     /// The CPU must support AVX-512F, BW and VNNI; `out` must take rows
@@ -769,35 +1118,10 @@ mod x86 {
         col_sum: &'c mut Vec<i32>,
         out: &O,
     ) -> Corr<'c> {
-        let (m, kq) = (a.m, a.kq);
-        assert!(np.is_multiple_of(L * NV) && n <= np);
-        assert!(kq == 0 || b.last + np * 4 <= b.bytes.len());
-        col_sum.clear();
-        col_sum.resize(np, 0);
-        if za[..m].iter().any(|&z| z != 0) {
-            let ones = _mm512_set1_epi32(0x0101_0101);
-            for j in (0..np).step_by(L) {
-                let mut s = _mm512_setzero_si512();
-                for t in 0..kq {
-                    // SAFETY: step t has np * 4 bytes from its start
-                    // (asserted above), j + 16 <= np.
-                    let x = unsafe {
-                        _mm512_loadu_si512(b.bytes.as_ptr().add(b.steps.at(t) + j * 4) as *const _)
-                    };
-                    s = _mm512_dpbusd_epi32(s, x, ones);
-                }
-                // SAFETY: col_sum has np >= j + 16 elements.
-                unsafe { _mm512_storeu_si512(col_sum.as_mut_ptr().add(j) as *mut _, s) };
-            }
-        }
-        let b_dev = i64::from(zb).abs().max(i64::from(255 - zb).abs());
-        let corr = Corr {
-            za,
-            zb,
-            k,
-            col_sum: &col_sum[..],
-            b_dev,
-        };
+        let m = a.m;
+        assert!(n <= np);
+        // SAFETY: the caller's features.
+        let corr = unsafe { correction(a, (za, zb, k), b, np, col_sum) };
         // blocks of rows (multiples of MR) on the intra-op threads, or
         // panels of L·NV columns when the rows make too few blocks for the
         // threads (a projection layer of 16 to 64 output channels on 8
@@ -824,6 +1148,52 @@ mod x86 {
         corr
     }
 
+    /// The zero-point correction of `A` with the `B` of `b` (the steps
+    /// readable over `np` columns, a multiple of `L · NV`): `B`'s column
+    /// sums when a row has a zero point, over the `np` columns; `k` is the
+    /// reduction's true length.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn correction<'c, S: Steps>(
+        a: &PackedI8,
+        (za, zb, k): (&'c [i32], i32, usize),
+        b: &BRows<'_, S>,
+        np: usize,
+        col_sum: &'c mut Vec<i32>,
+    ) -> Corr<'c> {
+        let (m, kq) = (a.m, a.kq);
+        assert!(np.is_multiple_of(L * NV));
+        assert!(kq == 0 || b.last + np * 4 <= b.bytes.len());
+        col_sum.clear();
+        col_sum.resize(np, 0);
+        if za[..m].iter().any(|&z| z != 0) {
+            let ones = _mm512_set1_epi32(0x0101_0101);
+            for j in (0..np).step_by(L) {
+                let mut s = _mm512_setzero_si512();
+                for t in 0..kq {
+                    // SAFETY: step t has np * 4 bytes from its start
+                    // (asserted above), j + 16 <= np.
+                    let x = unsafe {
+                        _mm512_loadu_si512(b.bytes.as_ptr().add(b.steps.at(t) + j * 4) as *const _)
+                    };
+                    s = _mm512_dpbusd_epi32(s, x, ones);
+                }
+                // SAFETY: col_sum has np >= j + 16 elements.
+                unsafe { _mm512_storeu_si512(col_sum.as_mut_ptr().add(j) as *mut _, s) };
+            }
+        }
+        let b_dev = i64::from(zb).abs().max(i64::from(255 - zb).abs());
+        Corr {
+            za,
+            zb,
+            k,
+            col_sum: &col_sum[..],
+            b_dev,
+        }
+    }
+
     /// A convolution of dilation 1 (any stride: see the module) as an implicit GEMM
     /// ([`crate::int8::direct`]): `B`'s step `t` is the image's bytes from
     /// `offs[t]` (a tap's offset in a channel quad's padded plane), its
@@ -846,6 +1216,18 @@ mod x86 {
     ) {
         let np = n.div_ceil(L * NV) * L * NV;
         let b = BRows::new(img, offs, a.kq, np);
+        if crate::isa() == crate::Isa::Amx {
+            if let Some(src) = image_tiles(img, offs, a.kq) {
+                // SAFETY: the AMX row: the features and the tiles; every
+                // tile of the np columns lies inside the image (`BRows::new`
+                // checked the largest step; a tile's steps are among them).
+                unsafe {
+                    let corr = correction(a, (za, zb, k), &b, np, col_sum);
+                    split_amx(a, &src, &corr, out, n);
+                }
+                return;
+            }
+        }
         // SAFETY: the caller's features and output contract.
         unsafe { compute(a, (za, zb, k), &b, np, n, col_sum, out) };
     }
@@ -1144,6 +1526,56 @@ mod tests {
             });
             if ran.load(std::sync::atomic::Ordering::Relaxed) {
                 prop_assert_eq!(got, want);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Shapes across the AMX blocks (several blocks of 32 rows and a
+        /// partial one, `k` over one or more passes of 16 quads and a
+        /// partial one, strips of columns and a partial one): the exact
+        /// sums, and the requantized bytes of the epilogue, on the tiles
+        /// where the process holds them (the path is checked to run) and
+        /// on VNNI alone.
+        #[test]
+        fn amx_blocks_match_the_exact_reference(
+            m in 1usize..75, k in 1usize..300, n in 5usize..300,
+            seed in any::<u64>(), zb in 0i32..256, symmetric in any::<bool>(),
+        ) {
+            use qport_core::arith::{ArithProfile, FloatRequant, Requantizer};
+            let mut s = seed | 1;
+            let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+            let a: Vec<i8> = (0..m * k).map(|_| next() as i8).collect();
+            let b: Vec<u8> = (0..k * n).map(|_| next() as u8).collect();
+            let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
+            let p = ArithProfile::preset("f32-rne").unwrap();
+            let rq: Vec<Requantizer> = (0..m)
+                .map(|i| Requantizer::new(i as f64, 1e-4 * (1.0 + i as f64), 100, 0, 255, &p))
+                .collect();
+            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
+            let sums = exact((&a, &za), (&b, zb), (m, k, n), n);
+            let mut want = vec![0u8; m * n];
+            crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
+            let packed = PackedI8::new(&a, m, k);
+            for isa in [crate::Isa::Amx, crate::Isa::Avx512Vnni] {
+                if !isa.supported() {
+                    continue;
+                }
+                crate::with_isa(isa, || -> Result<(), TestCaseError> {
+                    let before = AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+                    prop_assert!(check(gemm_u8s8, (&a, &za), (&b, zb), (m, k, n), n + 1));
+                    let mut got = vec![7u8; m * n];
+                    crate::par::split_columns(&mut got, n, &[0, n], 0, |_, mut blk| {
+                        assert!(crate::qgemm::gemm_u8s8_requant(&packed, &za, &b, zb, &frq, &mut blk, 0));
+                    });
+                    prop_assert_eq!(&got, &want);
+                    let ran = AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed) > before;
+                    if isa == crate::Isa::Amx {
+                        prop_assert!(ran, "the AMX path did not run");
+                    }
+                    Ok(())
+                })?;
             }
         }
     }
