@@ -672,6 +672,13 @@ mod x86 {
         })
     }
 
+    /// The shortest reduction (in quads of `k`) [`gemm`] runs on the AMX
+    /// tiles: one whole pass of 16 quads. Shorter ones (`k` up to 60, a
+    /// MobileNet expansion layer's 16 to 32 channels) stay on the VNNI
+    /// tiles: the tiles would multiply mostly padding, and their epilogue
+    /// dominates either way (measured: as fast or faster there).
+    const AMX_MIN_QUADS: usize = amx::KT;
+
     /// Blocks of 32 columns whose sums [`rows_amx`] holds before their
     /// epilogue (which prepares each row's requantization once for them).
     const STRIP: usize = 4;
@@ -1020,7 +1027,7 @@ mod x86 {
             zb,
             dims: (_, _, n),
         } = o;
-        if crate::isa() == crate::Isa::Amx {
+        if crate::isa() == crate::Isa::Amx && o.a.kq >= AMX_MIN_QUADS {
             // SAFETY: the AMX row: the features and the tiles; the
             // caller's output contract.
             return unsafe { gemm_amx(o, out, scratch) };
@@ -1534,7 +1541,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(48))]
         /// Shapes across the AMX blocks (several blocks of 32 rows and a
         /// partial one, `k` over one or more passes of 16 quads and a
-        /// partial one, strips of columns and a partial one): the exact
+        /// partial one, or too short for the tiles; strips of columns and a
+        /// partial one): the exact
         /// sums, and the requantized bytes of the epilogue, on the tiles
         /// where the process holds them (the path is checked to run) and
         /// on VNNI alone.
@@ -1571,7 +1579,8 @@ mod tests {
                     });
                     prop_assert_eq!(&got, &want);
                     let ran = AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed) > before;
-                    if isa == crate::Isa::Amx {
+                    // (reductions of one pass of the tiles or more)
+                    if isa == crate::Isa::Amx && k.div_ceil(4) >= 16 {
                         prop_assert!(ran, "the AMX path did not run");
                     }
                     Ok(())
