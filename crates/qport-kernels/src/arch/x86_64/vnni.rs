@@ -475,13 +475,17 @@ mod x86 {
                     let p = t * 4 + r;
                     (p < k).then(|| &b[p * n..(p + 1) * n])
                 });
+                // the four rows when the step has them all
+                let whole = rows
+                    .iter()
+                    .all(|r| r.is_some())
+                    .then(|| rows.map(|r| r.unwrap_or(&[])));
                 for c in 0..tiles {
                     // SAFETY: step t of tile c is 64 bytes inside `bp`
                     // (tiles · kt · 64 of them), written by this part alone.
                     let o = unsafe { dst.get().add(64 * (c * kt + t)) };
                     let j = c * 16;
-                    if j + 16 <= n && rows.iter().all(|r| r.is_some()) {
-                        let r = rows.map(|r| r.unwrap_or(&[]));
+                    if let (Some(r), true) = (whole, j + 16 <= n) {
                         // SAFETY: 16 columns from j in every row; 64 bytes at o.
                         unsafe { quads16(r, j, o) };
                         continue;
