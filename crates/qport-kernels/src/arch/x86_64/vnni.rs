@@ -677,11 +677,12 @@ mod x86 {
     }
 
     /// The shortest reduction (in quads of `k`) [`gemm`] runs on the AMX
-    /// tiles: one whole pass of 16 quads. Shorter ones (`k` up to 60, a
-    /// MobileNet expansion layer's 16 to 32 channels) stay on the VNNI
-    /// tiles: the tiles would multiply mostly padding, and their epilogue
-    /// dominates either way (measured: as fast or faster there).
-    const AMX_MIN_QUADS: usize = amx::KT;
+    /// tiles: two passes of 16 quads (`k` from 125). Shorter ones stay on
+    /// the VNNI tiles: there the epilogue dominates, and the tiles would
+    /// multiply padding below 64 (`qgemm_speed`: 256 x 64 x 3136 0.86x
+    /// on the tiles, 512 x 128 x 784 1.10x; ResNet-50 INT8 alternated,
+    /// 11.8–12.4 ms against 11.7–12.9 with one pass).
+    const AMX_MIN_QUADS: usize = 2 * amx::KT;
 
     /// Blocks of 32 columns whose sums [`rows_amx`] holds before their
     /// epilogue (which prepares each row's requantization once for them).
@@ -1583,8 +1584,8 @@ mod tests {
                     });
                     prop_assert_eq!(&got, &want);
                     let ran = AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed) > before;
-                    // (reductions of one pass of the tiles or more)
-                    if isa == crate::Isa::Amx && k.div_ceil(4) >= 16 {
+                    // (reductions the tiles take: AMX_MIN_QUADS)
+                    if isa == crate::Isa::Amx && k.div_ceil(4) >= 32 {
                         prop_assert!(ran, "the AMX path did not run");
                     }
                     Ok(())
