@@ -53,9 +53,10 @@ pub enum Isa {
     /// `vpdpbusd`.
     Avx512Vnni,
     /// [`Isa::Avx512Vnni`] with AMX-INT8 tiles, granted to the process by
-    /// the operating system: the blocks of the exact u8×s8 GEMM on
-    /// `tdpbusd` (16 × 16 sums a tile), every other integer kernel as on
-    /// [`Isa::Avx512Vnni`].
+    /// the operating system: the blocks of the exact u8×s8 GEMM (reductions
+    /// from `k` = 125) and of the direct convolution (channels a multiple
+    /// of 64) on `tdpbsud` (16 × 16 sums a tile), the same sums; every
+    /// other integer kernel as on [`Isa::Avx512Vnni`].
     Amx,
     /// aarch64 NEON: the exact u8×s8 GEMM on `smull` + `sadalp`.
     Neon,
@@ -95,7 +96,7 @@ impl Isa {
             Isa::Generic => "portable",
             Isa::Avx2 | Isa::Avx512 => "vpmaddwd (AVX2)",
             Isa::Avx512Vnni => "vpdpbusd (AVX-512 VNNI)",
-            Isa::Amx => "tdpbusd (AMX-INT8) + vpdpbusd",
+            Isa::Amx => "tdpbsud (AMX-INT8) + vpdpbusd",
             Isa::Neon => "smull + sadalp (NEON)",
             Isa::Dotprod => "sdot",
         }
