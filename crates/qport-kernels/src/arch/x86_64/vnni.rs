@@ -24,6 +24,12 @@
 //! rows, built on first use), where a 16-lane tile would hold mostly
 //! padding.
 //!
+//! On the AMX row ([`crate::Isa::Amx`]) the blocks of a product whose
+//! reduction is 125 or longer, and of a direct convolution whose channels
+//! come in runs of 64, run on the AMX tiles instead (the `amx` module:
+//! 32 × 32 blocks of `tdpbsud`, the same products), through the same
+//! correction and epilogue; everything else runs as above.
+//!
 //! The kernel writes its corrected sums as i32 ([`gemm_u8s8`],
 //! [`gemm_packed`]) or requantizes them in its epilogue into 8-bit outputs
 //! (`gemm_requant_packed`, behind [`crate::qgemm::gemm_u8s8_requant`]).
