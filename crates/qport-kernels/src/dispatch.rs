@@ -337,6 +337,12 @@ pub(crate) fn supported(l: Level) -> bool {
 /// True when this x86-64 CPU reports AMX-INT8 tiles and the operating
 /// system has enabled their state (whether this process may use them is
 /// [`Isa::Amx`]'s detection); `false` elsewhere.
+///
+/// ```
+/// use qport_kernels::dispatch::{amx_int8, Isa};
+/// // the AMX row is only ever chosen where the tiles are present
+/// assert!(amx_int8() || !Isa::Amx.supported());
+/// ```
 pub fn amx_int8() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
