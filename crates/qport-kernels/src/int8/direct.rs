@@ -558,6 +558,99 @@ mod tests {
         exact((w, za), (&col, zb), (m, k, n), n)
     }
 
+    /// A random case of the direct kernel and what it must give: the
+    /// geometry, the packed weights, their zero points, the image's quads,
+    /// the block of output rows (`rows` modulo `oh + 1`, ordered), its
+    /// output positions `n` and the exact sums of im2col and the GEMM.
+    struct Case {
+        g: DirectGeom,
+        a: PackedI8,
+        za: Vec<i32>,
+        img: Vec<u8>,
+        rows: (usize, usize),
+        n: usize,
+        want: Vec<i32>,
+    }
+
+    /// [`Case`] for `c` channels of an `h × w` image (values from `seed`),
+    /// a `kh × kw` kernel at stride `st` with padding `(top, left, bottom,
+    /// right)`, `m` output channels (zero points 0 when `symmetric`) and
+    /// activation zero point `zb`; `None` when the kernel does not fit the
+    /// padded image.
+    #[allow(clippy::too_many_arguments)]
+    fn case(
+        c: usize,
+        (h, w): (usize, usize),
+        (kh, kw): (usize, usize),
+        (top, left, bottom, right): (usize, usize, usize, usize),
+        st: usize,
+        m: usize,
+        symmetric: bool,
+        zb: i32,
+        seed: u64,
+        rows: (usize, usize),
+    ) -> Option<Case> {
+        let (hp, wp) = (h + top + bottom, w + left + right);
+        if hp < kh || wp < kw {
+            return None;
+        }
+        let (oh, ow) = ((hp - kh) / st + 1, (wp - kw) / st + 1);
+        let geo = strided(
+            (h, w),
+            (kh, kw),
+            (top as isize, left as isize),
+            (oh, ow),
+            st,
+        );
+        let g = DirectGeom::new(&geo, c).unwrap();
+        let mut s = seed | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let x: Vec<u8> = (0..c * h * w).map(|_| next() as u8).collect();
+        let wt: Vec<i8> = (0..m * g.k()).map(|_| next() as i8).collect();
+        let za: Vec<i32> = (0..m)
+            .map(|_| {
+                if symmetric {
+                    0
+                } else {
+                    (next() % 256) as i32 - 128
+                }
+            })
+            .collect();
+        let (a, b) = (rows.0 % (oh + 1), rows.1 % (oh + 1));
+        let (oy0, oy1) = (a.min(b), a.max(b));
+        let want = reference(&x, &wt, &za, zb, m, (&geo, c), (oy0, oy1));
+        let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
+        let mut img = vec![9u8; g.image_len()];
+        quad_image(&x, &g, zb as u8, &mut img);
+        Some(Case {
+            n: (oy1 - oy0) * ow,
+            g,
+            a,
+            za,
+            img,
+            rows: (oy0, oy1),
+            want,
+        })
+    }
+
+    /// The float forms of `m` requantizers (`f32-rne`, bias `i − 3`, scale
+    /// `step · (1 + i)` for row `i`, to u8 around 100) and the bytes they
+    /// make of the sums `want` (`m` rows of `n`).
+    fn requantized(want: &[i32], m: usize, n: usize, step: f64) -> (Vec<FloatRequant>, Vec<u8>) {
+        let p = ArithProfile::preset("f32-rne").unwrap();
+        let rq: Vec<Requantizer> = (0..m)
+            .map(|i| Requantizer::new(i as f64 - 3.0, step * (1.0 + i as f64), 100, 0, 255, &p))
+            .collect();
+        let mut bytes = vec![0u8; m * n];
+        crate::int8::elementwise::requantize(&rq, want, n, &mut bytes);
+        (rq.iter().map(|r| r.float_form().unwrap()).collect(), bytes)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(160))]
         /// Any channel count (whole and partial quads), kernel, padding,
@@ -571,23 +664,9 @@ mod tests {
             symmetric in any::<bool>(), zb in 0i32..256, seed in any::<u64>(), rows in (0usize..32, 0usize..32),
             st in prop_oneof![Just(1usize), Just(2), Just(3)],
         ) {
-            let (top, left, bottom, right) = pads;
-            let (hp, wp) = (h + top + bottom, w + left + right);
-            prop_assume!(hp >= kh && wp >= kw);
-            let (oh, ow) = ((hp - kh) / st + 1, (wp - kw) / st + 1);
-            let geo = strided((h, w), (kh, kw), (top as isize, left as isize), (oh, ow), st);
-            let g = DirectGeom::new(&geo, c).unwrap();
-            let mut s = seed | 1;
-            let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
-            let x: Vec<u8> = (0..c * h * w).map(|_| next() as u8).collect();
-            let wt: Vec<i8> = (0..m * g.k()).map(|_| next() as i8).collect();
-            let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
-            let (oy0, oy1) = { let (a, b) = (rows.0 % (oh + 1), rows.1 % (oh + 1)); (a.min(b), a.max(b)) };
-            let want = reference(&x, &wt, &za, zb, m, (&geo, c), (oy0, oy1));
-            let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
-            let mut img = vec![9u8; g.image_len()];
-            quad_image(&x, &g, zb as u8, &mut img);
-            let n = (oy1 - oy0) * ow;
+            let case = case(c, (h, w), (kh, kw), pads, st, m, symmetric, zb, seed, rows);
+            prop_assume!(case.is_some());
+            let Case { g, a, za, img, rows: (oy0, oy1), n, want } = case.unwrap();
             let ldc = n + 3;
             let mut got = vec![7i32; m * ldc];
             let conv = DirectConv { a: &a, za: &za, g: &g, img: &img, zb };
@@ -601,13 +680,7 @@ mod tests {
             // requantized in the epilogue (a block of no columns has no
             // rows to write into)
             prop_assume!(n > 0);
-            let p = ArithProfile::preset("f32-rne").unwrap();
-            let rq: Vec<Requantizer> = (0..m)
-                .map(|i| Requantizer::new(i as f64 - 3.0, 1e-3 * (1.0 + i as f64), 100, 0, 255, &p))
-                .collect();
-            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
-            let mut bytes = vec![0u8; m * n];
-            crate::int8::elementwise::requantize(&rq, &want, n, &mut bytes);
+            let (frq, bytes) = requantized(&want, m, n, 1e-3);
             let mut out = vec![7u8; (m + 1) * n];
             let ran = std::sync::atomic::AtomicBool::new(false);
             crate::par::split_columns(&mut out, n, &[0, n], 0, |_, mut blk| {
@@ -635,31 +708,10 @@ mod tests {
             m in 1usize..70, symmetric in any::<bool>(), zb in 0i32..256, seed in any::<u64>(),
             rows in (0usize..16, 0usize..16), st in prop_oneof![Just(1usize), Just(2)],
         ) {
-            let (top, left, bottom, right) = pads;
-            let (hp, wp) = (h + top + bottom, w + left + right);
-            prop_assume!(hp >= kh && wp >= kw);
-            let (oh, ow) = ((hp - kh) / st + 1, (wp - kw) / st + 1);
-            let geo = strided((h, w), (kh, kw), (top as isize, left as isize), (oh, ow), st);
-            let g = DirectGeom::new(&geo, c).unwrap();
-            let mut s = seed | 1;
-            let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
-            let x: Vec<u8> = (0..c * h * w).map(|_| next() as u8).collect();
-            let wt: Vec<i8> = (0..m * g.k()).map(|_| next() as i8).collect();
-            let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
-            let (oy0, oy1) = { let (a, b) = (rows.0 % (oh + 1), rows.1 % (oh + 1)); (a.min(b), a.max(b)) };
-            prop_assume!(oy1 > oy0);
-            let want = reference(&x, &wt, &za, zb, m, (&geo, c), (oy0, oy1));
-            let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
-            let mut img = vec![9u8; g.image_len()];
-            quad_image(&x, &g, zb as u8, &mut img);
-            let n = (oy1 - oy0) * ow;
-            let p = ArithProfile::preset("f32-rne").unwrap();
-            let rq: Vec<Requantizer> = (0..m)
-                .map(|i| Requantizer::new(i as f64 - 3.0, 1e-4 * (1.0 + i as f64), 100, 0, 255, &p))
-                .collect();
-            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
-            let mut bytes = vec![0u8; m * n];
-            crate::int8::elementwise::requantize(&rq, &want, n, &mut bytes);
+            let case = case(c, (h, w), (kh, kw), pads, st, m, symmetric, zb, seed, rows);
+            prop_assume!(case.as_ref().is_some_and(|c| c.n > 0));
+            let Case { g, a, za, img, rows: (oy0, oy1), n, want } = case.unwrap();
+            let (frq, bytes) = requantized(&want, m, n, 1e-4);
             let conv = DirectConv { a: &a, za: &za, g: &g, img: &img, zb };
             for isa in [crate::Isa::Amx, crate::Isa::Avx512Vnni] {
                 if !isa.supported() {

@@ -1463,6 +1463,27 @@ mod tests {
     use super::*;
     use crate::int8::packed::backend_tests::{self, check, exact};
     use proptest::prelude::*;
+    use qport_core::arith::{ArithProfile, FloatRequant, Requantizer};
+
+    /// The float forms of `m` requantizers (`f32-rne`, bias `i`, scale
+    /// `step · (1 + i)` for row `i`, to u8 around 100) and the bytes they
+    /// make of the exact sums of `(A − za)·(B − zb)`: what the requantizing
+    /// epilogue must write.
+    fn requantized(
+        (a, za): (&[i8], &[i32]),
+        (b, zb): (&[u8], i32),
+        (m, k, n): (usize, usize, usize),
+        step: f64,
+    ) -> (Vec<FloatRequant>, Vec<u8>) {
+        let p = ArithProfile::preset("f32-rne").unwrap();
+        let rq: Vec<Requantizer> = (0..m)
+            .map(|i| Requantizer::new(i as f64, step * (1.0 + i as f64), 100, 0, 255, &p))
+            .collect();
+        let sums = exact((a, za), (b, zb), (m, k, n), n);
+        let mut want = vec![0u8; m * n];
+        crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
+        (rq.iter().map(|r| r.float_form().unwrap()).collect(), want)
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(96))]
@@ -1513,7 +1534,6 @@ mod tests {
             n in prop_oneof![17usize..21, Just(33), Just(49), Just(52)],
             seed in any::<u64>(), zb in 0i32..256, symmetric in any::<bool>(),
         ) {
-            use qport_core::arith::{ArithProfile, FloatRequant, Requantizer};
             let mut s = seed | 1;
             let mut next = move || {
                 s ^= s << 13;
@@ -1527,14 +1547,7 @@ mod tests {
             let za: Vec<i32> = za.iter().map(|&z| z.clamp(-128, 127)).collect();
             check(gemm_u8s8, (&a, &za), (&b, zb), (m, k, n), n);
             // the requantizing epilogue
-            let p = ArithProfile::preset("f32-rne").unwrap();
-            let rq: Vec<Requantizer> = (0..m)
-                .map(|i| Requantizer::new(i as f64, 1e-5 * (1.0 + i as f64), 100, 0, 255, &p))
-                .collect();
-            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
-            let sums = exact((&a, &za), (&b, zb), (m, k, n), n);
-            let mut want = vec![0u8; m * n];
-            crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
+            let (frq, want) = requantized((&a, &za), (&b, zb), (m, k, n), 1e-5);
             let packed = PackedI8::new(&a, m, k);
             let mut got = vec![7u8; m * n];
             let ran = std::sync::atomic::AtomicBool::new(false);
@@ -1562,20 +1575,12 @@ mod tests {
             m in 1usize..75, k in 1usize..300, n in 5usize..300,
             seed in any::<u64>(), zb in 0i32..256, symmetric in any::<bool>(),
         ) {
-            use qport_core::arith::{ArithProfile, FloatRequant, Requantizer};
             let mut s = seed | 1;
             let mut next = move || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
             let a: Vec<i8> = (0..m * k).map(|_| next() as i8).collect();
             let b: Vec<u8> = (0..k * n).map(|_| next() as u8).collect();
             let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
-            let p = ArithProfile::preset("f32-rne").unwrap();
-            let rq: Vec<Requantizer> = (0..m)
-                .map(|i| Requantizer::new(i as f64, 1e-4 * (1.0 + i as f64), 100, 0, 255, &p))
-                .collect();
-            let frq: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
-            let sums = exact((&a, &za), (&b, zb), (m, k, n), n);
-            let mut want = vec![0u8; m * n];
-            crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
+            let (frq, want) = requantized((&a, &za), (&b, zb), (m, k, n), 1e-4);
             let packed = PackedI8::new(&a, m, k);
             for isa in [crate::Isa::Amx, crate::Isa::Avx512Vnni] {
                 if !isa.supported() {
