@@ -589,19 +589,30 @@ mod x86 {
         // (a tdpbsud does 16 × 16 × 64 multiply-adds: count a sixteenth of
         // the work against the hand-off cost)
         let work = m * c.k * n / 16;
-        let panels = n.div_ceil(amx::CB);
-        if m.div_ceil(amx::RB) >= 2 * crate::par::threads() || panels < 2 {
-            crate::par::split(m, amx::RB, work, |r0, r1| {
-                // SAFETY: the caller's contract; rows r0..r1 are this
-                // block's alone.
-                unsafe { rows_amx(a, at, src, c, out, (r0, r1), (0, n)) };
-            });
+        divide((m, amx::RB), (n, amx::CB), work, |rows, cols| {
+            // SAFETY: the caller's contract; these rows and columns are
+            // this block's alone.
+            unsafe { rows_amx(a, at, src, c, out, rows, cols) };
+        });
+    }
+
+    /// Divides an output of `m` rows and `n` columns between the intra-op
+    /// threads: blocks of rows (multiples of `mr`), or panels of `nr`
+    /// columns when the rows make too few blocks for the threads (a
+    /// projection layer of 16 to 64 output channels on 8 threads). `f`
+    /// gets each part's rows and columns.
+    fn divide(
+        (m, mr): (usize, usize),
+        (n, nr): (usize, usize),
+        work: usize,
+        f: impl Fn((usize, usize), (usize, usize)) + Sync,
+    ) {
+        let panels = n.div_ceil(nr);
+        if m.div_ceil(mr) >= 2 * crate::par::threads() || panels < 2 {
+            crate::par::split(m, mr, work, |r0, r1| f((r0, r1), (0, n)));
         } else {
             crate::par::split(panels, 1, work, |p0, p1| {
-                let cols = (p0 * amx::CB, (p1 * amx::CB).min(n));
-                // SAFETY: as above; columns `cols` of every row are this
-                // block's alone.
-                unsafe { rows_amx(a, at, src, c, out, (0, m), cols) };
+                f((0, m), (p0 * nr, (p1 * nr).min(n)))
             });
         }
     }
@@ -1140,29 +1151,16 @@ mod x86 {
         assert!(n <= np);
         // SAFETY: the caller's features.
         let corr = unsafe { correction(a, (za, zb, k), b, np, col_sum) };
-        // blocks of rows (multiples of MR) on the intra-op threads, or
-        // panels of L·NV columns when the rows make too few blocks for the
-        // threads (a projection layer of 16 to 64 output channels on 8
-        // threads); every tile the same either way. (A vpdpbusd does 64
-        // multiply-adds to an FMA's 16: count a quarter of the work
-        // against the hand-off cost.)
+        // every tile the same whichever way the output is divided. (A
+        // vpdpbusd does 64 multiply-adds to an FMA's 16: count a quarter of
+        // the work against the hand-off cost.)
         let work = m * k * n / 4;
-        let panels = n.div_ceil(L * NV);
         let c = &corr;
-        if m.div_ceil(MR) >= 2 * crate::par::threads() || panels < 2 {
-            crate::par::split(m, MR, work, |r0, r1| {
-                // SAFETY: the caller checked the CPU features and gave rows
-                // 0..m to this call; r0..r1 are this block's alone.
-                unsafe { rows(a, b, n, c, out, (r0, r1), (0, n)) };
-            });
-        } else {
-            crate::par::split(panels, 1, work, |p0, p1| {
-                let cols = (p0 * L * NV, (p1 * L * NV).min(n));
-                // SAFETY: as above; columns `cols` of every row are this
-                // block's alone.
-                unsafe { rows(a, b, n, c, out, (0, m), cols) };
-            });
-        }
+        divide((m, MR), (n, L * NV), work, |rows_, cols| {
+            // SAFETY: the caller checked the CPU features and gave rows
+            // 0..m, columns 0..n to this call; these are this block's alone.
+            unsafe { rows(a, b, n, c, out, rows_, cols) };
+        });
         corr
     }
 
@@ -1616,19 +1614,30 @@ mod tests {
             let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
             let za: Vec<i32> = (0..m as i32).map(|i| i % 5 - 2).collect();
             let want = exact((&a, &za), (&b, 9), (m, k, n), n);
-            for t in [2, 3, 8, 16] {
+            // on the tiles where the process holds them, and on VNNI alone
+            let rows = [crate::Isa::Amx, crate::Isa::Avx512Vnni];
+            for (isa, t) in rows.iter().flat_map(|&i| [2, 3, 8, 16].map(|t| (i, t))) {
+                if !isa.supported() {
+                    continue;
+                }
                 crate::par::set_threads(t);
                 let before = crate::par::parallel_splits();
                 let mut got = vec![0i32; m * n];
-                let ran = gemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut got, n);
+                let ran =
+                    crate::with_isa(isa, || gemm_u8s8(&a, &za, &b, 9, (m, k, n), &mut got, n));
                 let split = crate::par::parallel_splits() > before;
                 // and the matrix-vector path (one column)
                 let mut col = vec![0i32; m];
-                gemm_u8s8(&a, &za, &b[..k], 9, (m, k, 1), &mut col, 1);
+                crate::with_isa(isa, || {
+                    gemm_u8s8(&a, &za, &b[..k], 9, (m, k, 1), &mut col, 1)
+                });
                 crate::par::set_threads(1);
                 if ran {
-                    assert!(split, "{m}x{k}x{n}, {t} threads: nothing ran in parallel");
-                    assert_eq!(got, want, "{m}x{k}x{n}, {t} threads");
+                    assert!(
+                        split,
+                        "{m}x{k}x{n}, {t} threads, {isa}: nothing ran in parallel"
+                    );
+                    assert_eq!(got, want, "{m}x{k}x{n}, {t} threads, {isa}");
                     assert_eq!(
                         col,
                         exact((&a, &za), (&b[..k], 9), (m, k, 1), 1),
