@@ -146,20 +146,26 @@ impl Isa {
         detected().capped(self) == self
     }
 
+    /// True when this row is `row` or above it in `row`'s architecture
+    /// (the bodies of `row` may run).
+    fn at_least(self, row: Isa) -> bool {
+        self.capped(row) == row
+    }
+
     /// AVX2 + FMA bodies may run (every x86-64 row).
     pub(crate) fn avx2(self) -> bool {
-        matches!(self, Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx)
+        self.at_least(Isa::Avx2)
     }
 
     /// AVX-512F + BW bodies may run.
     pub(crate) fn avx512(self) -> bool {
-        matches!(self, Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx)
+        self.at_least(Isa::Avx512)
     }
 
     /// AVX-512 VNNI bodies may run (the VNNI row and the AMX row above
     /// it).
     pub(crate) fn vnni(self) -> bool {
-        matches!(self, Isa::Avx512Vnni | Isa::Amx)
+        self.at_least(Isa::Avx512Vnni)
     }
 
     /// The SIMD level of the `f32` kernels.
@@ -415,6 +421,15 @@ mod tests {
             assert_eq!(Isa::parse(i.name()), Some(i));
         }
         assert_eq!(Isa::parse("native"), None);
+        // the feature predicates follow the order of the rows
+        let x86 = |i: Isa| (i.avx2(), i.avx512(), i.vnni());
+        assert_eq!(x86(Isa::Generic), (false, false, false));
+        assert_eq!(x86(Isa::Avx2), (true, false, false));
+        assert_eq!(x86(Isa::Avx512), (true, true, false));
+        assert_eq!(x86(Isa::Avx512Vnni), (true, true, true));
+        assert_eq!(x86(Isa::Amx), (true, true, true));
+        assert_eq!(x86(Isa::Neon), (false, false, false));
+        assert_eq!(x86(Isa::Dotprod), (false, false, false));
     }
 
     #[test]
