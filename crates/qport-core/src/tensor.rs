@@ -370,6 +370,10 @@ impl Tensor {
     pub fn reuse_as<T: Element>(&mut self, shape: &[usize]) -> Result<&mut [T]> {
         let n = shape::checked_numel(shape)?;
         self.shape.clear();
+        // room for 8 axes, so that storage passed between values of
+        // different ranks (a plan's shared buffers) keeps its shape's
+        // allocation
+        self.shape.reserve(shape.len().max(8));
         self.shape.extend_from_slice(shape);
         if T::vec_mut(&mut self.data).is_none() {
             self.data = T::wrap(Vec::new());

@@ -93,6 +93,8 @@ impl IntegerPlan {
             PlanOptions {
                 fuse,
                 arith: profile.clone(),
+                // the float steps of a profile keep onnxruntime's order
+                blocked: false,
             },
         )?;
         Ok(IntegerPlan {

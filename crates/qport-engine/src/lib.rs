@@ -15,6 +15,7 @@
 mod buffers;
 pub mod error;
 pub mod integer;
+mod layout;
 pub mod lower;
 pub mod ops;
 mod optimize;

@@ -39,6 +39,8 @@ pub(crate) struct PlannedNode {
     pub(crate) act: Option<Activation>,
     /// A Conv with a fused Add: its input 3 is the Add's other operand.
     pub(crate) residual: bool,
+    /// A step of the blocked channel layout ([`crate::layout`]).
+    pub(crate) blocked: Option<crate::layout::LayoutStep>,
 }
 
 /// The nodes and constants a plan is built from.
@@ -60,6 +62,7 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
                     node: n.clone(),
                     act: None,
                     residual: false,
+                    blocked: None,
                 })
                 .collect(),
             initializers,
@@ -78,6 +81,7 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
                 node: n.clone(),
                 act: None,
                 residual: false,
+                blocked: None,
             });
             continue;
         }
@@ -115,6 +119,7 @@ pub(crate) fn rewrite(model: &Model, fuse: bool) -> Rewritten {
             node,
             act,
             residual,
+            blocked: None,
         });
     }
     // drop constants no remaining node reads (the weights folded away)
@@ -508,7 +513,12 @@ mod tests {
                 .unwrap();
             (plan.len(), tapped, out[0].1.to_f32_vec().unwrap())
         };
-        let (n_fused, taps_fused, fused) = run(PlanOptions::default());
+        // (the planar fused plan: the blocked layout's steps are tested in
+        // `layout`)
+        let (n_fused, taps_fused, fused) = run(PlanOptions {
+            blocked: false,
+            ..PlanOptions::default()
+        });
         let (n_plain, taps_plain, plain) = run(PlanOptions::unfused());
         assert_eq!((n_fused, n_plain), (2, 5));
         assert_eq!(taps_plain, ["c", "b", "a", "p", "y"]);
@@ -516,8 +526,12 @@ mod tests {
         for (f, p) in fused.iter().zip(&plain) {
             assert!((f - p).abs() <= 1e-5 * (1.0 + p.abs()), "{f} vs {p}");
         }
-        // the default plan is the fused one, and repeated runs are identical
-        let again = Plan::new(&m).unwrap().run(feed()).unwrap()[0]
+        // repeated runs are identical
+        let planar = PlanOptions {
+            blocked: false,
+            ..PlanOptions::default()
+        };
+        let again = Plan::with_options(&m, planar).unwrap().run(feed()).unwrap()[0]
             .1
             .to_f32_vec()
             .unwrap();
@@ -619,7 +633,11 @@ mod tests {
             let out = plan.run(feed()).unwrap();
             (plan.len(), out[0].1.to_f32_vec().unwrap())
         };
-        let (n_fused, fused) = run(PlanOptions::default());
+        // (the planar Conv: the blocked one sums in another order)
+        let (n_fused, fused) = run(PlanOptions {
+            blocked: false,
+            ..PlanOptions::default()
+        });
         let (n_plain, plain) = run(PlanOptions::unfused());
         assert_eq!((n_fused, n_plain), (6, 11));
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();

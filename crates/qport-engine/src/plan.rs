@@ -17,8 +17,17 @@
 //!   where they run in float): computed once when the plan is built, by
 //!   the same operator, and a constant for the nodes that read it.
 //!
-//! Numerics: folding changes rounding (within the FP32 parity bound
-//! against onnxruntime); results stay bit-identical run to run.
+//! Then, with [`PlanOptions::blocked`] (on by default) and a dispatch row
+//! with SIMD `f32` kernels, the float convolutions with constant weights
+//! (ungrouped or depthwise, 2-D) and the max pools between them run on
+//! blocked channels, `[N, C/16, H, W, 16]`, converted at the ends of each
+//! chain only (see `layout` in the source and [`qport_kernels::nchwc`]).
+//! Taps ([`Plan::run_with_tap`]) see the model's values only; profilers
+//! see every step ([`Plan::run_with_step_tap`]).
+//!
+//! Numerics: folding and the blocked order of the sums change rounding
+//! (within the FP32 parity bound against onnxruntime); results stay
+//! bit-identical run to run and for any thread count.
 
 use crate::error::EngineError;
 use crate::ops::{registry, BuildCtx, Op};
@@ -42,6 +51,9 @@ struct Step {
     /// Slots whose last reader is this step (or that nothing reads): after
     /// it, their storage goes back to the arena's cell (see [`Arena`]).
     frees: Vec<usize>,
+    /// Its output is in the blocked channel layout, under an internal
+    /// name: not reported to taps.
+    blocked: bool,
 }
 
 /// Where a run finds the value of a slot.
@@ -119,7 +131,7 @@ const MAX_OUTS: usize = 8;
 pub struct Plan {
     steps: Vec<Step>,
     n_slots: usize,
-    constants: Vec<(usize, Arc<Tensor>)>,
+    pub(crate) constants: Vec<(usize, Arc<Tensor>)>,
     inputs: Vec<(ValueInfo, usize)>,
     outputs: Vec<(String, usize)>,
     /// Per slot: where a run reads it.
@@ -189,14 +201,24 @@ pub struct PlanOptions {
     /// [`ArithProfile::onnxruntime`], computes them as onnxruntime's CPU
     /// kernels do.
     pub arith: ArithProfile,
+    /// With `fuse`, run the float convolutions with constant weights on
+    /// blocked channels (`[N, C/16, H, W, 16]`) between conversions at the
+    /// ends of each chain, where this thread's dispatch row has SIMD
+    /// `f32` kernels (AVX2 or AVX-512; see [`qport_kernels::nchwc`]). The
+    /// blocked kernels sum in another order than the planar ones, so the
+    /// results differ in rounding (within the FP32 parity bound); off,
+    /// every Conv computes onnxruntime's single-threaded order.
+    pub blocked: bool,
 }
 
 impl Default for PlanOptions {
-    /// Fusion on, onnxruntime's quantized arithmetic.
+    /// Fusion on, the blocked layout on, onnxruntime's quantized
+    /// arithmetic.
     fn default() -> Self {
         PlanOptions {
             fuse: true,
             arith: ArithProfile::default(),
+            blocked: true,
         }
     }
 }
@@ -208,6 +230,7 @@ impl PlanOptions {
         PlanOptions {
             fuse: false,
             arith: ArithProfile::default(),
+            blocked: false,
         }
     }
 }
@@ -234,7 +257,11 @@ impl Plan {
             });
         }
         let g = &model.graph;
-        let rewritten = optimize::rewrite(model, options.fuse);
+        let mut rewritten = optimize::rewrite(model, options.fuse);
+        if options.fuse && options.blocked && crate::layout::available() {
+            let outs: Vec<String> = g.outputs.iter().map(|o| o.name.clone()).collect();
+            rewritten = crate::layout::block(rewritten, &outs);
+        }
         let mut initializers = rewritten.initializers;
         let mut slots: HashMap<String, usize> = HashMap::new();
         let slot = |name: &str, slots: &mut HashMap<String, usize>| -> usize {
@@ -269,14 +296,20 @@ impl Plan {
                 initializers: &initializers,
                 arith: &options.arith,
             };
-            let built = match (planned.act, planned.residual) {
-                (None, false) => {
+            let built = match (planned.blocked, planned.act, planned.residual) {
+                (Some(kind), act, residual) => crate::ops::nn::nchwc::build(
+                    &ctx,
+                    kind,
+                    act.unwrap_or(Activation::Identity),
+                    residual,
+                ),
+                (None, None, false) => {
                     let builder = registry()
                         .get(&node.domain, &node.op_type)
                         .expect("checked by unsupported_ops");
                     builder(&ctx)
                 }
-                (act, residual) => crate::ops::nn::conv::build_conv_fused(
+                (None, act, residual) => crate::ops::nn::conv::build_conv_fused(
                     &ctx,
                     act.unwrap_or(Activation::Identity),
                     residual,
@@ -339,6 +372,14 @@ impl Plan {
                 outputs: outs,
                 output_names: node.outputs.clone(),
                 frees: vec![],
+                blocked: matches!(
+                    planned.blocked,
+                    Some(
+                        crate::layout::LayoutStep::Conv { .. }
+                            | crate::layout::LayoutStep::ToBlocked
+                            | crate::layout::LayoutStep::MaxPool
+                    )
+                ),
             });
         }
         // constants no step reads and no output is (the int8 weights of
@@ -457,13 +498,43 @@ impl Plan {
     }
 
     /// Like [`Plan::run`], calling `tap(value_name, tensor)` for every value
-    /// a node produces, in execution order.
+    /// a node produces, in execution order (the values of the blocked
+    /// channel layout, which no node of the model produces, are not
+    /// reported; see [`Plan::run_with_step_tap`]).
     pub fn run_with_tap(
         &self,
         inputs: Vec<(String, Tensor)>,
         tap: &mut dyn FnMut(&str, &Tensor),
     ) -> Result<Vec<(String, Tensor)>, EngineError> {
-        self.run_steps(inputs, &mut |_, name, t| tap(name, t))
+        self.run_steps(inputs, &mut |st, name, t| {
+            if !st.blocked {
+                tap(name, t)
+            }
+        })
+    }
+
+    /// Like [`Plan::run_with_tap`] for profilers: `tap(op, value_name,
+    /// tensor)` after every step, in execution order, where `op` is the
+    /// step's op type (`domain:Op` outside the default domain). Unlike
+    /// [`Plan::run_with_tap`] it includes the steps of the blocked channel
+    /// layout ([`PlanOptions::blocked`]), whose values have internal names
+    /// and blocked shapes: the conversions `qport:ToBlocked` and
+    /// `qport:ToPlanar`, and the convolutions and max pools, whose ops
+    /// read `Conv [blocked]` and `MaxPool [blocked]`.
+    pub fn run_with_step_tap(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+        tap: &mut dyn FnMut(&str, &str, &Tensor),
+    ) -> Result<Vec<(String, Tensor)>, EngineError> {
+        self.run_steps(inputs, &mut |st, name, t| {
+            if st.blocked && st.op_type == "Conv" {
+                tap("Conv [blocked]", name, t)
+            } else if st.blocked && st.op_type == "MaxPool" {
+                tap("MaxPool [blocked]", name, t)
+            } else {
+                tap(&st.op_type, name, t)
+            }
+        })
     }
 
     /// Runs the plan on `inputs` capturing every intermediate value, and
@@ -906,7 +977,11 @@ impl Session<'_> {
     ) -> Result<(), EngineError> {
         let plan = self.plan;
         plan.check_inputs(inputs)?;
-        plan.run_arena(&mut self.arena, inputs, &mut |_, name, t| tap(name, t))?;
+        plan.run_arena(&mut self.arena, inputs, &mut |st, name, t| {
+            if !st.blocked {
+                tap(name, t)
+            }
+        })?;
         // an output that is a graph input outlives this call as a copy
         for (_, s) in &plan.outputs {
             if let Src::Input(i) = plan.src[*s] {
@@ -977,23 +1052,28 @@ mod tests {
 
     #[test]
     fn a_weight_the_conv_holds_packed_is_not_kept_twice() {
+        // the planar Conv (a blocked one holds its bias too: see `layout`)
+        let planar = || PlanOptions {
+            blocked: false,
+            ..PlanOptions::default()
+        };
         let x: Vec<f32> = (0..50).map(|i| (i % 11) as f32 * 0.3 - 1.4).collect();
         let x = Tensor::from_vec(vec![1, 2, 5, 5], x).unwrap();
         let (held, w) = conv_model(false, false);
-        let plan = Plan::new(&held).unwrap();
+        let plan = Plan::with_options(&held, planar()).unwrap();
         // only the bias is kept: the Conv holds the packed weight
         assert_eq!(plan.constants.len(), 1);
         let y = plan.run(vec![("x".into(), x.clone())]).unwrap();
         // the same bits as a Conv given the weight at run time
         let (fed, _) = conv_model(true, false);
-        let want = Plan::new(&fed)
+        let want = Plan::with_options(&fed, planar())
             .unwrap()
             .run(vec![("x".into(), x.clone()), ("w".into(), w.clone())])
             .unwrap();
         assert_eq!(y[0].1, want[0].1);
         // a weight another step reads is kept, and reads back as given
         let (shared, _) = conv_model(false, true);
-        let plan = Plan::new(&shared).unwrap();
+        let plan = Plan::with_options(&shared, planar()).unwrap();
         assert_eq!(plan.constants.len(), 2);
         let out = plan.run(vec![("x".into(), x)]).unwrap();
         assert_eq!(out[0].1, want[0].1);

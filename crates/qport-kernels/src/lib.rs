@@ -48,7 +48,7 @@ pub(crate) use arch::x86_64::simd;
 #[cfg(target_arch = "x86_64")]
 pub use arch::x86_64::{avx2q, vnni};
 pub use dispatch::{force_generic, isa, with_generic_kernels, with_isa, Isa};
-pub use f32::{activation, depthwise, gemm, pgemm};
+pub use f32::{activation, depthwise, gemm, nchwc, pgemm};
 pub use int8::depthwise as idepthwise;
 pub use int8::reference as igemm;
 pub use int8::{qgemm, satpair};

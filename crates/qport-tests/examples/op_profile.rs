@@ -87,15 +87,23 @@ fn main() {
         let t0 = Instant::now();
         let mut last = t0;
         let mut times: Vec<(String, f64)> = Vec::new();
-        plan.run_with_tap(vec![(vi.name.clone(), x.clone())], &mut |name, _| {
-            let now = Instant::now();
-            let mut op = producer.get(name).copied().unwrap_or("?").to_string();
-            if by_node {
-                op = format!("{op} {name}");
-            }
-            times.push((op, (now - last).as_secs_f64() * 1e3));
-            last = Instant::now();
-        })
+        plan.run_with_step_tap(
+            vec![(vi.name.clone(), x.clone())],
+            &mut |step_op, name, _| {
+                let now = Instant::now();
+                let mut op = match step_op {
+                    "Conv [blocked]" | "MaxPool [blocked]" | "qport:ToBlocked"
+                    | "qport:ToPlanar" => step_op,
+                    _ => producer.get(name).copied().unwrap_or("?"),
+                }
+                .to_string();
+                if by_node {
+                    op = format!("{op} {name}");
+                }
+                times.push((op, (now - last).as_secs_f64() * 1e3));
+                last = Instant::now();
+            },
+        )
         .expect("run");
         if r >= 2 {
             total += t0.elapsed().as_secs_f64() * 1e3;

@@ -22,6 +22,7 @@ use std::borrow::Cow;
 pub mod conv;
 pub mod einsum;
 pub mod matmul;
+pub(crate) mod nchwc;
 pub mod norm;
 pub mod pool;
 pub(crate) mod spatial;

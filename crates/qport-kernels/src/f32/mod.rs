@@ -1,6 +1,6 @@
 //! Single-precision kernels: GEMM ([`gemm`], and [`pgemm`] with a packed
 //! constant operand and a fused epilogue), depthwise convolution
-//! ([`depthwise`]), the epilogue activations ([`activation`]) and
+//! ([`depthwise`]), convolution over blocked channels ([`nchwc`]), the epilogue activations ([`activation`]) and
 //! onnxruntime's logistic function ([`logistic`]). Their
 //! AVX2 and AVX-512 bodies are instantiated over the SIMD vocabulary in
 //! `arch::x86_64::simd`; the level they run at comes from the dispatch
@@ -10,4 +10,5 @@ pub mod activation;
 pub mod depthwise;
 pub mod gemm;
 pub mod logistic;
+pub mod nchwc;
 pub mod pgemm;

@@ -111,6 +111,7 @@ impl NodeRunner {
                     PlanOptions {
                         fuse: false,
                         arith: profile.clone(),
+                        blocked: false,
                     },
                 )?;
                 e.insert((plan, reads))

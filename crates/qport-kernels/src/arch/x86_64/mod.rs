@@ -33,6 +33,7 @@ pub(crate) mod depthwise;
 pub(crate) mod elementwise;
 pub(crate) mod idepthwise;
 pub(crate) mod int8;
+pub(crate) mod nchwc;
 pub(crate) mod pgemm;
 pub(crate) mod requant;
 pub(crate) mod satpair;

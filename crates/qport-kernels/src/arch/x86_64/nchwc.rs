@@ -1,0 +1,408 @@
+//! The AVX-512 and AVX2 bodies of the blocked-channel convolution
+//! ([`crate::f32::nchwc`]), one generic body over the SIMD vocabulary: a
+//! block of sixteen channels is `NV` vectors (one zmm, two ymm).
+//!
+//! A dense tile holds `NF` blocks of output channels by `NW` output pixels
+//! of one row in registers (up to 4 x 6 zmm, 1 x 6 pairs of ymm); for
+//! each input channel it loads the `NF` weight vectors once and
+//! broadcasts one input value per pixel. A depthwise tile holds `NW`
+//! pixels of one block (up to 8). Output columns whose taps all lie in
+//! the image run in full tiles; the columns at the edges one at a time,
+//! each over its own taps. The order of operations per output is the
+//! portable body's, so are the bits.
+
+#![allow(unsafe_op_in_unsafe_fn)]
+
+use super::simd::{Avx2, Avx512, Simd};
+use crate::f32::nchwc::{Args, Shape, BLOCK};
+use std::ops::Range;
+
+/// Weights of one tap of one pair of channel blocks.
+const TAP: usize = BLOCK * BLOCK;
+
+/// The AVX-512 body (16 lanes: a block is one vector; 4 x 6 tiles).
+///
+/// # Safety
+/// The CPU must support AVX-512F; `a` checked and `out` the image's
+/// blocked output, as for [`crate::f32::nchwc`]'s portable body.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn avx512(a: &Args, out: *mut f32, items: Range<usize>) {
+    body::<Avx512, 1, 8>(a, out, items)
+}
+
+/// The AVX2 body (8 lanes: a block is two vectors; 1 x 6 tiles).
+///
+/// # Safety
+/// As [`avx512`], with AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn avx2(a: &Args, out: *mut f32, items: Range<usize>) {
+    body::<Avx2, 2, 4>(a, out, items)
+}
+
+/// Bytes of the weights one pass over a band reads (a batch of input
+/// channel blocks for the group's filters): they stay in L1 while the
+/// band's tiles run, the partial sums going to the output in between.
+const WEIGHT_BATCH_BYTES: usize = 32 << 10;
+
+/// Calls `$body` with `$t: Tile` and `$nw` for every tile of band
+/// `$band` (from [`Shape::segment`]): the columns whose taps are all inside
+/// the image in tiles of up to `$step` along each row; then each edge
+/// column, in tiles of up to `$step` down the rows whose taps are all
+/// inside and one pixel at a time in the others. (A macro, not a closure:
+/// a closure would not inherit the target features, and the tiles'
+/// intrinsics would not be inlined.)
+macro_rules! for_tiles {
+    ($s:expr, $band:expr, $step:expr, |$t:ident, $nw:ident| $body:block) => {{
+        let s: &Shape = $s;
+        let (oy0, oy1, x0, x1) = $band;
+        let (lo, hi) = (s.lo.clamp(x0, x1), s.hi.clamp(x0, x1));
+        for oy in oy0..oy1 {
+            let mut ox = lo;
+            while ox < hi {
+                let $nw = ($step).min(hi - ox);
+                let $t = Tile {
+                    oy,
+                    ox0: ox,
+                    ky: s.rows(oy),
+                    kx: (0, s.kw),
+                    vertical: false,
+                };
+                $body
+                ox += $nw;
+            }
+        }
+        let (top, bottom) = (s.top.clamp(oy0, oy1), s.bottom.clamp(oy0, oy1));
+        for ox in (x0..lo).chain(hi..x1) {
+            let kx = s.cols(ox);
+            for oy in (oy0..top).chain(bottom..oy1) {
+                let $nw = 1;
+                let $t = Tile {
+                    oy,
+                    ox0: ox,
+                    ky: s.rows(oy),
+                    kx,
+                    vertical: false,
+                };
+                $body
+            }
+            let mut oy = top;
+            while oy < bottom {
+                let $nw = ($step).min(bottom - oy);
+                let $t = Tile {
+                    oy,
+                    ox0: ox,
+                    ky: (0, s.kh),
+                    kx,
+                    vertical: true,
+                };
+                $body
+                oy += $nw;
+            }
+        }
+    }};
+}
+
+/// Runs the work items (group-major) with depthwise tiles of up to `NWD`
+/// pixels and dense tiles of up to `a.nf` blocks by 6 pixels, the dense
+/// ones in batches of input channel blocks ([`WEIGHT_BATCH_BYTES`]).
+#[inline(always)]
+unsafe fn body<S: Simd, const NV: usize, const NWD: usize>(
+    a: &Args,
+    out: *mut f32,
+    items: Range<usize>,
+) {
+    let s = a.s;
+    let (mb, cb) = (a.mb(), a.cb());
+    let depthwise = a.f.is_depthwise();
+    let ks = s.kh * s.kw;
+    for item in items {
+        let (grp, sg) = (item / s.segs, item % s.segs);
+        let band = s.segment(sg);
+        if depthwise {
+            for_tiles!(s, band, NWD, |t, nw| {
+                depth_n::<S, NV>(a, out, grp, &t, nw)
+            });
+            continue;
+        }
+        let fb0 = grp * a.nf;
+        let nf = a.nf.min(mb - fb0);
+        let batch = (WEIGHT_BATCH_BYTES / (nf * ks * TAP * 4)).max(1);
+        let mut b0 = 0;
+        while b0 < cb {
+            let b1 = (b0 + batch).min(cb);
+            let blocks = (b0, b1);
+            for_tiles!(s, band, 6, |t, nw| {
+                match nf * NV {
+                    1 => dense_n::<S, 1>(a, out, fb0, blocks, &t, nw),
+                    2 => dense_n::<S, 2>(a, out, fb0, blocks, &t, nw),
+                    3 => dense_n::<S, 3>(a, out, fb0, blocks, &t, nw),
+                    _ => dense_n::<S, 4>(a, out, fb0, blocks, &t, nw),
+                }
+            });
+            b0 = b1;
+        }
+    }
+}
+
+/// Where a tile lies: its first output pixel, its direction (pixels
+/// along the row, or down the column), and the kernel rows and columns
+/// inside the image for all its pixels.
+struct Tile {
+    oy: usize,
+    ox0: usize,
+    ky: (usize, usize),
+    kx: (usize, usize),
+    vertical: bool,
+}
+
+impl Tile {
+    /// The input offset of its first pixel's tap `(ky, kx)` (inside the
+    /// image), and the input and output offsets between its pixels.
+    #[inline(always)]
+    fn at(&self, s: &Shape, ky: usize, kx: usize) -> usize {
+        let iy = ((self.oy * s.sh + ky * s.dh) as isize - s.pt) as usize;
+        let ix = ((self.ox0 * s.sw + kx * s.dw) as isize - s.pl) as usize;
+        iy * s.xs[1] + ix * s.xs[2]
+    }
+
+    /// Input elements between its pixels.
+    #[inline(always)]
+    fn in_step(&self, s: &Shape) -> usize {
+        if self.vertical {
+            s.sh * s.xs[1]
+        } else {
+            s.sw * s.xs[2]
+        }
+    }
+
+    /// The output offset (in a block plane) of its pixel `j`.
+    #[inline(always)]
+    fn out_at(&self, s: &Shape, j: usize) -> usize {
+        let (oy, ox) = if self.vertical {
+            (self.oy + j, self.ox0)
+        } else {
+            (self.oy, self.ox0 + j)
+        };
+        (oy * s.ow + ox) * BLOCK
+    }
+}
+
+#[inline(always)]
+unsafe fn dense_n<S: Simd, const NR: usize>(
+    a: &Args,
+    out: *mut f32,
+    fb0: usize,
+    blocks: (usize, usize),
+    t: &Tile,
+    nw: usize,
+) {
+    match nw {
+        1 => dense::<S, NR, 1>(a, out, fb0, blocks, t),
+        2 => dense::<S, NR, 2>(a, out, fb0, blocks, t),
+        3 => dense::<S, NR, 3>(a, out, fb0, blocks, t),
+        4 => dense::<S, NR, 4>(a, out, fb0, blocks, t),
+        5 => dense::<S, NR, 5>(a, out, fb0, blocks, t),
+        _ => dense::<S, NR, 6>(a, out, fb0, blocks, t),
+    }
+}
+
+#[inline(always)]
+unsafe fn depth_n<S: Simd, const NV: usize>(
+    a: &Args,
+    out: *mut f32,
+    fb: usize,
+    t: &Tile,
+    nw: usize,
+) {
+    match nw {
+        1 => depth::<S, NV, 1>(a, out, fb, t),
+        2 => depth::<S, NV, 2>(a, out, fb, t),
+        3 => depth::<S, NV, 3>(a, out, fb, t),
+        4 => depth::<S, NV, 4>(a, out, fb, t),
+        5 => depth::<S, NV, 5>(a, out, fb, t),
+        6 => depth::<S, NV, 6>(a, out, fb, t),
+        7 => depth::<S, NV, 7>(a, out, fb, t),
+        _ => depth::<S, NV, 8>(a, out, fb, t),
+    }
+}
+
+/// One dense tile over input blocks `blocks.0..blocks.1`: `NR` vectors
+/// of output channels (row `r` is lanes `(r % nv) * LANES..` of filter
+/// block `fb0 + r / nv`, `nv` vectors a block) by `NW` pixels. The sums
+/// start from zero at block 0, else from the partial sums the previous
+/// batch stored in `out`; after the last block the epilogue stores the
+/// outputs, before it the partial sums are stored.
+#[inline(always)]
+unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
+    a: &Args,
+    out: *mut f32,
+    fb0: usize,
+    blocks: (usize, usize),
+    t: &Tile,
+) {
+    let s = a.s;
+    let cb = a.cb();
+    let ks = s.kh * s.kw;
+    let wfb = cb * ks * TAP;
+    let x = a.x.as_ptr();
+    let w = a.weights().as_ptr().add(fb0 * wfb);
+    let (xcb, xch) = (s.xs[0], s.xs[3]);
+    let pstep = t.in_step(s);
+    let nv = BLOCK / S::LANES;
+    let oplane = s.oh * s.ow * BLOCK;
+    let mut acc = [[S::zero(); NW]; NR];
+    if blocks.0 > 0 {
+        for (r, accr) in acc.iter_mut().enumerate() {
+            let base = out.add((fb0 + r / nv) * oplane + (r % nv) * S::LANES);
+            for (j, accj) in accr.iter_mut().enumerate() {
+                *accj = S::load(base.add(t.out_at(s, j)));
+            }
+        }
+    }
+    for b in blocks.0..blocks.1 {
+        let real = (s.c - b * BLOCK).min(BLOCK);
+        let xb = x.add(b * xcb);
+        let wb = w.add(b * ks * TAP);
+        let nkx = t.kx.1 - t.kx.0;
+        if nkx == 0 {
+            continue;
+        }
+        for ky in t.ky.0..t.ky.1 {
+            let xp = xb.add(t.at(s, ky, t.kx.0));
+            let wp = wb.add((ky * s.kw + t.kx.0) * TAP);
+            let taps = Taps {
+                n: nkx,
+                x_step: s.dw * s.xs[2],
+                real,
+            };
+            acc = steps::<S, NR, NW>(acc, xp, xch, pstep, wp, wfb, &taps);
+        }
+    }
+    if blocks.1 < cb {
+        for (r, accr) in acc.iter().enumerate() {
+            let base = out.add((fb0 + r / nv) * oplane + (r % nv) * S::LANES);
+            for (j, accj) in accr.iter().enumerate() {
+                S::store(base.add(t.out_at(s, j)), *accj);
+            }
+        }
+        return;
+    }
+    store::<S, NR, NW>(a, out, fb0, t, &acc)
+}
+
+/// A run of kernel columns of one kernel row: `n` taps, `x_step` input
+/// elements apart (their weights `TAP` apart), each over `real` input
+/// channels.
+struct Taps {
+    n: usize,
+    x_step: usize,
+    real: usize,
+}
+
+/// The taps of `tp` from `xp` (weights from `wp`): for each input channel,
+/// the `NR` weight vectors and one broadcast per pixel (`pstep` apart,
+/// channels `xch` apart). By value, so that the sums stay in registers
+/// (written in place over nested loops, they were kept in memory).
+// (indices, not iterators: one broadcast per pixel feeds every row)
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn steps<S: Simd, const NR: usize, const NW: usize>(
+    mut acc: [[S::V; NW]; NR],
+    xp: *const f32,
+    xch: usize,
+    pstep: usize,
+    wp: *const f32,
+    wfb: usize,
+    tp: &Taps,
+) -> [[S::V; NW]; NR] {
+    let nv = BLOCK / S::LANES;
+    for k in 0..tp.n {
+        let xk = xp.add(k * tp.x_step);
+        let wk = wp.add(k * TAP);
+        for ci in 0..tp.real {
+            let mut wv = [S::zero(); NR];
+            for (r, wr) in wv.iter_mut().enumerate() {
+                *wr = S::load(wk.add((r / nv) * wfb + ci * BLOCK + (r % nv) * S::LANES));
+            }
+            let xc = xk.add(ci * xch);
+            for j in 0..NW {
+                let xv = S::splat(*xc.add(j * pstep));
+                for r in 0..NR {
+                    acc[r][j] = S::fma(xv, wv[r], acc[r][j]);
+                }
+            }
+        }
+    }
+    acc
+}
+
+/// One depthwise tile: the `NV` vectors of block `fb` by `NW` pixels.
+#[inline(always)]
+unsafe fn depth<S: Simd, const NV: usize, const NW: usize>(
+    a: &Args,
+    out: *mut f32,
+    fb: usize,
+    t: &Tile,
+) {
+    let s = a.s;
+    let ks = s.kh * s.kw;
+    let x = a.x.as_ptr().add(fb * s.xs[0]);
+    let w = a.weights().as_ptr().add(fb * ks * BLOCK);
+    let pstep = t.in_step(s);
+    let mut acc = [[S::zero(); NW]; NV];
+    for ky in t.ky.0..t.ky.1 {
+        for kx in t.kx.0..t.kx.1 {
+            let xp = x.add(t.at(s, ky, kx));
+            let wp = w.add((ky * s.kw + kx) * BLOCK);
+            acc = taps::<S, NV, NW>(acc, xp, pstep, wp);
+        }
+    }
+    store::<S, NV, NW>(a, out, fb, t, &acc)
+}
+
+/// One tap of a depthwise tile, by value (as [`steps`]).
+#[inline(always)]
+unsafe fn taps<S: Simd, const NV: usize, const NW: usize>(
+    mut acc: [[S::V; NW]; NV],
+    xp: *const f32,
+    pstep: usize,
+    wp: *const f32,
+) -> [[S::V; NW]; NV] {
+    for (v, accv) in acc.iter_mut().enumerate() {
+        let wv = S::load(wp.add(v * S::LANES));
+        for (j, accj) in accv.iter_mut().enumerate() {
+            let xv = S::load(xp.add(j * pstep + v * S::LANES));
+            *accj = S::fma(xv, wv, *accj);
+        }
+    }
+    acc
+}
+
+/// The epilogue of a tile: `act(sum + bias + residual)`, stored (row
+/// `r` of `acc` as in [`dense`], from filter block `fb0`).
+#[inline(always)]
+unsafe fn store<S: Simd, const NR: usize, const NW: usize>(
+    a: &Args,
+    out: *mut f32,
+    fb0: usize,
+    t: &Tile,
+    acc: &[[S::V; NW]; NR],
+) {
+    let s = a.s;
+    let nv = BLOCK / S::LANES;
+    let oplane = s.oh * s.ow * BLOCK;
+    let bias = a.bias().as_ptr();
+    for (r, accr) in acc.iter().enumerate() {
+        let lane = (fb0 + r / nv) * BLOCK + (r % nv) * S::LANES;
+        let bv = S::load(bias.add(lane));
+        let base = (fb0 + r / nv) * oplane + (r % nv) * S::LANES;
+        for (j, accj) in accr.iter().enumerate() {
+            let o = base + t.out_at(s, j);
+            let mut y = S::add(*accj, bv);
+            if let Some(res) = a.residual {
+                y = S::add(y, S::load(res.as_ptr().add(o)));
+            }
+            S::store(out.add(o), S::act(y, a.act));
+        }
+    }
+}
