@@ -2,7 +2,9 @@
 //! convolution shapes of ResNet-50 and MobileNetV2, at the host's SIMD
 //! level and capped at AVX2 (`with_isa`): the best of five timings in ms
 //! and GFLOP/s on one thread (depthwise layers count their own
-//! multiply-adds).
+//! multiply-adds). `QPORT_BENCH_PLANAR=1` feeds planar input (a stem),
+//! `QPORT_BENCH_COPIES=N` takes N copies of the weights in turn (so that
+//! they come from memory, as in a network).
 //!
 //! ```text
 //! cargo run --release -p qport-tests --example nchwc_speed [C M HW K S [dw]]
@@ -39,22 +41,24 @@ fn time(c: usize, m: usize, hw: usize, k: usize, s: usize, dw: bool) -> (f64, f6
         })
         .collect();
     let mut turn = 0;
-    let x: Vec<f32> = (0..blocked_len(1, c, hw * hw))
+    let planar = std::env::var("QPORT_BENCH_PLANAR").is_ok_and(|v| v == "1");
+    let layout = if planar {
+        Layout::Planar
+    } else {
+        Layout::Blocked
+    };
+    let len = if planar {
+        c * hw * hw
+    } else {
+        blocked_len(1, c, hw * hw)
+    };
+    let x: Vec<f32> = (0..len)
         .map(|i| ((i * 104729) % 253) as f32 / 253.0 - 0.5)
         .collect();
     let mut y = vec![0.0f32; blocked_len(1, m, o * o)];
     let mut run = || {
         turn = (turn + 1) % fs.len();
-        conv(
-            &g,
-            1,
-            &x,
-            Layout::Blocked,
-            &fs[turn],
-            None,
-            Activation::Relu,
-            &mut y,
-        )
+        conv(&g, 1, &x, layout, &fs[turn], None, Activation::Relu, &mut y)
     };
     let macs = (m * cin * k * k * o * o) as f64;
     let reps = (2e9 / macs).max(3.0) as usize;

@@ -396,8 +396,14 @@ pub(crate) fn conv_at(
         return;
     }
     let shape = Shape::new(g, c, layout, filters);
+    // filter blocks per group: up to 4 (AVX-512) in groups of equal size
+    // (within one), so that the threads' shares of the items, which run
+    // group by group, hold equal work
     let nf = match lvl {
-        Level::Avx512 => 4,
+        Level::Avx512 => {
+            let mb = blocks(m);
+            mb.div_ceil(mb.div_ceil(4).max(1)).max(1)
+        }
         _ => 1,
     };
     // multiply-adds of one image
