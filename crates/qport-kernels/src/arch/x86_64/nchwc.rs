@@ -264,19 +264,20 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
         let xb = x.add(b * xcb);
         let wb = w.add(b * ks * TAP);
         let nkx = t.kx.1 - t.kx.0;
-        if nkx == 0 {
+        if nkx == 0 || t.ky.1 <= t.ky.0 {
             continue;
         }
-        for ky in t.ky.0..t.ky.1 {
-            let xp = xb.add(t.at(s, ky, t.kx.0));
-            let wp = wb.add((ky * s.kw + t.kx.0) * TAP);
-            let taps = Taps {
-                n: nkx,
-                x_step: s.dw * s.xs[2],
-                real,
-            };
-            acc = steps::<S, NR, NW>(acc, xp, xch, pstep, wp, wfb, &taps);
-        }
+        let taps = Taps {
+            rows: t.ky.1 - t.ky.0,
+            x_row: s.dh * s.xs[1],
+            w_row: s.kw * TAP,
+            n: nkx,
+            x_step: s.dw * s.xs[2],
+            real,
+        };
+        let xp = xb.add(t.at(s, t.ky.0, t.kx.0));
+        let wp = wb.add((t.ky.0 * s.kw + t.kx.0) * TAP);
+        acc = steps::<S, NR, NW>(acc, xp, xch, pstep, wp, wfb, &taps);
     }
     if blocks.1 < cb {
         for (r, accr) in acc.iter().enumerate() {
@@ -290,10 +291,14 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
     store::<S, NR, NW>(a, out, fb0, t, &acc)
 }
 
-/// A run of kernel columns of one kernel row: `n` taps, `x_step` input
-/// elements apart (their weights `TAP` apart), each over `real` input
-/// channels.
+/// The taps of a tile in one input block: `rows` kernel rows of `n`
+/// kernel columns, `x_step` input elements apart (their weights `TAP`
+/// apart), each over `real` input channels.
 struct Taps {
+    /// Kernel rows, `x_row` input and `w_row` weight elements apart.
+    rows: usize,
+    x_row: usize,
+    w_row: usize,
     n: usize,
     x_step: usize,
     real: usize,
@@ -316,19 +321,21 @@ unsafe fn steps<S: Simd, const NR: usize, const NW: usize>(
     tp: &Taps,
 ) -> [[S::V; NW]; NR] {
     let nv = BLOCK / S::LANES;
-    for k in 0..tp.n {
-        let xk = xp.add(k * tp.x_step);
-        let wk = wp.add(k * TAP);
-        for ci in 0..tp.real {
-            let mut wv = [S::zero(); NR];
-            for (r, wr) in wv.iter_mut().enumerate() {
-                *wr = S::load(wk.add((r / nv) * wfb + ci * BLOCK + (r % nv) * S::LANES));
-            }
-            let xc = xk.add(ci * xch);
-            for j in 0..NW {
-                let xv = S::splat(*xc.add(j * pstep));
-                for r in 0..NR {
-                    acc[r][j] = S::fma(xv, wv[r], acc[r][j]);
+    for ky in 0..tp.rows {
+        for k in 0..tp.n {
+            let xk = xp.add(ky * tp.x_row + k * tp.x_step);
+            let wk = wp.add(ky * tp.w_row + k * TAP);
+            for ci in 0..tp.real {
+                let mut wv = [S::zero(); NR];
+                for (r, wr) in wv.iter_mut().enumerate() {
+                    *wr = S::load(wk.add((r / nv) * wfb + ci * BLOCK + (r % nv) * S::LANES));
+                }
+                let xc = xk.add(ci * xch);
+                for j in 0..NW {
+                    let xv = S::splat(*xc.add(j * pstep));
+                    for r in 0..NR {
+                        acc[r][j] = S::fma(xv, wv[r], acc[r][j]);
+                    }
                 }
             }
         }
