@@ -259,25 +259,33 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
             }
         }
     }
-    for b in blocks.0..blocks.1 {
-        let real = (s.c - b * BLOCK).min(BLOCK);
-        let xb = x.add(b * xcb);
-        let wb = w.add(b * ks * TAP);
-        let nkx = t.kx.1 - t.kx.0;
-        if nkx == 0 || t.ky.1 <= t.ky.0 {
-            continue;
+    let nkx = t.kx.1 - t.kx.0;
+    if nkx > 0 && t.ky.1 > t.ky.0 {
+        // the whole blocks of the batch in one call, then a partial last
+        // block of input channels
+        let full = blocks.1.min(s.c / BLOCK).max(blocks.0);
+        for (b0, b1, real) in [
+            (blocks.0, full, BLOCK),
+            (full, blocks.1, s.c.saturating_sub(full * BLOCK).min(BLOCK)),
+        ] {
+            if b1 <= b0 {
+                continue;
+            }
+            let taps = Taps {
+                blocks: b1 - b0,
+                x_cb: xcb,
+                w_cb: ks * TAP,
+                rows: t.ky.1 - t.ky.0,
+                x_row: s.dh * s.xs[1],
+                w_row: s.kw * TAP,
+                n: nkx,
+                x_step: s.dw * s.xs[2],
+                real,
+            };
+            let xp = x.add(b0 * xcb + t.at(s, t.ky.0, t.kx.0));
+            let wp = w.add(b0 * ks * TAP + (t.ky.0 * s.kw + t.kx.0) * TAP);
+            acc = steps::<S, NR, NW>(acc, xp, xch, pstep, wp, wfb, &taps);
         }
-        let taps = Taps {
-            rows: t.ky.1 - t.ky.0,
-            x_row: s.dh * s.xs[1],
-            w_row: s.kw * TAP,
-            n: nkx,
-            x_step: s.dw * s.xs[2],
-            real,
-        };
-        let xp = xb.add(t.at(s, t.ky.0, t.kx.0));
-        let wp = wb.add((t.ky.0 * s.kw + t.kx.0) * TAP);
-        acc = steps::<S, NR, NW>(acc, xp, xch, pstep, wp, wfb, &taps);
     }
     if blocks.1 < cb {
         for (r, accr) in acc.iter().enumerate() {
@@ -291,10 +299,15 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
     store::<S, NR, NW>(a, out, fb0, t, &acc)
 }
 
-/// The taps of a tile in one input block: `rows` kernel rows of `n`
-/// kernel columns, `x_step` input elements apart (their weights `TAP`
-/// apart), each over `real` input channels.
+/// The taps of a tile in a run of input blocks: `blocks` blocks of `rows`
+/// kernel rows of `n` kernel columns, `x_step` input elements apart
+/// (their weights `TAP` apart), each over `real` input channels.
 struct Taps {
+    /// Input channel blocks, `x_cb` input and `w_cb` weight elements
+    /// apart.
+    blocks: usize,
+    x_cb: usize,
+    w_cb: usize,
     /// Kernel rows, `x_row` input and `w_row` weight elements apart.
     rows: usize,
     x_row: usize,
@@ -321,20 +334,22 @@ unsafe fn steps<S: Simd, const NR: usize, const NW: usize>(
     tp: &Taps,
 ) -> [[S::V; NW]; NR] {
     let nv = BLOCK / S::LANES;
-    for ky in 0..tp.rows {
-        for k in 0..tp.n {
-            let xk = xp.add(ky * tp.x_row + k * tp.x_step);
-            let wk = wp.add(ky * tp.w_row + k * TAP);
-            for ci in 0..tp.real {
-                let mut wv = [S::zero(); NR];
-                for (r, wr) in wv.iter_mut().enumerate() {
-                    *wr = S::load(wk.add((r / nv) * wfb + ci * BLOCK + (r % nv) * S::LANES));
-                }
-                let xc = xk.add(ci * xch);
-                for j in 0..NW {
-                    let xv = S::splat(*xc.add(j * pstep));
-                    for r in 0..NR {
-                        acc[r][j] = S::fma(xv, wv[r], acc[r][j]);
+    for b in 0..tp.blocks {
+        for ky in 0..tp.rows {
+            for k in 0..tp.n {
+                let xk = xp.add(b * tp.x_cb + ky * tp.x_row + k * tp.x_step);
+                let wk = wp.add(b * tp.w_cb + ky * tp.w_row + k * TAP);
+                for ci in 0..tp.real {
+                    let mut wv = [S::zero(); NR];
+                    for (r, wr) in wv.iter_mut().enumerate() {
+                        *wr = S::load(wk.add((r / nv) * wfb + ci * BLOCK + (r % nv) * S::LANES));
+                    }
+                    let xc = xk.add(ci * xch);
+                    for j in 0..NW {
+                        let xv = S::splat(*xc.add(j * pstep));
+                        for r in 0..NR {
+                            acc[r][j] = S::fma(xv, wv[r], acc[r][j]);
+                        }
                     }
                 }
             }
