@@ -55,9 +55,14 @@ use crate::im2col::ConvGeometry;
 /// Channels per block of the layout.
 pub const BLOCK: usize = 16;
 
-/// Elements of one tap's weights in [`Filters`]: input channel by output
-/// channel of one block pair.
-const TAP: usize = BLOCK * BLOCK;
+/// Elements of one tap's dense weights for one pair of blocks: sixteen
+/// output channels per input channel, of sixteen input channels, or of
+/// `c` when the input has fewer (a stem: its taps then lie side by side,
+/// where padded to sixteen they would fall into few L1 sets and evict
+/// each other).
+pub(crate) fn tap_len(c: usize) -> usize {
+    BLOCK * c.min(BLOCK)
+}
 
 /// Blocks of [`BLOCK`] channels holding `c` channels.
 pub fn blocks(c: usize) -> usize {
@@ -91,7 +96,7 @@ pub enum Layout {
 /// per model.
 ///
 /// Dense filters (`group` 1) are stored `[M/16][C/16][KH][KW][16 in][16
-/// out]`, depthwise ones (`group` = `C` = `M`) `[C/16][KH][KW][16]`, both
+/// out]` (`[M/16][1][KH][KW][C][16]` for fewer than 16 input channels), depthwise ones (`group` = `C` = `M`) `[C/16][KH][KW][16]`, both
 /// zero in the padding channels; the bias is padded to whole blocks.
 #[derive(Clone, Debug)]
 pub struct Filters {
@@ -120,12 +125,13 @@ impl Filters {
         let ks = kh * kw;
         assert_eq!(w.len(), m * c * ks, "nchwc::Filters::dense: weight size");
         let (mb, cb) = (blocks(m), blocks(c));
-        let mut data = vec![0.0f32; mb * cb * ks * TAP];
+        let tap = tap_len(c);
+        let mut data = vec![0.0f32; mb * cb * ks * tap];
         for o in 0..m {
             for i in 0..c {
                 for t in 0..ks {
-                    let at = ((((o / BLOCK) * cb + i / BLOCK) * ks + t) * BLOCK + i % BLOCK)
-                        * BLOCK
+                    let at = (((o / BLOCK) * cb + i / BLOCK) * ks + t) * tap
+                        + (i % BLOCK) * BLOCK
                         + o % BLOCK;
                     data[at] = w[(o * c + i) * ks + t];
                 }
@@ -688,7 +694,7 @@ unsafe fn reference(a: &Args, out: *mut f32, items: std::ops::Range<usize>) {
                                 let ix = (ox * s.sw + kx * s.dw) as isize - s.pl;
                                 let xo =
                                     b * s.xs[0] + iy as usize * s.xs[1] + ix as usize * s.xs[2];
-                                let wo = ((fb * cb + b) * ks + ky * s.kw + kx) * TAP;
+                                let wo = ((fb * cb + b) * ks + ky * s.kw + kx) * tap_len(s.c);
                                 for ci in 0..real {
                                     let xv = a.x[xo + ci * s.xs[3]];
                                     let wr = &w[wo + ci * BLOCK..][..BLOCK];

@@ -14,11 +14,8 @@
 #![allow(unsafe_op_in_unsafe_fn)]
 
 use super::simd::{Avx2, Avx512, Simd};
-use crate::f32::nchwc::{Args, Shape, BLOCK};
+use crate::f32::nchwc::{tap_len, Args, Shape, BLOCK};
 use std::ops::Range;
-
-/// Weights of one tap of one pair of channel blocks.
-const TAP: usize = BLOCK * BLOCK;
 
 /// The AVX-512 body (16 lanes: a block is one vector; 4 x 6 tiles).
 ///
@@ -126,7 +123,7 @@ unsafe fn body<S: Simd, const NV: usize, const NWD: usize>(
         }
         let fb0 = grp * a.nf;
         let nf = a.nf.min(mb - fb0);
-        let batch = (WEIGHT_BATCH_BYTES / (nf * ks * TAP * 4)).max(1);
+        let batch = (WEIGHT_BATCH_BYTES / (nf * ks * tap_len(s.c) * 4)).max(1);
         let mut b0 = 0;
         while b0 < cb {
             let b1 = (b0 + batch).min(cb);
@@ -243,7 +240,8 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
     let s = a.s;
     let cb = a.cb();
     let ks = s.kh * s.kw;
-    let wfb = cb * ks * TAP;
+    let tap = tap_len(s.c);
+    let wfb = cb * ks * tap;
     let x = a.x.as_ptr();
     let w = a.weights().as_ptr().add(fb0 * wfb);
     let (xcb, xch) = (s.xs[0], s.xs[3]);
@@ -274,16 +272,17 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
             let taps = Taps {
                 blocks: b1 - b0,
                 x_cb: xcb,
-                w_cb: ks * TAP,
+                w_cb: ks * tap,
                 rows: t.ky.1 - t.ky.0,
                 x_row: s.dh * s.xs[1],
-                w_row: s.kw * TAP,
+                w_row: s.kw * tap,
+                w_tap: tap,
                 n: nkx,
                 x_step: s.dw * s.xs[2],
                 real,
             };
             let xp = x.add(b0 * xcb + t.at(s, t.ky.0, t.kx.0));
-            let wp = w.add(b0 * ks * TAP + (t.ky.0 * s.kw + t.kx.0) * TAP);
+            let wp = w.add(b0 * ks * tap + (t.ky.0 * s.kw + t.kx.0) * tap);
             acc = steps::<S, NR, NW>(acc, xp, xch, pstep, wp, wfb, &taps);
         }
     }
@@ -301,7 +300,7 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
 
 /// The taps of a tile in a run of input blocks: `blocks` blocks of `rows`
 /// kernel rows of `n` kernel columns, `x_step` input elements apart
-/// (their weights `TAP` apart), each over `real` input channels.
+/// (their weights `w_tap` apart), each over `real` input channels.
 struct Taps {
     /// Input channel blocks, `x_cb` input and `w_cb` weight elements
     /// apart.
@@ -312,6 +311,8 @@ struct Taps {
     rows: usize,
     x_row: usize,
     w_row: usize,
+    /// Weight elements between kernel columns.
+    w_tap: usize,
     n: usize,
     x_step: usize,
     real: usize,
@@ -338,7 +339,7 @@ unsafe fn steps<S: Simd, const NR: usize, const NW: usize>(
         for ky in 0..tp.rows {
             for k in 0..tp.n {
                 let xk = xp.add(b * tp.x_cb + ky * tp.x_row + k * tp.x_step);
-                let wk = wp.add(b * tp.w_cb + ky * tp.w_row + k * TAP);
+                let wk = wp.add(b * tp.w_cb + ky * tp.w_row + k * tp.w_tap);
                 for ci in 0..tp.real {
                     let mut wv = [S::zero(); NR];
                     for (r, wr) in wv.iter_mut().enumerate() {
