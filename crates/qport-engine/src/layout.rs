@@ -130,17 +130,7 @@ pub(crate) fn block(rw: Rewritten, graph_outputs: &[String]) -> Rewritten {
             if let Some((xb, c)) = st.blocked.get(&p.node.inputs[0]).cloned() {
                 let mut node = p.node;
                 node.inputs[0] = xb;
-                let y = node.outputs[0].clone();
-                let yb = st.fresh(&y);
-                node.outputs[0] = yb.clone();
-                st.blocked.insert(y.clone(), (yb, c));
-                st.planar_missing.insert(y);
-                st.out.push(PlannedNode {
-                    node,
-                    act: None,
-                    residual: false,
-                    blocked: Some(LayoutStep::MaxPool),
-                });
+                st.push_blocked(node, c, None, false, LayoutStep::MaxPool);
                 continue;
             }
         }
@@ -161,17 +151,8 @@ pub(crate) fn block(rw: Rewritten, graph_outputs: &[String]) -> Rewritten {
             let r = node.inputs[3].clone();
             node.inputs[3] = st.ensure_blocked(&r, m);
         }
-        let y = node.outputs[0].clone();
-        let yb = st.fresh(&y);
-        node.outputs[0] = yb.clone();
-        st.blocked.insert(y.clone(), (yb, m));
-        st.planar_missing.insert(y);
-        st.out.push(PlannedNode {
-            node,
-            act: p.act,
-            residual: p.residual,
-            blocked: Some(LayoutStep::Conv { planar_input }),
-        });
+        let kind = LayoutStep::Conv { planar_input };
+        st.push_blocked(node, m, p.act, p.residual, kind);
     }
     for o in graph_outputs {
         st.ensure_planar(o);
@@ -197,6 +178,29 @@ impl State {
         let name = fresh_name(&format!("{base}{SUFFIX}"), |k| self.taken.contains(k));
         self.taken.insert(name.clone());
         name
+    }
+
+    /// Plans `node` as a blocked step of `kind` whose output (of `channels`
+    /// channels) exists only blocked, under a fresh name.
+    fn push_blocked(
+        &mut self,
+        mut node: Node,
+        channels: usize,
+        act: Option<qport_kernels::activation::Activation>,
+        residual: bool,
+        kind: LayoutStep,
+    ) {
+        let y = node.outputs[0].clone();
+        let yb = self.fresh(&y);
+        node.outputs[0] = yb.clone();
+        self.blocked.insert(y.clone(), (yb, channels));
+        self.planar_missing.insert(y);
+        self.out.push(PlannedNode {
+            node,
+            act,
+            residual,
+            blocked: Some(kind),
+        });
     }
 
     /// The blocked name of planar value `x`, converting it first if no

@@ -811,6 +811,10 @@ mod tests {
         y
     }
 
+    fn same_bits(a: &[f32], b: &[f32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    }
+
     /// Runs `cs` at `lvl` on `threads` threads: planar output.
     fn run(cs: &Case, lvl: Level, threads: usize, seed: u64) -> (Vec<f32>, Vec<f64>) {
         let mut rng = Rng(seed);
@@ -1004,11 +1008,7 @@ mod tests {
             }
             for lvl in levels.into_iter().filter(|l| supported(*l)) {
                 let (got, _) = run(cs, lvl, 1, seed);
-                let same = got
-                    .iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{cs:?} at {lvl:?}");
+                assert!(same_bits(&got, &want), "{cs:?} at {lvl:?}");
             }
         }
     }
@@ -1055,11 +1055,7 @@ mod tests {
                     crate::par::parallel_splits() > before,
                     "{cs:?} did not split"
                 );
-                let same = one
-                    .iter()
-                    .zip(&two)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{cs:?} at {lvl:?}");
+                assert!(same_bits(&one, &two), "{cs:?} at {lvl:?}");
             }
         }
     }

@@ -84,6 +84,17 @@ pub(crate) fn build(
     }
 }
 
+/// [`Op::eval`] of a one-output step through its [`Op::eval_into`] (the
+/// steps here have one implementation, into a reused buffer).
+fn eval_one(op: &dyn Op, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+    let mut out = vec![None];
+    op.eval_into(inputs, &mut out)?;
+    match out.pop().flatten() {
+        Some(t) => Ok(vec![t]),
+        None => Err(OpError::invalid("the step wrote no output")),
+    }
+}
+
 /// A Conv on the blocked layout.
 struct ConvBlocked {
     attrs: ConvAttrs,
@@ -146,9 +157,7 @@ impl ConvBlocked {
 
 impl Op for ConvBlocked {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
-        let mut out = vec![None];
-        self.eval_into(inputs, &mut out)?;
-        Ok(vec![out.pop().flatten().expect("written")])
+        eval_one(self, inputs)
     }
 
     fn eval_into(
@@ -239,9 +248,7 @@ struct ToBlocked;
 
 impl Op for ToBlocked {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
-        let mut out = vec![None];
-        self.eval_into(inputs, &mut out)?;
-        Ok(vec![out.pop().flatten().expect("written")])
+        eval_one(self, inputs)
     }
 
     fn eval_into(
@@ -277,9 +284,7 @@ struct ToPlanar {
 
 impl Op for ToPlanar {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
-        let mut out = vec![None];
-        self.eval_into(inputs, &mut out)?;
-        Ok(vec![out.pop().flatten().expect("written")])
+        eval_one(self, inputs)
     }
 
     fn eval_into(
@@ -326,9 +331,7 @@ struct PoolCall {
 
 impl Op for MaxPoolBlocked {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
-        let mut out = vec![None];
-        self.eval_into(inputs, &mut out)?;
-        Ok(vec![out.pop().flatten().expect("written")])
+        eval_one(self, inputs)
     }
 
     fn eval_into(
