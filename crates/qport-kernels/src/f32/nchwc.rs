@@ -401,7 +401,7 @@ pub(crate) fn conv_at(
     if n == 0 || out_len == 0 {
         return;
     }
-    let shape = Shape::new(g, c, layout, filters);
+    let shape = Shape::new(g, c, layout);
     // filter blocks per group: up to 4 (AVX-512) in groups of equal size
     // (within one), so that the threads' shares of the items, which run
     // group by group, hold equal work
@@ -495,7 +495,7 @@ fn inside(size: usize, k: usize, s: usize, d: usize, p: isize, out: usize) -> (u
 }
 
 impl Shape {
-    fn new(g: &ConvGeometry, c: usize, layout: Layout, f: &Filters) -> Shape {
+    fn new(g: &ConvGeometry, c: usize, layout: Layout) -> Shape {
         let (mut h, mut w) = (g.image[0], g.image[1]);
         let (mut oh, mut ow) = (g.output[0], g.output[1]);
         let (kh, kw) = (g.kernel[0], g.kernel[1]);
@@ -527,7 +527,6 @@ impl Shape {
         };
         let (lo, hi) = inside(w, kw, sw, dw, pl, ow);
         let (top, bottom) = inside(h, kh, sh, dh, pt, oh);
-        let _ = f;
         Shape {
             c,
             h,
