@@ -13,10 +13,11 @@
 //! AVX2 saturating pair path is a GEMM kernel).
 //!
 //! Entries: [`depthwise_pairs`], the fast one for 8-bit inputs (a layer's
-//! channels at once, 16-bit pairs in SIMD, plane by plane or, on narrow
-//! maps with AVX-512, channels-last: see [`PairLayout`]);
+//! channels at once: 16-bit pairs in SIMD, plane by plane or, on narrow
+//! maps with AVX-512, channels-last; or, with AVX-512 VNNI and VBMI, byte
+//! quads straight from the input rows: see [`PairLayout`]);
 //! [`depthwise_pairs_requant`], the same sums requantized into bytes as
-//! the channels-last layout writes them; [`depthwise_pairs_in`], a chosen
+//! the channels-last and row-quad layouts write them; [`depthwise_pairs_in`], a chosen
 //! layout (benchmarks and tests); and [`depthwise_plane`], one plane of
 //! `u8` or `i8` values (the fallback where the pairs do not apply).
 
@@ -131,7 +132,10 @@ pub const PAIRS_MAX_TAPS: usize = 33_025;
 /// [`depthwise_plane`]. On the AVX-512 rows a layer whose input is at
 /// most 16 columns wide runs channels-last instead
 /// ([`PairLayout::ChannelsLast`]): the same products and sums, a vector
-/// of 16 channels per output position.
+/// of 16 channels per output position. On the VNNI rows of a CPU with
+/// VBMI, a layer with i8 centred weights whose output is more than 8
+/// columns wide runs [`PairLayout::RowQuads`]: no plane of pairs, the
+/// same sums.
 ///
 /// Returns `false` (nothing written) when a centred weight is outside
 /// `[−255, 255]`, the kernel has more than [`PAIRS_MAX_TAPS`] taps, or the
@@ -191,6 +195,13 @@ pub enum PairLayout {
     /// AVX-512 rows, for narrow maps where a vector of columns would be
     /// mostly empty and each channel's own set-up dominates.
     ChannelsLast,
+    /// One channel at a time straight from its bytes, no plane of pairs:
+    /// 16 output columns per vector, each kernel row's taps in quads of
+    /// bytes that a byte permute gathers from one load of the input row,
+    /// multiplied by `vpdpbusd`. The AVX-512 VNNI rows on CPUs with VBMI,
+    /// where the centred weights are i8 and the taps of 16 output columns
+    /// lie within 64 bytes of a row (`15·sw + (kw − 1)·dw < 64`).
+    RowQuads,
 }
 
 /// Input widths up to which the AVX-512 rows run a layer channels-last
@@ -200,14 +211,38 @@ pub enum PairLayout {
 /// read 14 × 14 ones (not those that read 28 × 28 maps).
 const CHANNELS_LAST_MAX_W: usize = 16;
 
+/// Output widths up to which the channels-last layout stays the pick
+/// where [`PairLayout::RowQuads`] could run: on MobileNetV2's 7 x 7
+/// outputs (7 of a vector's 16 columns used) channels-last took 0.15 ms
+/// to the row quads' 0.23 (`op_profile`); from 14 columns on the row
+/// quads were faster.
+#[cfg(target_arch = "x86_64")]
+const ROW_QUADS_MIN_OW: usize = 8;
+
 /// The layout [`depthwise_pairs`] picks for `g` on `isa`.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn pick_layout(g: &crate::f32::depthwise::Geo, isa: crate::Isa) -> PairLayout {
     #[cfg(target_arch = "x86_64")]
-    if isa.avx512() && g.w <= CHANNELS_LAST_MAX_W {
-        return PairLayout::ChannelsLast;
+    {
+        if row_quads_row(isa)
+            && g.ow > ROW_QUADS_MIN_OW
+            && crate::arch::x86_64::idepthwise::row_quads_fit(g)
+        {
+            return PairLayout::RowQuads;
+        }
+        if isa.avx512() && g.w <= CHANNELS_LAST_MAX_W {
+            return PairLayout::ChannelsLast;
+        }
     }
     PairLayout::Planes
+}
+
+/// Whether [`PairLayout::RowQuads`] may run on `isa`: a VNNI row of the
+/// dispatch table on a CPU with AVX-512 VBMI.
+#[cfg(target_arch = "x86_64")]
+fn row_quads_row(isa: crate::Isa) -> bool {
+    static VBMI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    isa.vnni() && *VBMI.get_or_init(|| std::arch::is_x86_feature_detected!("avx512vbmi"))
 }
 
 /// [`depthwise_pairs`] in the layout `force` (on rows that have it; the
@@ -232,7 +267,27 @@ pub(crate) fn pairs_as(
         #[cfg(target_arch = "x86_64")]
         {
             let isa = crate::isa();
-            let layout = force.unwrap_or_else(|| pick_layout(&a.g, isa));
+            let mut layout = force.unwrap_or_else(|| pick_layout(&a.g, isa));
+            if layout == PairLayout::RowQuads {
+                use crate::arch::x86_64::idepthwise::{row_quads_fit, row_quads_vnni};
+                if row_quads_row(isa)
+                    && row_quads_fit(&a.g)
+                    && a.w.iter().all(|&w| i8::try_from(w).is_ok())
+                {
+                    #[cfg(test)]
+                    ROW_QUADS_RUNS.with(|r| r.set(r.get() + 1));
+                    // SAFETY: a VNNI row with VBMI (`row_quads_row`), the
+                    // geometry and weights it takes, `a` checked by
+                    // `operands`.
+                    unsafe { row_quads_vnni(&a, ClOut::Sums(out)) };
+                    return;
+                }
+                layout = if a.g.w <= CHANNELS_LAST_MAX_W {
+                    PairLayout::ChannelsLast
+                } else {
+                    PairLayout::Planes
+                };
+            }
             // SAFETY: each body runs only on the dispatch row that
             // guarantees its features (`dispatch::detect`): AVX-512F + BW
             // (+ VNNI on the top row), AVX2 + FMA on every x86-64 row.
@@ -336,9 +391,10 @@ unsafe fn channels_last(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
 /// form (`forms[c]`, as [`crate::int8::elementwise::requantize`] does for
 /// a requantizer of that form) into the 8-bit `out`
 /// (`[channels, output positions]`), where the layer runs channels-last
-/// (the AVX-512 rows, narrow maps: see [`PairLayout`]). Returns `false`,
-/// with nothing written, where it does not: other rows or geometries,
-/// forms of both variants, a `T` wider than a byte, or where
+/// (the AVX-512 rows, narrow maps) or in row quads (see [`PairLayout`]).
+/// Returns `false`, with nothing written, where it does not: other rows
+/// or geometries, forms of both variants (channels-last), centred weights
+/// outside i8 (row quads), a `T` wider than a byte, or where
 /// [`depthwise_pairs`] returns `false`. The bytes are those of the sums
 /// of [`depthwise_pairs`] requantized.
 ///
@@ -359,14 +415,18 @@ pub fn depthwise_pairs_requant<T: QInt>(
     {
         // (the layout first: the engine asks for every chunk of every
         // depthwise layer, and most of those that decline are planes)
-        let picked = crate::f32::depthwise::Geo::new(geom)
-            .is_some_and(|g| pick_layout(&g, crate::isa()) == PairLayout::ChannelsLast);
+        let picked = crate::f32::depthwise::Geo::new(geom).map(|g| pick_layout(&g, crate::isa()));
         let one_variant = || {
             forms
                 .windows(2)
                 .all(|p| std::mem::discriminant(&p[0]) == std::mem::discriminant(&p[1]))
         };
-        if std::mem::size_of::<T>() != 1 || !picked || !one_variant() {
+        let fits = match picked {
+            Some(PairLayout::ChannelsLast) => one_variant(),
+            Some(PairLayout::RowQuads) => w_centered.iter().all(|&w| i8::try_from(w).is_ok()),
+            _ => false,
+        };
+        if std::mem::size_of::<T>() != 1 || !fits {
             return false;
         }
         let Some(a) = operands(x, x_zero, channels, w_centered, geom, out.len()) else {
@@ -382,6 +442,20 @@ pub fn depthwise_pairs_requant<T: QInt>(
         // SAFETY: `T` is one byte (checked above): its slice as bytes.
         let bytes =
             unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len()) };
+        if picked == Some(PairLayout::RowQuads) {
+            #[cfg(test)]
+            ROW_QUADS_RUNS.with(|r| r.set(r.get() + 1));
+            // SAFETY: picked on a VNNI row with VBMI for a geometry it
+            // takes (`pick_layout`), the weights checked above, `a` by
+            // `operands`.
+            unsafe {
+                crate::arch::x86_64::idepthwise::row_quads_vnni(
+                    &a,
+                    ClOut::Bytes { forms, out: bytes },
+                )
+            };
+            return true;
+        }
         PAIR_BUFS.with(|p| {
             // SAFETY: the channels-last layout is picked on AVX-512 rows
             // only (`pick_layout`), which have F + BW.
@@ -826,6 +900,13 @@ pub(crate) fn cl_pair_rows(g: &crate::f32::depthwise::Geo, rows: &mut Vec<usize>
     height
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Calls of this thread that ran [`PairLayout::RowQuads`] (tests
+    /// check that the path they cover ran).
+    static ROW_QUADS_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 thread_local! {
     /// The scratch of [`depthwise_pairs`], reused.
     static PAIR_BUFS: std::cell::RefCell<PairBufs> = std::cell::RefCell::new(PairBufs::default());
@@ -934,6 +1015,75 @@ mod tests {
         Ok(())
     }
 
+    /// The row-quads body on the layers of MobileNetV2 and
+    /// EfficientNet-Lite0 (3 x 3 and 5 x 5, strides 1 and 2, maps from
+    /// 7 to 112 wide), holding its sums to the direct definition, and
+    /// the count of its runs to the rows that have it.
+    #[test]
+    fn row_quads_match_the_direct_definition_on_network_layers() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for &(hw, k, s) in &[
+            (112, 3, 1),
+            (112, 3, 2),
+            (56, 3, 1),
+            (28, 5, 2),
+            (14, 5, 1),
+            (7, 3, 1),
+            (7, 5, 1),
+            (17, 3, 2),
+        ] {
+            let p = k / 2;
+            let o = (hw + 2 * p - k) / s + 1;
+            let g = PlaneGeom {
+                input: [hw, hw],
+                kernel: [k, k],
+                strides: [s, s],
+                dilations: [1, 1],
+                pad_begin: [p, p],
+                output: [o, o],
+            };
+            let nch = 5;
+            let xz = (next() % 256) as i32;
+            let x: Vec<u8> = (0..nch * hw * hw).map(|_| next() as u8).collect();
+            let w: Vec<i8> = (0..nch * k * k).map(|_| next() as i8).collect();
+            let wc: Vec<i32> = w.iter().map(|&v| i32::from(v)).collect();
+            for isa in crate::dispatch::supported_isas() {
+                for layout in [None, Some(PairLayout::RowQuads)] {
+                    let before = ROW_QUADS_RUNS.with(|r| r.get());
+                    let mut got = vec![7; nch * o * o];
+                    let ran = crate::dispatch::with_isa(isa, || {
+                        pairs_as(&x, xz, nch, &wc, &g.conv_geometry(), &mut got, layout)
+                    });
+                    assert!(ran);
+                    for c in 0..nch {
+                        let want = naive(&x[c * hw * hw..], xz, &w[c * k * k..], 0, &g);
+                        assert_eq!(
+                            &got[c * o * o..(c + 1) * o * o],
+                            &want[..],
+                            "{isa} {layout:?} {hw} {k} {s}"
+                        );
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        let picked = layout.is_some() || o > ROW_QUADS_MIN_OW;
+                        assert_eq!(
+                            ROW_QUADS_RUNS.with(|r| r.get()) - before,
+                            usize::from(row_quads_row(isa) && picked),
+                            "{isa} {layout:?} {hw}: the row-quads body runs where the row has it"
+                        );
+                    }
+                    let _ = before;
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
         #[test]
@@ -971,7 +1121,7 @@ mod tests {
         /// forms, and biases whose i32 addition overflows.
         #[test]
         fn fused_requantization_matches_the_sums_requantized(
-            ih in 1usize..10, iw in 1usize..20, kh in 1usize..6, kw in 1usize..6,
+            ih in 1usize..10, iw in 1usize..40, kh in 1usize..6, kw in 1usize..6,
             sh in 1usize..3, sw in 1usize..3,
             pt in 0usize..3, pl in 0usize..3, pb in 0usize..3, pr in 0usize..3,
             nch in prop_oneof![1usize..4, 15usize..35],
@@ -979,6 +1129,7 @@ mod tests {
             seed in any::<u64>(),
             big_bias in any::<bool>(),
             signed in any::<bool>(),
+            small_w in any::<bool>(),
         ) {
             use qport_core::arith::{ArithProfile, Requantizer};
             prop_assume!(ih + pt + pb >= kh && iw + pl + pr >= kw);
@@ -994,7 +1145,12 @@ mod tests {
                 (r >> 33) as i64
             };
             let x: Vec<u8> = (0..nch * is).map(|_| next() as u8).collect();
-            let w: Vec<i32> = (0..nch * ks).map(|_| next().rem_euclid(511) as i32 - 255).collect();
+            // centred weights of the full range, or i8 ones (the range
+            // of the row quads)
+            let span = if small_w { 256 } else { 511 };
+            let w: Vec<i32> = (0..nch * ks)
+                .map(|_| next().rem_euclid(span) as i32 - (span as i32) / 2)
+                .collect();
             let mut sums = vec![0; nch * os];
             prop_assert!(depthwise_pairs(&x, xz, nch, &w, &geom, &mut sums));
             let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
@@ -1014,7 +1170,13 @@ mod tests {
                     .collect();
                 let forms: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
                 for isa in crate::dispatch::supported_isas() {
-                    let fused = isa.avx512() && iw <= CHANNELS_LAST_MAX_W;
+                    let fused = match crate::f32::depthwise::Geo::new(&geom)
+                        .map(|g| pick_layout(&g, isa))
+                    {
+                        Some(PairLayout::ChannelsLast) => true,
+                        Some(PairLayout::RowQuads) => w.iter().all(|&v| i8::try_from(v).is_ok()),
+                        _ => false,
+                    };
                     let case = (&x[..], xz, nch, &w[..], &geom);
                     if signed {
                         fused_equals_apart::<i8>(case, (&rq, &forms), &sums, isa, fused)?;
@@ -1032,7 +1194,7 @@ mod tests {
             pt in 0usize..3, pl in 0usize..3, pb in 0usize..3, pr in 0usize..3,
             nch in prop_oneof![1usize..4, 14usize..40],
             xz in prop_oneof![Just(0i32), Just(255), 0i32..256],
-            wz in prop_oneof![Just(-128i32), Just(127), -128i32..128],
+            wz in prop_oneof![Just(-128i32), Just(127), Just(0), -128i32..128],
             xs in proptest::collection::vec(prop_oneof![Just(0u8), Just(255), any::<u8>()], 3 * 800),
             ws in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127), any::<i8>()], 3 * 25),
         ) {
@@ -1056,7 +1218,12 @@ mod tests {
             // in each layout (rows without the channels-last one run the
             // planes), and in the one the call picks
             for isa in crate::dispatch::supported_isas() {
-                for layout in [None, Some(PairLayout::Planes), Some(PairLayout::ChannelsLast)] {
+                for layout in [
+                    None,
+                    Some(PairLayout::Planes),
+                    Some(PairLayout::ChannelsLast),
+                    Some(PairLayout::RowQuads),
+                ] {
                     let mut got = vec![7; nch * os];
                     let ran = crate::dispatch::with_isa(isa, || {
                         pairs_as(&x, xz, nch, &wc, &g.conv_geometry(), &mut got, layout)

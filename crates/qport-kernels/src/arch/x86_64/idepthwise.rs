@@ -5,7 +5,7 @@
 //! sum is exact, so each returns the portable body's sums.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use super::requant::LaneForms;
+use super::requant::{LaneForms, Lanes16};
 use crate::int8::depthwise::{
     cl_pair_rows, fill_row_from, pairs_body, ClBufs, ClOut, PairArgs, PairBufs, PairVec,
 };
@@ -635,4 +635,200 @@ pub(crate) unsafe fn channels_last_vnni(a: &PairArgs, bufs: &mut PairBufs, out: 
 pub(crate) unsafe fn channels_last_avx512(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
     // SAFETY: the features above.
     unsafe { channels_last_body::<false>(a, bufs, out) }
+}
+
+/// Most quads of taps (kernel rows times quads per row) a channel of
+/// [`row_quads_vnni`] holds in registers.
+pub(crate) const ROW_QUADS_MAX: usize = 64;
+
+/// [`crate::int8::depthwise::PairLayout::RowQuads`] on AVX-512 VNNI +
+/// VBMI: every channel, output row and run of 16 output columns as 16
+/// i32 lanes. For each kernel row, one 64-byte load of the input row
+/// (bytes outside the image, and whole rows outside it, replaced by the
+/// zero point: masked loads) feeds one byte permute (`vpermb`) per quad of
+/// kernel columns, which puts in lane `l` the four input bytes the quad's
+/// taps of output column `l` read, and one `vpdpbusd` multiplies them by
+/// the quad's centred weights (i8, zero past the last column). The sums
+/// start from `−x_zero · Σ w`, the share of the zero point in every tap:
+/// the result is `Σ w · (x − x_zero)` over the taps inside the image,
+/// every product and sum exact, the sums of [`pairs_body`].
+///
+/// The caller checks [`row_quads_fit`] and that every centred weight is an
+/// i8.
+///
+/// # Safety
+/// The CPU must support AVX-512F, BW, VNNI and VBMI; `a` checked as by
+/// `operands` (its slices cover `channels` planes), `out` holds
+/// `channels · oh · ow` sums.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
+pub(crate) unsafe fn row_quads_vnni(a: &PairArgs, mut out: ClOut) {
+    assert!(row_quads_fit(&a.g));
+    let out = &mut out;
+    // SAFETY: (each arm) the features above, the caller's operands.
+    unsafe {
+        match a.g.kw.div_ceil(4) {
+            1 => row_quads::<1>(a, out),
+            2 => row_quads::<2>(a, out),
+            3 => row_quads::<3>(a, out),
+            _ => row_quads::<4>(a, out),
+        }
+    }
+}
+
+/// [`row_quads_vnni`] with `NQ` quads of taps per kernel row (the
+/// quads' loops unrolled, so the sums stay in registers).
+///
+/// # Safety
+/// As [`row_quads_vnni`].
+#[inline(always)]
+unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
+    // SAFETY: (whole body) the caller's CPU features (AVX-512F, BW, VNNI,
+    // VBMI: this body is inlined into `row_quads_vnni`); every load and
+    // store is inside the slice it names (see each comment).
+    #[allow(clippy::undocumented_unsafe_blocks)]
+    unsafe {
+        let g = &a.g;
+        let (is, ks, os) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
+        let nq = NQ;
+        assert_eq!(g.kw.div_ceil(4), NQ);
+        match out {
+            ClOut::Sums(o) => assert!(o.len() >= a.channels * os),
+            ClOut::Bytes { forms, out } => {
+                assert!(out.len() >= a.channels * os && forms.len() >= a.channels)
+            }
+        }
+        assert!(a.x.len() >= a.channels * is && a.w.len() >= a.channels * ks);
+        // lane l, byte b of quad q: the input byte of tap 4q + b of output
+        // column l, counted from the window's first byte (taps past the
+        // kernel read column l's first, times a zero weight)
+        let mut idx = [_mm512_setzero_si512(); NQ];
+        for (q, v) in idx.iter_mut().enumerate() {
+            let mut bytes = [0u8; 64];
+            for (i, byte) in bytes.iter_mut().enumerate() {
+                let (l, tap) = (i / 4, 4 * q + i % 4);
+                let t = if tap < g.kw { tap } else { 0 };
+                *byte = (l * g.sw + t * g.dw) as u8;
+            }
+            // SAFETY: 64 bytes read from a 64-byte array.
+            *v = _mm512_loadu_si512(bytes.as_ptr().cast());
+        }
+        let zx = _mm512_set1_epi8(a.x_zero as u8 as i8);
+        let mut wq = [_mm512_setzero_si512(); ROW_QUADS_MAX];
+        for c in 0..a.channels {
+            let wc = &a.w[c * ks..(c + 1) * ks];
+            for ky in 0..g.kh {
+                for q in 0..nq {
+                    let mut quad = [0u8; 4];
+                    for (b, v) in quad.iter_mut().enumerate() {
+                        if 4 * q + b < g.kw {
+                            // an i8 (the caller's check)
+                            *v = wc[ky * g.kw + 4 * q + b] as i8 as u8;
+                        }
+                    }
+                    wq[ky * nq + q] = _mm512_set1_epi32(i32::from_le_bytes(quad));
+                }
+            }
+            let start =
+                _mm512_set1_epi32(a.x_zero.wrapping_mul(wc.iter().sum::<i32>()).wrapping_neg());
+            let plane = a.x[c * is..].as_ptr();
+            // where channel c's sums go: i32 sums, or bytes requantized by
+            // its form
+            let (sums, bytes, form): (*mut i32, *mut u8, Option<Lanes16>) = match out {
+                ClOut::Sums(o) => (o[c * os..].as_mut_ptr(), std::ptr::null_mut(), None),
+                ClOut::Bytes { forms, out } => {
+                    (std::ptr::null_mut(), out[c * os..].as_mut_ptr(), {
+                        // |sum| ≤ Σ|w| · max |x − x_zero|: the f32 form's
+                        // bias addition is checked only where it could
+                        // overflow
+                        let dev = i64::from(a.x_zero.max(255 - a.x_zero));
+                        let bound = wc.iter().map(|&w| i64::from(w).abs()).sum::<i64>() * dev;
+                        Some(Lanes16::new(&forms[c]).bounded(bound))
+                    })
+                }
+            };
+            // output position `at` of channel c gets lanes 0..n of `v`
+            macro_rules! put {
+                ($at:expr, $v:expr, $n:expr) => {{
+                    let (at, n): (usize, usize) = ($at, $n);
+                    match &form {
+                        // SAFETY: positions at..at + n of channel c lie in its
+                        // slice of the output (checked above).
+                        None => {
+                            let lanes = (1u32 << n).wrapping_sub(1) as u16;
+                            _mm512_mask_storeu_epi32(sums.add(at).cast(), lanes, $v)
+                        }
+                        // SAFETY: as above, n ≤ 16 lanes.
+                        Some(l) => l.store($v, bytes.add(at), n),
+                    }
+                }};
+            }
+            let mut ox0 = 0;
+            while ox0 < g.ow {
+                let n = (g.ow - ox0).min(16);
+                // the window's first column and the bytes inside the image
+                let col0 = (ox0 * g.sw) as isize - g.pl as isize;
+                let lo = (-col0).clamp(0, 64) as u32;
+                let hi = (g.w as isize - col0).clamp(0, 64) as u32;
+                let below = |b: u32| if b >= 64 { u64::MAX } else { (1u64 << b) - 1 };
+                let mask = below(hi) & !below(lo);
+                // the kernel row `ky` of output row `oy`: the window of its
+                // input row (the zero point outside the image). A macro, not a
+                // closure, so that the load is inlined with the features.
+                macro_rules! window {
+                    ($oy:expr, $ky:expr) => {{
+                        let iy = ($oy * g.sh + $ky * g.dh) as isize - g.pt as isize;
+                        if iy >= 0 && (iy as usize) < g.h && mask != 0 {
+                            let p = plane.wrapping_offset(iy * g.w as isize + col0);
+                            // SAFETY: the mask keeps the bytes of columns 0..w
+                            // of row iy of this plane, inside `a.x`; masked
+                            // bytes are not read.
+                            _mm512_mask_loadu_epi8(zx, mask, p.cast())
+                        } else {
+                            zx
+                        }
+                    }};
+                }
+                // runs of ROWS output rows: independent sums in flight
+                let mut oy = 0;
+                while oy + ROWS <= g.oh {
+                    let mut acc = [start; ROWS];
+                    for ky in 0..g.kh {
+                        for (j, accj) in acc.iter_mut().enumerate() {
+                            let v = window!(oy + j, ky);
+                            for (q, iq) in idx.iter().enumerate() {
+                                let p = _mm512_permutexvar_epi8(*iq, v);
+                                *accj = _mm512_dpbusd_epi32(*accj, p, wq[ky * nq + q]);
+                            }
+                        }
+                    }
+                    for (j, accj) in acc.iter().enumerate() {
+                        put!((oy + j) * g.ow + ox0, *accj, n);
+                    }
+                    oy += ROWS;
+                }
+                for oy in oy..g.oh {
+                    let mut acc = start;
+                    for ky in 0..g.kh {
+                        let v = window!(oy, ky);
+                        for (q, iq) in idx.iter().enumerate() {
+                            let p = _mm512_permutexvar_epi8(*iq, v);
+                            acc = _mm512_dpbusd_epi32(acc, p, wq[ky * nq + q]);
+                        }
+                    }
+                    put!(oy * g.ow + ox0, acc, n);
+                }
+                ox0 += n;
+            }
+        }
+    }
+}
+
+/// Output rows whose sums [`row_quads_vnni`] keeps in flight at once.
+const ROWS: usize = 4;
+
+/// Whether [`row_quads_vnni`] takes geometry `g`: the taps of 16
+/// output columns in one 64-byte window (`15·sw + (kw − 1)·dw < 64`)
+/// and at most 4 quads of taps per kernel row, [`ROW_QUADS_MAX`] in all.
+pub(crate) fn row_quads_fit(g: &crate::f32::depthwise::Geo) -> bool {
+    15 * g.sw + (g.kw - 1) * g.dw < 64 && g.kw <= 16 && g.kh * g.kw.div_ceil(4) <= ROW_QUADS_MAX
 }
