@@ -9,11 +9,18 @@
 //! cargo run --release -p qport-tests --example qgemm_speed [M K N]
 //! ```
 //!
-//! With `M K N`, that one shape instead (for a profiler).
+//! With `M K N`, that one shape instead (for a profiler);
+//! `QPORT_BENCH_THREADS=T` runs on `T` intra-op threads (default 1).
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm::gemm_u8s8;
 use std::time::Instant;
 fn main() {
+    if let Some(t) = std::env::var("QPORT_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        qport_kernels::par::set_threads(t);
+    }
     let shapes = [
         (64usize, 576usize, 3136usize),
         (256, 64, 3136),
