@@ -1,7 +1,8 @@
 //! Speed of the exact 8-bit depthwise kernel (`depthwise_pairs`) on the
 //! depthwise layers of MobileNetV2 and EfficientNet-Lite0, in each of its
-//! two layouts (one plane at a time, or channels-last blocks of 16
-//! channels) and in the one it picks: the best of seven timings of the
+//! layouts (one plane at a time, channels-last blocks of 16 channels, row
+//! quads; a row without a layout runs the planes) and in the one it picks:
+//! the best of seven timings of the
 //! i32 sums, in µs, and the layer's multiply-adds per ns; then the FP32
 //! kernel (`depthwise2d`, bias and Relu6) on the same layers.
 //!
@@ -47,7 +48,7 @@ fn main() {
     )];
     let layers: &[(usize, usize, usize, usize)] = if args.len() == 4 { &one } else { &layers };
     println!("isa {:?}", qport_kernels::isa());
-    println!("    C    H  k  s     planes µs   chan-last µs   picked µs   MAC/ns");
+    println!("    C    H  k  s     planes µs   chan-last µs   row-quads µs   picked µs   MAC/ns");
     for &(c, h, k, s) in layers {
         let o = (h + 2 * (k / 2) - k) / s + 1;
         let p = (k / 2) as isize;
@@ -71,6 +72,7 @@ fn main() {
         };
         let planes = time(&mut |o| depthwise_pairs_in(PairLayout::Planes, &x, 7, c, &w, &g, o));
         let cl = time(&mut |o| depthwise_pairs_in(PairLayout::ChannelsLast, &x, 7, c, &w, &g, o));
+        let rq = time(&mut |o| depthwise_pairs_in(PairLayout::RowQuads, &x, 7, c, &w, &g, o));
         let picked = time(&mut |o| depthwise_pairs(&x, 7, c, &w, &g, o));
         let macs = (c * o * o * k * k) as f64;
         let xf: Vec<f32> = x.iter().map(|&v| f32::from(v) / 64.0).collect();
@@ -84,7 +86,7 @@ fn main() {
             true
         });
         println!(
-            "{c:5} {h:4} {k:2} {s:2}   {planes:11.1}   {cl:12.1}   {picked:9.1}   {:6.1}   fp32 {f32_us:7.1} µs {:6.1} MAC/ns",
+            "{c:5} {h:4} {k:2} {s:2}   {planes:11.1}   {cl:12.1}   {rq:12.1}   {picked:9.1}   {:6.1}   fp32 {f32_us:7.1} µs {:6.1} MAC/ns",
             macs / (picked * 1e3),
             macs / (f32_us * 1e3)
         );
