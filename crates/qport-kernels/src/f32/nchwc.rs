@@ -104,8 +104,45 @@ pub struct Filters {
     c: usize,
     kernel: [usize; 2],
     depthwise: bool,
-    data: Vec<f32>,
+    data: Aligned,
     bias: Vec<f32>,
+}
+
+/// Floats whose first lies on a 64-byte boundary (a cache line): every
+/// 16-float weight vector of [`Filters`] is then one line, never split
+/// across two.
+#[derive(Debug)]
+struct Aligned {
+    buf: Vec<f32>,
+    /// Floats before the boundary in `buf`.
+    off: usize,
+    len: usize,
+}
+
+impl Aligned {
+    /// `len` zeros.
+    fn zeroed(len: usize) -> Aligned {
+        let buf = vec![0.0f32; len + 15];
+        let off = buf.as_ptr().align_offset(64).min(15);
+        Aligned { buf, off, len }
+    }
+
+    fn as_slice(&self) -> &[f32] {
+        &self.buf[self.off..self.off + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
+impl Clone for Aligned {
+    /// A new buffer, aligned on its own.
+    fn clone(&self) -> Aligned {
+        let mut a = Aligned::zeroed(self.len);
+        a.as_mut_slice().copy_from_slice(self.as_slice());
+        a
+    }
 }
 
 impl Filters {
@@ -126,7 +163,8 @@ impl Filters {
         assert_eq!(w.len(), m * c * ks, "nchwc::Filters::dense: weight size");
         let (mb, cb) = (blocks(m), blocks(c));
         let tap = tap_len(c);
-        let mut data = vec![0.0f32; mb * cb * ks * tap];
+        let mut packed = Aligned::zeroed(mb * cb * ks * tap);
+        let data = packed.as_mut_slice();
         for o in 0..m {
             for i in 0..c {
                 for t in 0..ks {
@@ -142,7 +180,7 @@ impl Filters {
             c,
             kernel,
             depthwise: false,
-            data,
+            data: packed,
             bias: padded_bias(bias, m),
         }
     }
@@ -155,7 +193,8 @@ impl Filters {
     pub fn depthwise(w: &[f32], c: usize, kernel: [usize; 2], bias: Option<&[f32]>) -> Filters {
         let ks = kernel[0] * kernel[1];
         assert_eq!(w.len(), c * ks, "nchwc::Filters::depthwise: weight size");
-        let mut data = vec![0.0f32; blocks(c) * ks * BLOCK];
+        let mut packed = Aligned::zeroed(blocks(c) * ks * BLOCK);
+        let data = packed.as_mut_slice();
         for ch in 0..c {
             for t in 0..ks {
                 data[((ch / BLOCK) * ks + t) * BLOCK + ch % BLOCK] = w[ch * ks + t];
@@ -166,7 +205,7 @@ impl Filters {
             c,
             kernel,
             depthwise: true,
-            data,
+            data: packed,
             bias: padded_bias(bias, c),
         }
     }
@@ -193,7 +232,7 @@ impl Filters {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        (self.data.len() + self.bias.len()) * 4
+        (self.data.buf.len() + self.bias.len()) * 4
     }
 }
 
@@ -618,7 +657,7 @@ impl Args<'_> {
 
     /// Packed weights of the filters.
     pub(crate) fn weights(&self) -> &[f32] {
-        &self.f.data
+        self.f.data.as_slice()
     }
 
     /// Padded bias.

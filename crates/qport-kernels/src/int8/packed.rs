@@ -43,7 +43,7 @@ pub struct PackedI8 {
     /// quads to a multiple of 16, every byte of `A` plus 128 as u8), built
     /// on its first use.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    pub(crate) tiles: std::sync::OnceLock<Vec<i32>>,
+    pub(crate) tiles: std::sync::OnceLock<(Vec<i32>, usize)>,
 }
 
 impl PackedI8 {

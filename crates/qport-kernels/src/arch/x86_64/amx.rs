@@ -152,19 +152,25 @@ pub(crate) fn padded_quads(a: &PackedI8) -> usize {
 /// other): the tile of rows `16·h..` and quads `16·g..` at `256 · (h ·
 /// groups + g)`.
 pub(crate) fn a_tiles(a: &PackedI8) -> &[i32] {
-    a.tiles.get_or_init(|| {
+    let len = a.m.div_ceil(RB) * RB * padded_quads(a);
+    let (buf, off) = a.tiles.get_or_init(|| {
         let (m, kq) = (a.m, a.kq);
         let kp = padded_quads(a);
         let groups = kp / KT;
-        let mut v = vec![0i32; m.div_ceil(RB) * RB * kp];
+        // (16 more: the tiles start on a cache line, so no row of 64
+        // bytes straddles two)
+        let mut buf = vec![0i32; len + 16];
+        let off = buf.as_ptr().align_offset(64).min(16);
+        let v = &mut buf[off..off + len];
         for i in 0..m {
             for t in 0..kq {
                 let at = 256 * ((i / 16) * groups + t / KT) + 16 * (i % 16) + t % KT;
                 v[at] = a.quads[i * kq + t];
             }
         }
-        v
-    })
+        (buf, off)
+    });
+    &buf[*off..*off + len]
 }
 
 /// An output block's sums as the tiles store them: accumulator tile `t`
