@@ -184,6 +184,20 @@ impl std::fmt::Display for Isa {
     }
 }
 
+/// Whether this CPU has AVX-512 VBMI (byte permutes across a vector).
+/// Not a row of the table: the kernels that use it check it beside their
+/// row.
+pub(crate) fn has_vbmi() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512vbmi")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The highest row this CPU supports (no environment variable consulted).
 fn detected() -> Isa {
     static DETECTED: OnceLock<Isa> = OnceLock::new();

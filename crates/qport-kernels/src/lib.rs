@@ -34,6 +34,7 @@
 // The x86 fast paths leave some helpers and parameters unused elsewhere.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 
+pub mod aligned;
 pub mod arch;
 pub mod dispatch;
 pub mod f32;

@@ -108,7 +108,7 @@ pub struct Filters {
     bias: Vec<f32>,
 }
 
-/// Floats whose first lies on a 64-byte boundary (a cache line): every
+/// Floats whose first lies on a cache line ([`crate::aligned`]): every
 /// 16-float weight vector of [`Filters`] is then one line, never split
 /// across two.
 #[derive(Debug)]
@@ -122,8 +122,8 @@ struct Aligned {
 impl Aligned {
     /// `len` zeros.
     fn zeroed(len: usize) -> Aligned {
-        let buf = vec![0.0f32; len + 15];
-        let off = buf.as_ptr().align_offset(64).min(15);
+        let buf = vec![0.0f32; len + crate::aligned::slack::<f32>()];
+        let off = crate::aligned::line_offset(&buf);
         Aligned { buf, off, len }
     }
 

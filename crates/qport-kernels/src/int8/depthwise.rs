@@ -241,8 +241,14 @@ fn pick_layout(g: &crate::f32::depthwise::Geo, isa: crate::Isa) -> PairLayout {
 /// dispatch table on a CPU with AVX-512 VBMI.
 #[cfg(target_arch = "x86_64")]
 fn row_quads_row(isa: crate::Isa) -> bool {
-    static VBMI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    isa.vnni() && *VBMI.get_or_init(|| std::arch::is_x86_feature_detected!("avx512vbmi"))
+    isa.vnni() && crate::dispatch::has_vbmi()
+}
+
+/// Whether every centred weight is an i8, as [`PairLayout::RowQuads`]
+/// multiplies them.
+#[cfg(target_arch = "x86_64")]
+fn i8_weights(w: &[i32]) -> bool {
+    w.iter().all(|&w| i8::try_from(w).is_ok())
 }
 
 /// [`depthwise_pairs`] in the layout `force` (on rows that have it; the
@@ -270,10 +276,7 @@ pub(crate) fn pairs_as(
             let mut layout = force.unwrap_or_else(|| pick_layout(&a.g, isa));
             if layout == PairLayout::RowQuads {
                 use crate::arch::x86_64::idepthwise::{row_quads_fit, row_quads_vnni};
-                if row_quads_row(isa)
-                    && row_quads_fit(&a.g)
-                    && a.w.iter().all(|&w| i8::try_from(w).is_ok())
-                {
+                if row_quads_row(isa) && row_quads_fit(&a.g) && i8_weights(a.w) {
                     #[cfg(test)]
                     ROW_QUADS_RUNS.with(|r| r.set(r.get() + 1));
                     // SAFETY: a VNNI row with VBMI (`row_quads_row`), the
@@ -423,7 +426,7 @@ pub fn depthwise_pairs_requant<T: QInt>(
         };
         let fits = match picked {
             Some(PairLayout::ChannelsLast) => one_variant(),
-            Some(PairLayout::RowQuads) => w_centered.iter().all(|&w| i8::try_from(w).is_ok()),
+            Some(PairLayout::RowQuads) => i8_weights(w_centered),
             _ => false,
         };
         if std::mem::size_of::<T>() != 1 || !fits {

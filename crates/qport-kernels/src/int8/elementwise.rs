@@ -346,14 +346,7 @@ pub fn lookup_planes<X: QInt, Y: QInt>(
 /// True where [`lookup_row`] may run its AVX-512 VBMI body: an AVX-512
 /// row of the dispatch table on a CPU with VBMI.
 fn vbmi() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::isa().avx512() && std::arch::is_x86_feature_detected!("avx512vbmi")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::isa().avx512() && crate::dispatch::has_vbmi()
 }
 
 /// `out[j] = row[x[j] ^ flip]`, on the VBMI body where `vbmi` (from

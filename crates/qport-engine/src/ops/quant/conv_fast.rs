@@ -410,14 +410,9 @@ impl PreparedConv {
             // the image in channel quads once, read by every block
             (Some(dg), true) => QUADS.with(|q| {
                 let q = &mut *q.borrow_mut();
-                let len = dg.image_len();
-                // (64 more: the image starts on a cache line, so the
-                // kernels' 64-byte rows of quads do not straddle two)
-                if q.len() < len + 64 {
-                    q.resize(len + 64, 0);
-                }
-                let off = q.as_ptr().align_offset(64).min(64);
-                let q = &mut q[off..off + len];
+                // (the image starts on a cache line, so the kernels'
+                // 64-byte rows of quads do not straddle two)
+                let q = qport_kernels::aligned::line_slice(q, dg.image_len());
                 direct::quad_image(xn, dg, xz.clamp(0, 255) as u8, q);
                 run(Some((&q[..], dg)))
             }),

@@ -157,10 +157,10 @@ pub(crate) fn a_tiles(a: &PackedI8) -> &[i32] {
         let (m, kq) = (a.m, a.kq);
         let kp = padded_quads(a);
         let groups = kp / KT;
-        // (16 more: the tiles start on a cache line, so no row of 64
-        // bytes straddles two)
-        let mut buf = vec![0i32; len + 16];
-        let off = buf.as_ptr().align_offset(64).min(16);
+        // (the tiles start on a cache line, so no row of 64 bytes
+        // straddles two)
+        let mut buf = vec![0i32; len + crate::aligned::slack::<i32>()];
+        let off = crate::aligned::line_offset(&buf);
         let v = &mut buf[off..off + len];
         for i in 0..m {
             for t in 0..kq {

@@ -560,13 +560,9 @@ mod x86 {
         let tiles = n.div_ceil(amx::CB) * 2;
         let super::Scratch { bp, col_sum, .. } = scratch;
         let len = tiles * kt * 64;
-        // (64 more: the tiles start on a cache line, so no row of a tile
-        // straddles two)
-        if bp.len() < len + 64 {
-            bp.resize(len + 64, 0);
-        }
-        let off = bp.as_ptr().align_offset(64).min(64);
-        let bp = &mut bp[off..off + len];
+        // (the tiles start on a cache line, so no row of a tile straddles
+        // two)
+        let bp = crate::aligned::line_slice(bp, len);
         col_sum.clear();
         col_sum.resize(tiles * L, 0);
         let with_za = za[..m].iter().any(|&z| z != 0);
@@ -1153,14 +1149,9 @@ mod x86 {
             tail: tail_sums,
             ..
         } = scratch;
-        // (64 more: the packed steps start on a cache line, so each
-        // vector of 16 columns is one line)
-        let len = kq * np * 4;
-        if bp.len() < len + 64 {
-            bp.resize(len + 64, 0);
-        }
-        let off = bp.as_ptr().align_offset(64).min(64);
-        let bp = &mut bp[off..off + len];
+        // (the packed steps start on a cache line, so each vector of 16
+        // columns is one line)
+        let bp = crate::aligned::line_slice(bp, kq * np * 4);
         // SAFETY: the caller checked avx512f + avx512bw.
         unsafe { pack_b(b, k, n, np, bp) };
         let b_rows = BRows {
