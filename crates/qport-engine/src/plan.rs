@@ -54,6 +54,11 @@ struct Step {
     /// Its output is in the blocked channel layout, under an internal
     /// name: not reported to taps.
     blocked: bool,
+    /// `(i, s)`: input `i`, slot `s`, may lend its storage to output 0
+    /// ([`Op::in_place`]): `s` is a computed value whose last reader is
+    /// this step, read by it once. Where the arena lays both in one cell,
+    /// the step runs with input `i` moved into output 0.
+    in_place: Option<(usize, usize)>,
 }
 
 /// Where a run finds the value of a slot.
@@ -380,6 +385,7 @@ impl Plan {
                             | crate::layout::LayoutStep::MaxPool
                     )
                 ),
+                in_place: None,
             });
         }
         // constants no step reads and no output is (the int8 weights of
@@ -447,6 +453,16 @@ impl Plan {
         for (s, l) in last.iter().enumerate() {
             if let Some(i) = l {
                 steps[*i].frees.push(s);
+            }
+        }
+        for st in &mut steps {
+            let Some(i) = st.op.in_place() else { continue };
+            let Some(Some(s)) = st.inputs.get(i).copied() else {
+                continue;
+            };
+            let once = st.inputs.iter().filter(|x| **x == Some(s)).count() == 1;
+            if once && st.frees.contains(&s) && st.outputs.first().is_some_and(Option::is_some) {
+                st.in_place = Some((i, s));
             }
         }
         Ok(Plan {
@@ -732,6 +748,16 @@ impl Plan {
             for (i, (o, s)) in outs.iter_mut().zip(&st.outputs).enumerate() {
                 if let Some(s) = s {
                     *o = arena.vals[*s].take();
+                    // output 0 in the storage of the input it may take,
+                    // where the cells put both in one
+                    if let (0, None, Some((_, r))) = (i, o.as_ref(), st.in_place) {
+                        if arena.shared
+                            && arena.cell_of[r].is_some()
+                            && arena.cell_of[r] == arena.cell_of[*s]
+                        {
+                            *o = arena.vals[r].take();
+                        }
+                    }
                     // (only the first MAX_OUTS outputs are watched, so
                     // only they are handed a cell's buffer)
                     let Some(h) = handed.get_mut(i) else { continue };
@@ -900,7 +926,19 @@ fn lay_out_cells(
     let mut cells: Vec<(DType, usize)> = vec![];
     let mut free: Vec<usize> = vec![];
     for st in steps {
+        // output 0 takes the cell of the input it may run in (of its
+        // type and size), which that input frees here
+        let mut lent = None;
+        if let (Some((_, r)), Some(Some(o))) = (st.in_place, st.outputs.first()) {
+            if let (Some(c), true, true) = (cell_of[r], dies[*o], sizes[*o] == sizes[r]) {
+                cell_of[*o] = Some(c);
+                lent = Some(r);
+            }
+        }
         for s in st.outputs.iter().flatten() {
+            if cell_of[*s].is_some() {
+                continue;
+            }
             let Some((dtype, n)) = sizes[*s].filter(|_| dies[*s]) else {
                 continue;
             };
@@ -925,7 +963,7 @@ fn lay_out_cells(
             cells[c].1 = cells[c].1.max(n);
             cell_of[*s] = Some(c);
         }
-        for s in &st.frees {
+        for s in st.frees.iter().filter(|s| Some(**s) != lent) {
             if let Some(c) = cell_of[*s] {
                 free.push(c);
             }
@@ -1155,6 +1193,76 @@ mod tests {
                 assert_eq!(a.cell_of[slot_of("f")], None, "a graph output");
             }
         }
+    }
+
+    /// x -> Conv 3x3 + Relu -> r; r -> Conv 1x1 -> c; c -> Conv 3x3 ->
+    /// d; Add(d, r) -> Relu -> a; a -> Conv 1x1 -> y. The Add fuses into
+    /// the third convolution, whose residual `r` dies there, read once.
+    fn residual_chain() -> Model {
+        let wt = |m: usize, c: usize, k: usize, seed: usize| {
+            let v = (0..m * c * k * k)
+                .map(|i| (((i + seed) * 7) % 13) as f32 * 0.05 - 0.3)
+                .collect();
+            Tensor::from_vec(vec![m, c, k, k], v).unwrap()
+        };
+        let conv = |ins: [&str; 2], out: &str, k: i64| {
+            Node::new(out, "Conv", ins, [out])
+                .with_attr("pads", Attribute::Ints(vec![k / 2; 4]))
+                .with_attr("kernel_shape", Attribute::Ints(vec![k, k]))
+        };
+        ModelBuilder::new(13)
+            .input("x", DType::F32, &[1, 20, 9, 7])
+            .initializer("w1", wt(20, 20, 3, 1))
+            .initializer("w2", wt(20, 20, 1, 2))
+            .initializer("w3", wt(20, 20, 3, 3))
+            .initializer("w4", wt(5, 20, 1, 4))
+            .node(conv(["x", "w1"], "c1", 3))
+            .op("Relu", ["c1"], ["r"])
+            .node(conv(["r", "w2"], "c", 1))
+            .node(conv(["c", "w3"], "d", 3))
+            .op("Add", ["d", "r"], ["s"])
+            .op("Relu", ["s"], ["a"])
+            .node(conv(["a", "w4"], "y", 1))
+            .output("y", DType::F32, &[1, 5, 9, 7])
+            .build()
+    }
+
+    /// Once the arena shares cells, the blocked convolution with the
+    /// residual runs in the residual's buffer, and every run gives the
+    /// bits of the first (the residual passed apart).
+    #[test]
+    fn a_residual_convolution_runs_in_the_residuals_buffer() {
+        if !crate::layout::available() {
+            return; // no blocked kernels on this dispatch row
+        }
+        let plan = Plan::new(&residual_chain()).unwrap();
+        let st = plan
+            .steps
+            .iter()
+            .position(|st| st.in_place.is_some())
+            .expect("a step that may run in place");
+        let (i, r) = plan.steps[st].in_place.unwrap();
+        assert_eq!(i, 3);
+        let o = plan.steps[st].outputs[0].unwrap();
+        let x: Vec<f32> = (0..20 * 63)
+            .map(|i| ((i * 11) % 19) as f32 * 0.1 - 0.9)
+            .collect();
+        let x = Tensor::from_vec(vec![1, 20, 9, 7], x).unwrap();
+        let want = plan.run(vec![("x".into(), x.clone())]).unwrap();
+        let mut session = plan.session();
+        let before = crate::ops::nn::nchwc::IN_PLACE_RUNS.with(|c| c.get());
+        for run in 0..5 {
+            session.run(&[&x]).unwrap();
+            assert_eq!(session.output(0).unwrap(), &want[0].1, "run {run}");
+            let a = &session.arena;
+            if a.shared {
+                assert!(a.cell_of[r].is_some() && a.cell_of[r] == a.cell_of[o]);
+            }
+        }
+        let ran = crate::ops::nn::nchwc::IN_PLACE_RUNS.with(|c| c.get()) - before;
+        // runs 0 and 1 watch (the cells are laid out after run 1): runs 2,
+        // 3 and 4 run in place
+        assert_eq!(ran, 3);
     }
 
     #[test]

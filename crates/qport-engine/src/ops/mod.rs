@@ -49,6 +49,19 @@ pub trait Op: Send + Sync {
     fn holds_input(&self, _i: usize) -> bool {
         false
     }
+
+    /// An input `i` whose storage the operator can compute output 0 in:
+    /// called with `inputs[i] == None` and `outputs[0]` holding that
+    /// input's value (of output 0's type and size), it reads the value
+    /// there and overwrites it with the output, giving the same bits as
+    /// with the value passed apart. A [`crate::Plan`] lends the storage
+    /// where the input dies at this step and its buffer would otherwise
+    /// sit beside the output's (a residual Add fused into a convolution
+    /// accumulates into the buffer of the value it adds). The default:
+    /// none.
+    fn in_place(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// [`Op::eval`] into `outputs` (the default of [`Op::eval_into`], also

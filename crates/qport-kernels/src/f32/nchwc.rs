@@ -9,9 +9,12 @@
 //! channel), and each input value is broadcast straight from the image.
 //! A tile of up to four blocks of output channels by six output pixels
 //! (AVX-512; one block by six on AVX2, whose block is two vectors) keeps
-//! its sums in registers over every input channel and tap, then adds the
-//! bias and a residual, applies the activation and stores each output
-//! once. Depthwise filters ([`Filters::depthwise`]) run on the same
+//! its sums in registers over every input channel and tap (starting from
+//! the residual, where there is one), then adds the bias, applies the
+//! activation and stores each output once. The residual may be the output
+//! buffer itself ([`conv_in_place`]): a residual network's convolution
+//! then accumulates into the buffer of the value it adds, as
+//! onnxruntime's Sum fusion does. Depthwise filters ([`Filters::depthwise`]) run on the same
 //! layout, one vector of channels by eight pixels. A network keeps its
 //! activations blocked from one convolution to the next and converts at
 //! the ends of the chain ([`to_blocked`], [`to_planar`]); a chain's first
@@ -20,10 +23,10 @@
 //!
 //! Every output is the same sequence of operations on every dispatch row,
 //! so the AVX-512, AVX2 and portable bodies give the same bits (tested)
-//! and so does any thread count: starting from zero, for each block of
-//! input channels, kernel row, kernel column and channel of the block in
-//! that order, one fused multiply-add of input and weight (taps outside
-//! the image skipped); then `+ bias`, `+ residual`, the activation. That
+//! and so does any thread count: starting from the residual (or zero), for
+//! each block of input channels, kernel row, kernel column and channel of
+//! the block in that order, one fused multiply-add of input and weight
+//! (taps outside the image skipped); then `+ bias`, the activation. That
 //! order is not onnxruntime's im2col order, so a network on these
 //! kernels computes other bits than on [`crate::pgemm`] (within the FP32
 //! parity bound against onnxruntime).
@@ -376,7 +379,8 @@ pub fn max_pool(
     });
 }
 
-/// `out = act(conv(input, filters) + bias + residual)` over `n` images:
+/// `out = act((residual + conv(input, filters)) + bias)` over `n` images
+/// (the sums start from the residual, see the [module docs](self)):
 /// `input` in `layout` with `filters.in_channels()` channels, `residual`
 /// (if any) and `out` blocked with `filters.out_channels()` channels.
 /// `g` is the 2-D geometry (any kernel, stride, dilation and padding
@@ -399,7 +403,51 @@ pub fn conv(
     act: Activation,
     out: &mut [f32],
 ) {
+    let residual = residual.map_or(Residual::None, Residual::Apart);
     conv_at(level(), g, n, input, layout, filters, residual, act, out)
+}
+
+/// [`conv`] with the residual in `out` itself: `out = act(conv(input,
+/// filters) + bias + out)`, each output reading its own residual just
+/// before it is written (the same values as [`conv`] with a copy of `out`
+/// as the residual, bit for bit). A residual network's convolution then
+/// accumulates into the buffer of the value it adds, which dies there,
+/// instead of reading one buffer and filling another (onnxruntime's Sum
+/// fusion does the same).
+///
+/// # Panics
+/// As [`conv`].
+pub fn conv_in_place(
+    g: &ConvGeometry,
+    n: usize,
+    input: &[f32],
+    layout: Layout,
+    filters: &Filters,
+    act: Activation,
+    out: &mut [f32],
+) {
+    conv_at(
+        level(),
+        g,
+        n,
+        input,
+        layout,
+        filters,
+        Residual::InOut,
+        act,
+        out,
+    )
+}
+
+/// What [`conv_at`] adds to each output before the activation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Residual<'a> {
+    /// Nothing.
+    None,
+    /// A blocked tensor of the output's size.
+    Apart(&'a [f32]),
+    /// The output's own contents on entry.
+    InOut,
 }
 
 /// [`conv`] at SIMD level `lvl` (the CPU must support it).
@@ -411,7 +459,7 @@ pub(crate) fn conv_at(
     input: &[f32],
     layout: Layout,
     filters: &Filters,
-    residual: Option<&[f32]>,
+    residual: Residual<'_>,
     act: Activation,
     out: &mut [f32],
 ) {
@@ -434,7 +482,7 @@ pub(crate) fn conv_at(
     let out_len = blocked_len(1, m, oplane);
     assert_eq!(input.len(), n * in_len, "nchwc::conv: input size");
     assert_eq!(out.len(), n * out_len, "nchwc::conv: output size");
-    if let Some(r) = residual {
+    if let Residual::Apart(r) = residual {
         assert_eq!(r.len(), n * out_len, "nchwc::conv: residual size");
     }
     if n == 0 || out_len == 0 {
@@ -460,7 +508,10 @@ pub(crate) fn conv_at(
             s: &shape,
             x: &input[img * in_len..][..in_len],
             f: filters,
-            residual: residual.map(|r| &r[img * out_len..][..out_len]),
+            residual: match residual {
+                Residual::Apart(r) => Residual::Apart(&r[img * out_len..][..out_len]),
+                other => other,
+            },
             act,
             nf,
         };
@@ -643,7 +694,7 @@ pub(crate) struct Args<'a> {
     pub(crate) s: &'a Shape,
     pub(crate) x: &'a [f32],
     pub(crate) f: &'a Filters,
-    pub(crate) residual: Option<&'a [f32]>,
+    pub(crate) residual: Residual<'a>,
     pub(crate) act: Activation,
     /// Filter blocks per group (dense filters).
     pub(crate) nf: usize,
@@ -710,7 +761,18 @@ unsafe fn reference(a: &Args, out: *mut f32, items: std::ops::Range<usize>) {
             let (ky0, ky1) = s.rows(oy);
             for ox in x0..x1 {
                 let (kx0, kx1) = s.cols(ox);
+                let o = (fb * oplane + oy * s.ow + ox) * BLOCK;
+                // the sums start from the residual (as the SIMD tiles do)
                 let mut acc = [0.0f32; BLOCK];
+                for (i, v) in acc.iter_mut().enumerate() {
+                    *v = match a.residual {
+                        Residual::Apart(r) => r[o + i],
+                        // SAFETY: `o + i` is inside the image's output;
+                        // this item alone writes it, after this read.
+                        Residual::InOut => unsafe { *out.add(o + i) },
+                        Residual::None => 0.0,
+                    };
+                }
                 if a.f.depthwise {
                     for ky in ky0..ky1 {
                         let iy = (oy * s.sh + ky * s.dh) as isize - s.pt;
@@ -744,12 +806,8 @@ unsafe fn reference(a: &Args, out: *mut f32, items: std::ops::Range<usize>) {
                         }
                     }
                 }
-                let o = (fb * oplane + oy * s.ow + ox) * BLOCK;
                 for (i, v) in acc.iter().enumerate() {
-                    let mut y = v + bias[fb * BLOCK + i];
-                    if let Some(r) = a.residual {
-                        y += r[o + i];
-                    }
+                    let y = v + bias[fb * BLOCK + i];
                     // SAFETY: `o + i` is inside the image's output (the
                     // caller's contract); items write disjoint outputs.
                     unsafe { *out.add(o + i) = a.act.apply(y) };
@@ -886,10 +944,31 @@ mod tests {
             &xin,
             layout,
             &f,
-            cs.residual.then_some(&rb[..]),
+            match cs.residual {
+                true => Residual::Apart(&rb[..]),
+                false => Residual::None,
+            },
             cs.act,
             &mut yb,
         );
+        if cs.residual {
+            // in place: the residual in the output buffer gives the same
+            // bits
+            let mut yi = rb.clone();
+            conv_at(
+                lvl,
+                &g,
+                1,
+                &xin,
+                layout,
+                &f,
+                Residual::InOut,
+                cs.act,
+                &mut yi,
+            );
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&yi), bits(&yb), "in place, {lvl:?}");
+        }
         crate::par::set_threads(1);
         let mut y = vec![0.0; cs.m * oplane];
         to_planar(&yb, 1, cs.m, oplane, &mut y);

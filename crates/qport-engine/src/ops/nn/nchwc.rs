@@ -155,6 +155,12 @@ impl ConvBlocked {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Runs of a [`ConvBlocked`] in its residual's buffer on this thread.
+    pub(crate) static IN_PLACE_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Op for ConvBlocked {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
         eval_one(self, inputs)
@@ -173,6 +179,37 @@ impl Op for ConvBlocked {
             )));
         }
         let call = self.call(x)?;
+        let layout = if self.planar_input {
+            Layout::Planar
+        } else {
+            Layout::Blocked
+        };
+        if self.residual && inputs.get(3).is_none_or(Option::is_none) {
+            // in place: the plan lent the residual's storage as the output
+            #[cfg(test)]
+            IN_PLACE_RUNS.with(|c| c.set(c.get() + 1));
+            let y =
+                match outputs.first_mut() {
+                    Some(Some(t))
+                        if t.dtype() == DType::F32 && t.shape() == call.y_shape.as_slice() =>
+                    {
+                        t.as_mut_slice::<f32>()?
+                    }
+                    _ => return Err(OpError::invalid(
+                        "a blocked Conv with a residual got neither input 3 nor it in its output",
+                    )),
+                };
+            nchwc::conv_in_place(
+                &call.geom,
+                call.n,
+                x.as_slice::<f32>()?,
+                layout,
+                &self.filters,
+                self.act,
+                y,
+            );
+            return Ok(());
+        }
         let residual = match self.residual {
             false => None,
             true => {
@@ -186,11 +223,6 @@ impl Op for ConvBlocked {
                 }
                 Some(r.as_slice::<f32>()?)
             }
-        };
-        let layout = if self.planar_input {
-            Layout::Planar
-        } else {
-            Layout::Blocked
         };
         let xv = x.as_slice::<f32>()?;
         let y = reuse_output::<f32>(outputs, 0, &call.y_shape)?;
@@ -209,6 +241,12 @@ impl Op for ConvBlocked {
 
     fn holds_input(&self, i: usize) -> bool {
         i == 1 || i == 2
+    }
+
+    /// The residual (input 3): the sums start from it, so they can start
+    /// from the output buffer holding it.
+    fn in_place(&self) -> Option<usize> {
+        self.residual.then_some(3)
     }
 }
 

@@ -14,7 +14,7 @@
 #![allow(unsafe_op_in_unsafe_fn)]
 
 use super::simd::{Avx2, Avx512, Simd};
-use crate::f32::nchwc::{tap_len, Args, Shape, BLOCK};
+use crate::f32::nchwc::{tap_len, Args, Residual, Shape, BLOCK};
 use std::ops::Range;
 
 /// The AVX-512 body (16 lanes: a block is one vector; 4 x 6 tiles).
@@ -248,15 +248,18 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
     let pstep = t.in_step(s);
     let nv = BLOCK / S::LANES;
     let oplane = s.oh * s.ow * BLOCK;
-    let mut acc = [[S::zero(); NW]; NR];
-    if blocks.0 > 0 {
+    let mut acc = if blocks.0 > 0 {
+        let mut acc = [[S::zero(); NW]; NR];
         for (r, accr) in acc.iter_mut().enumerate() {
             let base = out.add((fb0 + r / nv) * oplane + (r % nv) * S::LANES);
             for (j, accj) in accr.iter_mut().enumerate() {
                 *accj = S::load(base.add(t.out_at(s, j)));
             }
         }
-    }
+        acc
+    } else {
+        start::<S, NR, NW>(a, out, fb0, t)
+    };
     let nkx = t.kx.1 - t.kx.0;
     if nkx > 0 && t.ky.1 > t.ky.0 {
         // the whole blocks of the batch in one call, then a partial last
@@ -372,7 +375,7 @@ unsafe fn depth<S: Simd, const NV: usize, const NW: usize>(
     let x = a.x.as_ptr().add(fb * s.xs[0]);
     let w = a.weights().as_ptr().add(fb * ks * BLOCK);
     let pstep = t.in_step(s);
-    let mut acc = [[S::zero(); NW]; NV];
+    let mut acc = start::<S, NV, NW>(a, out, fb, t);
     for ky in t.ky.0..t.ky.1 {
         for kx in t.kx.0..t.kx.1 {
             let xp = x.add(t.at(s, ky, kx));
@@ -401,8 +404,38 @@ unsafe fn taps<S: Simd, const NV: usize, const NW: usize>(
     acc
 }
 
-/// The epilogue of a tile: `act(sum + bias + residual)`, stored (row
-/// `r` of `acc` as in [`dense`], from filter block `fb0`).
+/// The sums a tile starts from (row `r` as in [`dense`], from filter
+/// block `fb0`): its residual (the output itself when in place: this tile
+/// alone reads and writes those outputs, and reads them before it
+/// stores), else zero.
+#[inline(always)]
+unsafe fn start<S: Simd, const NR: usize, const NW: usize>(
+    a: &Args,
+    out: *mut f32,
+    fb0: usize,
+    t: &Tile,
+) -> [[S::V; NW]; NR] {
+    let mut acc = [[S::zero(); NW]; NR];
+    let res: *const f32 = match a.residual {
+        Residual::Apart(r) => r.as_ptr(),
+        Residual::InOut => out,
+        Residual::None => return acc,
+    };
+    let s = a.s;
+    let nv = BLOCK / S::LANES;
+    let oplane = s.oh * s.ow * BLOCK;
+    for (r, accr) in acc.iter_mut().enumerate() {
+        let base = res.add((fb0 + r / nv) * oplane + (r % nv) * S::LANES);
+        for (j, accj) in accr.iter_mut().enumerate() {
+            *accj = S::load(base.add(t.out_at(s, j)));
+        }
+    }
+    acc
+}
+
+/// The epilogue of a tile: `act(sums + bias)` (the sums started from the
+/// residual), stored (row `r` of `acc` as in [`dense`], from filter block
+/// `fb0`).
 #[inline(always)]
 unsafe fn store<S: Simd, const NR: usize, const NW: usize>(
     a: &Args,
@@ -421,10 +454,7 @@ unsafe fn store<S: Simd, const NR: usize, const NW: usize>(
         let base = (fb0 + r / nv) * oplane + (r % nv) * S::LANES;
         for (j, accj) in accr.iter().enumerate() {
             let o = base + t.out_at(s, j);
-            let mut y = S::add(*accj, bv);
-            if let Some(res) = a.residual {
-                y = S::add(y, S::load(res.as_ptr().add(o)));
-            }
+            let y = S::add(*accj, bv);
             S::store(out.add(o), S::act(y, a.act));
         }
     }
