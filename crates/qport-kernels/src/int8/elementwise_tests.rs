@@ -196,6 +196,53 @@ fn addition_equals_onnxruntimes_loop_on_every_row() {
     }
 }
 
+/// [`add`] on every row gives the portable loop's bytes over every pair
+/// of 8-bit values (lengths 65536 and 65536 − 5, so the vector loops'
+/// tails run too), for parameter sets that round, clamp at both ends and
+/// produce exact halves.
+#[test]
+fn addition_on_every_row_equals_the_loop_on_every_pair() {
+    let a: Vec<u8> = (0..65536).map(|i| (i >> 8) as u8).collect();
+    let b: Vec<u8> = (0..65536).map(|i| (i & 255) as u8).collect();
+    let ai: Vec<i8> = a.iter().map(|&v| v as i8).collect();
+    let bi: Vec<i8> = b.iter().map(|&v| v as i8).collect();
+    let ks = [
+        (0.7f32, 0.45, 3.25),
+        (1.9, 0.01, -100.5),
+        (0.5, 0.5, 0.0),
+        (0.5, 0.25, 0.5),
+        (3.0, -2.0, 7.0),
+    ];
+    for isa in supported_isas() {
+        with_isa(isa, || {
+            for (r_ac, r_bc, fixed) in ks {
+                for n in [65536, 65531] {
+                    let k = AddParams {
+                        r_ac,
+                        r_bc,
+                        fixed,
+                        lo: 0.0,
+                        hi: 255.0,
+                    };
+                    let (mut got, mut want) = (vec![7u8; n], vec![9u8; n]);
+                    add(&a[..n], &b[..n], &k, &mut got);
+                    add_loop(&a[..n], &b[..n], &k, &mut want);
+                    assert!(got == want, "{isa} u8 {r_ac} {n}");
+                    let k = AddParams {
+                        lo: -128.0,
+                        hi: 127.0,
+                        ..k
+                    };
+                    let (mut got, mut want) = (vec![7i8; n], vec![9i8; n]);
+                    add(&ai[..n], &bi[..n], &k, &mut got);
+                    add_loop(&ai[..n], &bi[..n], &k, &mut want);
+                    assert!(got == want, "{isa} i8 {r_ac} {n}");
+                }
+            }
+        });
+    }
+}
+
 #[test]
 fn requantization_equals_the_requantizer_on_every_row() {
     let (c, os) = (3, 77);

@@ -5,7 +5,8 @@
 //! where `col` is the im2col matrix (or the input itself for a 1x1,
 //! stride-1, unpadded kernel); the `f32` path builds it per block of
 //! output rows small enough to stay in cache. In `f32` (float32, and float16/bfloat16
-//! through f32) an ungrouped Conv runs [`gemm_bias_act`] with the weight
+//! through f32) an ungrouped Conv runs
+//! [`gemm_bias_act`](qport_kernels::pgemm::gemm_bias_act) with the weight
 //! packed once at build time when it is a constant, its sum over `C * K`
 //! blocked as onnxruntime's single-threaded convolution blocks it
 //! ([`ort_k_block`] of the output size; on AVX-512 each block of each
