@@ -937,35 +937,18 @@ mod tests {
         to_blocked(&r, 1, cs.m, oplane, &mut rb);
         let mut yb = vec![f32::NAN; blocked_len(1, cs.m, oplane)];
         crate::par::set_threads(threads);
-        conv_at(
-            lvl,
-            &g,
-            1,
-            &xin,
-            layout,
-            &f,
-            match cs.residual {
-                true => Residual::Apart(&rb[..]),
-                false => Residual::None,
-            },
-            cs.act,
-            &mut yb,
-        );
+        let run = |res: Residual<'_>, out: &mut [f32]| {
+            conv_at(lvl, &g, 1, &xin, layout, &f, res, cs.act, out)
+        };
+        match cs.residual {
+            true => run(Residual::Apart(&rb[..]), &mut yb),
+            false => run(Residual::None, &mut yb),
+        }
         if cs.residual {
             // in place: the residual in the output buffer gives the same
             // bits
             let mut yi = rb.clone();
-            conv_at(
-                lvl,
-                &g,
-                1,
-                &xin,
-                layout,
-                &f,
-                Residual::InOut,
-                cs.act,
-                &mut yi,
-            );
+            run(Residual::InOut, &mut yi);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&yi), bits(&yb), "in place, {lvl:?}");
         }
