@@ -92,7 +92,10 @@ enum Src {
 /// buffers then fill the cells, the largest buffers the largest cells, so
 /// from the third run on, a run on inputs of unchanged shapes finds every
 /// buffer sized. A run whose sizes differ (new input shapes) starts over.
-/// Graph outputs keep their own slot and stay after the run.
+/// Graph outputs keep their own slot and stay after the run. An operator
+/// that can compute its output in the storage of an input that dies at
+/// its step ([`Op::in_place`], a convolution with its residual) gets that
+/// input's buffer as its output once the cells are laid out.
 struct Arena {
     vals: Vec<Option<Tensor>>,
     /// Storage of the shared slots while no slot of the cell is live.
@@ -909,8 +912,10 @@ fn fill_cells(mut pool: Vec<Tensor>, need: &[(DType, usize)]) -> Vec<Option<Tens
 /// such output takes a free cell of its element type (the smallest that
 /// holds it, else the largest, which grows), or a new one; its cell is
 /// free again after its last reader. A step's outputs never take the
-/// cells its own inputs free. Per slot, its cell; per cell, its element
-/// type and the most elements it holds.
+/// cells its own inputs free, except where the step computes output 0 in
+/// an input's storage ([`Step::in_place`]): output 0 then takes that
+/// input's cell (same element type and count). Per slot, its cell; per
+/// cell, its element type and the most elements it holds.
 fn lay_out_cells(
     steps: &[Step],
     sizes: &[Option<(DType, usize)>],

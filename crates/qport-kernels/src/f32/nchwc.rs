@@ -407,10 +407,10 @@ pub fn conv(
     conv_at(level(), g, n, input, layout, filters, residual, act, out)
 }
 
-/// [`conv`] with the residual in `out` itself: `out = act(conv(input,
-/// filters) + bias + out)`, each output reading its own residual just
-/// before it is written (the same values as [`conv`] with a copy of `out`
-/// as the residual, bit for bit). A residual network's convolution then
+/// [`conv`] with the residual in `out` itself: `out = act((out +
+/// conv(input, filters)) + bias)`, each output's sums starting from its
+/// own residual before anything is written there (the same values as
+/// [`conv`] with a copy of `out` as the residual, bit for bit). A residual network's convolution then
 /// accumulates into the buffer of the value it adds, which dies there,
 /// instead of reading one buffer and filling another (onnxruntime's Sum
 /// fusion does the same).

@@ -248,15 +248,9 @@ unsafe fn dense<S: Simd, const NR: usize, const NW: usize>(
     let pstep = t.in_step(s);
     let nv = BLOCK / S::LANES;
     let oplane = s.oh * s.ow * BLOCK;
+    // the previous batch's partial sums, or the tile's start
     let mut acc = if blocks.0 > 0 {
-        let mut acc = [[S::zero(); NW]; NR];
-        for (r, accr) in acc.iter_mut().enumerate() {
-            let base = out.add((fb0 + r / nv) * oplane + (r % nv) * S::LANES);
-            for (j, accj) in accr.iter_mut().enumerate() {
-                *accj = S::load(base.add(t.out_at(s, j)));
-            }
-        }
-        acc
+        load::<S, NR, NW>(s, out, fb0, t)
     } else {
         start::<S, NR, NW>(a, out, fb0, t)
     };
@@ -415,17 +409,27 @@ unsafe fn start<S: Simd, const NR: usize, const NW: usize>(
     fb0: usize,
     t: &Tile,
 ) -> [[S::V; NW]; NR] {
-    let mut acc = [[S::zero(); NW]; NR];
-    let res: *const f32 = match a.residual {
-        Residual::Apart(r) => r.as_ptr(),
-        Residual::InOut => out,
-        Residual::None => return acc,
-    };
-    let s = a.s;
+    match a.residual {
+        Residual::Apart(r) => load::<S, NR, NW>(a.s, r.as_ptr(), fb0, t),
+        Residual::InOut => load::<S, NR, NW>(a.s, out, fb0, t),
+        Residual::None => [[S::zero(); NW]; NR],
+    }
+}
+
+/// The values of a tile's outputs (row `r` as in [`dense`], from filter
+/// block `fb0`) in the blocked image at `p` (the output's layout).
+#[inline(always)]
+unsafe fn load<S: Simd, const NR: usize, const NW: usize>(
+    s: &Shape,
+    p: *const f32,
+    fb0: usize,
+    t: &Tile,
+) -> [[S::V; NW]; NR] {
     let nv = BLOCK / S::LANES;
     let oplane = s.oh * s.ow * BLOCK;
+    let mut acc = [[S::zero(); NW]; NR];
     for (r, accr) in acc.iter_mut().enumerate() {
-        let base = res.add((fb0 + r / nv) * oplane + (r % nv) * S::LANES);
+        let base = p.add((fb0 + r / nv) * oplane + (r % nv) * S::LANES);
         for (j, accj) in accr.iter_mut().enumerate() {
             *accj = S::load(base.add(t.out_at(s, j)));
         }
