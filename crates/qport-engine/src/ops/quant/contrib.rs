@@ -642,12 +642,24 @@ impl Op for QGlobalAverage {
             size: usize,
             shape: &[usize],
             outputs: &mut [Option<Tensor>],
-            avg: impl Fn(i64) -> i32,
+            avg: impl Fn(i64) -> i32 + Sync,
         ) -> OpResult<()> {
             let out = crate::ops::reuse_output::<T>(outputs, 0, shape)?;
-            for (o, plane) in out.iter_mut().zip(xv.chunks_exact(size)) {
-                *o = T::truncate(avg(plane.iter().map(|v| v.widen() as i64).sum()));
-            }
+            // the planes divided between the intra-op threads; a plane's
+            // sum in i32 where it cannot overflow (the same integer)
+            let narrow = size < (1 << 23);
+            let work = xv.len() * qport_kernels::par::STREAM_COST;
+            qport_kernels::par::split_mut(out, 1, work, |c0, block| {
+                let planes = xv[c0 * size..].chunks_exact(size);
+                for (o, plane) in block.iter_mut().zip(planes) {
+                    let sum = if narrow {
+                        i64::from(plane.iter().map(|v| v.widen()).sum::<i32>())
+                    } else {
+                        plane.iter().map(|v| i64::from(v.widen())).sum()
+                    };
+                    *o = T::truncate(avg(sum));
+                }
+            });
             Ok(())
         }
         let avg = |sum: i64| {
@@ -1187,6 +1199,57 @@ mod tests {
         );
         assert_eq!(y[0].shape(), &[1, 1, 1, 2]);
         assert_eq!(y[0].as_slice::<u8>().unwrap(), &[3, 11]);
+    }
+
+    /// The NCHW fast path (planes divided between the intra-op threads)
+    /// gives the general loop's bytes under every built-in profile, u8 and
+    /// i8, on 1 and 2 threads, for a layer large enough to split.
+    #[test]
+    fn global_average_pool_fast_path_matches_the_general_one_on_any_thread_count() {
+        // (no period that divides a plane offset: every plane differs)
+        let n = 512 * 49usize;
+        let xu = t(
+            &[1, 512, 7, 7],
+            (0..n).map(|i| ((i * 61 + i / 97) % 256) as u8).collect(),
+        );
+        let xi = t(
+            &[1, 512, 7, 7],
+            (0..n)
+                .map(|i| ((i * 131 + i / 89) % 256) as u8 as i8)
+                .collect(),
+        );
+        let (sx, sy) = (s(0.05), s(0.02));
+        let before = qport_kernels::par::parallel_splits();
+        for p in qport_core::arith::ProfileRegistry::builtin().profiles() {
+            for (x, zx, zy) in [
+                (&xu, Tensor::scalar(3u8), Tensor::scalar(100u8)),
+                (&xi, Tensor::scalar(-5i8), Tensor::scalar(7i8)),
+            ] {
+                let ins = [Some(x), Some(&sx), Some(&zx), Some(&sy), Some(&zy)];
+                let op = crate::ops::quant::test_util::build_const(
+                    build_global_average_pool,
+                    "QLinearGlobalAveragePool",
+                    vec![],
+                    &ins,
+                    &[false, true, true, true, true],
+                    Some(p),
+                )
+                .unwrap();
+                let want = op.eval(&ins).unwrap();
+                for threads in [1, 2] {
+                    qport_kernels::par::set_threads(threads);
+                    let mut out = [None];
+                    let got = op.eval_into(&ins, &mut out);
+                    qport_kernels::par::set_threads(1);
+                    got.unwrap();
+                    assert_eq!(out[0].as_ref(), Some(&want[0]), "{} on {threads}", p.name);
+                }
+            }
+        }
+        assert!(
+            qport_kernels::par::parallel_splits() > before,
+            "a split ran"
+        );
     }
 
     #[test]
