@@ -268,10 +268,42 @@ impl TensorData {
 /// A dense, row-major n-dimensional array.
 ///
 /// A rank-0 tensor (shape `[]`) holds exactly one element.
-#[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
     shape: Vec<usize>,
     data: TensorData,
+    /// How many leading elements of `data`'s allocation are known to hold
+    /// values of its element type, past its length too: what
+    /// [`Tensor::reuse_as`] may lengthen the storage over without writing
+    /// zeros first. Never more than the capacity. Reset to 0 whenever the
+    /// storage may have been replaced ([`Tensor::data_mut`], a new element
+    /// type), where the vector's own length is all that is known.
+    written: usize,
+}
+
+impl Clone for Tensor {
+    fn clone(&self) -> Tensor {
+        // (a clone's storage holds its length only)
+        Tensor {
+            shape: self.shape.clone(),
+            data: self.data.clone(),
+            written: 0,
+        }
+    }
+}
+
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Tensor) -> bool {
+        self.shape == other.shape && self.data == other.data
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape)
+            .field("data", &self.data)
+            .finish()
+    }
 }
 
 impl Tensor {
@@ -292,7 +324,11 @@ impl Tensor {
                 actual: data.len(),
             });
         }
-        Ok(Tensor { shape, data })
+        Ok(Tensor {
+            shape,
+            data,
+            written: 0,
+        })
     }
 
     /// Builds a tensor from a typed vector.
@@ -305,6 +341,7 @@ impl Tensor {
         Tensor {
             shape: vec![],
             data: T::wrap(vec![v]),
+            written: 0,
         }
     }
 
@@ -314,6 +351,7 @@ impl Tensor {
         Ok(Tensor {
             shape,
             data: TensorData::zeros(dtype, n),
+            written: 0,
         })
     }
 
@@ -349,6 +387,8 @@ impl Tensor {
 
     /// The typed storage, mutably (the length must not change).
     pub fn data_mut(&mut self) -> &mut TensorData {
+        // (the caller may replace or shrink the allocation)
+        self.written = 0;
         &mut self.data
     }
 
@@ -357,7 +397,11 @@ impl Tensor {
     /// already holds `T`): no heap allocation when their capacities
     /// suffice, which is how a plan reuses a value's buffer run after run.
     /// Returns the elements: those kept from the old contents are left as
-    /// they were, new ones are zero, so callers must write every element.
+    /// they were, so callers must write every element. Past the old
+    /// length, elements the storage held before (a plan's buffer handed
+    /// from a larger value to a smaller one and back) are left as they
+    /// were too, not zeroed, and new ones are zero: lengthening a buffer
+    /// costs no pass over its memory.
     ///
     /// ```
     /// use qport_core::Tensor;
@@ -377,9 +421,28 @@ impl Tensor {
         self.shape.extend_from_slice(shape);
         if T::vec_mut(&mut self.data).is_none() {
             self.data = T::wrap(Vec::new());
+            self.written = 0;
         }
         let v = T::vec_mut(&mut self.data).expect("just made of type T");
-        v.resize(n, T::zero());
+        let known = self.written.max(v.len());
+        if n > v.len() && n <= known && !std::mem::needs_drop::<T>() {
+            debug_assert!(known <= v.capacity());
+            // SAFETY: elements `..known` of this allocation hold values of
+            // `T` (`written`: they were in the vector's length before, and
+            // since then only this method changed the length, shortening
+            // without dropping, `T` needing no drop, or lengthening; the
+            // allocation and element type are the same, or `written`
+            // would have been reset), and `n <= known`.
+            unsafe { v.set_len(n) };
+        } else {
+            v.resize(n, T::zero());
+        }
+        // (a type that needs dropping lost what the shortening dropped)
+        self.written = if std::mem::needs_drop::<T>() {
+            0
+        } else {
+            known.max(n)
+        };
         Ok(v)
     }
 
@@ -428,6 +491,7 @@ impl Tensor {
         Ok(Tensor {
             shape,
             data: self.data,
+            written: self.written,
         })
     }
 
@@ -465,6 +529,7 @@ impl Tensor {
         Ok(Tensor {
             shape: self.shape.clone(),
             data,
+            written: 0,
         })
     }
 }
@@ -472,6 +537,40 @@ impl Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A buffer shortened and lengthened again by `reuse_as` keeps the
+    /// values its allocation held (no pass of zeros over them); past what
+    /// it ever held, and after anything that may have replaced the
+    /// storage, new elements are zero.
+    #[test]
+    fn reuse_as_lengthens_over_what_the_storage_held() {
+        let mut t = Tensor::from_vec(vec![8], (1..=8u8).collect()).unwrap();
+        let (addr, _) = t.data().storage();
+        t.reuse_as::<u8>(&[2]).unwrap();
+        let y = t.reuse_as::<u8>(&[2, 3]).unwrap();
+        assert_eq!(y, &[1, 2, 3, 4, 5, 6]);
+        // past the eight elements ever held: zeros from the length on
+        let y = t.reuse_as::<u8>(&[10]).unwrap();
+        assert_eq!(y, &[1, 2, 3, 4, 5, 6, 0, 0, 0, 0]);
+        assert_eq!(t.data().storage().0 == addr, t.data().storage().1 >= 10);
+        // a clone holds its length only
+        t.reuse_as::<u8>(&[1]).unwrap();
+        let mut c = t.clone();
+        assert_eq!(c.reuse_as::<u8>(&[3]).unwrap(), &[1, 0, 0]);
+        // the storage handed out mutably may have been replaced
+        let _ = t.data_mut();
+        assert_eq!(t.reuse_as::<u8>(&[3]).unwrap(), &[1, 0, 0]);
+        // another element type starts empty
+        t.reuse_as::<u8>(&[1]).unwrap();
+        assert_eq!(t.reuse_as::<i8>(&[3]).unwrap(), &[0, 0, 0]);
+        // a type that needs dropping never reuses dropped elements
+        let mut s = Tensor::from_vec(vec![2], vec!["a".to_string(), "b".to_string()]).unwrap();
+        s.reuse_as::<String>(&[1]).unwrap();
+        assert_eq!(
+            s.reuse_as::<String>(&[2]).unwrap(),
+            &["a".to_string(), String::new()]
+        );
+    }
 
     #[test]
     fn cast_float_to_int_truncates() {
