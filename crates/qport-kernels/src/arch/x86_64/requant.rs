@@ -301,6 +301,46 @@ impl Lanes16 {
         }
     }
 
+    /// [`Self::store`] of the vectors `y(js)` at `dst + js`, for `js` in
+    /// `(s0..s1).step_by(16)`, the first `c1 − js` lanes (at most 16) of
+    /// each: the form and the overflow check decided once for the run
+    /// rather than per vector (the fused GEMM's epilogue, a row of a
+    /// block at a time). The same bytes as [`Self::store`] on each.
+    ///
+    /// # Safety
+    /// As [`Self::store`] for every vector.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    pub(crate) unsafe fn store_run(
+        &self,
+        dst: *mut u8,
+        (s0, s1, c1): (usize, usize, usize),
+        y: impl Fn(usize) -> __m512i,
+    ) {
+        let lanes = |js: usize| (c1 - js).min(16);
+        match (self.form, self.no_overflow) {
+            (FloatRequant::F32 { .. }, true) => {
+                for js in (s0..s1).step_by(16) {
+                    let r = self.f32.run_unchecked(y(js));
+                    // SAFETY: the caller's contract, for this vector.
+                    unsafe { store16(dst.add(js), prefix(lanes(js)), r) };
+                }
+            }
+            (FloatRequant::F32 { .. }, false) => {
+                for js in (s0..s1).step_by(16) {
+                    // SAFETY: the caller's contract, for this vector.
+                    unsafe { self.store_form::<false>(y(js), dst.add(js), lanes(js)) };
+                }
+            }
+            (FloatRequant::F64 { .. }, _) => {
+                for js in (s0..s1).step_by(16) {
+                    // SAFETY: the caller's contract, for this vector.
+                    unsafe { self.store_form::<true>(y(js), dst.add(js), lanes(js)) };
+                }
+            }
+        }
+    }
+
     /// [`Self::store`] for the form `WIDE` says (f64 when true), which
     /// must be this one's.
     ///
