@@ -545,14 +545,12 @@ mod tests {
     #[test]
     fn reuse_as_lengthens_over_what_the_storage_held() {
         let mut t = Tensor::from_vec(vec![8], (1..=8u8).collect()).unwrap();
-        let (addr, _) = t.data().storage();
         t.reuse_as::<u8>(&[2]).unwrap();
         let y = t.reuse_as::<u8>(&[2, 3]).unwrap();
         assert_eq!(y, &[1, 2, 3, 4, 5, 6]);
         // past the eight elements ever held: zeros from the length on
         let y = t.reuse_as::<u8>(&[10]).unwrap();
         assert_eq!(y, &[1, 2, 3, 4, 5, 6, 0, 0, 0, 0]);
-        assert_eq!(t.data().storage().0 == addr, t.data().storage().1 >= 10);
         // a clone holds its length only
         t.reuse_as::<u8>(&[1]).unwrap();
         let mut c = t.clone();
