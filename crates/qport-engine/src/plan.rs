@@ -37,7 +37,7 @@ use qport_core::compare::NonFiniteOrigin;
 use qport_core::{DType, Tensor};
 use qport_kernels::activation::Activation;
 use qport_onnx::{Model, ValueInfo};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -271,6 +271,7 @@ impl Plan {
             rewritten = crate::layout::block(rewritten, &outs);
         }
         let mut initializers = rewritten.initializers;
+        let mut folded = BTreeSet::new();
         let mut slots: HashMap<String, usize> = HashMap::new();
         let slot = |name: &str, slots: &mut HashMap<String, usize>| -> usize {
             let n = slots.len();
@@ -303,6 +304,7 @@ impl Plan {
                 opset,
                 initializers: &initializers,
                 arith: &options.arith,
+                folded: &folded,
             };
             let built = match (planned.blocked, planned.act, planned.residual) {
                 (Some(kind), act, residual) => crate::ops::nn::nchwc::build(
@@ -337,6 +339,7 @@ impl Plan {
                     }
                     produced[s] = true;
                     initializers.insert(name.clone(), t);
+                    folded.insert(name.clone());
                     continue;
                 }
             }

@@ -138,3 +138,73 @@ fn ort_quantized_efficientnet_runs() {
         assert!(top1 >= 14, "{v}: top-1 agreement {top1}/{SAMPLES}");
     }
 }
+
+/// A classifier's last layer at batch 1 (`Gemm`, `transB = 1`, constant
+/// weights and bias) is onnxruntime's bit for bit: qport's one-row product
+/// sums in the blocks of `K` onnxruntime's SGEMM uses once it has packed
+/// the constant `B` (ResNet-50's 1000 x 2048, MobileNetV2's and
+/// EfficientNet-Lite0's 1000 x 1280, and shapes with a partial block or
+/// none; `alpha` and `beta` other than 1 included).
+#[test]
+fn classifier_head_gemm_is_onnxruntime_bit_for_bit() {
+    use qport_core::DType;
+    use qport_onnx::{graph::ModelBuilder, Attribute, Node};
+    let dir = tempfile::Builder::new()
+        .prefix("qport-gemm-")
+        .tempdir()
+        .unwrap();
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+            })
+            .collect()
+    };
+    for (n, k, alpha, beta) in [
+        (1000, 2048, 1.0f32, 1.0f32),
+        (1000, 1280, 1.0, 1.0),
+        (37, 300, 1.0, 1.0),
+        (513, 77, 1.0, 1.0),
+        (200, 700, 0.5, 2.0),
+    ] {
+        let w = Tensor::from_vec(vec![n, k], rnd(n * k)).unwrap();
+        let b = Tensor::from_vec(vec![n], rnd(n)).unwrap();
+        let x = Tensor::from_vec(vec![1, k], rnd(k)).unwrap();
+        let gemm = Node::new("fc", "Gemm", ["x", "w", "b"], ["y"]).with_attrs([
+            ("transB", Attribute::Int(1)),
+            ("alpha", Attribute::Float(alpha)),
+            ("beta", Attribute::Float(beta)),
+        ]);
+        let model = ModelBuilder::new(13)
+            .input("x", DType::F32, &[1, k])
+            .initializer("w", w)
+            .initializer("b", b)
+            .node(gemm)
+            .output("y", DType::F32, &[1, n])
+            .build();
+        let path = dir.path().join(format!("gemm_{n}_{k}.onnx"));
+        qport_onnx::save(&model, &path).unwrap();
+        let xin = dir.path().join(format!("x_{n}_{k}.npy"));
+        qport_data::npy::write(&xin, &x).unwrap();
+        let out = dir.path().join(format!("y_{n}_{k}.npz"));
+        let opt = Path::new("--opt");
+        let all = Path::new("all");
+        qport_tests::oracle(
+            "ort_run.py",
+            &[&path, &xin, opt, all, Path::new("--out"), &out],
+        );
+        let want = qport_data::npz::read(&out).unwrap();
+        let plan = Plan::new(&model).unwrap();
+        let got = run(&plan, &x);
+        let (g, r) = (
+            qport_tests::f32_bits(&got[0]),
+            qport_tests::f32_bits(&want[0].1),
+        );
+        let differ = g.iter().zip(&r).filter(|(a, b)| a != b).count();
+        assert_eq!(differ, 0, "{n} x {k} (alpha {alpha}, beta {beta}): {differ} of {n} outputs differ from onnxruntime");
+    }
+}

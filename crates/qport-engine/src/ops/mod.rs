@@ -10,7 +10,7 @@ use crate::error::{OpError, OpResult};
 use qport_core::Tensor;
 use qport_onnx::graph::normalize_domain;
 use qport_onnx::Node;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 pub mod elementwise;
@@ -100,6 +100,9 @@ pub fn reuse_output<'a, T: qport_core::Element>(
     Ok(t.reuse_as::<T>(shape)?)
 }
 
+/// No folded values (the [`BuildCtx::new`] default).
+static NONE_FOLDED: BTreeSet<String> = BTreeSet::new();
+
 /// What a builder sees at plan time.
 pub struct BuildCtx<'a> {
     /// The node being built.
@@ -112,6 +115,10 @@ pub struct BuildCtx<'a> {
     /// ([`qport_core::arith::ArithProfile::onnxruntime`] unless a plan asks
     /// for another; see [`crate::PlanOptions::arith`]).
     pub arith: &'a qport_core::arith::ArithProfile,
+    /// The names among `initializers` that the plan computed
+    /// (`DequantizeLinear` of constants, folded at plan time) rather than
+    /// read from the graph.
+    pub folded: &'a BTreeSet<String>,
 }
 
 impl<'a> BuildCtx<'a> {
@@ -124,7 +131,18 @@ impl<'a> BuildCtx<'a> {
             opset,
             initializers,
             arith: qport_core::arith::ArithProfile::onnxruntime(),
+            folded: &NONE_FOLDED,
         }
+    }
+
+    /// The value of input `i` if it is one of the graph's own
+    /// initializers (not a value the plan folded): what onnxruntime sees
+    /// as a constant when it prepares a kernel.
+    pub fn graph_constant(&self, i: usize) -> Option<&Tensor> {
+        self.node
+            .input(i)
+            .filter(|n| !self.folded.contains(*n))
+            .and_then(|n| self.initializers.get(n))
     }
 
     /// The constant value of input `i`, if that input is an initializer.

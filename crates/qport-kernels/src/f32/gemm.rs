@@ -4,7 +4,12 @@
 //! `X` or its transpose, in the style of BLAS but for row-major storage:
 //! element `(i, j)` of a matrix with leading dimension `ld` lives at
 //! `i * ld + j`. For `f32` and `f64` the fast path is the `gemm` crate (SIMD
-//! chosen at run time, single-threaded so results are deterministic); every
+//! chosen at run time, single-threaded so results are deterministic),
+//! except an `f32` product of one row by columns of `B` that are contiguous
+//! (`B` transposed: a classifier's last `Gemm`), which runs
+//! [`crate::f32::gemv`] (onnxruntime's blocked order for that product when
+//! it packs `B`, the same bits on every SIMD level and thread count, split
+//! over the intra-op threads); every
 //! other element type, and every type when [`crate::force_generic`] is set
 //! (`QPORT_FORCE_GENERIC`, or a call inside [`crate::with_generic_kernels`]),
 //! uses the scalar reference: a plain loop that computes each `C[i][j]` as
@@ -33,6 +38,16 @@ pub trait GemmScalar: Copy + Send + Sync + PartialEq + 'static {
     unsafe fn simd(_p: &GemmArgs<Self>) -> bool {
         false
     }
+    /// Runs the one-row product with contiguous columns of `B`
+    /// ([`crate::f32::gemv`]) if this type has it; returns `false`
+    /// otherwise.
+    ///
+    /// # Safety
+    /// As [`Self::simd`], with `m == 1`, `a_cs == 1` and `b_rs == 1`.
+    #[doc(hidden)]
+    unsafe fn gemv(_p: &GemmArgs<Self>) -> bool {
+        false
+    }
 }
 
 /// Raw operands of one multiply, already bounds-checked by [`gemm()`].
@@ -51,10 +66,12 @@ pub struct GemmArgs<T> {
     beta: T,
     c: *mut T,
     ldc: isize,
+    /// The block of the sum over `k` of the one-row path.
+    k_block: usize,
 }
 
 macro_rules! float_scalar {
-    ($t:ty) => {
+    ($t:ty $(, $gemv:item)?) => {
         impl GemmScalar for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -95,10 +112,27 @@ macro_rules! float_scalar {
                 }
                 true
             }
+            $($gemv)?
         }
     };
 }
-float_scalar!(f32);
+float_scalar!(
+    f32,
+    unsafe fn gemv(p: &GemmArgs<Self>) -> bool {
+        // SAFETY: (whole block) the caller's contract: A's row holds `k`
+        // contiguous elements, B's `n` columns `k` contiguous elements
+        // each, `b_cs` apart (a stride of at least `k` when n > 1, as
+        // `MatRef::check` ensured), and C's row `n` elements.
+        unsafe {
+            let x = std::slice::from_raw_parts(p.a, p.k);
+            let ldw = p.b_cs.max(0) as usize;
+            let w = std::slice::from_raw_parts(p.b, (p.n - 1) * ldw + p.k);
+            let y = std::slice::from_raw_parts_mut(p.c, p.n);
+            crate::f32::gemv::gemv_rows(x, w, ldw, p.alpha, p.beta, p.k_block, y);
+        }
+        true
+    }
+);
 float_scalar!(f64);
 
 macro_rules! int_scalar {
@@ -215,6 +249,47 @@ pub fn gemm<T: GemmScalar>(
     c: &mut [T],
     ldc: usize,
 ) {
+    let k_block = crate::f32::pgemm::ort_k_block(n, k);
+    gemm_k_block(m, n, k, alpha, a, b, beta, c, ldc, k_block)
+}
+
+/// The `K` block of onnxruntime's SGEMM over a right operand packed once
+/// (MLAS's prepacked `B`, which its `Gemm` and `MatMul` kernels use when
+/// `B` is a constant): 256, whatever the shape. Measured: a one-row `Gemm`
+/// with `transB = 1` and a constant `B` of 1000 x 2048 or 1000 x 1280 is
+/// onnxruntime's bit for bit with blocks of 256 and not with
+/// [`crate::pgemm::ort_k_block`]'s 128.
+pub const ORT_PACKED_K_BLOCK: usize = 256;
+
+/// [`gemm()`] with the block of the sum over `k` of its one-row path
+/// ([`crate::f32::gemv`]; `f32`, one row, contiguous columns of `B`) given:
+/// [`ORT_PACKED_K_BLOCK`] reproduces onnxruntime where it packed a
+/// constant `B`, [`crate::pgemm::ort_k_block`] (what [`gemm()`] passes)
+/// where it packs per call (see [`crate::f32::gemv`] for the case it
+/// does not). Other products ignore it.
+///
+/// ```
+/// use qport_kernels::gemm::{gemm_k_block, MatRef, ORT_PACKED_K_BLOCK};
+/// let x = [1.0f32, 2.0]; // one row
+/// let w = [1.0f32, 1.0, 3.0, -1.0]; // B transposed: columns [1 1], [3 -1]
+/// let mut y = [0.0f32; 2];
+/// let b = MatRef::transposed(&w, 2);
+/// gemm_k_block(1, 2, 2, 1.0, MatRef::new(&x, 2), b, 0.0, &mut y, 2, ORT_PACKED_K_BLOCK);
+/// assert_eq!(y, [3.0, 1.0]);
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_k_block<T: GemmScalar>(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: T,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    beta: T,
+    c: &mut [T],
+    ldc: usize,
+    k_block: usize,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -243,7 +318,16 @@ pub fn gemm<T: GemmScalar>(
         beta,
         c: c.as_mut_ptr(),
         ldc: ldc as isize,
+        k_block,
     };
+    // one row times columns of B that are contiguous (a classifier's last
+    // Gemm, transB = 1): onnxruntime's order at the speed of memory, on the
+    // intra-op threads
+    let one_row = m == 1 && k > 0 && a_cs == 1 && b_rs == 1 && b_cs >= 0;
+    // SAFETY: the checks above put every view in bounds.
+    if !crate::force_generic() && one_row && unsafe { T::gemv(&p) } {
+        return;
+    }
     // SAFETY: the checks above put every view in bounds.
     if crate::force_generic() || !unsafe { T::simd(&p) } {
         // SAFETY: as above.

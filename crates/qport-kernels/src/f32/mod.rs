@@ -1,4 +1,4 @@
-//! Single-precision kernels: GEMM ([`gemm`], and [`pgemm`] with a packed
+//! Single-precision kernels: GEMM ([`gemm`], its one-row case [`gemv`], and [`pgemm`] with a packed
 //! constant operand and a fused epilogue), depthwise convolution
 //! ([`depthwise`]), convolution over blocked channels ([`nchwc`]), the epilogue activations ([`activation`]) and
 //! onnxruntime's logistic function ([`logistic`]). Their
@@ -9,6 +9,7 @@
 pub mod activation;
 pub mod depthwise;
 pub mod gemm;
+pub mod gemv;
 pub mod logistic;
 pub mod nchwc;
 pub mod pgemm;

@@ -10,7 +10,8 @@ use crate::error::{OpError, OpResult};
 use crate::ops::{eval_fallback, input, opt_input, reuse_output, BuildCtx, Op, Registry};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Element, Tensor};
-use qport_kernels::gemm::{gemm, GemmScalar, MatRef};
+use qport_kernels::gemm::{gemm, gemm_k_block, GemmScalar, MatRef, ORT_PACKED_K_BLOCK};
+use qport_kernels::pgemm::ort_k_block;
 
 pub(crate) fn register(r: &mut Registry) {
     r.register_all("", &[("Gemm", build_gemm), ("MatMul", build_matmul)]);
@@ -21,6 +22,13 @@ struct Gemm {
     beta: f32,
     trans_a: bool,
     trans_b: bool,
+    /// The block of the sum over `k` of a one-row `f32` product with `B`
+    /// transposed ([`qport_kernels::f32::gemv`]): onnxruntime's, which
+    /// packs a constant `B` once and then sums in blocks of
+    /// [`ORT_PACKED_K_BLOCK`]; `None` (the block of its unpacked SGEMM)
+    /// when `B` is computed, a dequantized weight included (onnxruntime
+    /// does not fold `DequantizeLinear`).
+    packed_k_block: Option<usize>,
 }
 
 fn build_gemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
@@ -30,6 +38,7 @@ fn build_gemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
         beta: n.attr_float("beta", 1.0)?,
         trans_a: n.attr_int("transA", 0)? != 0,
         trans_b: n.attr_int("transB", 0)? != 0,
+        packed_k_block: ctx.graph_constant(1).map(|_| ORT_PACKED_K_BLOCK),
     }))
 }
 
@@ -156,7 +165,8 @@ impl Gemm {
             trans: self.trans_b,
         };
         let alpha = T::from_f64(self.alpha as f64);
-        gemm(m, n, k, alpha, a_ref, b_ref, beta, y, n);
+        let k_block = self.packed_k_block.unwrap_or_else(|| ort_k_block(n, k));
+        gemm_k_block(m, n, k, alpha, a_ref, b_ref, beta, y, n, k_block);
         Ok(())
     }
 }

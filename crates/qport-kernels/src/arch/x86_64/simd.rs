@@ -43,6 +43,10 @@ pub(crate) trait Simd: Copy {
     unsafe fn select_neg(v: Self::V, t: Self::V) -> Self::V;
     /// The even and the odd lanes of the concatenation `[a, b]`.
     unsafe fn deinterleave(a: Self::V, b: Self::V) -> (Self::V, Self::V);
+    /// Transposes the `LANES x LANES` block in `v[..LANES]` (vector `i`
+    /// row `i`): afterwards vector `t` holds element `t` of every row, in
+    /// row order (the other entries of `v` are left as they are).
+    unsafe fn transpose(v: &mut [Self::V; 16]);
 
     /// `act(v)` with the semantics of [`Activation::apply`].
     #[inline(always)]
@@ -201,6 +205,33 @@ mod x86 {
             _mm256_blendv_ps(v, t, m)
         }
         #[inline(always)]
+        unsafe fn transpose(v: &mut [__m256; 16]) {
+            // pairs of rows interleaved, then pairs of pairs: s[4g + c]
+            // holds column c (low half) and 4 + c (high half) of rows
+            // 4g..4g + 4
+            let mut s = [_mm256_setzero_ps(); 8];
+            for g in 0..2 {
+                let r = &v[4 * g..];
+                let (a, b) = (
+                    _mm256_unpacklo_ps(r[0], r[1]),
+                    _mm256_unpackhi_ps(r[0], r[1]),
+                );
+                let (c, d) = (
+                    _mm256_unpacklo_ps(r[2], r[3]),
+                    _mm256_unpackhi_ps(r[2], r[3]),
+                );
+                let pd = _mm256_castps_pd;
+                s[4 * g] = _mm256_castpd_ps(_mm256_unpacklo_pd(pd(a), pd(c)));
+                s[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(pd(a), pd(c)));
+                s[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(pd(b), pd(d)));
+                s[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(pd(b), pd(d)));
+            }
+            for c in 0..4 {
+                v[c] = _mm256_permute2f128_ps::<0x20>(s[c], s[4 + c]);
+                v[4 + c] = _mm256_permute2f128_ps::<0x31>(s[c], s[4 + c]);
+            }
+        }
+        #[inline(always)]
         unsafe fn deinterleave(a: __m256, b: __m256) -> (__m256, __m256) {
             // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
             let e = _mm256_shuffle_ps::<0x88>(a, b);
@@ -256,6 +287,40 @@ mod x86 {
         unsafe fn select_neg(v: __m512, t: __m512) -> __m512 {
             let m = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, _mm512_setzero_ps());
             _mm512_mask_blend_ps(m, v, t)
+        }
+        #[inline(always)]
+        unsafe fn transpose(v: &mut [__m512; 16]) {
+            // pairs of rows interleaved, then pairs of pairs: s[4g + c]
+            // holds, in 128-bit lane q, column 4q + c of rows 4g..4g + 4
+            let mut s = [_mm512_setzero_ps(); 16];
+            for g in 0..4 {
+                let r = &v[4 * g..];
+                let (a, b) = (
+                    _mm512_unpacklo_ps(r[0], r[1]),
+                    _mm512_unpackhi_ps(r[0], r[1]),
+                );
+                let (c, d) = (
+                    _mm512_unpacklo_ps(r[2], r[3]),
+                    _mm512_unpackhi_ps(r[2], r[3]),
+                );
+                let pd = _mm512_castps_pd;
+                s[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(a), pd(c)));
+                s[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(a), pd(c)));
+                s[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(b), pd(d)));
+                s[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(b), pd(d)));
+            }
+            // then the 128-bit lanes: lanes 0 and 2 (0x88) or 1 and 3
+            // (0xdd) of each operand, twice
+            for c in 0..4 {
+                let e0 = _mm512_shuffle_f32x4::<0x88>(s[c], s[4 + c]);
+                let e1 = _mm512_shuffle_f32x4::<0x88>(s[8 + c], s[12 + c]);
+                let o0 = _mm512_shuffle_f32x4::<0xdd>(s[c], s[4 + c]);
+                let o1 = _mm512_shuffle_f32x4::<0xdd>(s[8 + c], s[12 + c]);
+                v[c] = _mm512_shuffle_f32x4::<0x88>(e0, e1);
+                v[8 + c] = _mm512_shuffle_f32x4::<0xdd>(e0, e1);
+                v[4 + c] = _mm512_shuffle_f32x4::<0x88>(o0, o1);
+                v[12 + c] = _mm512_shuffle_f32x4::<0xdd>(o0, o1);
+            }
         }
         #[inline(always)]
         unsafe fn deinterleave(a: __m512, b: __m512) -> (__m512, __m512) {
