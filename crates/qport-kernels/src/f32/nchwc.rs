@@ -357,26 +357,68 @@ pub fn max_pool(
         "nchwc::max_pool: offset outside the plane"
     );
     let work = planes * offsets.len() * BLOCK * crate::par::STREAM_COST / BLOCK;
+    let lvl = level();
     crate::par::split_mut(out, outs * BLOCK, work, |start, block| {
-        for (i, yp) in block.chunks_mut((outs * BLOCK).max(1)).enumerate() {
-            let p = start / (outs * BLOCK).max(1) + i;
-            let plane = &x[p * in_plane * BLOCK..][..in_plane * BLOCK];
-            for (o, y) in yp.chunks_exact_mut(BLOCK).enumerate() {
-                let taps = &offsets[starts[o]..starts[o + 1]];
-                let mut acc = [f32::MIN; BLOCK];
-                if let Some((&first, rest)) = taps.split_first() {
-                    acc.copy_from_slice(&plane[first * BLOCK..][..BLOCK]);
-                    for &t in rest {
-                        let v = &plane[t * BLOCK..][..BLOCK];
-                        for (a, &b) in acc.iter_mut().zip(v) {
-                            *a = if b > *a { b } else { *a };
-                        }
+        let p0 = start / (outs * BLOCK).max(1);
+        let x = &x[p0 * in_plane * BLOCK..];
+        max_pool_at(lvl, x, in_plane, starts, offsets, block)
+    });
+}
+
+/// The planes of [`max_pool`] whose outputs are `out` (whole planes, the
+/// first at the start of `x`), at `lvl` (the CPU must support it): the
+/// portable loop, or the same loop compiled with AVX2 or AVX-512 (the same
+/// comparisons in the same order, so the same bits, a block per vector).
+pub(crate) fn max_pool_at(
+    lvl: Level,
+    x: &[f32],
+    in_plane: usize,
+    starts: &[usize],
+    offsets: &[usize],
+    out: &mut [f32],
+) {
+    match lvl {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller chose a level this CPU supports.
+        Level::Avx512 => unsafe {
+            crate::arch::x86_64::nchwc::max_pool_avx512(x, in_plane, starts, offsets, out)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Level::Avx2 => unsafe {
+            crate::arch::x86_64::nchwc::max_pool_avx2(x, in_plane, starts, offsets, out)
+        },
+        _ => max_pool_loop(x, in_plane, starts, offsets, out),
+    }
+}
+
+/// The loop of [`max_pool_at`] (inlined into each compiled copy).
+#[inline(always)]
+pub(crate) fn max_pool_loop(
+    x: &[f32],
+    in_plane: usize,
+    starts: &[usize],
+    offsets: &[usize],
+    out: &mut [f32],
+) {
+    let outs = starts.len().saturating_sub(1);
+    for (p, yp) in out.chunks_mut((outs * BLOCK).max(1)).enumerate() {
+        let plane = &x[p * in_plane * BLOCK..][..in_plane * BLOCK];
+        for (o, y) in yp.chunks_exact_mut(BLOCK).enumerate() {
+            let taps = &offsets[starts[o]..starts[o + 1]];
+            let mut acc = [f32::MIN; BLOCK];
+            if let Some((&first, rest)) = taps.split_first() {
+                acc.copy_from_slice(&plane[first * BLOCK..][..BLOCK]);
+                for &t in rest {
+                    let v = &plane[t * BLOCK..][..BLOCK];
+                    for (a, &b) in acc.iter_mut().zip(v) {
+                        *a = if b > *a { b } else { *a };
                     }
                 }
-                y.copy_from_slice(&acc);
             }
+            y.copy_from_slice(&acc);
         }
-    });
+    }
 }
 
 /// `out = act((residual + conv(input, filters)) + bias)` over `n` images
@@ -1174,6 +1216,14 @@ mod tests {
         let offsets = [0, 1, 4, 2, 3, 5];
         let mut y = vec![0.0; planes * 4 * BLOCK];
         max_pool(&x, planes, in_plane, &starts, &offsets, &mut y);
+        for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+            if supported(lvl) {
+                let mut at = vec![0.0; y.len()];
+                max_pool_at(lvl, &x, in_plane, &starts, &offsets, &mut at);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&at), bits(&y), "{lvl:?}");
+            }
+        }
         for p in 0..planes {
             for o in 0..4 {
                 for ch in 0..BLOCK {

@@ -1,5 +1,6 @@
 //! The AVX-512 and AVX2 bodies of the blocked-channel convolution
-//! ([`crate::f32::nchwc`]), one generic body over the SIMD vocabulary: a
+//! ([`crate::f32::nchwc`]), one generic body over the SIMD vocabulary (and
+//! its window maxima, the portable loop compiled for each level): a
 //! block of sixteen channels is `NV` vectors (one zmm, two ymm).
 //!
 //! A dense tile holds `NF` blocks of output channels by `NW` output pixels
@@ -14,8 +15,19 @@
 #![allow(unsafe_op_in_unsafe_fn)]
 
 use super::simd::{Avx2, Avx512, Simd};
-use crate::f32::nchwc::{tap_len, Args, Residual, Shape, BLOCK};
+use crate::f32::nchwc::{max_pool_loop, tap_len, Args, Residual, Shape, BLOCK};
 use std::ops::Range;
+
+recompiled! {
+    /// [`max_pool_loop`] with AVX-512F (a block of channels per vector).
+    "avx512f" fn max_pool_avx512(
+        x: &[f32], in_plane: usize, starts: &[usize], offsets: &[usize], out: &mut [f32],
+    ) = max_pool_loop;
+    /// [`max_pool_loop`] with AVX2 (a block per two vectors).
+    "avx2" fn max_pool_avx2(
+        x: &[f32], in_plane: usize, starts: &[usize], offsets: &[usize], out: &mut [f32],
+    ) = max_pool_loop;
+}
 
 /// The AVX-512 body (16 lanes: a block is one vector; 4 x 6 tiles).
 ///
