@@ -403,20 +403,23 @@ pub(crate) fn max_pool_loop(
 ) {
     let outs = starts.len().saturating_sub(1);
     for (p, yp) in out.chunks_mut((outs * BLOCK).max(1)).enumerate() {
-        let plane = &x[p * in_plane * BLOCK..][..in_plane * BLOCK];
-        for (o, y) in yp.chunks_exact_mut(BLOCK).enumerate() {
+        // (pixels as whole blocks: one bounds check per tap, and the
+        // block's maxima in registers)
+        let (pixels, _) = x[p * in_plane * BLOCK..][..in_plane * BLOCK].as_chunks::<BLOCK>();
+        let (ys, _) = yp.as_chunks_mut::<BLOCK>();
+        for (o, y) in ys.iter_mut().enumerate() {
             let taps = &offsets[starts[o]..starts[o + 1]];
             let mut acc = [f32::MIN; BLOCK];
             if let Some((&first, rest)) = taps.split_first() {
-                acc.copy_from_slice(&plane[first * BLOCK..][..BLOCK]);
+                acc = pixels[first];
                 for &t in rest {
-                    let v = &plane[t * BLOCK..][..BLOCK];
+                    let v = &pixels[t];
                     for (a, &b) in acc.iter_mut().zip(v) {
                         *a = if b > *a { b } else { *a };
                     }
                 }
             }
-            y.copy_from_slice(&acc);
+            *y = acc;
         }
     }
 }
