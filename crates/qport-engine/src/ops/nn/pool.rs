@@ -547,6 +547,20 @@ fn rows_cols_into<T: Copy + Send + Sync>(
                 // phase b, element i: padded column i·s + b
                 let ph: &[T] = if s == 1 {
                     prow
+                } else if s == 2 {
+                    // (the common stride, by pairs: a loop the compiler
+                    // vectorizes, where a variable step is element by
+                    // element)
+                    let (even, odd) = phases.split_at_mut(pq);
+                    let pairs = prow.chunks_exact(2);
+                    if let [last] = pairs.remainder() {
+                        even[pq - 1] = *last;
+                    }
+                    for ((e, o), p) in even.iter_mut().zip(odd.iter_mut()).zip(pairs) {
+                        *e = p[0];
+                        *o = p[1];
+                    }
+                    phases
                 } else {
                     for (b, dst) in phases.chunks_mut(pq).enumerate() {
                         // (a phase past a row narrower than the stride is
