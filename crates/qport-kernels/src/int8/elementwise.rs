@@ -21,6 +21,47 @@ use qport_core::arith::{Requantizer, Rounding};
 #[cfg(target_arch = "x86_64")]
 use crate::arch::x86_64::int8 as x86;
 
+/// The pairs of `src` split: `even[i] = src[2i]` and `odd[i] = src[2i +
+/// 1]` for every `i` below the shortest of `even`, `odd` and half of `src`
+/// (a pooling window's column phases at stride 2). A byte shuffle where
+/// the dispatch table has AVX2, the plain loop elsewhere; the same bytes.
+///
+/// ```
+/// use qport_kernels::int8::elementwise::split_pairs;
+/// let (mut e, mut o) = ([0u8; 3], [0u8; 3]);
+/// split_pairs(&[1u8, 2, 3, 4, 5, 6, 7], &mut e, &mut o);
+/// assert_eq!((e, o), ([1, 3, 5], [2, 4, 6]));
+/// ```
+pub fn split_pairs<T: QInt>(src: &[T], even: &mut [T], odd: &mut [T]) {
+    let n = even.len().min(odd.len()).min(src.len() / 2);
+    #[cfg(target_arch = "x86_64")]
+    let done = if crate::isa().avx2()
+        && std::mem::size_of::<T>() == 1
+        && (T::as_u8(src).is_some() || T::as_i8(src).is_some())
+    {
+        // SAFETY: `T` is `u8` or `i8` (one byte, every bit pattern valid),
+        // so the three slices are byte slices of their lengths; the CPU
+        // has AVX2 (the dispatch table's x86-64 rows); `n` pairs are
+        // readable and `n` bytes writable in each half.
+        unsafe {
+            x86::split_pairs_avx2(
+                src.as_ptr().cast(),
+                even.as_mut_ptr().cast(),
+                odd.as_mut_ptr().cast(),
+                n,
+            )
+        }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    for i in done..n {
+        even[i] = src[2 * i];
+        odd[i] = src[2 * i + 1];
+    }
+}
+
 /// `1.5 · 2^23`: adding and subtracting it rounds an f32 of magnitude below
 /// `2^22` to an integer, half to even.
 const MAGIC: f32 = 12_582_912.0;

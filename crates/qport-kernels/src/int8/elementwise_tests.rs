@@ -426,3 +426,33 @@ fn lookups_are_the_same_on_any_thread_count() {
         assert_eq!(got, want, "{t} threads");
     }
 }
+
+/// Every table row splits the pairs as the definition does, for u8 and i8,
+/// over lengths around the 32-pair step, with halves of unequal length.
+#[test]
+fn split_pairs_on_every_row_is_the_definition() {
+    let src: Vec<u8> = (0..301u32).map(|i| (i * 37 % 256) as u8).collect();
+    for isa in supported_isas() {
+        for len in [0usize, 1, 2, 31, 63, 64, 65, 127, 129, 200, 301] {
+            for (ne, no) in [(len / 2, len / 2), (len / 2 + 1, len / 2), (len, 3)] {
+                let s = &src[..len];
+                let (mut e, mut o) = (vec![0xaau8; ne], vec![0x55u8; no]);
+                with_isa(isa, || split_pairs(s, &mut e, &mut o));
+                let n = ne.min(no).min(len / 2);
+                for i in 0..ne {
+                    let want = if i < n { s[2 * i] } else { 0xaa };
+                    assert_eq!(e[i], want, "{isa:?} len {len} even {i}");
+                }
+                for i in 0..no {
+                    let want = if i < n { s[2 * i + 1] } else { 0x55 };
+                    assert_eq!(o[i], want, "{isa:?} len {len} odd {i}");
+                }
+                let si: Vec<i8> = s.iter().map(|&v| v as i8).collect();
+                let (mut ei, mut oi) = (vec![0i8; n], vec![0i8; n]);
+                with_isa(isa, || split_pairs(&si, &mut ei, &mut oi));
+                assert!(ei.iter().zip(&e).all(|(a, b)| *a as u8 == *b), "{isa:?} i8");
+                assert!(oi.iter().zip(&o).all(|(a, b)| *a as u8 == *b), "{isa:?} i8");
+            }
+        }
+    }
+}

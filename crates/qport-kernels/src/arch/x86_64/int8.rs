@@ -36,6 +36,41 @@ recompiled! {
         = plane_taps;
 }
 
+/// The whole 32-pair steps of [`crate::int8::elementwise::split_pairs`]
+/// over bytes: each byte pair a 16-bit word, its low byte masked and its
+/// high byte shifted down, packed and put back in order. Returns the pairs
+/// done (a multiple of 32, the rest left to the caller).
+///
+/// # Safety
+/// The CPU must support AVX2; `2n` bytes readable at `src`, `n` writable
+/// at `even` and at `odd`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn split_pairs_avx2(
+    src: *const u8,
+    even: *mut u8,
+    odd: *mut u8,
+    n: usize,
+) -> usize {
+    use std::arch::x86_64::*;
+    let low = _mm256_set1_epi16(0x00ff);
+    let mut i = 0;
+    while i + 32 <= n {
+        // SAFETY: pairs i..i + 32 are in bounds (the caller's contract).
+        unsafe {
+            let a = _mm256_loadu_si256(src.add(2 * i).cast());
+            let b = _mm256_loadu_si256(src.add(2 * i + 32).cast());
+            // (packing works per 128-bit lane: the quarters come out a0 b0
+            // a1 b1, put back as a0 a1 b0 b1)
+            let e = _mm256_packus_epi16(_mm256_and_si256(a, low), _mm256_and_si256(b, low));
+            let o = _mm256_packus_epi16(_mm256_srli_epi16::<8>(a), _mm256_srli_epi16::<8>(b));
+            _mm256_storeu_si256(even.add(i).cast(), _mm256_permute4x64_epi64::<0xd8>(e));
+            _mm256_storeu_si256(odd.add(i).cast(), _mm256_permute4x64_epi64::<0xd8>(o));
+        }
+        i += 32;
+    }
+    i
+}
+
 /// [`crate::int8::elementwise::lookup_loop`] with AVX-512 VBMI: 64 bytes
 /// per step (the tail masked), each index `x ^ flip` looked up in the
 /// low and the high half of the 256-entry row (`vpermi2b` over two
