@@ -23,8 +23,9 @@ use crate::arch::x86_64::int8 as x86;
 
 /// The pairs of `src` split: `even[i] = src[2i]` and `odd[i] = src[2i +
 /// 1]` for every `i` below the shortest of `even`, `odd` and half of `src`
-/// (a pooling window's column phases at stride 2). A byte shuffle where
-/// the dispatch table has AVX2, the plain loop elsewhere; the same bytes.
+/// (a pooling window's column phases at stride 2), for any element type:
+/// a byte shuffle for `u8` and `i8` where the dispatch table has AVX2, the
+/// plain loop elsewhere; the same values.
 ///
 /// ```
 /// use qport_kernels::int8::elementwise::split_pairs;
@@ -32,12 +33,12 @@ use crate::arch::x86_64::int8 as x86;
 /// split_pairs(&[1u8, 2, 3, 4, 5, 6, 7], &mut e, &mut o);
 /// assert_eq!((e, o), ([1, 3, 5], [2, 4, 6]));
 /// ```
-pub fn split_pairs<T: QInt>(src: &[T], even: &mut [T], odd: &mut [T]) {
+pub fn split_pairs<T: Copy + 'static>(src: &[T], even: &mut [T], odd: &mut [T]) {
     let n = even.len().min(odd.len()).min(src.len() / 2);
     #[cfg(target_arch = "x86_64")]
     let done = if crate::isa().avx2()
-        && std::mem::size_of::<T>() == 1
-        && (T::as_u8(src).is_some() || T::as_i8(src).is_some())
+        && [std::any::TypeId::of::<u8>(), std::any::TypeId::of::<i8>()]
+            .contains(&std::any::TypeId::of::<T>())
     {
         // SAFETY: `T` is `u8` or `i8` (one byte, every bit pattern valid),
         // so the three slices are byte slices of their lengths; the CPU

@@ -13,7 +13,6 @@ use crate::ops::reduce::match_num;
 use crate::ops::{eval_fallback, input, reuse_output, BuildCtx, Op, Registry};
 use qport_core::shape::{checked_numel, strides};
 use qport_core::{bf16, f16, DType, Element, Tensor, TensorData};
-use qport_kernels::igemm::QInt;
 use qport_kernels::int8::elementwise::split_pairs;
 
 pub(crate) fn register(r: &mut Registry) {
@@ -477,8 +476,8 @@ fn max_only_into<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize, y: &mut [T
 /// maximum with the phase it reads, shifted. Maxima of a total order do
 /// not depend on the order they are taken in: the same values as
 /// [`max_only_into`].
-fn max_rows_cols_into<T: MaxElem + Ord + QInt>(x: &[T], rc: &RowsCols, planes: usize, y: &mut [T]) {
-    rows_cols_into(x, rc, planes, y, T::LOWEST, Ord::max, split_pairs::<T>)
+fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y: &mut [T]) {
+    rows_cols_into(x, rc, planes, y, T::LOWEST, Ord::max)
 }
 
 /// Float window maxima into `y`: each window's first tap, then every
@@ -486,15 +485,15 @@ fn max_rows_cols_into<T: MaxElem + Ord + QInt>(x: &[T], rc: &RowsCols, planes: u
 /// columns in vectors ([`rows_cols_into`]) where that gives the same bits.
 fn max_f32_into(x: &[f32], call: &PoolCall, y: &mut [f32]) {
     match &call.rows_cols {
-        Some(rc) if rc.full && totally_ordered(x) => rows_cols_into(
-            x,
-            rc,
-            call.planes,
-            y,
-            f32::NEG_INFINITY,
-            |a, b| if b > a { b } else { a },
-            pairs_into,
-        ),
+        Some(rc) if rc.full && totally_ordered(x) => {
+            rows_cols_into(x, rc, call.planes, y, f32::NEG_INFINITY, |a, b| {
+                if b > a {
+                    b
+                } else {
+                    a
+                }
+            })
+        }
         _ => max_values_into(x, &call.table, call.planes, y),
     }
 }
@@ -517,15 +516,13 @@ fn totally_ordered(x: &[f32]) -> bool {
 /// windows that each cover an input element ([`RowsCols::full`]), with
 /// `lowest` −∞: then every window's maximum is one of its taps, the value
 /// [`max_values_into`] gives.
-#[allow(clippy::too_many_arguments)]
-fn rows_cols_into<T: Copy + Send + Sync>(
+fn rows_cols_into<T: Copy + Send + Sync + 'static>(
     x: &[T],
     rc: &RowsCols,
     planes: usize,
     y: &mut [T],
     lowest: T,
     mx: impl Fn(T, T) -> T + Sync,
-    split: impl Fn(&[T], &mut [T], &mut [T]) + Sync,
 ) {
     let [h, w] = rc.input;
     let (isz, ow, s) = (h * w, rc.out, rc.stride);
@@ -552,14 +549,14 @@ fn rows_cols_into<T: Copy + Send + Sync>(
                 let ph: &[T] = if s == 1 {
                     prow
                 } else if s == 2 {
-                    // (the common stride, by pairs: a loop the compiler
-                    // vectorizes, where a variable step is element by
+                    // (the common stride, by pairs: a byte shuffle for the
+                    // 8-bit types, where a variable step is element by
                     // element)
                     let (even, odd) = phases.split_at_mut(pq);
                     if prow.len() % 2 == 1 {
                         even[pq - 1] = prow[prow.len() - 1];
                     }
-                    split(prow, even, odd);
+                    split_pairs(prow, even, odd);
                     phases
                 } else {
                     for (b, dst) in phases.chunks_mut(pq).enumerate() {
@@ -583,15 +580,6 @@ fn rows_cols_into<T: Copy + Send + Sync>(
             }
         }
     });
-}
-
-/// The pairs of `src` split into `even` and `odd` (the shortest length
-/// counts): [`rows_cols_into`]'s stride-2 phases for any element type.
-fn pairs_into<T: Copy>(src: &[T], even: &mut [T], odd: &mut [T]) {
-    for ((e, o), p) in even.iter_mut().zip(odd.iter_mut()).zip(src.chunks_exact(2)) {
-        *e = p[0];
-        *o = p[1];
-    }
 }
 
 /// The maxima of [`max`] without the indices, as a new vector (see
@@ -920,8 +908,7 @@ mod tests {
                         let (mut want, mut got) = (vec![7.0f32; n], vec![9.0f32; n]);
                         max_values_into(&xf, &t, 3, &mut want);
                         let mx = |a: f32, b: f32| if b > a { b } else { a };
-                        let low = f32::NEG_INFINITY;
-                        rows_cols_into(&xf, &rc, 3, &mut got, low, mx, pairs_into);
+                        rows_cols_into(&xf, &rc, 3, &mut got, f32::NEG_INFINITY, mx);
                         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                         prop_assert_eq!(bits(&got), bits(&want));
                     } else {
