@@ -349,20 +349,54 @@ unsafe fn steps<S: Simd, const NR: usize, const NW: usize>(
             for k in 0..tp.n {
                 let xk = xp.add(b * tp.x_cb + ky * tp.x_row + k * tp.x_step);
                 let wk = wp.add(b * tp.w_cb + ky * tp.w_row + k * tp.w_tap);
-                for ci in 0..tp.real {
-                    let mut wv = [S::zero(); NR];
-                    for (r, wr) in wv.iter_mut().enumerate() {
-                        *wr = S::load(wk.add((r / nv) * wfb + ci * BLOCK + (r % nv) * S::LANES));
+                if tp.real == BLOCK && xch == 1 {
+                    // a whole block of a blocked image, four channels per
+                    // trip: the loads take constant offsets, the loop's
+                    // bookkeeping a quarter of the trips (ResNet-50's
+                    // blocked layers 1-7 % faster on one thread). The
+                    // channel stride is the literal 1: passed at run time,
+                    // the four channels' 24 pixel addresses did not fit
+                    // the registers and the layers ran 10-30 % slower.
+                    for c4 in (0..BLOCK).step_by(4) {
+                        acc = channel::<S, NR, NW>(acc, xk, 1, pstep, wk, wfb, nv, c4);
+                        acc = channel::<S, NR, NW>(acc, xk, 1, pstep, wk, wfb, nv, c4 + 1);
+                        acc = channel::<S, NR, NW>(acc, xk, 1, pstep, wk, wfb, nv, c4 + 2);
+                        acc = channel::<S, NR, NW>(acc, xk, 1, pstep, wk, wfb, nv, c4 + 3);
                     }
-                    let xc = xk.add(ci * xch);
-                    for j in 0..NW {
-                        let xv = S::splat(*xc.add(j * pstep));
-                        for r in 0..NR {
-                            acc[r][j] = S::fma(xv, wv[r], acc[r][j]);
-                        }
+                } else {
+                    for ci in 0..tp.real {
+                        acc = channel::<S, NR, NW>(acc, xk, xch, pstep, wk, wfb, nv, ci);
                     }
                 }
             }
+        }
+    }
+    acc
+}
+
+/// Input channel `ci` of one tap of [`steps`]: the `NR` weight vectors
+/// and one broadcast per pixel, a fused multiply-add into each sum.
+#[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn channel<S: Simd, const NR: usize, const NW: usize>(
+    mut acc: [[S::V; NW]; NR],
+    xk: *const f32,
+    xch: usize,
+    pstep: usize,
+    wk: *const f32,
+    wfb: usize,
+    nv: usize,
+    ci: usize,
+) -> [[S::V; NW]; NR] {
+    let mut wv = [S::zero(); NR];
+    for (r, wr) in wv.iter_mut().enumerate() {
+        *wr = S::load(wk.add((r / nv) * wfb + ci * BLOCK + (r % nv) * S::LANES));
+    }
+    let xc = xk.add(ci * xch);
+    for j in 0..NW {
+        let xv = S::splat(*xc.add(j * pstep));
+        for r in 0..NR {
+            acc[r][j] = S::fma(xv, wv[r], acc[r][j]);
         }
     }
     acc
