@@ -212,6 +212,8 @@ fn addition_on_every_row_equals_the_loop_on_every_pair() {
         (0.5, 0.5, 0.0),
         (0.5, 0.25, 0.5),
         (3.0, -2.0, 7.0),
+        // a product of infinity and zero: NaN goes to `lo`
+        (f32::INFINITY, 0.5, 0.0),
     ];
     for isa in supported_isas() {
         with_isa(isa, || {
@@ -237,6 +239,21 @@ fn addition_on_every_row_equals_the_loop_on_every_pair() {
                     add(&ai[..n], &bi[..n], &k, &mut got);
                     add_loop(&ai[..n], &bi[..n], &k, &mut want);
                     assert!(got == want, "{isa} i8 {r_ac} {n}");
+                    // a clamp inside the type's range (a fused ReLU)
+                    let k = AddParams { lo: 0.0, ..k };
+                    let (mut got, mut want) = (vec![7i8; n], vec![9i8; n]);
+                    add(&ai[..n], &bi[..n], &k, &mut got);
+                    add_loop(&ai[..n], &bi[..n], &k, &mut want);
+                    assert!(got == want, "{isa} i8 relu {r_ac} {n}");
+                    let k = AddParams {
+                        lo: 10.0,
+                        hi: 200.0,
+                        ..k
+                    };
+                    let (mut got, mut want) = (vec![7u8; n], vec![9u8; n]);
+                    add(&a[..n], &b[..n], &k, &mut got);
+                    add_loop(&a[..n], &b[..n], &k, &mut want);
+                    assert!(got == want, "{isa} u8 narrow {r_ac} {n}");
                 }
             }
         });

@@ -27,10 +27,6 @@ recompiled! {
     /// [`add_loop`] with AVX2 and FMA: the loop's `mul_add` is one
     /// instruction instead of a library call (the same fused result).
     "avx2,fma" fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) = add_loop;
-    /// [`add_loop`] with AVX-512 (and FMA): 16 lanes per step, the same
-    /// fused multiply-adds.
-    "avx512f,avx512bw,avx2,fma" fn add_avx512<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T])
-        = add_loop;
     /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;
@@ -102,4 +98,79 @@ pub(crate) unsafe fn lookup_vbmi(x: &[u8], flip: u8, row: &[u8; 256], out: &mut 
         }
         i += lanes;
     }
+}
+
+/// [`add_loop`] with AVX-512: 64 pairs per step, the same fused
+/// multiply-adds (`fma(a, r_ac, fma(b, r_bc, fixed))`) in 16-lane
+/// quarters, the clamp as `max` then `min` with the NaN going to `lo` as
+/// in the loop (`vmaxps` returns its second operand when either is NaN),
+/// the rounding by the processor's round-to-nearest-even conversion (the
+/// loop's `1.5·2^23` addition gives the same integers below `2^22`), and
+/// the four quarters packed to bytes with saturating packs (a no-op: the
+/// values are already in `[lo, hi]`, inside `T`'s range). The tail runs
+/// the loop. The compiled loop took 18 instructions per 16 pairs (NaN
+/// fix-ups after each comparison, the rounding in three steps and a
+/// two-µop narrowing store per quarter); this takes about 10.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn add_avx512<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
+    use std::arch::x86_64::*;
+    debug_assert_eq!(std::mem::size_of::<T>(), 1);
+    let n = out.len().min(a.len()).min(b.len());
+    let signed = T::MIN < 0;
+    let (lo, hi) = (k.lo.max(T::MIN as f32), k.hi.min(T::MAX as f32));
+    let (r_ac, r_bc, fixed) = (
+        _mm512_set1_ps(k.r_ac),
+        _mm512_set1_ps(k.r_bc),
+        _mm512_set1_ps(k.fixed),
+    );
+    let (vlo, vhi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+    // 16 bytes at `p` widened to 16 i32 lanes as `T` says
+    let widen = |p: *const T| -> __m512i {
+        // SAFETY: 16 bytes are readable at `p` (the loop's bound below).
+        unsafe {
+            let v = _mm_loadu_si128(p.cast());
+            if signed {
+                _mm512_cvtepi8_epi32(v)
+            } else {
+                _mm512_cvtepu8_epi32(v)
+            }
+        }
+    };
+    // one quarter: 16 sums rounded to i32 within [lo, hi]
+    let quarter = |pa: *const T, pb: *const T| -> __m512i {
+        let x = _mm512_cvtepi32_ps(widen(pa));
+        let y = _mm512_cvtepi32_ps(widen(pb));
+        let v = _mm512_fmadd_ps(x, r_ac, _mm512_fmadd_ps(y, r_bc, fixed));
+        let c = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
+        _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(c)
+    };
+    // packing interleaves the 128-bit lanes of its operands: this puts
+    // the sixteen 4-byte groups back in order
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    let mut i = 0;
+    while i + 64 <= n {
+        // SAFETY: pairs i..i + 64 are in bounds of `a`, `b` and `out`.
+        unsafe {
+            let q: [__m512i; 4] =
+                std::array::from_fn(|j| quarter(pa.add(i + 16 * j), pb.add(i + 16 * j)));
+            let bytes = if signed {
+                _mm512_packs_epi16(
+                    _mm512_packs_epi32(q[0], q[1]),
+                    _mm512_packs_epi32(q[2], q[3]),
+                )
+            } else {
+                _mm512_packus_epi16(
+                    _mm512_packus_epi32(q[0], q[1]),
+                    _mm512_packus_epi32(q[2], q[3]),
+                )
+            };
+            _mm512_storeu_si512(po.add(i).cast(), _mm512_permutexvar_epi32(order, bytes));
+        }
+        i += 64;
+    }
+    add_loop(&a[i..n], &b[i..n], k, &mut out[i..n]);
 }
