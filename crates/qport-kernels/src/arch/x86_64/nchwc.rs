@@ -349,7 +349,7 @@ unsafe fn steps<S: Simd, const NR: usize, const NW: usize>(
             for k in 0..tp.n {
                 let xk = xp.add(b * tp.x_cb + ky * tp.x_row + k * tp.x_step);
                 let wk = wp.add(b * tp.w_cb + ky * tp.w_row + k * tp.w_tap);
-                if tp.real == BLOCK && xch == 1 {
+                if NW == 6 && tp.real == BLOCK && xch == 1 {
                     // a whole block of a blocked image, four channels per
                     // trip: the loads take constant offsets, the loop's
                     // bookkeeping a quarter of the trips (ResNet-50's
@@ -357,6 +357,11 @@ unsafe fn steps<S: Simd, const NR: usize, const NW: usize>(
                     // channel stride is the literal 1: passed at run time,
                     // the four channels' 24 pixel addresses did not fit
                     // the registers and the layers ran 10-30 % slower.
+                    // Only full-width tiles (nearly all the work) take
+                    // it: in every tile width it made the crate's
+                    // library compile 2.5x as long (89 -> 227 s, 115 s
+                    // like this) for about 1 % more on ResNet-50 (its
+                    // 7 x 7 layers' 5-pixel tiles).
                     for c4 in (0..BLOCK).step_by(4) {
                         acc = channel::<S, NR, NW>(acc, xk, 1, pstep, wk, wfb, nv, c4);
                         acc = channel::<S, NR, NW>(acc, xk, 1, pstep, wk, wfb, nv, c4 + 1);
