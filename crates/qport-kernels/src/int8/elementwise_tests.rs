@@ -202,6 +202,14 @@ fn addition_equals_onnxruntimes_loop_on_every_row() {
 /// produce exact halves.
 #[test]
 fn addition_on_every_row_equals_the_loop_on_every_pair() {
+    // `add` on the active row gives `add_loop`'s values, every one written
+    // (the two outputs start from different bytes)
+    fn same<T: QInt + PartialEq>(a: &[T], b: &[T], k: &AddParams, at: &str) {
+        let (mut got, mut want) = (vec![T::truncate(7); a.len()], vec![T::truncate(9); a.len()]);
+        add(a, b, k, &mut got);
+        add_loop(a, b, k, &mut want);
+        assert!(got == want, "{at}");
+    }
     let a: Vec<u8> = (0..65536).map(|i| (i >> 8) as u8).collect();
     let b: Vec<u8> = (0..65536).map(|i| (i & 255) as u8).collect();
     let ai: Vec<i8> = a.iter().map(|&v| v as i8).collect();
@@ -226,34 +234,22 @@ fn addition_on_every_row_equals_the_loop_on_every_pair() {
                         lo: 0.0,
                         hi: 255.0,
                     };
-                    let (mut got, mut want) = (vec![7u8; n], vec![9u8; n]);
-                    add(&a[..n], &b[..n], &k, &mut got);
-                    add_loop(&a[..n], &b[..n], &k, &mut want);
-                    assert!(got == want, "{isa} u8 {r_ac} {n}");
+                    same(&a[..n], &b[..n], &k, &format!("{isa} u8 {r_ac} {n}"));
                     let k = AddParams {
                         lo: -128.0,
                         hi: 127.0,
                         ..k
                     };
-                    let (mut got, mut want) = (vec![7i8; n], vec![9i8; n]);
-                    add(&ai[..n], &bi[..n], &k, &mut got);
-                    add_loop(&ai[..n], &bi[..n], &k, &mut want);
-                    assert!(got == want, "{isa} i8 {r_ac} {n}");
+                    same(&ai[..n], &bi[..n], &k, &format!("{isa} i8 {r_ac} {n}"));
                     // a clamp inside the type's range (a fused ReLU)
                     let k = AddParams { lo: 0.0, ..k };
-                    let (mut got, mut want) = (vec![7i8; n], vec![9i8; n]);
-                    add(&ai[..n], &bi[..n], &k, &mut got);
-                    add_loop(&ai[..n], &bi[..n], &k, &mut want);
-                    assert!(got == want, "{isa} i8 relu {r_ac} {n}");
+                    same(&ai[..n], &bi[..n], &k, &format!("{isa} i8 relu {r_ac} {n}"));
                     let k = AddParams {
                         lo: 10.0,
                         hi: 200.0,
                         ..k
                     };
-                    let (mut got, mut want) = (vec![7u8; n], vec![9u8; n]);
-                    add(&a[..n], &b[..n], &k, &mut got);
-                    add_loop(&a[..n], &b[..n], &k, &mut want);
-                    assert!(got == want, "{isa} u8 narrow {r_ac} {n}");
+                    same(&a[..n], &b[..n], &k, &format!("{isa} u8 narrow {r_ac} {n}"));
                 }
             }
         });
