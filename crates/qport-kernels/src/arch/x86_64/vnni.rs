@@ -223,6 +223,10 @@ struct Scratch {
 }
 
 thread_local! {
+    /// A thread's packed tiles of `B` and their column sums, for its part
+    /// of an AMX product split by column panels (reused across calls).
+    static PANELS: std::cell::RefCell<(Vec<u8>, Vec<i32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
     /// The kernels' buffers, reused across calls on a thread.
     static B_SCRATCH: std::cell::RefCell<Scratch> = const {
         std::cell::RefCell::new(Scratch {
@@ -581,10 +585,11 @@ mod x86 {
     /// AMX tiles: `B` packed in tiles ([`pack_b_tiles`]), `A` as
     /// [`amx::a_tiles`], blocks of 32 × 32 ([`rows_amx`]). With several
     /// intra-op threads and at least two panels of 32 columns per thread,
-    /// each thread packs the tiles of its own panels and then runs all
-    /// rows of them, so that its part of `B` stays in its core's cache
-    /// (`qgemm_speed`, 2 threads, fused: 64 x 576 x 3136 0.29 → 0.16 ms,
-    /// 256 x 1024 x 196 0.10 → 0.07); otherwise the packing is divided by
+    /// each thread packs the tiles of its own panels into its own buffer
+    /// and then runs all rows of them, in one hand-off, so that its part
+    /// of `B` stays in its core's cache (`qgemm_speed`, 2 threads, fused:
+    /// 64 x 576 x 3136 0.29 → 0.16 ms, 256 x 1024 x 196 0.10 → 0.07);
+    /// otherwise the packing is divided by
     /// steps of `k` and the blocks as [`split_amx`] divides them.
     ///
     /// # Safety
@@ -602,60 +607,62 @@ mod x86 {
         } = o;
         let kt = amx::padded_quads(a);
         let tiles = n.div_ceil(amx::CB) * 2;
-        let super::Scratch { bp, col_sum, .. } = scratch;
         let len = tiles * kt * 64;
-        // (the tiles start on a cache line, so no row of a tile straddles
-        // two)
-        let bp = crate::aligned::line_slice(bp, len);
-        col_sum.clear();
-        col_sum.resize(tiles * L, 0);
         let with_za = za[..m].iter().any(|&z| z != 0);
         let b_dev = i64::from(zb).abs().max(i64::from(255 - zb).abs());
         let work = m * k * n / 16;
         let panels = n.div_ceil(amx::CB);
         if crate::par::parts_for(work) > 1 && panels >= 2 * crate::par::threads() {
-            // each thread packs the columns of its own panels and runs
-            // them, all rows: its part of B stays in its core's cache
-            // (split by rows, every core would read the tiles the others
-            // packed)
+            // each thread packs the columns of its own panels into its
+            // own buffer and runs them, all rows, in one hand-off: its
+            // part of B is written and read in its core's cache only
+            // (packed into a buffer shared by the threads, a thread's
+            // next call rewrote lines another core held)
             #[cfg(test)]
             super::AMX_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let at = amx::a_tiles(a);
-            let (bq, sq) = (
-                crate::par::SendPtr(bp.as_mut_ptr()),
-                crate::par::SendPtr(col_sum.as_mut_ptr()),
-            );
             let per = amx::CB / L;
             crate::par::split(panels, 1, work, |p0, p1| {
-                let (c0, c1) = (p0 * per, (p1 * per).min(tiles));
-                // SAFETY: the tiles c0..c1 (all steps) and their column
-                // sums are this part's alone, inside `bp` and `col_sum`;
-                // the caller's features.
-                unsafe {
-                    pack_steps(b, k, n, kt, bq.get(), (0, kt), (c0, c1));
-                    if with_za {
-                        tile_sums(bq.get(), kt, (c0, c1), sq.get());
+                super::PANELS.with(|s| {
+                    let (bp, col_sum) = &mut *s.borrow_mut();
+                    // (the whole product's layout, of which this part
+                    // fills and reads its own tiles)
+                    let bp = crate::aligned::line_slice(bp, len);
+                    col_sum.clear();
+                    col_sum.resize(tiles * L, 0);
+                    let (c0, c1) = (p0 * per, (p1 * per).min(tiles));
+                    // SAFETY: the tiles c0..c1 (all steps) and their
+                    // column sums lie inside this thread's `bp` and
+                    // `col_sum`; the caller's features.
+                    unsafe {
+                        pack_steps(b, k, n, kt, bp.as_mut_ptr(), (0, kt), (c0, c1));
+                        if with_za {
+                            tile_sums(bp.as_mut_ptr(), kt, (c0, c1), col_sum.as_mut_ptr());
+                        }
                     }
-                }
-            });
-            // the same division again: part i runs on the thread that
-            // packed its tiles (the caller's first, the pool's next)
-            let corr = Corr {
-                za,
-                zb,
-                k,
-                col_sum: &col_sum[..],
-                b_dev,
-            };
-            let src = BTiles { bytes: &*bp, kt };
-            crate::par::split(panels, 1, work, |p0, p1| {
-                let cols = (p0 * amx::CB, (p1 * amx::CB).min(n));
-                // SAFETY: the caller's features, tiles and output; these
-                // columns are this part's alone.
-                unsafe { rows_amx(a, at, &src, &corr, out, (0, m), cols) };
+                    let corr = Corr {
+                        za,
+                        zb,
+                        k,
+                        col_sum: &col_sum[..],
+                        b_dev,
+                    };
+                    let src = BTiles { bytes: &*bp, kt };
+                    let cols = (p0 * amx::CB, (p1 * amx::CB).min(n));
+                    // SAFETY: the caller's features and output; these
+                    // columns are this part's alone, and their tiles and
+                    // sums were written just above.
+                    unsafe { rows_amx(a, at, &src, &corr, out, (0, m), cols) };
+                })
             });
             return;
         }
+        let super::Scratch { bp, col_sum, .. } = scratch;
+        // (the tiles start on a cache line, so no row of a tile straddles
+        // two)
+        let bp = crate::aligned::line_slice(bp, len);
+        col_sum.clear();
+        col_sum.resize(tiles * L, 0);
         // SAFETY: the caller checked avx512f + avx512bw.
         unsafe { pack_b_tiles(b, k, n, kt, bp) };
         // B's column sums, where a row has a zero point
