@@ -36,6 +36,7 @@
 
 pub mod aligned;
 pub mod arch;
+pub mod cache;
 pub mod dispatch;
 pub mod f32;
 pub mod im2col;
