@@ -85,7 +85,7 @@ fn main() {
             let t = Instant::now();
             for _ in 0..reps {
                 qport_kernels::par::split_columns(&mut o, n, &bounds, 0, |_, mut blk| {
-                    qport_kernels::qgemm::gemm_u8s8_requant(&pa, &za, &b, 3, &rq, &mut blk, 0);
+                    qport_kernels::qgemm::gemm_u8s8_requant(&pa, &za, (&b, n), 3, &rq, &mut blk, 0);
                 });
             }
             bestf = bestf.min(t.elapsed().as_secs_f64() / reps as f64);

@@ -131,6 +131,10 @@ pub(crate) struct U8s8<'a, A: ?Sized> {
     pub(crate) zb: i32,
     /// `(m, k, n)`.
     pub(crate) dims: (usize, usize, usize),
+    /// Elements from one row of `B` to the next: `n` for a dense `B`;
+    /// more only where a kernel reads `B` in place (the VNNI kernel's
+    /// fused requantization, [`crate::qgemm::gemm_u8s8_requant`]).
+    pub(crate) ldb: usize,
 }
 
 impl<'a, A: ?Sized> U8s8<'a, A> {
@@ -140,9 +144,21 @@ impl<'a, A: ?Sized> U8s8<'a, A> {
         'a: 'b,
     {
         let U8s8 {
-            za, b, zb, dims, ..
+            za,
+            b,
+            zb,
+            dims,
+            ldb,
+            ..
         } = self;
-        U8s8 { a, za, b, zb, dims }
+        U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims,
+            ldb,
+        }
     }
 }
 
@@ -197,7 +213,7 @@ macro_rules! gemm_u8s8_entry {
             let kernel = $kernel;
             #[cfg(not(target_arch = $arch))]
             let kernel = None::<$crate::int8::packed::Kernel<[i8]>>;
-            run_u8s8(U8s8 { a, za, b, zb, dims }, a.len(), c, ldc, kernel)
+            run_u8s8(U8s8 { a, za, b, zb, dims, ldb: dims.2 }, a.len(), c, ldc, kernel)
         }
     };
 }

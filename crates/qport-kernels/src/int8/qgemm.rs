@@ -65,17 +65,21 @@ pub fn fuses_requant<T: crate::igemm::QInt>(k: usize) -> bool {
 /// `n`), without writing the i32 sums anywhere. The same bytes as
 /// [`gemm_u8s8`] then [`crate::int8::elementwise::requantize`].
 ///
+/// `B` is read in place: its `k` rows of `n` bytes lie `ldb ≥ n` bytes
+/// apart in `b` (a block of columns of a wider matrix, e.g. some rows
+/// of a pointwise convolution's input image, without copying them out).
+///
 /// Returns `false` (nothing written) where no kernel of this thread's
 /// dispatch row fuses the two (today: all but AVX-512 VNNI); the caller
 /// then runs them apart.
 ///
 /// # Panics
-/// When a slice is shorter than its shape says, `rq` has fewer than `m`
-/// entries or the block fewer than `row0 + m` rows.
+/// When a slice is shorter than its shape says, `ldb < n`, `rq` has fewer
+/// than `m` entries or the block fewer than `row0 + m` rows.
 pub fn gemm_u8s8_requant<T: crate::igemm::QInt>(
     a: &PackedI8,
     za: &[i32],
-    b: &[u8],
+    (b, ldb): (&[u8], usize),
     zb: i32,
     rq: &[FloatRequant],
     out: &mut crate::par::ColumnBlock<'_, T>,
@@ -83,7 +87,9 @@ pub fn gemm_u8s8_requant<T: crate::igemm::QInt>(
 ) -> bool {
     match crate::isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni | Isa::Amx => crate::vnni::gemm_requant_packed(a, za, b, zb, rq, out, row0),
+        Isa::Avx512Vnni | Isa::Amx => {
+            crate::vnni::gemm_requant_packed(a, za, (b, ldb), zb, rq, out, row0)
+        }
         _ => false,
     }
 }
@@ -119,8 +125,10 @@ mod tests {
     }
 
     /// The fused path's output for rows `row0..row0 + m` of a matrix of
-    /// `row0 + m` rows and `n` columns, in two column blocks split at `s`,
-    /// and whether it ran (every block alike).
+    /// `row0 + m` rows and `n` columns, in two column blocks split at `s`
+    /// (the first from a copy of its columns of `B`, the second reading
+    /// them in place, rows `n` apart), and whether it ran (every block
+    /// alike).
     fn fused(
         packed: &PackedI8,
         za: &[i32],
@@ -135,11 +143,15 @@ mod tests {
         let bounds = [0, s, n];
         crate::par::split_columns(&mut got, n, &bounds, 0, |i, mut blk| {
             let cols = bounds[i]..bounds[i + 1];
-            // the block's columns of B
+            // the block's columns of B: in place, or copied out
             let sub: Vec<u8> = (0..k)
                 .flat_map(|p| b[p * n + cols.start..p * n + cols.end].to_vec())
                 .collect();
-            if gemm_u8s8_requant(packed, za, &sub, zb, frq, &mut blk, row0) {
+            let b = match i {
+                0 => (&sub[..], cols.len()),
+                _ => (&b[cols.start.min(b.len())..], n),
+            };
+            if gemm_u8s8_requant(packed, za, b, zb, frq, &mut blk, row0) {
                 ran.fetch_add(1, Ordering::Relaxed);
             }
         });

@@ -493,22 +493,27 @@ impl PreparedConv {
         }
         for gi in (0..g.group).filter(|_| direct.is_none()) {
             let xs = &xn[gi * cg * is..(gi + 1) * cg * is];
-            let b: &[u8] = if g.pointwise() && nb == os {
-                xs
+            // a pointwise layer's block is its columns of the input itself
+            // (rows `os` apart): the fused kernel reads them in place, the
+            // i32 kernels when the block is the whole image (else a copy)
+            let (b, ldb): (&[u8], usize) = if g.pointwise() && (nb == os || fused.is_some()) {
+                (&xs[j0..], os)
             } else {
                 if col.len() < kdim * nb {
                     col.resize(kdim * nb, 0);
                 }
                 im2col_par(sub, cg, xs, pad, &mut col[..kdim * nb]);
-                &col[..kdim * nb]
+                (&col[..kdim * nb], nb)
             };
             let wz = &self.w_zero[gi * mg..(gi + 1) * mg];
             if let Some(frq) = fused {
                 let rq = &frq[gi * mg..(gi + 1) * mg];
-                let ran = qgemm::gemm_u8s8_requant(&self.packed[gi], wz, b, xz, rq, o, gi * mg);
+                let ran =
+                    qgemm::gemm_u8s8_requant(&self.packed[gi], wz, (b, ldb), xz, rq, o, gi * mg);
                 assert!(ran, "the fused kernel runs where `fuses_requant` says");
                 continue;
             }
+            debug_assert_eq!(ldb, nb, "the i32 kernels read a dense B");
             let c = &mut acc[gi * mg * nb..(gi + 1) * mg * nb];
             qgemm::gemm_u8s8(&self.packed[gi], wz, b, xz, nb, c, nb);
         }

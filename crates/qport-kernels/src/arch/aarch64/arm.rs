@@ -174,7 +174,9 @@ mod imp {
             b,
             zb,
             dims: (m, k, n),
+            ldb,
         } = o;
+        debug_assert_eq!(ldb, n, "a dense B");
         let p = pack(a, za, b, zb, (m, k, n));
         let (a_blk, b_panel) = (p.kq * MR * 4, p.kq * NR * 4);
         for (jb, bpanel) in p.bp.chunks_exact(b_panel.max(1)).enumerate() {
@@ -374,6 +376,7 @@ mod tests {
             b,
             zb,
             dims: (m, k, n),
+            ldb: n,
         };
         // SAFETY: NEON is in every aarch64 CPU that runs these tests (std's
         // baseline), and `Sdot` was checked above.

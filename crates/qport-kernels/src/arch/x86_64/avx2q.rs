@@ -89,7 +89,20 @@ pub fn gemm_packed(
     });
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = None::<crate::int8::packed::Kernel<PackedI8>>;
-    run_u8s8(U8s8 { a, za, b, zb, dims }, a.m * a.k, c, ldc, kernel)
+    run_u8s8(
+        U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims,
+            ldb: dims.2,
+        },
+        a.m * a.k,
+        c,
+        ldc,
+        kernel,
+    )
 }
 
 /// The AVX2 kernel (see the module docs).
@@ -130,8 +143,10 @@ mod x86 {
             b,
             zb,
             dims: (m, k, n),
+            ldb,
             ..
         } = o;
+        debug_assert_eq!(ldb, n, "a dense B");
         let k2 = k.div_ceil(2);
         let np = n.div_ceil(NR);
         let bp = pack_b(b, (k, n), k2, np);

@@ -88,12 +88,26 @@ pub fn gemm_packed(
     ldc: usize,
 ) -> bool {
     let dims = (a.m, a.k, n);
-    run_u8s8(U8s8 { a, za, b, zb, dims }, a.m * a.k, c, ldc, kernel())
+    run_u8s8(
+        U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims,
+            ldb: n,
+        },
+        a.m * a.k,
+        c,
+        ldc,
+        kernel(),
+    )
 }
 
 /// `(A − za)·(B − zb)` requantized row by row (`rq[i]` for row `i`) into
 /// rows `row0..row0 + m` of the one-byte column block `out`, whose columns
-/// are the product's `n` columns: the requantization in the kernel's
+/// are the product's `n` columns (`B`'s rows `ldb ≥ n` apart): the
+/// requantization in the kernel's
 /// epilogue, on the sums still in registers. The same bits as
 /// [`gemm_packed`] followed by [`crate::int8::elementwise::requantize`].
 /// Returns `false` (nothing written) where the VNNI kernel cannot run or
@@ -102,17 +116,20 @@ pub fn gemm_packed(
 /// # Panics
 /// When a slice is shorter than its shape says, `rq` has fewer than `m`
 /// entries or the block fewer than `row0 + m` rows.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_requant_packed<T: crate::igemm::QInt>(
     a: &PackedI8,
     za: &[i32],
-    b: &[u8],
+    (b, ldb): (&[u8], usize),
     zb: i32,
     rq: &[qport_core::arith::FloatRequant],
     out: &mut crate::par::ColumnBlock<'_, T>,
     row0: usize,
 ) -> bool {
     let (m, k, n) = (a.m, a.k, out.cols().len());
-    assert!(za.len() >= m && b.len() >= k * n && rq.len() >= m);
+    assert!(ldb >= n, "rows of B {ldb} apart, {n} long");
+    let b_len = if k == 0 { 0 } else { (k - 1) * ldb + n };
+    assert!(za.len() >= m && b.len() >= b_len && rq.len() >= m);
     assert!(
         row0 + m <= out.rows(),
         "rows {row0}..{} of {}",
@@ -134,6 +151,7 @@ pub(crate) fn gemm_requant_packed<T: crate::igemm::QInt>(
             b,
             zb,
             dims: (m, k, n),
+            ldb,
         };
         // SAFETY: row `row0` of the block is inside the matrix (checked
         // above); `T` is one byte; `kernel()` is `Some`; rows row0..row0
@@ -434,7 +452,7 @@ mod x86 {
     /// `k` of a column adjacent, zero padded) into `bp`, the steps of `k`
     /// divided between the intra-op threads (each step's bytes are its own).
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn pack_b(b: &[u8], k: usize, n: usize, np: usize, bp: &mut [u8]) {
+    unsafe fn pack_b((b, ldb): (&[u8], usize), k: usize, n: usize, np: usize, bp: &mut [u8]) {
         let kq = k.div_ceil(4);
         let bp = &mut bp[..kq * np * 4];
         if np == 0 {
@@ -445,17 +463,24 @@ mod x86 {
             let t0 = start / (np * 4);
             // SAFETY: the caller's CPU has the features; steps t0.. of
             // `k` fill `block` exactly.
-            unsafe { pack_b_steps(b, k, n, np, t0, block) };
+            unsafe { pack_b_steps((b, ldb), k, n, np, t0, block) };
         });
     }
 
     /// Steps `t0..` of `k` of [`pack_b`] into `bp` (`np · 4` bytes each).
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn pack_b_steps(b: &[u8], k: usize, n: usize, np: usize, t0: usize, bp: &mut [u8]) {
+    unsafe fn pack_b_steps(
+        (b, ldb): (&[u8], usize),
+        k: usize,
+        n: usize,
+        np: usize,
+        t0: usize,
+        bp: &mut [u8],
+    ) {
         for (dst, t) in bp.chunks_exact_mut(np * 4).zip(t0..) {
             let rows: [Option<&[u8]>; 4] = std::array::from_fn(|r| {
                 let p = t * 4 + r;
-                (p < k).then(|| &b[p * n..(p + 1) * n])
+                (p < k).then(|| &b[p * ldb..p * ldb + n])
             });
             let full = n / 16 * 16;
             if rows.iter().all(|r| r.is_some()) {
@@ -519,14 +544,15 @@ mod x86 {
     /// padding (past `k`, past `n`) zero. The steps are divided between
     /// the intra-op threads.
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn pack_b_tiles(b: &[u8], k: usize, n: usize, kt: usize, bp: &mut [u8]) {
+    unsafe fn pack_b_tiles((b, ldb): (&[u8], usize), k: usize, n: usize, kt: usize, bp: &mut [u8]) {
         let tiles = bp.len() / (64 * kt);
-        assert!(tiles * 16 >= n && kt >= k.div_ceil(4) && b.len() >= k * n);
+        assert!(tiles * 16 >= n && kt >= k.div_ceil(4) && ldb >= n);
+        assert!(k == 0 || b.len() >= (k - 1) * ldb + n);
         let dst = crate::par::SendPtr(bp.as_mut_ptr());
         crate::par::split(kt, 1, bp.len() * crate::par::STREAM_COST, |t0, t1| {
             // SAFETY: steps t0..t1 of every tile are inside `bp` (tiles ·
             // kt · 64 bytes) and this part's alone; the caller's features.
-            unsafe { pack_steps(b, k, n, kt, dst.get(), (t0, t1), (0, tiles)) };
+            unsafe { pack_steps((b, ldb), k, n, kt, dst.get(), (t0, t1), (0, tiles)) };
         });
     }
 
@@ -535,11 +561,12 @@ mod x86 {
     ///
     /// # Safety
     /// AVX-512F + BW; those steps of those tiles lie in the caller's
-    /// buffer at `bp` and are this call's alone; `b` holds `k × n` bytes.
+    /// buffer at `bp` and are this call's alone; `b` holds `k` rows of `n`
+    /// bytes, `ldb` apart.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn pack_steps(
-        b: &[u8],
+        (b, ldb): (&[u8], usize),
         k: usize,
         n: usize,
         kt: usize,
@@ -550,7 +577,7 @@ mod x86 {
         for t in t0..t1 {
             let rows: [Option<&[u8]>; 4] = std::array::from_fn(|r| {
                 let p = t * 4 + r;
-                (p < k).then(|| &b[p * n..(p + 1) * n])
+                (p < k).then(|| &b[p * ldb..p * ldb + n])
             });
             // the four rows when the step has them all
             let whole = rows
@@ -604,6 +631,7 @@ mod x86 {
             b,
             zb,
             dims: (m, k, n),
+            ldb,
         } = o;
         let kt = amx::padded_quads(a);
         let tiles = n.div_ceil(amx::CB) * 2;
@@ -635,7 +663,7 @@ mod x86 {
                     // column sums lie inside this thread's `bp` and
                     // `col_sum`; the caller's features.
                     unsafe {
-                        pack_steps(b, k, n, kt, bp.as_mut_ptr(), (0, kt), (c0, c1));
+                        pack_steps((b, ldb), k, n, kt, bp.as_mut_ptr(), (0, kt), (c0, c1));
                         if with_za {
                             tile_sums(bp.as_mut_ptr(), kt, (c0, c1), col_sum.as_mut_ptr());
                         }
@@ -664,7 +692,7 @@ mod x86 {
         col_sum.clear();
         col_sum.resize(tiles * L, 0);
         // SAFETY: the caller checked avx512f + avx512bw.
-        unsafe { pack_b_tiles(b, k, n, kt, bp) };
+        unsafe { pack_b_tiles((b, ldb), k, n, kt, bp) };
         // B's column sums, where a row has a zero point
         if with_za {
             // SAFETY: `bp` holds `tiles` tiles of `kt` steps, `col_sum`
@@ -1216,6 +1244,7 @@ mod x86 {
             b,
             zb,
             dims: (_, _, n),
+            ldb,
         } = o;
         if crate::isa() == crate::Isa::Amx && o.a.kq >= AMX_MIN_QUADS {
             // SAFETY: the AMX row: the features and the tiles; the
@@ -1235,7 +1264,7 @@ mod x86 {
         // columns is one line)
         let bp = crate::aligned::line_slice(bp, kq * np * 4);
         // SAFETY: the caller checked avx512f + avx512bw.
-        unsafe { pack_b(b, k, n, np, bp) };
+        unsafe { pack_b((b, ldb), k, n, np, bp) };
         let b_rows = BRows {
             bytes: &*bp,
             steps: Packed { step: np * 4 },
@@ -1264,6 +1293,7 @@ mod x86 {
             b,
             zb,
             dims: (m, k, n),
+            ldb,
         };
         tail_sums.clear();
         tail_sums.resize(m * TAIL_MAX, 0);
@@ -1513,9 +1543,10 @@ mod x86 {
             b,
             zb,
             dims: (_, _, n),
+            ldb,
         } = *o;
         let (m, k, kq) = (a.m, a.k, a.kq);
-        assert!(j0 + C <= n);
+        assert!(j0 + C <= n && ldb >= n);
         let blocks = row_blocks(a);
         // the columns as quads (zero padded), column c at c * kq, and
         // their sums
@@ -1524,7 +1555,7 @@ mod x86 {
         let mut col_sum = [0i32; C];
         for p in 0..k {
             for (c, cs) in col_sum.iter_mut().enumerate() {
-                let v = b[p * n + j0 + c];
+                let v = b[p * ldb + j0 + c];
                 *cs += i32::from(v);
                 xq[c * kq + p / 4] |= i32::from(v) << (8 * (p % 4));
             }
@@ -1730,7 +1761,7 @@ mod tests {
             let mut got = vec![7u8; m * n];
             let ran = std::sync::atomic::AtomicBool::new(false);
             crate::par::split_columns(&mut got, n, &[0, n], 0, |_, mut blk| {
-                let r = crate::qgemm::gemm_u8s8_requant(&packed, &za, &b, zb, &frq, &mut blk, 0);
+                let r = crate::qgemm::gemm_u8s8_requant(&packed, &za, (&b, n), zb, &frq, &mut blk, 0);
                 ran.store(r, std::sync::atomic::Ordering::Relaxed);
             });
             if ran.load(std::sync::atomic::Ordering::Relaxed) {
@@ -1746,9 +1777,10 @@ mod tests {
         /// partial one, or too short for the tiles; strips of columns and a
         /// partial one): the exact
         /// sums, and the requantized bytes of the epilogue (the f32 form,
-        /// with and without its overflow check, and the f64 one), on the
-        /// tiles where the process holds them (the path is checked to
-        /// run) and on VNNI alone.
+        /// with and without its overflow check, and the f64 one, from `B`
+        /// read in place inside a wider matrix), on the tiles where the
+        /// process holds them (the path is checked to run) and on VNNI
+        /// alone.
         #[test]
         fn amx_blocks_match_the_exact_reference(
             m in 1usize..75, k in 1usize..300, n in 5usize..300,
@@ -1766,6 +1798,13 @@ mod tests {
             let za: Vec<i32> = (0..m).map(|_| if symmetric { 0 } else { (next() % 256) as i32 - 128 }).collect();
             let (frq, want) = requantized_as(form, (&a, &za), (&b, zb), (m, k, n), 1e-4);
             let packed = PackedI8::new(&a, m, k);
+            // the fused path reads B in place: its rows at column 2 of a
+            // matrix 5 columns wider
+            let ldb = n + 5;
+            let mut wide = vec![0xA5u8; k * ldb];
+            for (p, row) in b.chunks_exact(n).enumerate() {
+                wide[p * ldb + 2..p * ldb + 2 + n].copy_from_slice(row);
+            }
             for isa in [crate::Isa::Amx, crate::Isa::Avx512Vnni] {
                 if !isa.supported() {
                     continue;
@@ -1775,7 +1814,7 @@ mod tests {
                     prop_assert!(check(gemm_u8s8, (&a, &za), (&b, zb), (m, k, n), n + 1));
                     let mut got = vec![7u8; m * n];
                     crate::par::split_columns(&mut got, n, &[0, n], 0, |_, mut blk| {
-                        assert!(crate::qgemm::gemm_u8s8_requant(&packed, &za, &b, zb, &frq, &mut blk, 0));
+                        assert!(crate::qgemm::gemm_u8s8_requant(&packed, &za, (&wide[2..], ldb), zb, &frq, &mut blk, 0));
                     });
                     prop_assert_eq!(&got, &want);
                     let ran = AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed) > before;
