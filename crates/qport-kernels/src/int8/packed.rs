@@ -138,6 +138,24 @@ pub(crate) struct U8s8<'a, A: ?Sized> {
 }
 
 impl<'a, A: ?Sized> U8s8<'a, A> {
+    /// The operands with a dense `B` (rows `n` apart, `dims = (m, k, n)`).
+    pub(crate) fn dense(
+        a: &'a A,
+        za: &'a [i32],
+        b: &'a [u8],
+        zb: i32,
+        dims: (usize, usize, usize),
+    ) -> Self {
+        U8s8 {
+            a,
+            za,
+            b,
+            zb,
+            dims,
+            ldb: dims.2,
+        }
+    }
+
     /// The same operands with `A` in another form (e.g. packed).
     pub(crate) fn with_a<'b, A2: ?Sized>(self, a: &'b A2) -> U8s8<'b, A2>
     where
@@ -213,7 +231,7 @@ macro_rules! gemm_u8s8_entry {
             let kernel = $kernel;
             #[cfg(not(target_arch = $arch))]
             let kernel = None::<$crate::int8::packed::Kernel<[i8]>>;
-            run_u8s8(U8s8 { a, za, b, zb, dims, ldb: dims.2 }, a.len(), c, ldc, kernel)
+            run_u8s8(U8s8::dense(a, za, b, zb, dims), a.len(), c, ldc, kernel)
         }
     };
 }

@@ -370,14 +370,7 @@ mod tests {
             return None;
         }
         let mut got = vec![7i32; m * ldc];
-        let o = crate::int8::packed::U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims: (m, k, n),
-            ldb: n,
-        };
+        let o = crate::int8::packed::U8s8::dense(a, za, b, zb, (m, k, n));
         // SAFETY: NEON is in every aarch64 CPU that runs these tests (std's
         // baseline), and `Sdot` was checked above.
         unsafe { imp::gemm(path, o, &mut got, ldc) };

@@ -89,20 +89,7 @@ pub fn gemm_packed(
     });
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = None::<crate::int8::packed::Kernel<PackedI8>>;
-    run_u8s8(
-        U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims,
-            ldb: dims.2,
-        },
-        a.m * a.k,
-        c,
-        ldc,
-        kernel,
-    )
+    run_u8s8(U8s8::dense(a, za, b, zb, dims), a.m * a.k, c, ldc, kernel)
 }
 
 /// The AVX2 kernel (see the module docs).

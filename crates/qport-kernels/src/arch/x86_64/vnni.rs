@@ -88,20 +88,7 @@ pub fn gemm_packed(
     ldc: usize,
 ) -> bool {
     let dims = (a.m, a.k, n);
-    run_u8s8(
-        U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims,
-            ldb: n,
-        },
-        a.m * a.k,
-        c,
-        ldc,
-        kernel(),
-    )
+    run_u8s8(U8s8::dense(a, za, b, zb, dims), a.m * a.k, c, ldc, kernel())
 }
 
 /// `(A − za)·(B − zb)` requantized row by row (`rq[i]` for row `i`) into
@@ -114,9 +101,8 @@ pub fn gemm_packed(
 /// `T` is not one byte.
 ///
 /// # Panics
-/// When a slice is shorter than its shape says, `rq` has fewer than `m`
-/// entries or the block fewer than `row0 + m` rows.
-#[allow(clippy::too_many_arguments)]
+/// When a slice is shorter than its shape says, `ldb < n`, `rq` has fewer
+/// than `m` entries or the block fewer than `row0 + m` rows.
 pub(crate) fn gemm_requant_packed<T: crate::igemm::QInt>(
     a: &PackedI8,
     za: &[i32],
