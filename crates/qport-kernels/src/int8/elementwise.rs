@@ -16,7 +16,7 @@
 //! each row equal to the definitions.
 
 use crate::igemm::QInt;
-use qport_core::arith::{Requantizer, Rounding};
+use qport_core::arith::{FloatRequant, Requantizer, Rounding};
 
 #[cfg(target_arch = "x86_64")]
 use crate::arch::x86_64::int8 as x86;
@@ -320,6 +320,51 @@ pub(crate) fn requantize_loop<T: QInt>(rq: &[Requantizer], acc: &[i32], os: usiz
         .zip(out.chunks_exact_mut(os.max(1)))
     {
         r.apply_slice_into(a, o, T::truncate);
+    }
+}
+
+/// Requantizes `acc` (`[rows, forms.len()]`, row-major) into `out`
+/// (`min(acc.len(), out.len())` elements written, whole rows), column
+/// `j` of every row by `forms[j]`: a matrix product's requantization
+/// with one requantizer per output column (a `QGemm` classifier head at
+/// batch 1 is one row of a thousand columns). The bits of
+/// [`FloatRequant::apply_slice_into`] element by element, i.e. of the
+/// [`Requantizer`] each form came from; with AVX-512 sixteen columns at a
+/// time, each lane with its own form.
+///
+/// ```
+/// use qport_core::arith::{ArithProfile, Requantizer};
+/// use qport_kernels::int8::elementwise::requantize_columns;
+/// let p = ArithProfile::preset("f32-rne").unwrap();
+/// let forms: Vec<_> = [0.5, 0.25]
+///     .iter()
+///     .map(|&m| Requantizer::new(0.0, m, 10, 0, 255, &p).float_form().unwrap())
+///     .collect();
+/// let mut out = [0u8; 4];
+/// requantize_columns(&forms, &[8, 8, -40, 2], &mut out);
+/// assert_eq!(out, [14, 12, 0, 10]); // 8·0.5 + 10, 8·0.25 + 10, clamped, 0.5 to even
+/// ```
+pub fn requantize_columns<T: QInt>(forms: &[FloatRequant], acc: &[i32], out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx512() && std::mem::size_of::<T>() == 1 {
+        // SAFETY: the dispatch table has an AVX-512 row only where the CPU
+        // has AVX-512F + BW (`dispatch::detect`); `T` is one byte.
+        return unsafe { x86::requantize_columns_avx512(forms, acc, out) };
+    }
+    requantize_columns_loop(forms, acc, out)
+}
+
+/// [`requantize_columns`] element by element (also the AVX-512 kernel's
+/// fallback for the vectors whose bias addition overflows).
+pub(crate) fn requantize_columns_loop<T: QInt>(forms: &[FloatRequant], acc: &[i32], out: &mut [T]) {
+    let n = forms.len();
+    if n == 0 {
+        return;
+    }
+    for (a, o) in acc.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+        for ((f, a), o) in forms.iter().zip(a.chunks(1)).zip(o.chunks_mut(1)) {
+            f.apply_slice_into(a, o, T::truncate);
+        }
     }
 }
 

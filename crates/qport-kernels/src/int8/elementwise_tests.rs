@@ -469,3 +469,64 @@ fn split_pairs_on_every_row_is_the_definition() {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// The per-column requantization equals `Requantizer::apply` element by
+    /// element on every dispatch row: runs of 16 columns and masked tails,
+    /// several rows, a different form per column (f32, f64, or the two
+    /// mixed in one run), sums whose bias addition overflows i32.
+    #[test]
+    fn column_requantization_equals_the_requantizer(
+        cols in proptest::collection::vec(
+            (-5000i32..5000, 1e-5f64..0.05, -20i32..300, 0usize..3),
+            0..40,
+        ),
+        rows in 1usize..4,
+        seed in proptest::prelude::any::<u64>(),
+        big_bias in proptest::prelude::any::<bool>(),
+        signed in proptest::prelude::any::<bool>(),
+    ) {
+        let presets = ["f32-rne", "exact"].map(|n| qport_core::arith::ArithProfile::preset(n).unwrap());
+        let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
+        let rq: Vec<Requantizer> = cols
+            .iter()
+            .enumerate()
+            .map(|(j, &(bias, m, z, which))| {
+                // form 2: f32 on odd columns and f64 on even ones (runs of both)
+                let p = &presets[if which == 2 { j % 2 } else { which }];
+                let bias = if big_bias && j % 3 == 0 { i32::MAX - 7 } else { bias };
+                Requantizer::new(f64::from(bias), m, z.clamp(lo, hi), lo, hi, p)
+            })
+            .collect();
+        let forms: Vec<_> = rq.iter().map(|r| r.float_form().expect("a float form")).collect();
+        let n = forms.len();
+        let mut x = seed;
+        let acc: Vec<i32> = (0..rows * n)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                match x >> 62 {
+                    0 => (x >> 33) as i32,
+                    _ => ((x >> 40) % 80_000) as i32 - 40_000,
+                }
+            })
+            .collect();
+        let want: Vec<i32> = acc
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| rq[i % n.max(1)].apply(i64::from(v)))
+            .collect();
+        for isa in supported_isas() {
+            let got: Vec<i32> = if signed {
+                let mut o = vec![0i8; acc.len()];
+                with_isa(isa, || requantize_columns(&forms, &acc, &mut o));
+                o.iter().map(|&v| i32::from(v)).collect()
+            } else {
+                let mut o = vec![0u8; acc.len()];
+                with_isa(isa, || requantize_columns(&forms, &acc, &mut o));
+                o.iter().map(|&v| i32::from(v)).collect()
+            };
+            proptest::prop_assert_eq!(&got, &want, "{}", isa);
+        }
+    }
+}

@@ -14,11 +14,11 @@ use super::common::{
 };
 use crate::error::{OpError, OpResult};
 use crate::ops::{fn_op, input, opt_input, reuse_output, BuildCtx, Op};
-use qport_core::arith::{self, Accumulator, ArithProfile, Requantizer};
+use qport_core::arith::{self, Accumulator, ArithProfile, FloatRequant, Requantizer};
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::igemm::{igemm, MatRef, Operands, QInt, ZeroPoints};
-use qport_kernels::int8::PackedI8;
+use qport_kernels::int8::{elementwise, PackedI8};
 use qport_kernels::qgemm;
 use qport_kernels::satpair::sat_pair_gemm;
 
@@ -409,8 +409,10 @@ struct PreparedQGemm {
 
 /// The prepared per-column epilogue of a [`PreparedQGemm`].
 enum QGemmEpilogue {
-    /// Requantized to this 8-bit grid.
-    Quantized(Grid, Vec<Requantizer>),
+    /// Requantized to this 8-bit grid, one requantizer per column, and
+    /// their float forms when every one has one (the vector kernel,
+    /// [`elementwise::requantize_columns`], then runs them).
+    Quantized(Grid, Vec<Requantizer>, Option<Vec<FloatRequant>>),
     /// Scaled to float32: `(bias, multiplier)` per column.
     Float(Vec<(f64, f64)>),
 }
@@ -476,13 +478,14 @@ impl PreparedQGemm {
                     scalar_f32(ys, "y_scale")?,
                     scalar_zero(Some(yz), "y_zero_point")?,
                 );
-                let rq = (0..n)
+                let rq: Vec<Requantizer> = (0..n)
                     .map(|j| {
                         let mult = p.gemm_multiplier(&[alpha, a_scale, b_scale[j]], &[y_scale]);
                         Requantizer::new(col_bias(j), mult, y_zero, q.min(), q.max(), p)
                     })
                     .collect();
-                QGemmEpilogue::Quantized(q, rq)
+                let forms = rq.iter().map(Requantizer::float_form).collect();
+                QGemmEpilogue::Quantized(q, rq, forms)
             }
             None => QGemmEpilogue::Float(
                 (0..n)
@@ -555,13 +558,21 @@ impl Prepared for PreparedQGemm {
                 }
             }
             match &self.epilogue {
-                QGemmEpilogue::Quantized(Grid::U8, rq) => {
+                QGemmEpilogue::Quantized(Grid::U8, _, Some(forms)) => {
+                    let out = reuse_output::<u8>(outputs, 0, &shape)?;
+                    elementwise::requantize_columns(forms, acc, out);
+                }
+                QGemmEpilogue::Quantized(_, _, Some(forms)) => {
+                    let out = reuse_output::<i8>(outputs, 0, &shape)?;
+                    elementwise::requantize_columns(forms, acc, out);
+                }
+                QGemmEpilogue::Quantized(Grid::U8, rq, None) => {
                     let out = reuse_output::<u8>(outputs, 0, &shape)?;
                     for (o, (&v, r)) in out.iter_mut().zip(acc.iter().zip(rq.iter().cycle())) {
                         *o = r.apply(i64::from(v)) as u8;
                     }
                 }
-                QGemmEpilogue::Quantized(_, rq) => {
+                QGemmEpilogue::Quantized(_, rq, None) => {
                     let out = reuse_output::<i8>(outputs, 0, &shape)?;
                     for (o, (&v, r)) in out.iter_mut().zip(acc.iter().zip(rq.iter().cycle())) {
                         *o = r.apply(i64::from(v)) as i8;

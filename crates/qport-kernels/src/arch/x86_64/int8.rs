@@ -11,7 +11,7 @@ use crate::int8::elementwise::{
 };
 use qport_core::arith::Rounding;
 
-pub(crate) use super::requant::{requantize_avx2, requantize_avx512};
+pub(crate) use super::requant::{requantize_avx2, requantize_avx512, requantize_columns_avx512};
 
 recompiled! {
     /// [`quantize_loop`] with AVX2.

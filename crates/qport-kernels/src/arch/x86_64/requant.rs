@@ -44,6 +44,55 @@ pub(crate) unsafe fn requantize_avx512<T: QInt>(
     });
 }
 
+/// [`crate::int8::elementwise::requantize_columns`] for one-byte `T`:
+/// per run of 16 columns one [`LaneForms`] (lane `i` by form `j0 + i`),
+/// applied to that run of every row, the tail masked; a run whose forms
+/// mix the two variants, or a vector whose f32 bias addition overflows,
+/// runs the portable loop. The same bits.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW; `T` must be one byte.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn requantize_columns_avx512<T: QInt>(
+    forms: &[FloatRequant],
+    acc: &[i32],
+    out: &mut [T],
+) {
+    debug_assert_eq!(std::mem::size_of::<T>(), 1);
+    let n = forms.len();
+    if n == 0 {
+        return;
+    }
+    let rows = acc.len().min(out.len()) / n;
+    // (no bound on the sums: the f32 form checks its bias addition)
+    let bound = i64::from(i32::MAX);
+    for j0 in (0..n).step_by(16) {
+        let cnt = (n - j0).min(16);
+        let fs = &forms[j0..j0 + cnt];
+        let lanes = LaneForms::new(fs, bound);
+        for r in 0..rows {
+            let at = r * n + j0;
+            let (a, o) = (&acc[at..at + cnt], &mut out[at..at + cnt]);
+            // SAFETY: `cnt` values readable at `a`, `cnt` bytes
+            // writable at `o` (one-byte `T`); the caller's features.
+            let y = lanes
+                .as_ref()
+                .and_then(|l| unsafe { l.run(_mm512_maskz_loadu_epi32(prefix(cnt), a.as_ptr())) });
+            match y {
+                // SAFETY: as above.
+                Some(y) => unsafe {
+                    _mm_mask_storeu_epi8(
+                        o.as_mut_ptr().cast(),
+                        prefix(cnt),
+                        _mm512_cvtepi32_epi8(y),
+                    )
+                },
+                None => crate::int8::elementwise::requantize_columns_loop(fs, a, o),
+            }
+        }
+    }
+}
+
 /// The channels of [`crate::int8::elementwise::requantize`]: `row` for
 /// those whose requantizer has a [`FloatRequant`] form (when `T` is one
 /// byte), the requantizer's own loop for the others (compiled with the
