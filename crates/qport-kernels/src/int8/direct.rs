@@ -680,16 +680,25 @@ mod tests {
             // requantized in the epilogue (a block of no columns has no
             // rows to write into)
             prop_assume!(n > 0);
+            // (the block is columns 2..2 + n of a wider matrix: nothing
+            // outside it is written)
             let (frq, bytes) = requantized(&want, m, n, 1e-3);
-            let mut out = vec![7u8; (m + 1) * n];
+            let ld = n + 5;
+            let mut out = vec![7u8; (m + 1) * ld];
             let ran = std::sync::atomic::AtomicBool::new(false);
-            crate::par::split_columns(&mut out, n, &[0, n], 0, |_, mut blk| {
-                let r = conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 1);
-                ran.store(r, std::sync::atomic::Ordering::Relaxed);
+            crate::par::split_columns(&mut out, ld, &[0, 2, 2 + n, ld], 0, |i, mut blk| {
+                if i == 1 {
+                    let r = conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 1);
+                    ran.store(r, std::sync::atomic::Ordering::Relaxed);
+                }
             });
             if ran.load(std::sync::atomic::Ordering::Relaxed) {
-                prop_assert!(out[..n].iter().all(|&v| v == 7), "row 0 is not the kernel's");
-                prop_assert_eq!(&out[n..], &bytes[..]);
+                prop_assert!(out[..ld].iter().all(|&v| v == 7), "row 0 is not the kernel's");
+                for i in 0..m {
+                    let row = &out[(i + 1) * ld..(i + 2) * ld];
+                    prop_assert_eq!(&row[2..2 + n], &bytes[i * n..(i + 1) * n], "row {}", i);
+                    prop_assert!(row[..2].iter().chain(&row[2 + n..]).all(|&v| v == 7), "row {} outside the block", i);
+                }
             }
         }
     }
@@ -723,11 +732,19 @@ mod tests {
                     let mut got = vec![7i32; m * n];
                     prop_assert!(conv_sums(&conv, (oy0, oy1), &mut got, n));
                     prop_assert_eq!(&got, &want);
-                    let mut out = vec![7u8; m * n];
-                    crate::par::split_columns(&mut out, n, &[0, n], 0, |_, mut blk| {
-                        assert!(conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 0));
+                    // (columns 1..1 + n of a wider matrix)
+                    let ld = n + 3;
+                    let mut out = vec![7u8; m * ld];
+                    crate::par::split_columns(&mut out, ld, &[0, 1, 1 + n, ld], 0, |i, mut blk| {
+                        if i == 1 {
+                            assert!(conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 0));
+                        }
                     });
-                    prop_assert_eq!(&out, &bytes);
+                    for i in 0..m {
+                        let row = &out[i * ld..(i + 1) * ld];
+                        prop_assert_eq!(&row[1..1 + n], &bytes[i * n..(i + 1) * n], "row {}", i);
+                        prop_assert!(row[0] == 7 && row[1 + n..].iter().all(|&v| v == 7), "row {} outside the block", i);
+                    }
                     #[cfg(target_arch = "x86_64")]
                     if isa == crate::Isa::Amx {
                         let ran = crate::vnni::AMX_RUNS.load(std::sync::atomic::Ordering::Relaxed) > before;

@@ -358,18 +358,17 @@ unsafe fn direct_requant_bytes(
             // the output's rows from the padded width, on the threads
             crate::par::split(m, 1, m * nv * crate::par::STREAM_COST, |i0, i1| {
                 for i in i0..i1 {
-                    for (y, r) in src[i * nv..(i + 1) * nv].chunks(wp).enumerate() {
-                        // SAFETY: row row0 + i of the block holds its
-                        // (oy1 − oy0)·ow columns (asserted), this part's
-                        // rows alone; `T` is one byte.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                r.as_ptr(),
-                                dst.get().add((row0 + i) * ldo + y * ow),
-                                ow,
-                            )
-                        };
-                    }
+                    // SAFETY: row row0 + i of the block holds its
+                    // (oy1 − oy0)·ow columns (asserted), this part's rows
+                    // alone; `T` is one byte; the direct kernel ran, so
+                    // the CPU has AVX-512F and BW.
+                    unsafe {
+                        x86::drop_padding(
+                            &src[i * nv..(i + 1) * nv],
+                            (wp, ow),
+                            dst.get().add((row0 + i) * ldo),
+                        )
+                    };
                 }
             });
         },
@@ -1210,6 +1209,36 @@ mod x86 {
         ) {
             // SAFETY: as `put`, for every vector of the run.
             unsafe { row.store_run(self.out.get().add(i * self.ldo), span, y) };
+        }
+    }
+
+    /// The rows of `ow` bytes of `src` (rows of `wp ≥ ow`, the direct
+    /// convolution's output on the padded width) back to back at `dst`:
+    /// 64 bytes a step, the rest of a row by one masked move (a row of 7
+    /// to 56 positions is one load and one store, not a library call).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and BW; `(src.len() / wp) · ow`
+    /// bytes writable at `dst`, which `src` does not overlap.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn drop_padding(src: &[u8], (wp, ow): (usize, usize), dst: *mut u8) {
+        debug_assert!(ow <= wp);
+        for (y, r) in src.chunks_exact(wp).enumerate() {
+            let (mut j, o) = (0, y * ow);
+            // SAFETY: bytes j..j + 64 (or the masked rest) of row y lie in
+            // `src` (ow ≤ wp) and at dst + y·ow (the caller's contract).
+            unsafe {
+                while j + 64 <= ow {
+                    let v = _mm512_loadu_si512(r.as_ptr().add(j).cast());
+                    _mm512_storeu_si512(dst.add(o + j).cast(), v);
+                    j += 64;
+                }
+                if j < ow {
+                    let mask = u64::MAX >> (64 - (ow - j));
+                    let v = _mm512_maskz_loadu_epi8(mask, r.as_ptr().add(j).cast());
+                    _mm512_mask_storeu_epi8(dst.add(o + j).cast(), mask, v);
+                }
+            }
         }
     }
 
