@@ -222,6 +222,9 @@ fn addition_on_every_row_equals_the_loop_on_every_pair() {
         (3.0, -2.0, 7.0),
         // a product of infinity and zero: NaN goes to `lo`
         (f32::INFINITY, 0.5, 0.0),
+        // sums past 2^15, which the 16-bit packs saturate on the way
+        (200.0, 150.0, -3.5),
+        (-200.0, 150.0, 3.5),
     ];
     for isa in supported_isas() {
         with_isa(isa, || {
