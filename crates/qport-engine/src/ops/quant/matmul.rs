@@ -558,24 +558,29 @@ impl Prepared for PreparedQGemm {
                 }
             }
             match &self.epilogue {
-                QGemmEpilogue::Quantized(Grid::U8, _, Some(forms)) => {
-                    let out = reuse_output::<u8>(outputs, 0, &shape)?;
-                    elementwise::requantize_columns(forms, acc, out);
-                }
-                QGemmEpilogue::Quantized(_, _, Some(forms)) => {
-                    let out = reuse_output::<i8>(outputs, 0, &shape)?;
-                    elementwise::requantize_columns(forms, acc, out);
-                }
-                QGemmEpilogue::Quantized(Grid::U8, rq, None) => {
-                    let out = reuse_output::<u8>(outputs, 0, &shape)?;
-                    for (o, (&v, r)) in out.iter_mut().zip(acc.iter().zip(rq.iter().cycle())) {
-                        *o = r.apply(i64::from(v)) as u8;
+                QGemmEpilogue::Quantized(q, rq, forms) => {
+                    // column j of every row by requantizer j: the float
+                    // forms in vectors where every column has one
+                    fn requant<T: QInt + qport_core::Element>(
+                        (rq, forms): (&[Requantizer], Option<&[FloatRequant]>),
+                        acc: &[i32],
+                        out: &mut [T],
+                    ) {
+                        match forms {
+                            Some(f) => elementwise::requantize_columns(f, acc, out),
+                            None => {
+                                for (o, (&v, r)) in
+                                    out.iter_mut().zip(acc.iter().zip(rq.iter().cycle()))
+                                {
+                                    *o = T::truncate(r.apply(i64::from(v)));
+                                }
+                            }
+                        }
                     }
-                }
-                QGemmEpilogue::Quantized(_, rq, None) => {
-                    let out = reuse_output::<i8>(outputs, 0, &shape)?;
-                    for (o, (&v, r)) in out.iter_mut().zip(acc.iter().zip(rq.iter().cycle())) {
-                        *o = r.apply(i64::from(v)) as i8;
+                    let cols = (&rq[..], forms.as_deref());
+                    match q {
+                        Grid::U8 => requant(cols, acc, reuse_output::<u8>(outputs, 0, &shape)?),
+                        _ => requant(cols, acc, reuse_output::<i8>(outputs, 0, &shape)?),
                     }
                 }
                 QGemmEpilogue::Float(cols) => {
