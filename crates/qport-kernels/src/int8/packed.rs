@@ -31,7 +31,7 @@ pub struct PackedI8 {
     /// epilogue's overflow check).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) abs_sum: Vec<i64>,
-    /// The AVX2 kernel's layout (`[⌈m/4⌉][⌈k/2⌉][4]` int16 pairs), built on
+    /// The AVX2 kernel's layout (`[⌈m/6⌉][⌈k/2⌉][6]` int16 pairs), built on
     /// its first use.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) pairs: std::sync::OnceLock<Vec<i32>>,
@@ -207,6 +207,67 @@ pub(crate) fn run_u8s8<'a, 'c, A: ?Sized>(
     if m > 0 && n > 0 {
         kernel(ops, c, ldc);
     }
+    true
+}
+
+/// A backend's requantizing kernel on checked operands: the sums of
+/// `o`'s `m` rows requantized by the float forms into rows of bytes, the
+/// first at the pointer, the next the stride further on each.
+pub(crate) type RequantBytes =
+    unsafe fn(U8s8<'_, PackedI8>, &[qport_core::arith::FloatRequant], *mut u8, usize);
+
+/// The entry of a backend's requantizing GEMM (`gemm_requant_packed` of
+/// the VNNI and AVX2 backends, behind [`crate::qgemm::gemm_u8s8_requant`]):
+/// checks the operands (`n` is the block's width, `B`'s `k` rows of `n`
+/// bytes lie `ldb` apart), declines (`false`, nothing written) where
+/// `kernel` is `None`, `T` is not one byte or `k` exceeds
+/// [`crate::int8::MAX_K`], and otherwise runs `kernel` into rows `row0..`
+/// of the block.
+///
+/// # Panics
+/// When `ldb < n`, a slice is shorter than its shape says, `rq` has fewer
+/// than `m` entries or the block fewer than `row0 + m` rows.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_requant<T>(
+    a: &PackedI8,
+    za: &[i32],
+    (b, ldb): (&[u8], usize),
+    zb: i32,
+    rq: &[qport_core::arith::FloatRequant],
+    out: &mut crate::par::ColumnBlock<'_, T>,
+    row0: usize,
+    kernel: Option<RequantBytes>,
+) -> bool {
+    let (m, k, n) = (a.m, a.k, out.cols().len());
+    assert!(ldb >= n, "rows of B {ldb} apart, {n} long");
+    let b_len = if k == 0 { 0 } else { (k - 1) * ldb + n };
+    assert!(za.len() >= m && b.len() >= b_len && rq.len() >= m);
+    assert!(
+        row0 + m <= out.rows(),
+        "rows {row0}..{} of {}",
+        row0 + m,
+        out.rows()
+    );
+    let Some(kernel) = kernel.filter(|_| std::mem::size_of::<T>() == 1 && k <= MAX_K) else {
+        return false;
+    };
+    if m == 0 || n == 0 {
+        return true;
+    }
+    let (ptr, ldo) = out.raw_parts();
+    let o = U8s8 {
+        a,
+        za,
+        b,
+        zb,
+        dims: (m, k, n),
+        ldb,
+    };
+    // SAFETY: row `row0` of the block is inside the matrix (checked
+    // above); `T` is one byte; the kernel is handed out only where the CPU
+    // runs it (the callers' contract); rows row0..row0 + m and the block's
+    // columns are the block's alone (`ColumnBlock`), borrowed mutably here.
+    unsafe { kernel(o, rq, ptr.add(row0 * ldo).cast::<u8>(), ldo) };
     true
 }
 

@@ -55,7 +55,14 @@ pub fn gemm_u8s8(a: &PackedI8, za: &[i32], b: &[u8], zb: i32, n: usize, c: &mut 
 /// Whether [`gemm_u8s8_requant`] runs (returns `true`) on this thread for
 /// outputs of type `T` and reduction length `k`.
 pub fn fuses_requant<T: crate::igemm::QInt>(k: usize) -> bool {
-    crate::isa().vnni() && std::mem::size_of::<T>() == 1 && k <= crate::int8::MAX_K
+    let fused = match crate::isa() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni | Isa::Amx => true,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => crate::avx2q::available(),
+        _ => false,
+    };
+    fused && std::mem::size_of::<T>() == 1 && k <= crate::int8::MAX_K
 }
 
 /// [`gemm_u8s8`] with the requantization in the kernel's epilogue: the
@@ -70,8 +77,8 @@ pub fn fuses_requant<T: crate::igemm::QInt>(k: usize) -> bool {
 /// of a pointwise convolution's input image, without copying them out).
 ///
 /// Returns `false` (nothing written) where no kernel of this thread's
-/// dispatch row fuses the two (today: all but AVX-512 VNNI); the caller
-/// then runs them apart.
+/// dispatch row fuses the two (today: the Arm and portable rows); the
+/// caller then runs them apart.
 ///
 /// # Panics
 /// When a slice is shorter than its shape says, `ldb < n`, `rq` has fewer
@@ -89,6 +96,10 @@ pub fn gemm_u8s8_requant<T: crate::igemm::QInt>(
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni | Isa::Amx => {
             crate::vnni::gemm_requant_packed(a, za, (b, ldb), zb, rq, out, row0)
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => {
+            crate::avx2q::gemm_requant_packed(a, za, (b, ldb), zb, rq, out, row0)
         }
         _ => false,
     }
@@ -165,8 +176,8 @@ mod tests {
         /// The requantization fused into the GEMM's epilogue gives the
         /// bytes of the exact sums requantized apart, for both float
         /// forms, tile remainders, column blocks and a row offset, and
-        /// runs exactly where the AVX-512 VNNI kernel does (nothing
-        /// written elsewhere).
+        /// runs exactly where the AVX-512 VNNI or the AVX2 kernel does
+        /// (nothing written elsewhere).
         fn fused_requantization_equals_the_two_passes(isa;
             m in 1usize..11, k in 1usize..70, n in 1usize..150, row0 in 0usize..3,
             split in 0usize..150, wide in any::<bool>(),
@@ -193,7 +204,7 @@ mod tests {
             crate::int8::elementwise::requantize(&rq, &sums, n, &mut want);
             let packed = PackedI8::new(a, m, k);
             let (got, ran) = fused(&packed, &za[..m], (b, zb), &frq, (row0, n, split.min(n)));
-            prop_assert_eq!(ran, isa.vnni(), "{}", isa);
+            prop_assert_eq!(ran, isa.vnni() || isa.avx2(), "{}", isa);
             prop_assert!(got[..row0 * n].iter().all(|&v| v == 7), "{}: rows above untouched", isa);
             if ran {
                 prop_assert_eq!(&got[row0 * n..], &want[..], "{}", isa);
@@ -204,7 +215,7 @@ mod tests {
     }
 
     /// The fused GEMM split over 1, 2 and 3 intra-op threads writes the
-    /// same bytes.
+    /// same bytes, on the host's row and under the AVX2 cap.
     #[test]
     fn fused_requantization_is_the_same_on_any_thread_count() {
         let _g = crate::test_lock();
@@ -223,12 +234,18 @@ mod tests {
         // the bytes are not all one value (the test would say little)
         assert!(want.iter().any(|&v| v != want[0]));
         let packed = PackedI8::new(&a, m, k);
-        for t in [1, 2, 3] {
-            crate::par::set_threads(t);
-            let (got, ran) = fused(&packed, &za, (&b, 9), &frq, (0, n, n));
-            crate::par::set_threads(1);
-            if ran {
-                assert_eq!(got, want, "{t} threads");
+        for isa in [crate::isa(), Isa::Avx2]
+            .into_iter()
+            .filter(|i| i.supported())
+        {
+            for t in [1, 2, 3] {
+                crate::par::set_threads(t);
+                let (got, ran) =
+                    crate::with_isa(isa, || fused(&packed, &za, (&b, 9), &frq, (0, n, n)));
+                crate::par::set_threads(1);
+                if ran {
+                    assert_eq!(got, want, "{isa}, {t} threads");
+                }
             }
         }
     }

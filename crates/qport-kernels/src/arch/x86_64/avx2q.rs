@@ -11,15 +11,20 @@
 //! operand (`m × k` row-major, e.g. convolution weights, one zero point per
 //! row), `B` the unsigned one (`k × n` row-major, e.g. im2col patches, one
 //! zero point). `B` is packed in panels of 16 columns whose two consecutive
-//! `k` values are adjacent bytes (`[n/16][k/2][16][2]`, zero padded) and
-//! widened to int16 as it is loaded (`vpmovzxbw`, once per register block),
-//! rows of `A` are broadcast as int16 pairs, a register block is 4 rows ×
-//! 16 columns, and the zero points are corrected with row and column sums
-//! of the raw operands:
+//! `k` values are adjacent, widened to int16 as they are packed
+//! (`[n/16][k/2][16][2]`, zero padded: once per call, not in every
+//! register block), rows of `A` are broadcast as int16 pairs, a register
+//! block is 6 rows × 16 columns (× 8 for a last panel of at most 8), the
+//! panels are taken in chunks that stay in L2, and the zero points are
+//! corrected with row and column sums of the raw operands:
 //!
 //! ```text
 //! C[i][j] = Σ_p A[i][p]·B[p][j] − zb·Σ_p A[i][p] − za(i)·Σ_p B[p][j] + k·za(i)·zb
 //! ```
+//!
+//! `gemm_requant_packed` (behind [`crate::qgemm::gemm_u8s8_requant`])
+//! requantizes the sums in the epilogue instead of
+//! storing them (the same bytes as the two passes).
 //!
 //! [`gemm_u8s8`] returns `false` (and leaves `c` alone) when the CPU lacks
 //! AVX2, when the portable path is forced ([`crate::force_generic`]), or
@@ -84,23 +89,81 @@ pub fn gemm_packed(
         let ap =
             o.a.pairs
                 .get_or_init(|| x86::pack_a(o.a.as_slice(), (m, k)).0);
-        // SAFETY: `available()` checked that the CPU supports AVX2.
-        unsafe { x86::gemm_on(ap, &o.a.row_sum, o.with_a(&()), c, ldc) }
+        let out = x86::SumsOut {
+            c: crate::par::SendPtr(c.as_mut_ptr()),
+            ldc,
+        };
+        // SAFETY: `available()` checked that the CPU supports AVX2;
+        // `run_u8s8` checked that `c` holds the m rows of n columns, `ldc`
+        // apart.
+        unsafe { x86::gemm_on(ap, &o.a.row_sum, o.with_a(&()), &out) }
     });
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = None::<crate::int8::packed::Kernel<PackedI8>>;
     run_u8s8(U8s8::dense(a, za, b, zb, dims), a.m * a.k, c, ldc, kernel)
 }
 
+/// [`gemm_packed`] with the requantization in the kernel's epilogue: the
+/// sums of rows `0..m` requantized by `rq` (one float form per row) into
+/// rows `row0..row0 + m` of the one-byte column block `out`, whose columns
+/// are the product's `n` columns (`B`'s rows `ldb ≥ n` apart, read in
+/// place). The same bits as [`gemm_packed`] followed by
+/// [`crate::int8::elementwise::requantize`], without storing the i32
+/// sums. Returns `false` (nothing written) where the AVX2 kernel cannot
+/// run or `T` is not one byte.
+///
+/// # Panics
+/// When a slice is shorter than its shape says, `ldb < n`, `rq` has fewer
+/// than `m` entries or the block fewer than `row0 + m` rows.
+pub(crate) fn gemm_requant_packed<T: crate::igemm::QInt>(
+    a: &PackedI8,
+    za: &[i32],
+    (b, ldb): (&[u8], usize),
+    zb: i32,
+    rq: &[qport_core::arith::FloatRequant],
+    out: &mut crate::par::ColumnBlock<'_, T>,
+    row0: usize,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    let bytes = available().then_some(x86::requant_bytes as crate::int8::packed::RequantBytes);
+    #[cfg(not(target_arch = "x86_64"))]
+    let bytes = None;
+    crate::int8::packed::run_requant(a, za, (b, ldb), zb, rq, out, row0, bytes)
+}
+
 /// The AVX2 kernel (see the module docs).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::u8s8::{store_corrected, Corr, MR, NR, V};
+    pub(super) use super::super::u8s8::SumsOut;
+    use super::super::u8s8::{store_corrected, Corr, Out8, NR, V};
     use crate::int8::packed::U8s8;
+    use qport_core::arith::FloatRequant;
     use std::arch::x86_64::*;
 
-    /// Bytes of one packed panel row: one `k` pair of `NR` columns.
+    /// Rows of `A` per register block: 12 accumulators, the two vectors of
+    /// `B` and the broadcast row value fill 15 of the 16 registers. Each
+    /// `B` vector loaded serves six rows; with four, the tile ran 25 %
+    /// slower on the development host when `B` came from L2.
+    const MR: usize = 6;
+
+    /// Values of one packed panel row: one `k` pair of `NR` columns, as
+    /// int16.
     const PR: usize = NR * 2;
+    // (the packing moves one panel row, 16 columns, as two 16-byte loads)
+    const _: () = assert!(NR == 16);
+
+    /// A thread's buffers, reused across calls: `B` packed and widened,
+    /// its column sums, the columns' zero point.
+    #[derive(Default)]
+    struct Scratch {
+        bp: Vec<i16>,
+        col_sum: Vec<i32>,
+        zbs: Vec<i32>,
+    }
+
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+    }
 
     /// [`super::gemm_u8s8`] on checked shapes, `m` and `n` non-zero.
     ///
@@ -109,21 +172,105 @@ mod x86 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn gemm(o: U8s8<'_, (Vec<i32>, Vec<i32>)>, c: &mut [i32], ldc: usize) {
         let (ap, row_sum) = o.a;
-        // SAFETY: forwarded contract.
-        unsafe { gemm_on(ap, row_sum, o.with_a(&()), c, ldc) }
+        let out = SumsOut {
+            c: crate::par::SendPtr(c.as_mut_ptr()),
+            ldc,
+        };
+        // SAFETY: forwarded contract (the caller checked that `c` holds
+        // the m rows of n columns, `ldc` apart).
+        unsafe { gemm_on(ap, row_sum, o.with_a(&()), &out) }
     }
 
-    /// The GEMM with `A` packed by [`pack_a`] (`ap`) and its row sums.
+    /// The fused kernel of [`super::gemm_requant_packed`] (a
+    /// [`crate::int8::packed::RequantBytes`]): not generic, so that it is
+    /// compiled once, here, as the VNNI one is.
     ///
     /// # Safety
-    /// The CPU must support AVX2; shapes checked, `m` and `n` non-zero.
+    /// The CPU must support AVX2; shapes checked, `m` and `n` non-zero;
+    /// the `m` rows of `n` bytes from `out`, `ldo` apart, are the caller's
+    /// alone.
+    #[inline(never)]
+    pub(super) unsafe fn requant_bytes(
+        o: U8s8<'_, crate::int8::PackedI8>,
+        rq: &[FloatRequant],
+        out: *mut u8,
+        ldo: usize,
+    ) {
+        let (m, k, _) = o.dims;
+        let ap = o.a.pairs.get_or_init(|| pack_a(o.a.as_slice(), (m, k)).0);
+        let bytes = BytesOut {
+            out: crate::par::SendPtr(out),
+            ldo,
+            rq,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { gemm_on(ap, &o.a.row_sum, o.with_a(&()), &bytes) };
+    }
+
+    /// The requantized bytes of the sums into rows of `ldo` bytes from
+    /// `out` (row `i` of the product at `out + i·ldo`), by the row's
+    /// float form `rq[i]`.
+    pub(super) struct BytesOut<'a> {
+        pub(super) out: crate::par::SendPtr<u8>,
+        pub(super) ldo: usize,
+        pub(super) rq: &'a [FloatRequant],
+    }
+
+    impl Out8 for BytesOut<'_> {
+        #[inline(always)]
+        unsafe fn put(&self, i: usize, j: usize, x: __m256i, w: usize) {
+            let f = &self.rq[i];
+            // SAFETY: row i's bytes j..j + w are inside the output and
+            // this thread's (the caller's contract); the CPU has AVX2.
+            unsafe {
+                let dst = self.out.get().add(i * self.ldo + j);
+                match super::super::requant::bytes8(f, x) {
+                    Some(p) if w == 8 => _mm_storel_epi64(dst.cast(), p),
+                    Some(p) => {
+                        let mut tmp = [0u8; 16];
+                        _mm_storeu_si128(tmp.as_mut_ptr().cast(), p);
+                        std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, w);
+                    }
+                    None => {
+                        // a lane's f32 bias addition overflows: the
+                        // portable loop (the low byte is the same for u8
+                        // and i8)
+                        let mut sums = [0i32; 8];
+                        _mm256_storeu_si256(sums.as_mut_ptr().cast(), x);
+                        let dst = std::slice::from_raw_parts_mut(dst, w);
+                        f.apply_slice_into(&sums[..w], dst, <u8 as crate::igemm::QInt>::truncate);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The GEMM with `A` packed by [`pack_a`] (`ap`) and its row sums,
+    /// into `out`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; shapes checked, `m` and `n` non-zero;
+    /// `out` takes rows `0..m`, columns `0..n` ([`Out8::put`]).
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gemm_on(
+    pub(super) unsafe fn gemm_on(ap: &[i32], row_sum: &[i32], o: U8s8<'_, ()>, out: &impl Out8) {
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            // SAFETY: forwarded contract.
+            unsafe { gemm_in(ap, row_sum, o, out, s) }
+        });
+    }
+
+    /// [`gemm_on`] with the thread's buffers `s`.
+    ///
+    /// # Safety
+    /// As [`gemm_on`].
+    #[target_feature(enable = "avx2")]
+    unsafe fn gemm_in(
         ap: &[i32],
         row_sum: &[i32],
         o: U8s8<'_, ()>,
-        c: &mut [i32],
-        ldc: usize,
+        out: &impl Out8,
+        s: &mut Scratch,
     ) {
         let U8s8 {
             za,
@@ -133,48 +280,59 @@ mod x86 {
             ldb,
             ..
         } = o;
-        debug_assert_eq!(ldb, n, "a dense B");
         let k2 = k.div_ceil(2);
         let np = n.div_ceil(NR);
-        let bp = pack_b(b, (k, n), k2, np);
+        pack_b((b, ldb), (k, n), k2, np, &mut s.bp);
         // the column sums are needed only where a row's zero point is not 0
-        let col_sum = if za[..m].iter().any(|&z| z != 0) {
-            col_sums(&bp, k2, np)
+        s.col_sum.clear();
+        if za[..m].iter().any(|&z| z != 0) {
+            col_sums(&s.bp, k2, np, &mut s.col_sum);
         } else {
-            vec![0; np * NR]
-        };
-        let zbs = vec![zb; np * NR];
+            s.col_sum.resize(np * NR, 0);
+        }
+        s.zbs.clear();
+        s.zbs.resize(np * NR, zb);
         let corr = Corr {
             za: |i| za[i],
             row_sum,
-            col_sum: &col_sum,
-            zb: &zbs,
+            col_sum: &s.col_sum,
+            zb: &s.zbs,
+            zb_uniform: Some(zb),
         };
+        let bp = &s.bp;
         let micro = |ip: usize, jp: usize| {
-            micro(
+            let (a, b) = (
                 &ap[ip * k2 * MR..(ip + 1) * k2 * MR],
                 &bp[jp * k2 * PR..(jp + 1) * k2 * PR],
-            )
+            );
+            // a last panel of at most 8 columns: its first vector alone
+            // (49 columns, a 7 x 7 image, take 56 sums instead of 64)
+            if n - jp * NR <= 8 {
+                micro::<1>(a, b)
+            } else {
+                micro::<V>(a, b)
+            }
         };
         // SAFETY: this function runs with AVX2; `col_sum` and `zbs` hold
-        // np · NR values, `row_sum` m.
-        unsafe { store_corrected((m, k, n), &corr, micro, c, ldc) };
+        // np · NR values, `row_sum` m; `out` takes the m × n product (the
+        // caller's contract).
+        unsafe { store_corrected((m, k, n), &corr, (micro, k2 * PR * 2), out) };
     }
 
     /// `MR` rows of packed `A` (`ap`: `[k2][MR]` int16 pairs) times one
-    /// packed panel of `B` (`bp`: `[k2][NR][2]` bytes): the exact sums,
-    /// `MR × NR` i32 as `V` vectors per row.
+    /// packed panel of `B` (`bp`: `[k2][NR][2]` int16): the exact sums,
+    /// `MR × NR` i32 as `V` vectors per row, of which the first `W` are
+    /// computed (the others zero).
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn micro(ap: &[i32], bp: &[u8]) -> [[__m256i; V]; MR] {
+    fn micro<const W: usize>(ap: &[i32], bp: &[i16]) -> [[__m256i; V]; MR] {
         let mut acc = [[_mm256_setzero_si256(); V]; MR];
         for (aq, bq) in ap.chunks_exact(MR).zip(bp.chunks_exact(PR)) {
-            let mut bv = [_mm256_setzero_si256(); V];
+            let mut bv = [_mm256_setzero_si256(); W];
             for (v, x) in bv.iter_mut().enumerate() {
-                // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v are
-                // inside it.
-                let raw = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
-                *x = _mm256_cvtepu8_epi16(raw);
+                // SAFETY: `bq` holds PR = 16·V values, so the 16 at 16v
+                // are inside it.
+                *x = unsafe { _mm256_loadu_si256(bq.as_ptr().add(16 * v).cast()) };
             }
             for (row, &pair) in acc.iter_mut().zip(aq) {
                 let w = _mm256_set1_epi32(pair);
@@ -206,57 +364,71 @@ mod x86 {
         (ap, sums)
     }
 
-    /// `B` (`k × n`, row-major) as `[np][k2][NR][2]` bytes (columns and
-    /// `k` zero padded): each column's two consecutive `k` values adjacent.
+    /// `B` (`k × n`, rows `ldb` apart) into `out` as `[np][k2][NR][2]` int16
+    /// (columns and `k` zero padded): each column's two consecutive `k`
+    /// values adjacent, widened once here rather than in every register
+    /// block that reads them. Every value of `out` is written.
     #[target_feature(enable = "avx2")]
-    fn pack_b(b: &[u8], (k, n): (usize, usize), k2: usize, np: usize) -> Vec<u8> {
-        let mut out = vec![0u8; np * k2 * PR];
+    fn pack_b(
+        (b, ldb): (&[u8], usize),
+        (k, n): (usize, usize),
+        k2: usize,
+        np: usize,
+        out: &mut Vec<i16>,
+    ) {
+        // each value is written below: what is reused needs no clearing
+        if out.len() < np * k2 * PR {
+            out.resize(np * k2 * PR, 0);
+        }
         // column groups outside: the stores run through `out` in order
-        for j0 in (0..n).step_by(16) {
-            let (jp, jj) = (j0 / NR, j0 % NR);
+        // (taking the pairs of rows outside and the four panels of 64
+        // columns inside, each row's line read whole at once, ran 18 %
+        // slower)
+        for j0 in (0..n).step_by(NR) {
             for t in 0..k2 {
                 let rows = 2.min(k - 2 * t);
-                let dst = &mut out[(jp * k2 + t) * PR + jj * 2..][..32.min((n - j0) * 2)];
-                if j0 + 16 <= n {
+                let dst = &mut out[(j0 / NR * k2 + t) * PR..][..PR];
+                if j0 + NR <= n {
                     // 16 columns of two rows, interleaved
                     let mut x = [_mm_setzero_si128(); 2];
                     for (q, xq) in x.iter_mut().enumerate().take(rows) {
-                        let src = &b[(2 * t + q) * n + j0..(2 * t + q) * n + j0 + 16];
+                        let src = &b[(2 * t + q) * ldb + j0..][..16];
                         // SAFETY: `src` holds 16 bytes.
                         *xq = unsafe { _mm_loadu_si128(src.as_ptr().cast()) };
                     }
-                    let lo = _mm_unpacklo_epi8(x[0], x[1]);
-                    let hi = _mm_unpackhi_epi8(x[0], x[1]);
-                    // SAFETY: `dst` holds 32 bytes here (16 columns), the
-                    // two stores 16 each.
+                    let lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x[0], x[1]));
+                    let hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(x[0], x[1]));
+                    // SAFETY: `dst` holds 32 values (16 columns of two),
+                    // the two stores 16 each.
                     unsafe {
-                        _mm_storeu_si128(dst.as_mut_ptr().cast(), lo);
-                        _mm_storeu_si128(dst.as_mut_ptr().add(16).cast(), hi);
+                        _mm256_storeu_si256(dst.as_mut_ptr().cast(), lo);
+                        _mm256_storeu_si256(dst.as_mut_ptr().add(16).cast(), hi);
                     }
                 } else {
-                    for (jc, pair) in dst.chunks_exact_mut(2).enumerate() {
+                    dst.fill(0);
+                    for (jc, pair) in dst[..(n - j0) * 2].chunks_exact_mut(2).enumerate() {
                         for (q, v) in pair.iter_mut().enumerate().take(rows) {
-                            *v = b[(2 * t + q) * n + j0 + jc];
+                            *v = i16::from(b[(2 * t + q) * ldb + j0 + jc]);
                         }
                     }
                 }
             }
         }
-        out
     }
 
-    /// Column sums of packed `B`, `np · NR` of them (zero in the padding).
+    /// Column sums of packed `B` into `out`, `np · NR` of them (zero in
+    /// the padding).
     #[target_feature(enable = "avx2")]
-    fn col_sums(bp: &[u8], k2: usize, np: usize) -> Vec<i32> {
+    fn col_sums(bp: &[i16], k2: usize, np: usize, out: &mut Vec<i32>) {
         let ones = _mm256_set1_epi16(1);
-        let sums = |bq: &[u8], v: usize| {
-            // SAFETY: `bq` holds PR = 16·V bytes, so the 16 at 16v are
+        let sums = |bq: &[i16], v: usize| {
+            // SAFETY: `bq` holds PR = 16·V values, so the 16 at 16v are
             // inside it.
-            let x = unsafe { _mm_loadu_si128(bq.as_ptr().add(16 * v).cast()) };
-            _mm256_madd_epi16(_mm256_cvtepu8_epi16(x), ones)
+            let x = unsafe { _mm256_loadu_si256(bq.as_ptr().add(16 * v).cast()) };
+            _mm256_madd_epi16(x, ones)
         };
         // SAFETY: this function runs with AVX2.
-        unsafe { super::super::u8s8::col_sums(bp, (k2, PR), np, sums) }
+        unsafe { super::super::u8s8::col_sums(bp, (k2, PR), np, sums, out) }
     }
 }
 

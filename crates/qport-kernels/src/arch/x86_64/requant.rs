@@ -732,6 +732,22 @@ unsafe fn float_row_avx2<T: QInt>(f: &FloatRequant, acc: &[i32], out: &mut [T]) 
 unsafe fn block8(f: &FloatRequant, acc: *const i32, dst: *mut u8) -> bool {
     // SAFETY: 8 lanes are readable (the caller's contract).
     let a = unsafe { _mm256_loadu_si256(acc.cast()) };
+    let Some(p) = bytes8(f, a) else {
+        return false;
+    };
+    // SAFETY: 8 bytes are writable (the caller's contract).
+    unsafe { _mm_storel_epi64(dst.cast(), p) };
+    true
+}
+
+/// The 8 accumulators `a` requantized by the float form `f`: their bytes
+/// (each lane's low byte, `QInt::truncate` for the one-byte types) in
+/// the low 8 bytes of the result, with the bits of the portable loop;
+/// `None` when the f32 form's i32 bias addition overflows in a lane (the
+/// caller then runs the portable loop on those lanes).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) fn bytes8(f: &FloatRequant, a: __m256i) -> Option<__m128i> {
     let r = match *f {
         FloatRequant::F32 {
             bias,
@@ -744,7 +760,7 @@ unsafe fn block8(f: &FloatRequant, acc: *const i32, dst: *mut u8) -> bool {
             let s = _mm256_add_epi32(a, b);
             let ovf = _mm256_and_si256(_mm256_xor_si256(a, s), _mm256_xor_si256(b, s));
             if _mm256_movemask_ps(_mm256_castsi256_ps(ovf)) != 0 {
-                return false;
+                return None;
             }
             let c = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(multiplier));
             let c = _mm256_min_ps(_mm256_max_ps(c, _mm256_set1_ps(lo)), _mm256_set1_ps(hi));
@@ -770,9 +786,7 @@ unsafe fn block8(f: &FloatRequant, acc: *const i32, dst: *mut u8) -> bool {
     );
     let p = _mm256_shuffle_epi8(r, low_bytes);
     let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
-    // SAFETY: 8 bytes are writable (the caller's contract).
-    unsafe { _mm_storel_epi64(dst.cast(), _mm256_castsi256_si128(p)) };
-    true
+    Some(_mm256_castsi256_si128(p))
 }
 
 /// Four lanes of the f64 form in AVX2, before the zero point.

@@ -2,7 +2,7 @@
 //! (`vpmaddubsw`, see that module for the packing and the model it
 //! computes); reached only through the dispatch table.
 
-use super::u8s8::{store_corrected, Corr, MR, NR, V};
+use super::u8s8::{store_corrected, Corr, SumsOut, MR, NR, V};
 use crate::igemm::{MatRef, Operands, QInt};
 use std::arch::x86_64::*;
 
@@ -37,6 +37,7 @@ pub(crate) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
         row_sum: &row_sum,
         col_sum: &col_sum,
         zb: &zbs,
+        zb_uniform: zbs[..n].iter().all(|&z| z == zbs[0]).then_some(zbs[0]),
     };
     let micro = |ip: usize, jp: usize| {
         micro::<A_SIGNED>(
@@ -44,9 +45,14 @@ pub(crate) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
             &bp[jp * kq * QB..(jp + 1) * kq * QB],
         )
     };
+    let out = SumsOut {
+        c: crate::par::SendPtr(c.as_mut_ptr()),
+        ldc,
+    };
     // SAFETY: this function runs with AVX2; `col_sum` and `zbs` hold
-    // np · NR values, `row_sum` m.
-    unsafe { store_corrected((m, k, n), &corr, micro, c, ldc) };
+    // np · NR values, `row_sum` m; the caller checked that `c` holds the
+    // m rows of n columns, `ldc` apart.
+    unsafe { store_corrected((m, k, n), &corr, (micro, kq * QB), &out) };
 }
 
 /// `MR` rows of packed `A` (`ap`: `[kq][MR]` groups of four bytes)
@@ -168,6 +174,8 @@ fn col_sums<const A_SIGNED: bool>(bp: &[u8], kq: usize, np: usize) -> Vec<i32> {
         };
         _mm256_madd_epi16(pairs, ones16)
     };
+    let mut out = Vec::new();
     // SAFETY: this function runs with AVX2.
-    unsafe { super::u8s8::col_sums(bp, (kq, QB), np, sums) }
+    unsafe { super::u8s8::col_sums(bp, (kq, QB), np, sums, &mut out) };
+    out
 }

@@ -112,40 +112,11 @@ pub(crate) fn gemm_requant_packed<T: crate::igemm::QInt>(
     out: &mut crate::par::ColumnBlock<'_, T>,
     row0: usize,
 ) -> bool {
-    let (m, k, n) = (a.m, a.k, out.cols().len());
-    assert!(ldb >= n, "rows of B {ldb} apart, {n} long");
-    let b_len = if k == 0 { 0 } else { (k - 1) * ldb + n };
-    assert!(za.len() >= m && b.len() >= b_len && rq.len() >= m);
-    assert!(
-        row0 + m <= out.rows(),
-        "rows {row0}..{} of {}",
-        row0 + m,
-        out.rows()
-    );
-    if std::mem::size_of::<T>() != 1 || kernel().is_none() || k > MAX_K {
-        return false;
-    }
-    if m == 0 || n == 0 {
-        return true;
-    }
     #[cfg(target_arch = "x86_64")]
-    {
-        let (ptr, ldo) = out.raw_parts();
-        let o = U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims: (m, k, n),
-            ldb,
-        };
-        // SAFETY: row `row0` of the block is inside the matrix (checked
-        // above); `T` is one byte; `kernel()` is `Some`; rows row0..row0
-        // + m and the block's columns are the block's alone
-        // (`ColumnBlock`), borrowed mutably here.
-        unsafe { gemm_requant_bytes(o, rq, ptr.add(row0 * ldo).cast::<u8>(), ldo) };
-    }
-    true
+    let bytes = kernel().map(|_| gemm_requant_bytes as crate::int8::packed::RequantBytes);
+    #[cfg(not(target_arch = "x86_64"))]
+    let bytes = None;
+    crate::int8::packed::run_requant(a, za, (b, ldb), zb, rq, out, row0, bytes)
 }
 
 /// The body of [`gemm_requant_packed`] once `T` is known to be one byte:
