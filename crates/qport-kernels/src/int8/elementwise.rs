@@ -274,7 +274,7 @@ pub fn add<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
     if crate::isa().avx2() {
         // SAFETY: the dispatch table has an x86-64 row only where the CPU
         // has AVX2 + FMA (`dispatch::detect`).
-        return unsafe { x86::add_fma(a, b, k, out) };
+        return unsafe { x86::add_avx2(a, b, k, out) };
     }
     add_loop(a, b, k, out)
 }

@@ -24,9 +24,6 @@ recompiled! {
     /// [`dequantize_loop`] with AVX2.
     "avx2" fn dequantize_avx2<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32])
         = dequantize_loop;
-    /// [`add_loop`] with AVX2 and FMA: the loop's `mul_add` is one
-    /// instruction instead of a library call (the same fused result).
-    "avx2,fma" fn add_fma<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) = add_loop;
     /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;
@@ -141,6 +138,110 @@ fn add_saturates(k: &AddParams, min: i32, max: i32) -> bool {
         + 256.0 * f64::from(k.r_bc).abs()
         + f64::from(k.fixed).abs();
     k.lo <= min as f32 && k.hi >= max as f32 && bound < f64::from(1u32 << 30)
+}
+
+/// [`add_loop`] with AVX2 and FMA, as [`add_avx512`] in 8-lane
+/// quarters: 32 pairs per step, the same fused multiply-adds, clamp (or
+/// none where [`add_saturates`]), round-to-nearest-even conversion and
+/// saturating packs, the bytes put back in order by one permutation. The
+/// tail runs the loop. (The compiled loop, the earlier AVX2 path, took
+/// about twice the instructions.)
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn add_avx2<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mut [T]) {
+    // SAFETY: the caller's CPU features.
+    unsafe {
+        if add_saturates(k, T::MIN, T::MAX) {
+            add_avx2_body::<T, false>(a, b, k, out)
+        } else {
+            add_avx2_body::<T, true>(a, b, k, out)
+        }
+    }
+}
+
+/// [`add_avx2`], clamping to `[lo, hi]` where `CLAMP` (else the packs
+/// alone clamp to `T`'s range, [`add_saturates`]).
+///
+/// # Safety
+/// As [`add_avx2`]; without `CLAMP`, `add_saturates` must hold.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_avx2_body<T: QInt, const CLAMP: bool>(
+    a: &[T],
+    b: &[T],
+    k: &AddParams,
+    out: &mut [T],
+) {
+    use std::arch::x86_64::*;
+    debug_assert_eq!(std::mem::size_of::<T>(), 1);
+    let n = out.len().min(a.len()).min(b.len());
+    let signed = T::MIN < 0;
+    let (lo, hi) = (k.lo.max(T::MIN as f32), k.hi.min(T::MAX as f32));
+    let (r_ac, r_bc, fixed) = (
+        _mm256_set1_ps(k.r_ac),
+        _mm256_set1_ps(k.r_bc),
+        _mm256_set1_ps(k.fixed),
+    );
+    let (vlo, vhi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+    // 8 bytes at `p` widened to 8 i32 lanes as `T` says
+    let widen = |p: *const T| -> __m256i {
+        // SAFETY: 8 bytes are readable at `p` (the loop's bound below).
+        unsafe {
+            let v = _mm_loadl_epi64(p.cast());
+            if signed {
+                _mm256_cvtepi8_epi32(v)
+            } else {
+                _mm256_cvtepu8_epi32(v)
+            }
+        }
+    };
+    // one quarter: 8 sums rounded to i32 within [lo, hi] (the conversion
+    // rounds in the current mode, to nearest even: Rust's environment)
+    let quarter = |pa: *const T, pb: *const T| -> __m256i {
+        let x = _mm256_cvtepi32_ps(widen(pa));
+        let y = _mm256_cvtepi32_ps(widen(pb));
+        let v = _mm256_fmadd_ps(x, r_ac, _mm256_fmadd_ps(y, r_bc, fixed));
+        let c = if CLAMP {
+            _mm256_min_ps(_mm256_max_ps(v, vlo), vhi)
+        } else {
+            v
+        };
+        _mm256_cvtps_epi32(c)
+    };
+    // packing interleaves the 128-bit lanes of its operands: this puts
+    // the eight 4-byte groups back in order
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    let mut i = 0;
+    while i + 32 <= n {
+        // SAFETY: pairs i..i + 32 are in bounds of `a`, `b` and `out`.
+        unsafe {
+            let q: [__m256i; 4] =
+                std::array::from_fn(|j| quarter(pa.add(i + 8 * j), pb.add(i + 8 * j)));
+            let bytes = if signed {
+                _mm256_packs_epi16(
+                    _mm256_packs_epi32(q[0], q[1]),
+                    _mm256_packs_epi32(q[2], q[3]),
+                )
+            } else if CLAMP {
+                _mm256_packus_epi16(
+                    _mm256_packus_epi32(q[0], q[1]),
+                    _mm256_packus_epi32(q[2], q[3]),
+                )
+            } else {
+                // (signed to 16 bits first: a sum past 32767 would read
+                // as negative in the second pack)
+                _mm256_packus_epi16(
+                    _mm256_packs_epi32(q[0], q[1]),
+                    _mm256_packs_epi32(q[2], q[3]),
+                )
+            };
+            _mm256_storeu_si256(po.add(i).cast(), _mm256_permutevar8x32_epi32(bytes, order));
+        }
+        i += 32;
+    }
+    add_loop(&a[i..n], &b[i..n], k, &mut out[i..n]);
 }
 
 /// [`add_avx512`], clamping to `[lo, hi]` where `CLAMP` (else the packs
