@@ -328,6 +328,9 @@ mod x86 {
     fn micro<const W: usize>(ap: &[i32], bp: &[i16]) -> [[__m256i; V]; MR] {
         let mut acc = [[_mm256_setzero_si256(); V]; MR];
         for (aq, bq) in ap.chunks_exact(MR).zip(bp.chunks_exact(PR)) {
+            // the rows of `A` 16 steps ahead into L1 (a prefetch reads
+            // nothing and cannot fault past the end)
+            _mm_prefetch::<_MM_HINT_T0>(aq.as_ptr().wrapping_add(16 * MR).cast());
             let mut bv = [_mm256_setzero_si256(); W];
             for (v, x) in bv.iter_mut().enumerate() {
                 // SAFETY: `bq` holds PR = 16·V values, so the 16 at 16v
