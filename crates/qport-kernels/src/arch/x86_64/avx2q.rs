@@ -135,7 +135,7 @@ pub(crate) fn gemm_requant_packed<T: crate::igemm::QInt>(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     pub(super) use super::super::u8s8::SumsOut;
-    use super::super::u8s8::{store_corrected, Corr, Out8, NR, V};
+    use super::super::u8s8::{store_corrected, ColumnZeros, Corr, Out8, NR, V};
     use crate::int8::packed::U8s8;
     use qport_core::arith::FloatRequant;
     use std::arch::x86_64::*;
@@ -153,12 +153,11 @@ mod x86 {
     const _: () = assert!(NR == 16);
 
     /// A thread's buffers, reused across calls: `B` packed and widened,
-    /// its column sums, the columns' zero point.
+    /// its column sums.
     #[derive(Default)]
     struct Scratch {
         bp: Vec<i16>,
         col_sum: Vec<i32>,
-        zbs: Vec<i32>,
     }
 
     thread_local! {
@@ -290,14 +289,11 @@ mod x86 {
         } else {
             s.col_sum.resize(np * NR, 0);
         }
-        s.zbs.clear();
-        s.zbs.resize(np * NR, zb);
         let corr = Corr {
             za: |i| za[i],
             row_sum,
             col_sum: &s.col_sum,
-            zb: &s.zbs,
-            zb_uniform: Some(zb),
+            zb: ColumnZeros::One(zb),
         };
         let bp = &s.bp;
         let micro = |ip: usize, jp: usize| {
@@ -313,7 +309,7 @@ mod x86 {
                 micro::<V>(a, b)
             }
         };
-        // SAFETY: this function runs with AVX2; `col_sum` and `zbs` hold
+        // SAFETY: this function runs with AVX2; `col_sum` holds
         // np · NR values, `row_sum` m; `out` takes the m × n product (the
         // caller's contract).
         unsafe { store_corrected((m, k, n), &corr, (micro, k2 * PR * 2), out) };

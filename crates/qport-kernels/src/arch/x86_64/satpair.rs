@@ -2,7 +2,7 @@
 //! (`vpmaddubsw`, see that module for the packing and the model it
 //! computes); reached only through the dispatch table.
 
-use super::u8s8::{store_corrected, Corr, SumsOut, MR, NR, V};
+use super::u8s8::{store_corrected, ColumnZeros, Corr, SumsOut, MR, NR, V};
 use crate::igemm::{MatRef, Operands, QInt};
 use std::arch::x86_64::*;
 
@@ -36,8 +36,11 @@ pub(crate) unsafe fn gemm<const A_SIGNED: bool, A: QInt, B: QInt>(
         za: |i| za.get(i),
         row_sum: &row_sum,
         col_sum: &col_sum,
-        zb: &zbs,
-        zb_uniform: zbs[..n].iter().all(|&z| z == zbs[0]).then_some(zbs[0]),
+        zb: if zbs[..n].iter().all(|&z| z == zbs[0]) {
+            ColumnZeros::One(zbs[0])
+        } else {
+            ColumnZeros::Each(&zbs)
+        },
     };
     let micro = |ip: usize, jp: usize| {
         micro::<A_SIGNED>(

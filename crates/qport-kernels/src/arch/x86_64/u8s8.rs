@@ -25,11 +25,17 @@ pub(crate) struct Corr<'a, Z: Fn(usize) -> i32> {
     pub(crate) row_sum: &'a [i32],
     /// `Σ_p B[p][j]` per column, padded to whole panels.
     pub(crate) col_sum: &'a [i32],
-    /// Column `j`'s zero point, padded to whole panels.
-    pub(crate) zb: &'a [i32],
-    /// The zero point of every column, where they share one (`zb` is
-    /// then not read).
-    pub(crate) zb_uniform: Option<i32>,
+    /// The columns' zero points.
+    pub(crate) zb: ColumnZeros<'a>,
+}
+
+/// `B`'s zero points: one for every column (the correction's second term
+/// is then a constant of each row), or one per column.
+pub(crate) enum ColumnZeros<'a> {
+    /// Every column's.
+    One(i32),
+    /// Column `j`'s, padded to whole panels.
+    Each(&'a [i32]),
 }
 
 /// `C` (`m × n`, row stride `ldc`) from the register blocks `micro(ip, jp)`
@@ -135,10 +141,7 @@ unsafe fn corrected_rows<const R: usize, Z: Fn(usize) -> i32>(
             for ip in p0..p1 {
                 for jp in j0..np.min(j0 + chunk) {
                     let acc = micro(ip, jp);
-                    let (cols, zcols) = (
-                        &corr.col_sum[jp * NR..(jp + 1) * NR],
-                        &corr.zb[jp * NR..(jp + 1) * NR],
-                    );
+                    let cols = &corr.col_sum[jp * NR..(jp + 1) * NR];
                     for (r, sums) in acc.iter().enumerate() {
                         let i = ip * R + r;
                         if i >= m {
@@ -151,9 +154,10 @@ unsafe fn corrected_rows<const R: usize, Z: Fn(usize) -> i32>(
                         let zai = (corr.za)(i);
                         let ri = corr.row_sum[i].wrapping_sub(kk.wrapping_mul(zai));
                         let (zav, rv) = (_mm256_set1_epi32(zai), _mm256_set1_epi32(ri));
-                        let row_term = corr
-                            .zb_uniform
-                            .map(|zb| _mm256_set1_epi32(zb.wrapping_mul(ri)));
+                        let row_term = match corr.zb {
+                            ColumnZeros::One(zb) => _mm256_set1_epi32(zb.wrapping_mul(ri)),
+                            ColumnZeros::Each(_) => _mm256_setzero_si256(),
+                        };
                         for (v, &s) in sums.iter().enumerate() {
                             let j = jp * NR + 8 * v;
                             if j >= n {
@@ -166,14 +170,15 @@ unsafe fn corrected_rows<const R: usize, Z: Fn(usize) -> i32>(
                                 let csv = _mm256_loadu_si256(cols.as_ptr().add(8 * v).cast());
                                 x = _mm256_sub_epi32(x, _mm256_mullo_epi32(zav, csv));
                             }
-                            x = _mm256_sub_epi32(
-                                x,
-                                row_term.unwrap_or_else(|| {
-                                    // as `cols`
-                                    let zbv = _mm256_loadu_si256(zcols.as_ptr().add(8 * v).cast());
-                                    _mm256_mullo_epi32(zbv, rv)
-                                }),
-                            );
+                            let term = match corr.zb {
+                                ColumnZeros::One(_) => row_term,
+                                ColumnZeros::Each(zb) => {
+                                    // as `cols` (the same padded length)
+                                    let z = &zb[jp * NR + 8 * v..][..8];
+                                    _mm256_mullo_epi32(_mm256_loadu_si256(z.as_ptr().cast()), rv)
+                                }
+                            };
+                            x = _mm256_sub_epi32(x, term);
                             // row i's columns j..: inside the output,
                             // this part's (the caller's contract)
                             out.put(i, j, x, (n - j).min(8));
