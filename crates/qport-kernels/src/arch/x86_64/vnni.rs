@@ -17,12 +17,15 @@
 //! C[i][j] = Σ_p A[i][p]·B[p][j] − zb·Σ_p A[i][p] − za(i)·Σ_p B[p][j] + k·za(i)·zb
 //! ```
 //!
-//! A `B` of at most four columns (a batch-1 classifier head), and the
-//! one to four columns past the last full vector of 16 under a long
-//! reduction, run in one pass over `A` instead: each column's quads broadcast
-//! against 16 rows of `A` per vector (`A` then laid out as blocks of 16
-//! rows, built on first use), where a 16-lane tile would hold mostly
-//! padding.
+//! A `B` of at most four columns (a batch-1 classifier head) runs in one
+//! pass over `A` instead: each column's quads broadcast against 16 rows
+//! of `A` per vector (`A` then laid out as blocks of 16 rows, built on
+//! first use), where a 16-lane tile would hold mostly padding. The one to
+//! four columns past the last full vector of 16 under a long reduction
+//! (49 = 3·16 + 1 output positions at 7 × 7) are computed with the tiles
+//! of the last columns, each row's quads 16 at a time against the
+//! column's, while the tile's rows of `A` are still in cache: a layer
+//! whose columns are few reads its weights from memory once, not twice.
 //!
 //! On the AMX row ([`crate::Isa::Amx`]) the blocks of a product whose
 //! reduction is 125 or longer, and of a direct convolution whose channels
@@ -190,8 +193,7 @@ struct Scratch {
     col_sum: Vec<i32>,
     /// The quads of the columns computed apart from the vectors.
     xq: Vec<i32>,
-    /// The sums of the columns computed apart from the vectors, `TAIL_MAX` per row;
-    /// the direct convolution's sums on the padded width.
+    /// The direct convolution's sums on the padded width.
     tail: Vec<i32>,
     /// The direct convolution's step offsets.
     offs: Vec<usize>,
@@ -957,7 +959,13 @@ mod x86 {
         assert!(kq == 0 || b.last + (j0 + V * L) * 4 <= b.bytes.len());
         // SAFETY: row i0 starts inside `quads` (asserted above).
         let ap = unsafe { a.quads.as_ptr().add(i0 * kq) };
+        // the rows of the next tile down, read into L2 while this one
+        // runs (one row a step, in turn: the weights of a layer whose
+        // columns are few come from memory, each quad used by few columns;
+        // a prefetch reads nothing and cannot fault past the end)
+        let next = ap.wrapping_add(R * kq);
         for t in 0..kq {
+            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add((t % R) * kq + t).cast());
             // SAFETY: step t's V · 64 bytes at column j0 lie inside the
             // bytes (no step starts past `last`, asserted above).
             let row = unsafe { b.bytes.as_ptr().add(b.steps.at(t) + j0 * 4) };
@@ -1237,14 +1245,10 @@ mod x86 {
             // caller's output contract.
             return unsafe { gemm_amx(o, out, scratch) };
         }
-        let (m, k, kq) = (a.m, a.k, a.kq);
+        let (k, kq) = (a.k, a.kq);
         let np = n.div_ceil(L * NV) * L * NV;
         let super::Scratch {
-            bp,
-            col_sum,
-            xq,
-            tail: tail_sums,
-            ..
+            bp, col_sum, xq, ..
         } = scratch;
         // (the packed steps start on a cache line, so each vector of 16
         // columns is one line)
@@ -1258,8 +1262,8 @@ mod x86 {
         };
         // the columns past the last full vector, when few and the
         // reduction long, apart (a vector of 16 columns would hold mostly
-        // padding; they cost one more pass over A and a store per row
-        // and column)
+        // padding; they cost a sum across the lanes and a store per row,
+        // which a short reduction does not repay)
         let r = n % L;
         let tail = if n > L && r <= TAIL_MAX && kq * (L - r) > 640 * r {
             r
@@ -1267,71 +1271,154 @@ mod x86 {
             0
         };
         let nm = n - tail;
-        // SAFETY: the caller's features and output contract; every step
-        // has np ≥ nm columns in `bp`.
-        let corr = unsafe { compute(a, (za, zb, k), &b_rows, np, nm, col_sum, out) };
-        if tail == 0 {
-            return;
+        // the tail columns' quads side by side, each padded with zeros
+        // to a multiple of 16 steps
+        let kqp = kq.div_ceil(L) * L;
+        xq.clear();
+        xq.resize(tail * kqp, 0);
+        for c in 0..tail {
+            for t in 0..kq {
+                let q = &bp[t * np * 4 + (nm + c) * 4..][..4];
+                xq[c * kqp + t] = i32::from_le_bytes([q[0], q[1], q[2], q[3]]);
+            }
         }
-        let o = U8s8 {
-            a,
-            za,
-            b,
-            zb,
-            dims: (m, k, n),
-            ldb,
-        };
-        tail_sums.clear();
-        tail_sums.resize(m * TAIL_MAX, 0);
-        let ts = crate::par::SendPtr(tail_sums.as_mut_ptr());
-        // SAFETY: the caller's features; element (i, c) of the tail sums,
-        // each written once.
-        unsafe {
-            columns(&o, nm, tail, xq, |i, c, v| {
-                *ts.get().add(i * TAIL_MAX + c) = v
-            })
-        };
-        let ts = &tail_sums[..];
-        crate::par::split(m, 1, m * tail * 16, |r0, r1| {
-            for i in r0..r1 {
-                // SAFETY: the caller's features; row i's columns nm..n
-                // are `out`'s, written by this block alone; the masked
-                // load reads `tail` ≤ 4 sums of row i.
-                unsafe {
-                    let row = out.row(i, corr.bound(a, i));
-                    let y = _mm512_maskz_loadu_epi32(
-                        ((1u32 << tail) - 1) as u16,
-                        ts.as_ptr().add(i * TAIL_MAX),
-                    );
-                    out.put(&row, i, nm, y, tail);
+        let tail = (tail > 0).then_some(Tail {
+            quads: &xq[..],
+            kqp,
+            w: tail,
+        });
+        // SAFETY: the caller's features and output contract; every step
+        // has np ≥ n columns in `bp`.
+        unsafe { compute(a, (za, zb, k), &b_rows, np, (nm, tail), col_sum, out) };
+    }
+
+    /// The columns past the last full vector of 16 that [`gemm`] computes
+    /// with the tiles of the last columns ([`tail_rows`]), where a vector
+    /// of 16 columns would hold mostly padding.
+    #[derive(Clone, Copy)]
+    struct Tail<'a> {
+        /// Column `c`'s quads at `c · kqp`, zero past `kq`.
+        quads: &'a [i32],
+        /// `kq` rounded up to a multiple of 16.
+        kqp: usize,
+        /// How many (1 to [`TAIL_MAX`]).
+        w: usize,
+    }
+
+    /// Columns `n..n + W` of rows `i0..i0 + R` (the [`Tail`]), while
+    /// the tile of those rows has just read them: each row's quads, 16
+    /// a vector, against each column's, summed across the lanes
+    /// ([`lane_sums`]), corrected and stored.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI; `out` takes columns
+    /// `n..n + W` of those rows, written by no one else meanwhile.
+    #[allow(clippy::needless_range_loop)]
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tail_rows<const R: usize, const W: usize, O: TileOut>(
+        a: &PackedI8,
+        i0: usize,
+        (tail, n): (&Tail<'_>, usize),
+        corr: &Corr<'_>,
+        out: &O,
+    ) {
+        let kq = a.kq;
+        assert!(i0 + R <= a.m && a.quads.len() >= a.m * kq && W <= tail.w && W <= 4);
+        assert!(tail.quads.len() >= W * tail.kqp && tail.kqp >= kq);
+        // (the tail's columns are `col_sum`'s n..n + W: it spans np ≥ n + 16)
+        assert!(corr.col_sum.len() >= n + L);
+        let mut acc = [[_mm512_setzero_si512(); W]; R];
+        // SAFETY: row i0 starts inside `quads` (asserted above).
+        let ap = unsafe { a.quads.as_ptr().add(i0 * kq) };
+        for t in (0..kq).step_by(L) {
+            // the last vector of a row masked to the row's steps
+            let mask: __mmask16 = if t + L <= kq {
+                0xffff
+            } else {
+                (1u16 << (kq - t)) - 1
+            };
+            let mut x = [_mm512_setzero_si512(); W];
+            for (c, xc) in x.iter_mut().enumerate() {
+                // SAFETY: column c has kqp ≥ t + 16 quads (asserted).
+                *xc =
+                    unsafe { _mm512_loadu_si512(tail.quads.as_ptr().add(c * tail.kqp + t).cast()) };
+            }
+            for r in 0..R {
+                // SAFETY: the mask keeps the load inside row i0 + r's
+                // kq quads.
+                let w = unsafe { _mm512_maskz_loadu_epi32(mask, ap.add(r * kq + t).cast()) };
+                for c in 0..W {
+                    acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], x[c], w);
                 }
             }
-        });
+        }
+        for (r, accr) in acc.iter().enumerate() {
+            let i = i0 + r;
+            let za = corr.za[i];
+            // C = acc − zb·rowsum(i) − za(i)·colsum(j) + k·za(i)·zb
+            let row_term = (corr.k as i32)
+                .wrapping_mul(za)
+                .wrapping_mul(corr.zb)
+                .wrapping_sub(corr.zb.wrapping_mul(a.row_sum[i]));
+            let mut four = [_mm512_setzero_si512(); 4];
+            four[..W].copy_from_slice(accr);
+            let mut y = _mm512_add_epi32(lane_sums(four), _mm512_set1_epi32(row_term));
+            if za != 0 {
+                // SAFETY: col_sum has n + 16 values (asserted).
+                let cs = unsafe { _mm512_loadu_si512(corr.col_sum.as_ptr().add(n).cast()) };
+                y = _mm512_sub_epi32(y, _mm512_mullo_epi32(_mm512_set1_epi32(za), cs));
+            }
+            // SAFETY: the caller's features and output contract.
+            unsafe {
+                let row = out.row(i, corr.bound(a, i));
+                out.put(&row, i, n, y, W);
+            }
+        }
+    }
+
+    /// The sums across the lanes of four vectors, in lanes 0 to 3 (the
+    /// others hold partial sums): pairs interleaved and added within each
+    /// 128-bit lane, then the four 128-bit lanes added.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn lane_sums(v: [__m512i; 4]) -> __m512i {
+        // per 128-bit lane: [a0 + a2, b0 + b2, a1 + a3, b1 + b3]
+        let pair =
+            |a, b| _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+        let (s01, s23) = (pair(v[0], v[1]), pair(v[2], v[3]));
+        // per 128-bit lane: each vector's sum of its four lanes there
+        let t = _mm512_add_epi32(
+            _mm512_unpacklo_epi64(s01, s23),
+            _mm512_unpackhi_epi64(s01, s23),
+        );
+        let u = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b01_00_11_10>(t, t));
+        _mm512_add_epi32(u, _mm512_shuffle_i32x4::<0b10_11_00_01>(u, u))
     }
 
     /// The shared body of [`gemm`] and [`direct`]: the correction
     /// ([`correction`]), then the tiles of columns `0..n` (the steps of `b`
     /// readable over `np ≥ n` columns, a multiple of `L · NV`), divided
-    /// between the intra-op threads, into `out`; `k` is the reduction's
-    /// true length (the zero-point correction's). Returns the correction,
-    /// for columns the caller adds.
+    /// between the intra-op threads, into `out`, and the `tail` columns
+    /// `n..` with the tiles of the last columns ([`tail_rows`]); `k` is
+    /// the reduction's true length (the zero-point correction's).
     ///
     /// # Safety
     /// The CPU must support AVX-512F, BW and VNNI; `out` must take rows
-    /// `0..a.m`, columns `0..n`, and no one else may write there
-    /// meanwhile.
+    /// `0..a.m`, columns `0..n` and the tail's, and no one else may write
+    /// there meanwhile.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn compute<'c, O: TileOut, S: Steps>(
         a: &PackedI8,
         (za, zb, k): (&'c [i32], i32, usize),
         b: &BRows<'_, S>,
         np: usize,
-        n: usize,
+        (n, tail): (usize, Option<Tail<'_>>),
         col_sum: &'c mut Vec<i32>,
         out: &O,
-    ) -> Corr<'c> {
+    ) {
         let m = a.m;
-        assert!(n <= np);
+        assert!(n + tail.map_or(0, |t| t.w) <= np);
         // SAFETY: the caller's features.
         let corr = unsafe { correction(a, (za, zb, k), b, np, col_sum) };
         // every tile the same whichever way the output is divided. (A
@@ -1342,9 +1429,8 @@ mod x86 {
         divide((m, MR), (n, L * NV), work, |rows_, cols| {
             // SAFETY: the caller checked the CPU features and gave rows
             // 0..m, columns 0..n to this call; these are this block's alone.
-            unsafe { rows(a, b, n, c, out, rows_, cols) };
+            unsafe { rows(a, b, (n, tail.as_ref()), c, out, rows_, cols) };
         });
-        corr
     }
 
     /// The zero-point correction of `A` with the `B` of `b` (the steps
@@ -1428,13 +1514,12 @@ mod x86 {
             }
         }
         // SAFETY: the caller's features and output contract.
-        unsafe { compute(a, (za, zb, k), &b, np, n, col_sum, out) };
+        unsafe { compute(a, (za, zb, k), &b, np, (n, None), col_sum, out) };
     }
 
     /// Columns past the last full vector of 16 that [`gemm`] computes
-    /// apart ([`columns`], one more pass over `A` for all of them) rather
-    /// than in a vector: at most this many (a vector costs as much as 16
-    /// such columns).
+    /// apart ([`tail_rows`]) rather than in a vector of 16: at most this
+    /// many.
     const TAIL_MAX: usize = 4;
 
     /// Columns of `B` up to which [`gemv`] runs instead of [`gemm`]
@@ -1595,13 +1680,15 @@ mod x86 {
     }
 
     /// Rows `r0..r1`, columns `c0..c1` of the output (`c0` a multiple of
-    /// `L · NV`; `c1` one too, or `n`).
+    /// `L · NV`; `c1` one too, or `n`), and where `c1` is `n` the `tail`
+    /// columns `n..` of those rows, each tile's rows right after their
+    /// last tile (`A`'s rows still in cache).
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn rows<O: TileOut, S: Steps>(
         a: &PackedI8,
         b: &BRows<'_, S>,
-        n: usize,
+        (n, tail): (usize, Option<&Tail<'_>>),
         corr: &Corr<'_>,
         out: &O,
         (r0, r1): (usize, usize),
@@ -1610,16 +1697,22 @@ mod x86 {
         debug_assert!(c0 % (L * NV) == 0 && (c1 % (L * NV) == 0 || c1 == n) && c1 <= n);
         for j0 in (c0..c1).step_by(L * NV) {
             let left = n - j0;
+            // the tail with the last tiles of the output's columns
+            let tail = tail.filter(|_| c1 == n && j0 + L * NV >= n);
             let mut i = r0;
             while i + MR <= r1 {
                 // SAFETY: features checked by the caller; every tile
-                // reads NV vectors inside B's padded row.
+                // reads NV vectors inside B's padded row; the tail's
+                // columns are this block's (its last columns are).
                 unsafe {
                     match left.div_ceil(L) {
                         1 => tile::<MR, 1, O, S>(a, i, b, j0, n, corr, out),
                         2 => tile::<MR, 2, O, S>(a, i, b, j0, n, corr, out),
                         3 => tile::<MR, 3, O, S>(a, i, b, j0, n, corr, out),
                         _ => tile::<MR, NV, O, S>(a, i, b, j0, n, corr, out),
+                    }
+                    if let Some(t) = tail {
+                        tails::<MR, O>(a, i, (t, n), corr, out);
                     }
                 }
                 i += MR;
@@ -1633,8 +1726,35 @@ mod x86 {
                         3 => tile::<1, 3, O, S>(a, i, b, j0, n, corr, out),
                         _ => tile::<1, NV, O, S>(a, i, b, j0, n, corr, out),
                     }
+                    if let Some(t) = tail {
+                        tails::<1, O>(a, i, (t, n), corr, out);
+                    }
                 }
                 i += 1;
+            }
+        }
+    }
+
+    /// [`tail_rows`] with its unrolling for the tail's width.
+    ///
+    /// # Safety
+    /// As [`tail_rows`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tails<const R: usize, O: TileOut>(
+        a: &PackedI8,
+        i0: usize,
+        (tail, n): (&Tail<'_>, usize),
+        corr: &Corr<'_>,
+        out: &O,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match tail.w {
+                1 => tail_rows::<R, 1, O>(a, i0, (tail, n), corr, out),
+                2 => tail_rows::<R, 2, O>(a, i0, (tail, n), corr, out),
+                3 => tail_rows::<R, 3, O>(a, i0, (tail, n), corr, out),
+                _ => tail_rows::<R, 4, O>(a, i0, (tail, n), corr, out),
             }
         }
     }
@@ -1721,12 +1841,13 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// A long reduction with 1 to 4 columns past the last full vector
-        /// (those columns computed apart, in one pass over `A`, `TAIL_MAX`): the exact
-        /// sums, as i32 and requantized in the epilogue.
+        /// (those columns computed apart, with the tiles of the last
+        /// columns), short and long: the exact sums, as i32 and
+        /// requantized in the epilogue.
         #[test]
         fn tail_columns_match_the_exact_reference(
-            m in 1usize..40, k in 860usize..1000,
-            n in prop_oneof![17usize..21, Just(33), Just(49), Just(52)],
+            m in 1usize..40, k in prop_oneof![60usize..140, 860usize..1000],
+            n in prop_oneof![17usize..21, Just(33), Just(49), Just(52), Just(196)],
             seed in any::<u64>(), zb in 0i32..256, symmetric in any::<bool>(),
         ) {
             let mut s = seed | 1;
