@@ -861,7 +861,6 @@ mod x86 {
             src.holds(cols, groups) && c.col_sum.len() >= cols,
             "a tile leaves B"
         );
-        let k = c.k as i32;
         let acc = [const { amx::Block([0; 1024]) }; STRIP];
         let (ap, sb) = (at.as_ptr(), src.stride());
         // rows i0..i0 + 32, columns s0..s1 (up to STRIP blocks): their
@@ -891,10 +890,7 @@ mod x86 {
                     let i = i0 + r;
                     // C = acc − zb·rowsum(i) − za(i)·colsum(j) + k·za(i)·zb
                     let za = c.za[i];
-                    let rt = k
-                        .wrapping_mul(za)
-                        .wrapping_mul(c.zb)
-                        .wrapping_sub(c.zb.wrapping_mul(a.row_sum[i]));
+                    let rt = c.row_term(a, i);
                     let (rt, zav) = (_mm512_set1_epi32(rt), _mm512_set1_epi32(za));
                     // SAFETY: the caller's features.
                     let row = unsafe { out.row(i, c.bound(a, i)) };
@@ -986,11 +982,7 @@ mod x86 {
             let i = i0 + r;
             // C = acc − zb·rowsum(i) − za(i)·colsum(j) + k·za(i)·zb
             let za = corr.za[i];
-            let row_term = (corr.k as i32)
-                .wrapping_mul(za)
-                .wrapping_mul(corr.zb)
-                .wrapping_sub(corr.zb.wrapping_mul(a.row_sum[i]));
-            let rt = _mm512_set1_epi32(row_term);
+            let rt = _mm512_set1_epi32(corr.row_term(a, i));
             let zav = _mm512_set1_epi32(za);
             // SAFETY: the caller's CPU has the features.
             let row = unsafe { out.row(i, corr.bound(a, i)) };
@@ -1023,6 +1015,17 @@ mod x86 {
     }
 
     impl Corr<'_> {
+        /// The part of row `i`'s correction that does not depend on the
+        /// column: `k·za(i)·zb − zb·rowsum(i)` (so that `C = acc +
+        /// row_term − za(i)·colsum(j)`).
+        #[inline(always)]
+        fn row_term(&self, a: &PackedI8, i: usize) -> i32 {
+            (self.k as i32)
+                .wrapping_mul(self.za[i])
+                .wrapping_mul(self.zb)
+                .wrapping_sub(self.zb.wrapping_mul(a.row_sum[i]))
+        }
+
         /// A bound on row `i`'s corrected sums: `|C| ≤ Σ_p |A[i][p] −
         /// za| · max |B − zb|`.
         #[inline(always)]
@@ -1357,10 +1360,7 @@ mod x86 {
             let i = i0 + r;
             let za = corr.za[i];
             // C = acc − zb·rowsum(i) − za(i)·colsum(j) + k·za(i)·zb
-            let row_term = (corr.k as i32)
-                .wrapping_mul(za)
-                .wrapping_mul(corr.zb)
-                .wrapping_sub(corr.zb.wrapping_mul(a.row_sum[i]));
+            let row_term = corr.row_term(a, i);
             let mut four = [_mm512_setzero_si512(); 4];
             four[..W].copy_from_slice(accr);
             let mut y = _mm512_add_epi32(lane_sums(four), _mm512_set1_epi32(row_term));
