@@ -12,7 +12,9 @@
 //! With `M K N`, that one shape instead (for a profiler);
 //! `QPORT_BENCH_THREADS=T` runs on `T` intra-op threads (default 1);
 //! `QPORT_BENCH_COLD=1` reads `A` from memory on every call (copies of it
-//! over 64 MiB, used in turn), as a network's layers read their weights.
+//! over 64 MiB, used in turn), as a network's layers read their weights;
+//! `QPORT_BENCH_PROFILE=exact` fuses that profile's requantization (the
+//! f64 form) instead of `f32-rne`'s.
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm::gemm_u8s8;
 use std::time::Instant;
@@ -49,7 +51,11 @@ fn main() {
         [] => shapes.to_vec(),
         _ => panic!("M K N: three numbers"),
     };
-    println!("isa {:?}", qport_kernels::isa());
+    let profile = std::env::var("QPORT_BENCH_PROFILE").unwrap_or_else(|_| "f32-rne".into());
+    println!(
+        "isa {:?}, fused requantization: {profile}",
+        qport_kernels::isa()
+    );
     println!("    m     k     n       i32 ms  GMAC/s    fused ms  GMAC/s");
     for (m, k, n) in shapes {
         let a: Vec<i8> = (0..m * k).map(|i| ((i * 7919) % 251) as i8).collect();
@@ -80,7 +86,7 @@ fn main() {
             }
             best = best.min(t.elapsed().as_secs_f64() / reps as f64);
         }
-        let p = qport_core::arith::ArithProfile::preset("f32-rne").unwrap();
+        let p = qport_core::arith::ArithProfile::preset(&profile).expect("a preset name");
         let rq: Vec<qport_core::arith::FloatRequant> = (0..m)
             .map(|i| {
                 qport_core::arith::Requantizer::new(i as f64, 1e-4, 100, 0, 255, &p)
