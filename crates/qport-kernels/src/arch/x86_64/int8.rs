@@ -4,6 +4,7 @@
 //! the same operations in the same order (so the same bits), chosen from
 //! the dispatch table by the loop's module.
 
+use super::simd::{Avx2, Avx512, Simd};
 use crate::igemm::QInt;
 use crate::int8::depthwise::{plane_taps, PlaneGeom};
 use crate::int8::elementwise::{
@@ -161,8 +162,7 @@ pub(crate) unsafe fn add_avx2<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mu
     }
 }
 
-/// [`add_avx2`], clamping to `[lo, hi]` where `CLAMP` (else the packs
-/// alone clamp to `T`'s range, [`add_saturates`]).
+/// [`add_avx2`]'s body ([`add_body`] in 8 lanes).
 ///
 /// # Safety
 /// As [`add_avx2`]; without `CLAMP`, `add_saturates` must hold.
@@ -173,79 +173,11 @@ unsafe fn add_avx2_body<T: QInt, const CLAMP: bool>(
     k: &AddParams,
     out: &mut [T],
 ) {
-    use std::arch::x86_64::*;
-    debug_assert_eq!(std::mem::size_of::<T>(), 1);
-    let n = out.len().min(a.len()).min(b.len());
-    let signed = T::MIN < 0;
-    let (lo, hi) = (k.lo.max(T::MIN as f32), k.hi.min(T::MAX as f32));
-    let (r_ac, r_bc, fixed) = (
-        _mm256_set1_ps(k.r_ac),
-        _mm256_set1_ps(k.r_bc),
-        _mm256_set1_ps(k.fixed),
-    );
-    let (vlo, vhi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-    // 8 bytes at `p` widened to 8 i32 lanes as `T` says
-    let widen = |p: *const T| -> __m256i {
-        // SAFETY: 8 bytes are readable at `p` (the loop's bound below).
-        unsafe {
-            let v = _mm_loadl_epi64(p.cast());
-            if signed {
-                _mm256_cvtepi8_epi32(v)
-            } else {
-                _mm256_cvtepu8_epi32(v)
-            }
-        }
-    };
-    // one quarter: 8 sums rounded to i32 within [lo, hi] (the conversion
-    // rounds in the current mode, to nearest even: Rust's environment)
-    let quarter = |pa: *const T, pb: *const T| -> __m256i {
-        let x = _mm256_cvtepi32_ps(widen(pa));
-        let y = _mm256_cvtepi32_ps(widen(pb));
-        let v = _mm256_fmadd_ps(x, r_ac, _mm256_fmadd_ps(y, r_bc, fixed));
-        let c = if CLAMP {
-            _mm256_min_ps(_mm256_max_ps(v, vlo), vhi)
-        } else {
-            v
-        };
-        _mm256_cvtps_epi32(c)
-    };
-    // packing interleaves the 128-bit lanes of its operands: this puts
-    // the eight 4-byte groups back in order
-    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-    let mut i = 0;
-    while i + 32 <= n {
-        // SAFETY: pairs i..i + 32 are in bounds of `a`, `b` and `out`.
-        unsafe {
-            let q: [__m256i; 4] =
-                std::array::from_fn(|j| quarter(pa.add(i + 8 * j), pb.add(i + 8 * j)));
-            let bytes = if signed {
-                _mm256_packs_epi16(
-                    _mm256_packs_epi32(q[0], q[1]),
-                    _mm256_packs_epi32(q[2], q[3]),
-                )
-            } else if CLAMP {
-                _mm256_packus_epi16(
-                    _mm256_packus_epi32(q[0], q[1]),
-                    _mm256_packus_epi32(q[2], q[3]),
-                )
-            } else {
-                // (signed to 16 bits first: a sum past 32767 would read
-                // as negative in the second pack)
-                _mm256_packus_epi16(
-                    _mm256_packs_epi32(q[0], q[1]),
-                    _mm256_packs_epi32(q[2], q[3]),
-                )
-            };
-            _mm256_storeu_si256(po.add(i).cast(), _mm256_permutevar8x32_epi32(bytes, order));
-        }
-        i += 32;
-    }
-    add_loop(&a[i..n], &b[i..n], k, &mut out[i..n]);
+    // SAFETY: the caller's contract, AVX2 and FMA for `Avx2`.
+    unsafe { add_body::<Avx2, T, CLAMP>(a, b, k, out) }
 }
 
-/// [`add_avx512`], clamping to `[lo, hi]` where `CLAMP` (else the packs
-/// alone clamp to `T`'s range, [`add_saturates`]).
+/// [`add_avx512`]'s body ([`add_body`] in 16 lanes).
 ///
 /// # Safety
 /// As [`add_avx512`]; without `CLAMP`, `add_saturates` must hold.
@@ -256,72 +188,58 @@ unsafe fn add_avx512_body<T: QInt, const CLAMP: bool>(
     k: &AddParams,
     out: &mut [T],
 ) {
-    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract, AVX-512F and BW for `Avx512`.
+    unsafe { add_body::<Avx512, T, CLAMP>(a, b, k, out) }
+}
+
+/// The vector body of [`add_avx2`] and [`add_avx512`] in `S`'s lanes:
+/// `4 · S::LANES` pairs per step, each quarter widened to i32 lanes,
+/// converted, `fma(a, r_ac, fma(b, r_bc, fixed))`, clamped to `[lo, hi]`
+/// where `CLAMP` (else the packs alone clamp to `T`'s range,
+/// [`add_saturates`]), rounded to nearest even and packed to bytes with
+/// saturation (in `[lo, hi]` a no-op); the tail runs the loop.
+///
+/// # Safety
+/// Compiled into a function with `S`'s features (AVX-512BW as well for
+/// `Avx512`); `T` one byte; without `CLAMP`, `add_saturates` must hold.
+#[inline(always)]
+unsafe fn add_body<S: Simd, T: QInt, const CLAMP: bool>(
+    a: &[T],
+    b: &[T],
+    k: &AddParams,
+    out: &mut [T],
+) {
     debug_assert_eq!(std::mem::size_of::<T>(), 1);
     let n = out.len().min(a.len()).min(b.len());
     let signed = T::MIN < 0;
     let (lo, hi) = (k.lo.max(T::MIN as f32), k.hi.min(T::MAX as f32));
-    let (r_ac, r_bc, fixed) = (
-        _mm512_set1_ps(k.r_ac),
-        _mm512_set1_ps(k.r_bc),
-        _mm512_set1_ps(k.fixed),
-    );
-    let (vlo, vhi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-    // 16 bytes at `p` widened to 16 i32 lanes as `T` says
-    let widen = |p: *const T| -> __m512i {
-        // SAFETY: 16 bytes are readable at `p` (the loop's bound below).
-        unsafe {
-            let v = _mm_loadu_si128(p.cast());
-            if signed {
-                _mm512_cvtepi8_epi32(v)
+    // SAFETY: (whole block) the caller's features; every access is inside
+    // the pairs `i..i + 4 · LANES` the loop bound keeps in `a`, `b`, `out`.
+    unsafe {
+        let (r_ac, r_bc, fixed) = (S::splat(k.r_ac), S::splat(k.r_bc), S::splat(k.fixed));
+        let (vlo, vhi) = (S::splat(lo), S::splat(hi));
+        // one quarter: LANES sums rounded to i32 within [lo, hi]
+        let quarter = |pa: *const T, pb: *const T| {
+            let x = S::to_f32(S::widen_bytes(pa.cast(), signed));
+            let y = S::to_f32(S::widen_bytes(pb.cast(), signed));
+            let v = S::fma(x, r_ac, S::fma(y, r_bc, fixed));
+            let c = if CLAMP {
+                S::min(S::max(v, vlo), vhi)
             } else {
-                _mm512_cvtepu8_epi32(v)
-            }
-        }
-    };
-    // one quarter: 16 sums rounded to i32 within [lo, hi]
-    let quarter = |pa: *const T, pb: *const T| -> __m512i {
-        let x = _mm512_cvtepi32_ps(widen(pa));
-        let y = _mm512_cvtepi32_ps(widen(pb));
-        let v = _mm512_fmadd_ps(x, r_ac, _mm512_fmadd_ps(y, r_bc, fixed));
-        let c = if CLAMP {
-            _mm512_min_ps(_mm512_max_ps(v, vlo), vhi)
-        } else {
-            v
-        };
-        _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(c)
-    };
-    // packing interleaves the 128-bit lanes of its operands: this puts
-    // the sixteen 4-byte groups back in order
-    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-    let mut i = 0;
-    while i + 64 <= n {
-        // SAFETY: pairs i..i + 64 are in bounds of `a`, `b` and `out`.
-        unsafe {
-            let q: [__m512i; 4] =
-                std::array::from_fn(|j| quarter(pa.add(i + 16 * j), pb.add(i + 16 * j)));
-            let bytes = if signed {
-                _mm512_packs_epi16(
-                    _mm512_packs_epi32(q[0], q[1]),
-                    _mm512_packs_epi32(q[2], q[3]),
-                )
-            } else if CLAMP {
-                _mm512_packus_epi16(
-                    _mm512_packus_epi32(q[0], q[1]),
-                    _mm512_packus_epi32(q[2], q[3]),
-                )
-            } else {
-                // (signed to 16 bits first: a sum past 32767 would read
-                // as negative in the second pack)
-                _mm512_packus_epi16(
-                    _mm512_packs_epi32(q[0], q[1]),
-                    _mm512_packs_epi32(q[2], q[3]),
-                )
+                v
             };
-            _mm512_storeu_si512(po.add(i).cast(), _mm512_permutexvar_epi32(order, bytes));
+            S::round_i32(c)
+        };
+        let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+        let step = 4 * S::LANES;
+        let mut i = 0;
+        while i + step <= n {
+            let q = std::array::from_fn(|j| {
+                quarter(pa.add(i + S::LANES * j), pb.add(i + S::LANES * j))
+            });
+            S::store_bytes(po.add(i).cast(), q, signed);
+            i += step;
         }
-        i += 64;
+        add_loop(&a[i..n], &b[i..n], k, &mut out[i..n]);
     }
-    add_loop(&a[i..n], &b[i..n], k, &mut out[i..n]);
 }

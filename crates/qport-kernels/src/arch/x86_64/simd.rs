@@ -48,6 +48,22 @@ pub(crate) trait Simd: Copy {
     /// row order (the other entries of `v` are left as they are).
     unsafe fn transpose(v: &mut [Self::V; 16]);
 
+    /// The vector of `LANES` i32 lanes.
+    type I: Copy;
+    /// `LANES` bytes at `p` widened to i32 lanes: sign-extended where
+    /// `signed`, zero-extended otherwise.
+    unsafe fn widen_bytes(p: *const u8, signed: bool) -> Self::I;
+    /// The i32 lanes converted to f32 (rounded to nearest, ties to even).
+    unsafe fn to_f32(v: Self::I) -> Self::V;
+    /// The f32 lanes rounded to i32, to nearest with ties to even (values
+    /// within the i32 range).
+    unsafe fn round_i32(v: Self::V) -> Self::I;
+    /// The `4 · LANES` i32 lanes of `q` narrowed with saturation to bytes
+    /// (i8 where `signed`, else u8; through i16 with signed saturation
+    /// first) and stored in order at `p`. With AVX-512 this needs
+    /// AVX-512BW as well.
+    unsafe fn store_bytes(p: *mut u8, q: [Self::I; 4], signed: bool);
+
     /// `act(v)` with the semantics of [`Activation::apply`].
     #[inline(always)]
     unsafe fn act(v: Self::V, act: Activation) -> Self::V {
@@ -169,7 +185,43 @@ mod x86 {
 
     impl Simd for Avx2 {
         type V = __m256;
+        type I = __m256i;
         const LANES: usize = 8;
+        #[inline(always)]
+        unsafe fn widen_bytes(p: *const u8, signed: bool) -> __m256i {
+            let v = _mm_loadl_epi64(p.cast());
+            if signed {
+                _mm256_cvtepi8_epi32(v)
+            } else {
+                _mm256_cvtepu8_epi32(v)
+            }
+        }
+        #[inline(always)]
+        unsafe fn to_f32(v: __m256i) -> __m256 {
+            _mm256_cvtepi32_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn round_i32(v: __m256) -> __m256i {
+            // (the current rounding mode: to nearest even, Rust's
+            // environment)
+            _mm256_cvtps_epi32(v)
+        }
+        #[inline(always)]
+        unsafe fn store_bytes(p: *mut u8, q: [__m256i; 4], signed: bool) {
+            let (w0, w1) = (
+                _mm256_packs_epi32(q[0], q[1]),
+                _mm256_packs_epi32(q[2], q[3]),
+            );
+            let bytes = if signed {
+                _mm256_packs_epi16(w0, w1)
+            } else {
+                _mm256_packus_epi16(w0, w1)
+            };
+            // packing interleaves the 128-bit lanes of its operands: this
+            // puts the eight 4-byte groups back in order
+            let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            _mm256_storeu_si256(p.cast(), _mm256_permutevar8x32_epi32(bytes, order));
+        }
         lane_ops! {
             __m256: _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps,
             _mm256_fmadd_ps, _mm256_add_ps, _mm256_mul_ps, _mm256_max_ps, _mm256_min_ps
@@ -254,7 +306,41 @@ mod x86 {
 
     impl Simd for Avx512 {
         type V = __m512;
+        type I = __m512i;
         const LANES: usize = 16;
+        #[inline(always)]
+        unsafe fn widen_bytes(p: *const u8, signed: bool) -> __m512i {
+            let v = _mm_loadu_si128(p.cast());
+            if signed {
+                _mm512_cvtepi8_epi32(v)
+            } else {
+                _mm512_cvtepu8_epi32(v)
+            }
+        }
+        #[inline(always)]
+        unsafe fn to_f32(v: __m512i) -> __m512 {
+            _mm512_cvtepi32_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn round_i32(v: __m512) -> __m512i {
+            _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v)
+        }
+        #[inline(always)]
+        unsafe fn store_bytes(p: *mut u8, q: [__m512i; 4], signed: bool) {
+            let (w0, w1) = (
+                _mm512_packs_epi32(q[0], q[1]),
+                _mm512_packs_epi32(q[2], q[3]),
+            );
+            let bytes = if signed {
+                _mm512_packs_epi16(w0, w1)
+            } else {
+                _mm512_packus_epi16(w0, w1)
+            };
+            // packing interleaves the 128-bit lanes of its operands: this
+            // puts the sixteen 4-byte groups back in order
+            let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+            _mm512_storeu_si512(p.cast(), _mm512_permutexvar_epi32(order, bytes));
+        }
         lane_ops! {
             __m512: _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps,
             _mm512_fmadd_ps, _mm512_add_ps, _mm512_mul_ps, _mm512_max_ps, _mm512_min_ps
