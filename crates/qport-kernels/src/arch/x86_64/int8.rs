@@ -121,9 +121,9 @@ pub(crate) unsafe fn add_avx512<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &
     // SAFETY: the caller's CPU features.
     unsafe {
         if add_saturates(k, T::MIN, T::MAX) {
-            add_avx512_body::<T, false>(a, b, k, out)
+            add_body::<Avx512, T, false>(a, b, k, out)
         } else {
-            add_avx512_body::<T, true>(a, b, k, out)
+            add_body::<Avx512, T, true>(a, b, k, out)
         }
     }
 }
@@ -155,41 +155,11 @@ pub(crate) unsafe fn add_avx2<T: QInt>(a: &[T], b: &[T], k: &AddParams, out: &mu
     // SAFETY: the caller's CPU features.
     unsafe {
         if add_saturates(k, T::MIN, T::MAX) {
-            add_avx2_body::<T, false>(a, b, k, out)
+            add_body::<Avx2, T, false>(a, b, k, out)
         } else {
-            add_avx2_body::<T, true>(a, b, k, out)
+            add_body::<Avx2, T, true>(a, b, k, out)
         }
     }
-}
-
-/// [`add_avx2`]'s body ([`add_body`] in 8 lanes).
-///
-/// # Safety
-/// As [`add_avx2`]; without `CLAMP`, `add_saturates` must hold.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn add_avx2_body<T: QInt, const CLAMP: bool>(
-    a: &[T],
-    b: &[T],
-    k: &AddParams,
-    out: &mut [T],
-) {
-    // SAFETY: the caller's contract, AVX2 and FMA for `Avx2`.
-    unsafe { add_body::<Avx2, T, CLAMP>(a, b, k, out) }
-}
-
-/// [`add_avx512`]'s body ([`add_body`] in 16 lanes).
-///
-/// # Safety
-/// As [`add_avx512`]; without `CLAMP`, `add_saturates` must hold.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn add_avx512_body<T: QInt, const CLAMP: bool>(
-    a: &[T],
-    b: &[T],
-    k: &AddParams,
-    out: &mut [T],
-) {
-    // SAFETY: the caller's contract, AVX-512F and BW for `Avx512`.
-    unsafe { add_body::<Avx512, T, CLAMP>(a, b, k, out) }
 }
 
 /// The vector body of [`add_avx2`] and [`add_avx512`] in `S`'s lanes:
