@@ -1014,16 +1014,25 @@ mod x86 {
         b_dev: i64,
     }
 
+    /// The part of a row's zero-point correction that does not depend on
+    /// the column, `k·za·zb − zb·rowsum` (wrapping, as every term of the
+    /// correction: the exact sum is an i32), for a reduction of length
+    /// `k`, the row's zero point `za`, `B`'s `zb` and the row's sum.
+    #[inline(always)]
+    fn row_term(k: usize, (za, zb): (i32, i32), row_sum: i32) -> i32 {
+        (k as i32)
+            .wrapping_mul(za)
+            .wrapping_mul(zb)
+            .wrapping_sub(zb.wrapping_mul(row_sum))
+    }
+
     impl Corr<'_> {
         /// The part of row `i`'s correction that does not depend on the
         /// column: `k·za(i)·zb − zb·rowsum(i)` (so that `C = acc +
         /// row_term − za(i)·colsum(j)`).
         #[inline(always)]
         fn row_term(&self, a: &PackedI8, i: usize) -> i32 {
-            (self.k as i32)
-                .wrapping_mul(self.za[i])
-                .wrapping_mul(self.zb)
-                .wrapping_sub(self.zb.wrapping_mul(a.row_sum[i]))
+            row_term(self.k, (self.za[i], self.zb), a.row_sum[i])
         }
 
         /// A bound on row `i`'s corrected sums: `|C| ≤ Σ_p |A[i][p] −
@@ -1669,9 +1678,8 @@ mod x86 {
                     for (i, &s) in rows.clone().zip(&lanes) {
                         // C = acc − zb·rowsum(i) − za(i)·colsum + k·za(i)·zb
                         let v = s
-                            .wrapping_sub(zb.wrapping_mul(a.row_sum[i]))
-                            .wrapping_sub(za[i].wrapping_mul(col_sum[c]))
-                            .wrapping_add((k as i32).wrapping_mul(za[i]).wrapping_mul(zb));
+                            .wrapping_add(row_term(k, (za[i], zb), a.row_sum[i]))
+                            .wrapping_sub(za[i].wrapping_mul(col_sum[c]));
                         emit(i, c, v);
                     }
                 }
