@@ -534,3 +534,207 @@ fn fp16_epilogue_rounds_just_past_a_tie_on_every_cpu() {
     rq.apply_slice(&[-68754], &mut slice);
     assert_eq!(slice[0], 8688);
 }
+
+/// A seeded stream of f64 forms like those of 8-bit layers: multipliers
+/// log-uniform in `[1e-5, 0.5]`, int32 biases, u8 or i8 output ranges
+/// with a zero point inside, and an accumulator bound (at most
+/// `max_bound`).
+fn f64_forms(n: usize, max_bound: i64) -> Vec<(FloatRequant, i64)> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    (0..n)
+        .map(|_| {
+            let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+            let multiplier = 10f64.powf(-5.0 + u * (0.5f64.log10() + 5.0));
+            let bias = (next() % 100_001) as i32 - 50_000;
+            let (qmin, qmax) = if next() % 2 == 0 {
+                (0, 255)
+            } else {
+                (-128, 127)
+            };
+            let zero = qmin + (next() % 256) as i32;
+            // the sums reach 16 to 1024 output steps from zero (mostly
+            // all the levels), within `max_bound`
+            let reach = (16u64 << (next() % 7)) as f64;
+            let bound = ((reach / multiplier) as i64).clamp(1, max_bound);
+            let form = FloatRequant::F64 {
+                bias,
+                multiplier,
+                lo: f64::from(qmin - zero),
+                hi: f64::from(qmax - zero),
+                zero,
+            };
+            (form, bound)
+        })
+        .collect()
+}
+
+#[test]
+fn narrowed_forms_agree_on_every_accumulator_of_their_range() {
+    let forms = f64_forms(160, 400_000);
+    let mut narrowed = 0;
+    for (wide, bound) in forms {
+        let narrow = wide.narrowed(bound);
+        if narrow == wide {
+            continue;
+        }
+        assert!(matches!(narrow, FloatRequant::F32 { .. }), "{narrow:?}");
+        narrowed += 1;
+        // every accumulator of the range, through the slice loops the
+        // kernels are checked against
+        let acc: Vec<i32> = (-bound as i32..=bound as i32).collect();
+        let (mut a, mut b) = (vec![0i32; acc.len()], vec![0i32; acc.len()]);
+        wide.apply_slice_into(&acc, &mut a, |v| v);
+        narrow.apply_slice_into(&acc, &mut b, |v| v);
+        if let Some(i) = (0..acc.len()).find(|&i| a[i] != b[i]) {
+            panic!(
+                "{wide:?} as {narrow:?}: acc {} gives {} vs {}",
+                acc[i], a[i], b[i]
+            );
+        }
+    }
+    // most forms narrow (the check is not refusing everything)
+    assert!(narrowed >= 100, "{narrowed} of 160 narrowed");
+}
+
+#[test]
+fn narrowing_keeps_the_forms_it_cannot_prove() {
+    let wide = |multiplier: f64| FloatRequant::F64 {
+        bias: 5,
+        multiplier,
+        lo: -128.0,
+        hi: 127.0,
+        zero: 0,
+    };
+    // not an f64 form, a multiplier that is not positive or underflows f32,
+    // a bound outside i32, 16-bit outputs beyond the checked levels
+    let f32_form = FloatRequant::F32 {
+        bias: 5,
+        multiplier: 0.01,
+        lo: -128.0,
+        hi: 127.0,
+        zero: 0,
+    };
+    assert_eq!(f32_form.narrowed(1000), f32_form);
+    for m in [0.0, -0.01, 1e-50, f64::NAN] {
+        let w = wide(m);
+        assert!(matches!(w.narrowed(1000), FloatRequant::F64 { .. }), "{m}");
+    }
+    for b in [-1, i64::from(i32::MAX) + 1] {
+        assert!(matches!(wide(0.01).narrowed(b), FloatRequant::F64 { .. }));
+    }
+    let wide16 = FloatRequant::F64 {
+        bias: 0,
+        multiplier: 0.01,
+        lo: -32768.0,
+        hi: 32767.0,
+        zero: 0,
+    };
+    assert_eq!(wide16.narrowed(1000), wide16);
+    for (lo, hi) in [(-127.5, 127.0), (10.0, -10.0), (f64::NAN, 127.0)] {
+        let odd = FloatRequant::F64 {
+            bias: 0,
+            multiplier: 0.01,
+            lo,
+            hi,
+            zero: 0,
+        };
+        assert!(
+            matches!(odd.narrowed(1000), FloatRequant::F64 { .. }),
+            "{lo} {hi}"
+        );
+    }
+    // a power-of-two multiplier is the same in f32: ties included (every
+    // odd accumulator is one at 0.5), the nearest f32 form is taken
+    let half = wide(0.5).narrowed(300);
+    assert!(
+        matches!(half, FloatRequant::F32 { multiplier, .. } if multiplier == 0.5),
+        "{half:?}"
+    );
+    assert!((-300..=300).all(|a| half.apply(a) == wide(0.5).apply(a)));
+}
+
+#[test]
+fn some_f64_forms_have_no_f32_twin_and_keep_their_form() {
+    // a form whose f64 value at some accumulator lies closer to a
+    // half-integer than the nearest f32 product can tell: the check must
+    // find the accumulator where the nearest f32 form differs, so
+    // narrowing either refuses or picks another multiplier that agrees
+    let mut refused = 0;
+    for (wide, bound) in f64_forms(160, 400_000) {
+        let FloatRequant::F64 {
+            bias,
+            multiplier,
+            lo,
+            hi,
+            zero,
+        } = wide
+        else {
+            unreachable!()
+        };
+        let nearest = FloatRequant::F32 {
+            bias,
+            multiplier: multiplier as f32,
+            lo: lo as f32,
+            hi: hi as f32,
+            zero,
+        };
+        let b = bound as i32;
+        let differs = (-b..=b).any(|a| nearest.apply(a) != wide.apply(a));
+        let narrow = wide.narrowed(bound);
+        if differs {
+            assert_ne!(narrow, nearest, "{wide:?}: the nearest f32 form differs");
+        }
+        refused += usize::from(narrow == wide);
+    }
+    // the stream has forms the check must refuse (it is not vacuous)
+    assert!(refused > 0);
+}
+
+#[test]
+fn narrowing_checks_the_low_end_of_the_range() {
+    // forms whose nearest f32 twin differs from them at one accumulator
+    // only, the lowest: there the f64 value is -11.5 and a bit more (rounds
+    // to -11) while the f32 one is -11.5 exactly (rounds to -12, even), one
+    // level below the lowest the f64 form reaches, so no level's threshold
+    // sees it; the sums (bias included) run from -n to n - 1000, short of
+    // +11.5
+    let mut found = 0;
+    for n in 5_000..40_000i32 {
+        let multiplier = 11.5 / f64::from(n) * (1.0 - 1e-12);
+        let bound = n - 500;
+        let form = |multiplier| FloatRequant::F64 {
+            bias: -500,
+            multiplier,
+            lo: -128.0,
+            hi: 127.0,
+            zero: 0,
+        };
+        let (wide, nearest) = (form(multiplier), form(multiplier).narrowed(0));
+        // (a bound of 0 checks one accumulator: the nearest f32 form or none)
+        let FloatRequant::F32 { .. } = nearest else {
+            continue;
+        };
+        if (wide.apply(-bound), nearest.apply(-bound)) != (-11, -12)
+            || (-bound + 1..=bound).any(|a| wide.apply(a) != nearest.apply(a))
+        {
+            continue;
+        }
+        found += 1;
+        let narrow = wide.narrowed(i64::from(bound));
+        assert_ne!(narrow, nearest);
+        assert!(
+            (-bound..=bound).all(|a| narrow.apply(a) == wide.apply(a)),
+            "{narrow:?}"
+        );
+        if found == 3 {
+            return;
+        }
+    }
+    panic!("{found} forms of the kind found");
+}

@@ -605,6 +605,9 @@ pub struct Requantizer {
     requant: Requant,
     rounding: Rounding,
     epilogue: Epilogue,
+    /// The f32 form that gives the f64 form's integers on every
+    /// accumulator within the bound given to [`Self::narrowed`].
+    narrow: Option<FloatRequant>,
 }
 
 /// The integer scaling of a finite multiplier, decomposed once.
@@ -846,6 +849,141 @@ impl FloatRequant {
     }
 }
 
+impl FloatRequant {
+    /// This form's result for one accumulator (the zero point added, before
+    /// any cast): [`Self::apply_slice_into`] on one element.
+    #[inline]
+    pub fn apply(&self, acc: i32) -> i32 {
+        let mut out = [0i32];
+        self.apply_slice_into(&[acc], &mut out, |v| v);
+        out[0]
+    }
+
+    /// The cheapest form that gives this one's integers for every
+    /// accumulator in `[-bound, bound]`: an f64 form whose results an f32
+    /// form (its multiplier one of the nine f32 values nearest the f64 one)
+    /// reproduces on that whole range, proven here, comes back as that f32
+    /// form; every other form (and an f64 one no f32 form reproduces, a
+    /// non-positive multiplier, a bound outside `0..=i32::MAX`, more than
+    /// 4096 output levels, bounds `lo`/`hi` that are not integers below
+    /// `2^22` in order) comes back unchanged.
+    ///
+    /// Why it is cheap: SIMD kernels run the f32 form in half the vector
+    /// operations of the f64 one. Why it is exact: with a positive
+    /// multiplier both forms are non-decreasing in the accumulator (each
+    /// step rounds monotonically), so they agree on the range when, for
+    /// each output level reached on it, the first accumulator that reaches
+    /// that level under the f64 form also does under the f32 form and the
+    /// one before it does not. That is two evaluations of each form per
+    /// level (at most 255 for 8-bit outputs), found next to the level's
+    /// real-valued threshold, plus the range's two ends. The f32 product's
+    /// error (about `|y|·2^-23`) decides only where an f64 value lies that
+    /// close to a half-integer; most f64 forms of 8-bit layers pass
+    /// (about 70 % at the f32 multiplier nearest the f64 one, 90 % with
+    /// the neighbours tried).
+    ///
+    /// ```
+    /// use qport_core::arith::FloatRequant;
+    /// let wide = FloatRequant::F64 { bias: 37, multiplier: 0.0123, lo: -128.0, hi: 127.0, zero: 0 };
+    /// let bound = 20_000;
+    /// let narrow = wide.narrowed(bound);
+    /// if let FloatRequant::F32 { .. } = narrow {
+    ///     assert!((-bound..=bound).all(|a| narrow.apply(a as i32) == wide.apply(a as i32)));
+    /// }
+    /// ```
+    pub fn narrowed(&self, bound: i64) -> FloatRequant {
+        /// The output levels a form may span to be checked (16-bit outputs
+        /// beyond it keep their form: the check grows with the levels).
+        const MAX_LEVELS: f64 = 4096.0;
+        let FloatRequant::F64 {
+            bias,
+            multiplier: m,
+            lo,
+            hi,
+            zero,
+        } = *self
+        else {
+            return *self;
+        };
+        let Ok(bound) = i32::try_from(bound) else {
+            return *self;
+        };
+        let m32 = m as f32;
+        // (the bounds as the forms have them: integers below 2^22, in order)
+        let integral = |v: f64| v.fract() == 0.0 && v.abs() < 4_194_304.0;
+        let levels = integral(lo) && integral(hi) && lo <= hi && hi - lo <= MAX_LEVELS;
+        if bound < 0 || !(m > 0.0 && m32.is_normal()) || !levels {
+            return *self;
+        }
+        // the nearest f32 multiplier first, then its neighbours outwards
+        [0i32, 1, -1, 2, -2, 3, -3, 4, -4]
+            .into_iter()
+            .filter_map(|k| {
+                let c = f32::from_bits(m32.to_bits().checked_add_signed(k)?);
+                (c.is_normal() && c > 0.0).then_some(FloatRequant::F32 {
+                    bias,
+                    multiplier: c,
+                    lo: lo as f32,
+                    hi: hi as f32,
+                    zero,
+                })
+            })
+            .find(|f| self.agrees_on(f, bound, m))
+            .unwrap_or(*self)
+    }
+
+    /// Whether `other` (an f32 form with a positive multiplier) gives this
+    /// f64 form's integers on every accumulator in `[-bound, bound]`, this
+    /// one's multiplier being `m > 0`: both forms are non-decreasing in
+    /// the accumulator, so they agree when they agree at the two ends and,
+    /// at each level between the two ends' results, the f64 threshold (the
+    /// first accumulator reaching it) reaches it under `other` and the
+    /// accumulator before it does not. See [`Self::narrowed`].
+    fn agrees_on(&self, other: &FloatRequant, bound: i32, m: f64) -> bool {
+        let (
+            FloatRequant::F64 { bias, zero, .. },
+            FloatRequant::F32 {
+                multiplier: m32, ..
+            },
+        ) = (*self, *other)
+        else {
+            return false;
+        };
+        let (a0, a1) = (-bound, bound);
+        let (y0, y1) = (self.apply(a0), self.apply(a1));
+        if other.apply(a0) != y0 || other.apply(a1) != y1 {
+            return false;
+        }
+        let b = f64::from(bias);
+        // levels y0 + 1 ..= y1, each as `u = v − zero`: strictly inside
+        // `(lo, hi]`, so for either form `apply(a) ≥ v` exactly when the
+        // unclamped product `c` rounds half to even to `u` or more, i.e.
+        // `c > u − 0.5`, or `c = u − 0.5` with `u` even (the clamp moves
+        // no product across `u − 0.5`, which lies inside `(lo, hi)`)
+        (y0 + 1..=y1).all(|v| {
+            let u = v - zero;
+            let (h, even) = (f64::from(u) - 0.5, u % 2 == 0);
+            let reach = |c: f64| c > h || (c == h && even);
+            // the f64 product and the f32 one, as the two forms' loops
+            // compute them (`f64(acc) + bias` exact, then one rounding to
+            // f32 for the f32 form; every f32 value is an f64 one)
+            let wide = |a: i32| reach((f64::from(a) + b) * m);
+            let narrow = |a: i32| reach(f64::from(((f64::from(a) + b) as f32) * m32));
+            // the real threshold, within an accumulator or two of t; t
+            // lies in (a0, a1] (a0 does not reach v, a1 does)
+            let guess = (h / m - b).clamp(f64::from(a0) + 1.0, f64::from(a1));
+            let mut t = guess as i32;
+            while t > a0 + 1 && wide(t - 1) {
+                t -= 1;
+            }
+            while !wide(t) {
+                t += 1;
+            }
+            narrow(t) && !narrow(t - 1)
+        })
+    }
+}
+
 impl Requantizer {
     /// Prepares [`requantize_biased`]`(·, bias, multiplier, zero_point,
     /// qmin, qmax, profile)`.
@@ -872,7 +1010,37 @@ impl Requantizer {
             requant: profile.requant,
             rounding: profile.rounding,
             epilogue: profile.epilogue,
+            narrow: None,
         }
+    }
+
+    /// This requantizer for accumulators known to lie in `[-bound,
+    /// bound]` (a convolution's channel: 255 times the sum of its centred
+    /// weights' magnitudes): where its float form is the f64 one and an
+    /// f32 form gives the same integers on that whole range
+    /// ([`FloatRequant::narrowed`]), [`Self::float_form`] and
+    /// [`Self::apply_slice_into`] run that f32 form, in half the vector
+    /// work. [`Self::apply`] keeps the reference arithmetic; on every
+    /// accumulator within the bound the results are the same, and an
+    /// accumulator outside it is the caller's error.
+    ///
+    /// ```
+    /// use qport_core::arith::{ArithProfile, FloatRequant, Requantizer};
+    /// let exact = ArithProfile::preset("exact").unwrap();
+    /// let rq = Requantizer::new(12.0, 0.0123, 3, -128, 127, &exact).narrowed(40_000);
+    /// assert!(matches!(rq.wide_form(), Some(FloatRequant::F64 { .. })));
+    /// let mut out = vec![0i32; 80_001];
+    /// let acc: Vec<i32> = (-40_000..=40_000).collect();
+    /// rq.apply_slice_into(&acc, &mut out, |v| v);
+    /// assert!(acc.iter().zip(&out).all(|(&a, &o)| o == rq.apply(i64::from(a))));
+    /// ```
+    pub fn narrowed(mut self, bound: i64) -> Requantizer {
+        self.narrow = None;
+        self.narrow = self
+            .float_form()
+            .map(|f| f.narrowed(bound))
+            .filter(|f| matches!(f, FloatRequant::F32 { .. }) && self.requant == Requant::F64);
+        self
     }
 
     /// The requantization as one of the two branch-free float loops of
@@ -881,7 +1049,19 @@ impl Requantizer {
     /// half-to-even rounding, an output range within `2^22` of the zero
     /// point); `None` for every other policy. SIMD kernels run this form
     /// with wider vectors and the same bits.
+    ///
+    /// A requantizer [`Self::narrowed`] to a bound gives its f32 form
+    /// where it has one; [`Self::wide_form`] is the form as the profile
+    /// states it.
     pub fn float_form(&self) -> Option<FloatRequant> {
+        self.narrow.or_else(|| self.wide_form())
+    }
+
+    /// [`Self::float_form`] as the profile states it (the f64 form of an
+    /// f64 profile), whether or not the requantizer was
+    /// [`Self::narrowed`]: for kernels that need one variant across
+    /// channels.
+    pub fn wide_form(&self) -> Option<FloatRequant> {
         let (z, lo, hi) = (self.zero_point, self.qmin, self.qmax);
         let small = |v: i32| (v as i64 - z as i64).unsigned_abs() < (1 << 22);
         let fast = self.rounding == Rounding::HalfEven

@@ -85,6 +85,11 @@ pub(crate) struct PreparedConv {
     /// bias is added apart: the GEMM kernels that can requantize in their
     /// epilogue then do ([`qgemm::gemm_u8s8_requant`]).
     frq: Option<Vec<FloatRequant>>,
+    /// `frq` before narrowing ([`Requantizer::narrowed`]: the f64 forms
+    /// an f32 form reproduces on the channel's accumulators run as that),
+    /// where narrowing changed some: the depthwise kernel that takes one
+    /// variant across channels runs these when the narrowed ones mix.
+    frq_wide: Option<Vec<FloatRequant>>,
     /// The int32 bias added to the accumulators with wrapping, when the
     /// profile places it there and the sum may overflow i32 (otherwise the
     /// requantizers add it).
@@ -216,14 +221,19 @@ impl PreparedConv {
         // c's accumulator is at most 255 * sum_k |w[c,k] - zw[c]| in
         // magnitude (the saturating pairs' sums are smaller still).
         let int_bias = int_bias(profile);
-        let wraps = bias.as_ref().is_some_and(|b| {
-            b.iter().enumerate().any(|(c, &bc)| {
+        let bound: Vec<i64> = (0..c_out)
+            .map(|c| {
                 let w_abs: i64 = wv[c * kdim..(c + 1) * kdim]
                     .iter()
                     .map(|&v| (i64::from(v) - i64::from(w_zero[c])).abs())
                     .sum();
-                255 * w_abs + i64::from(bc).abs() > i64::from(i32::MAX)
+                255 * w_abs
             })
+            .collect();
+        let wraps = bias.as_ref().is_some_and(|b| {
+            b.iter()
+                .zip(&bound)
+                .any(|(&bc, &bd)| bd + i64::from(bc).abs() > i64::from(i32::MAX))
         });
         let separate_bias = int_bias && wraps;
         let rq: Vec<Requantizer> = (0..c_out)
@@ -233,7 +243,14 @@ impl PreparedConv {
                     .filter(|_| !separate_bias)
                     .map_or(0.0, |b| f64::from(b[c]));
                 let m = profile.gemm_multiplier(&[x_scale, w_scale[c]], &[y_scale]);
-                Requantizer::new(b, m, y_zero, y.min(), y.max(), profile)
+                let r = Requantizer::new(b, m, y_zero, y.min(), y.max(), profile);
+                // the accumulators stay within the bound (a bias added
+                // apart is not: those keep their form)
+                if separate_bias {
+                    r
+                } else {
+                    r.narrowed(bound[c])
+                }
             })
             .collect();
         let group = attrs.group;
@@ -277,9 +294,17 @@ impl PreparedConv {
             .map(Requantizer::float_form)
             .collect::<Option<Vec<_>>>()
             .filter(|_| !separate_bias);
+        // the forms before narrowing, where it changed some (for the
+        // depthwise kernels that take one variant across channels)
+        let frq_wide = rq
+            .iter()
+            .map(Requantizer::wide_form)
+            .collect::<Option<Vec<_>>>()
+            .filter(|w| frq.as_ref().is_some_and(|f| f != w));
         Ok(Some(PreparedConv {
             w_centered,
             frq,
+            frq_wide,
             attrs: attrs.clone(),
             w_shape,
             w: wv.to_vec(),
@@ -579,15 +604,25 @@ impl PreparedConv {
             return false;
         };
         let ConvSizes { is, ks, .. } = g.sizes();
-        depthwise_pairs_requant(
-            &xn[ch.start * is..ch.end * is],
-            xz,
-            ch.len(),
-            &self.w_centered[ch.start * ks..ch.end * ks],
-            &g.spatial,
-            &frq[ch],
-            out,
-        )
+        let run = |forms: &[FloatRequant], out: &mut [T]| {
+            depthwise_pairs_requant(
+                &xn[ch.start * is..ch.end * is],
+                xz,
+                ch.len(),
+                &self.w_centered[ch.start * ks..ch.end * ks],
+                &g.spatial,
+                &forms[ch.clone()],
+                out,
+            )
+        };
+        // (a kernel that declines writes nothing)
+        run(frq, out)
+            || self.frq_wide.as_ref().is_some_and(|w| {
+                let ran = run(w, out);
+                #[cfg(test)]
+                tests::WIDE_RUNS.fetch_add(usize::from(ran), std::sync::atomic::Ordering::Relaxed);
+                ran
+            })
     }
 
     /// Exact accumulators of channels `ch` of one image `xn` of a 2-D
@@ -758,6 +793,114 @@ mod tests {
     /// Blocks run on the direct kernel (so the tests below can tell it
     /// ran where the host has it).
     pub(super) static DIRECT_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Depthwise calls that ran on the forms before narrowing (the
+    /// narrowed ones mixing the two variants where the kernel takes one).
+    pub(super) static WIDE_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+    /// `exact` on a depthwise layer whose channels narrow to the f32 form
+    /// only in part ([`qport_core::arith::Requantizer::narrowed`]): on a
+    /// narrow map (the channels-last kernel of AVX-512 hosts, which takes
+    /// one form variant across its lanes) the layer runs on the f64 forms,
+    /// elsewhere on the mixed ones; either way the bytes of the general
+    /// path, which requantizes in f64 as the profile states.
+    #[test]
+    fn exact_depthwise_with_partly_narrowed_channels_equals_general() {
+        let exact = qport_core::arith::ArithProfile::preset("exact").unwrap();
+        let (xs, ws) = ([1usize, 48, 8, 8], [48usize, 1, 3, 3]);
+        let x = q8(&xs, bytes(3, xs.iter().product()), false);
+        let w = q8(&ws, bytes(4, ws.iter().product()), true);
+        let wz = t(&[48], vec![0i8; 48]);
+        let (xsc, xz) = (Tensor::scalar(0.02f32), Tensor::scalar(131u8));
+        let (ysc, yz) = (Tensor::scalar(0.05f32), Tensor::scalar(120u8));
+        let b = t(&[48], (0..48).map(|c| c * 37 - 900).collect::<Vec<i32>>());
+        let attrs = vec![
+            ("group", Attribute::Int(48)),
+            ("pads", Attribute::Ints(vec![1, 1, 1, 1])),
+        ];
+        let consts = [false, true, true, true, true, true, true, true, true];
+        let before = WIDE_RUNS.load(Ordering::Relaxed);
+        let mut mixed = 0;
+        for seed in 0..8u32 {
+            // per-channel scales whose multipliers narrow or not
+            let sw: Vec<f32> = (0..48)
+                .map(|c| 0.004 + ((c * 7919 + seed * 104_729) % 1000) as f32 * 3.1e-6)
+                .collect();
+            let sw = t(&[48], sw);
+            let ins = [
+                Some(&x),
+                Some(&xsc),
+                Some(&xz),
+                Some(&w),
+                Some(&sw),
+                Some(&wz),
+                Some(&ysc),
+                Some(&yz),
+                Some(&b),
+            ];
+            // how many channels narrow: the layer mixes both forms
+            let narrowed = (0..48)
+                .filter(|&c| {
+                    let s = sw.to_f32_vec().unwrap()[c];
+                    let wc = exact.gemm_multiplier(&[0.02, s], &[0.05]);
+                    let bound: i64 = match w.data() {
+                        qport_core::TensorData::I8(v) => v[c * 9..c * 9 + 9]
+                            .iter()
+                            .map(|&q| 255 * i64::from(q).abs())
+                            .sum(),
+                        _ => unreachable!(),
+                    };
+                    let r = qport_core::arith::Requantizer::new(
+                        f64::from(c as i32 * 37 - 900),
+                        wc,
+                        120,
+                        0,
+                        255,
+                        &exact,
+                    );
+                    matches!(
+                        r.narrowed(bound).float_form(),
+                        Some(qport_core::arith::FloatRequant::F32 { .. })
+                    )
+                })
+                .count();
+            mixed += usize::from(narrowed > 0 && narrowed < 48);
+            let general = run_const(
+                build_qlinear_conv,
+                "QLinearConv",
+                attrs.clone(),
+                &ins,
+                &[],
+                Some(&exact),
+            )
+            .unwrap();
+            let prepared = run_const(
+                build_qlinear_conv,
+                "QLinearConv",
+                attrs.clone(),
+                &ins,
+                &consts,
+                Some(&exact),
+            )
+            .unwrap();
+            assert_eq!(
+                prepared[0], general[0],
+                "seed {seed}: {narrowed} of 48 narrowed"
+            );
+        }
+        assert!(mixed > 0, "no scale set mixed the two forms");
+        // (AVX-512 rows: the channels-last kernel of narrow maps)
+        let avx512 = matches!(
+            qport_kernels::isa(),
+            qport_kernels::Isa::Avx512 | qport_kernels::Isa::Avx512Vnni | qport_kernels::Isa::Amx
+        );
+        if avx512 {
+            assert!(
+                WIDE_RUNS.load(Ordering::Relaxed) > before,
+                "the f64 forms never ran"
+            );
+        }
+    }
 
     /// The prepared path (constants as initializers) equals the general
     /// one (the same inputs given at run time) bit for bit, over layer
