@@ -794,6 +794,29 @@ mod tests {
     /// ran where the host has it).
     pub(super) static DIRECT_RUNS: AtomicUsize = AtomicUsize::new(0);
 
+    /// A `QLinearConv` of `ins` under `p`, by the general path (every
+    /// input given at run time) and by the prepared one (`consts` as
+    /// initializers).
+    fn general_and_prepared(
+        attrs: &[(&str, Attribute)],
+        ins: &[Option<&Tensor>],
+        consts: &[bool],
+        p: &qport_core::arith::ArithProfile,
+    ) -> (Vec<Tensor>, Vec<Tensor>) {
+        let run = |consts: &[bool]| {
+            run_const(
+                build_qlinear_conv,
+                "QLinearConv",
+                attrs.to_vec(),
+                ins,
+                consts,
+                Some(p),
+            )
+            .unwrap()
+        };
+        (run(&[]), run(consts))
+    }
+
     /// Depthwise calls that ran on the forms before narrowing (the
     /// narrowed ones mixing the two variants where the kernel takes one).
     pub(super) static WIDE_RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -865,24 +888,7 @@ mod tests {
                 })
                 .count();
             mixed += usize::from(narrowed > 0 && narrowed < 48);
-            let general = run_const(
-                build_qlinear_conv,
-                "QLinearConv",
-                attrs.clone(),
-                &ins,
-                &[],
-                Some(&exact),
-            )
-            .unwrap();
-            let prepared = run_const(
-                build_qlinear_conv,
-                "QLinearConv",
-                attrs.clone(),
-                &ins,
-                &consts,
-                Some(&exact),
-            )
-            .unwrap();
+            let (general, prepared) = general_and_prepared(&attrs, &ins, &consts, &exact);
             assert_eq!(
                 prepared[0], general[0],
                 "seed {seed}: {narrowed} of 48 narrowed"
@@ -992,24 +998,7 @@ mod tests {
                 let consts = [false, true, true, true, true, true, true, true, true];
                 for p in &profiles {
                     let before = PREPARED_RUNS.load(Ordering::Relaxed);
-                    let general = run_const(
-                        build_qlinear_conv,
-                        "QLinearConv",
-                        attrs.clone(),
-                        &ins,
-                        &[],
-                        Some(p),
-                    )
-                    .unwrap();
-                    let prepared = run_const(
-                        build_qlinear_conv,
-                        "QLinearConv",
-                        attrs.clone(),
-                        &ins,
-                        &consts,
-                        Some(p),
-                    )
-                    .unwrap();
+                    let (general, prepared) = general_and_prepared(&attrs, &ins, &consts, p);
                     let name = p.name.as_str();
                     // at least the prepared call ran (tests run in parallel,
                     // so other tests may add to the count too)
