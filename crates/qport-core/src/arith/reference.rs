@@ -878,9 +878,9 @@ impl FloatRequant {
     /// level (at most 255 for 8-bit outputs), found next to the level's
     /// real-valued threshold, plus the range's two ends. The f32 product's
     /// error (about `|y|·2^-23`) decides only where an f64 value lies that
-    /// close to a half-integer; most f64 forms of 8-bit layers pass
-    /// (about 70 % at the f32 multiplier nearest the f64 one, 90 % with
-    /// the neighbours tried).
+    /// close to a half-integer; most f64 forms of 8-bit layers pass (83 %,
+    /// 94 % and 67 % of the convolution channels of EfficientNet-Lite0,
+    /// MobileNetV2 and ResNet-50).
     ///
     /// ```
     /// use qport_core::arith::FloatRequant;
