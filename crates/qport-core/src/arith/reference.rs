@@ -1035,9 +1035,8 @@ impl Requantizer {
     /// assert!(acc.iter().zip(&out).all(|(&a, &o)| o == rq.apply(i64::from(a))));
     /// ```
     pub fn narrowed(mut self, bound: i64) -> Requantizer {
-        self.narrow = None;
         self.narrow = self
-            .float_form()
+            .wide_form()
             .map(|f| f.narrowed(bound))
             .filter(|f| matches!(f, FloatRequant::F32 { .. }) && self.requant == Requant::F64);
         self
