@@ -180,6 +180,16 @@ pub fn available() -> bool {
     crate::isa().vnni()
 }
 
+/// True where [`conv_requant`] and [`conv_sums`] compute only the output
+/// positions themselves, no padding column (the VNNI row: each block's
+/// rows copied first into row-compact planes, one per channel quad, row
+/// phase and kernel column; the AMX row reads the planes of
+/// [`quad_image`] in place, computing the `(kw − 1) / s` columns past
+/// each output row and dropping them).
+pub fn exact_columns() -> bool {
+    crate::vnni::exact_columns()
+}
+
 /// The weights of `m` output channels (`[m][c][kh][kw]`, row-major) in the
 /// direct order of the reduction — kernel tap, then channel quad, then
 /// channel in the quad, zero for the missing channels — packed for the
@@ -656,7 +666,8 @@ mod tests {
         /// Any channel count (whole and partial quads), kernel, padding,
         /// stride (1 to 3: the phases of the padded image) and block of
         /// output rows: the sums and the requantized bytes of im2col and
-        /// the exact GEMM, wherever the kernel runs.
+        /// the exact GEMM, wherever the kernel runs, on the row-compact
+        /// planes and on the padded width.
         #[test]
         fn matches_im2col_and_the_exact_gemm(
             c in 1usize..11, h in 1usize..13, w in 1usize..21, kh in 1usize..4, kw in 1usize..4,
@@ -666,38 +677,144 @@ mod tests {
         ) {
             let case = case(c, (h, w), (kh, kw), pads, st, m, symmetric, zb, seed, rows);
             prop_assume!(case.is_some());
-            let Case { g, a, za, img, rows: (oy0, oy1), n, want } = case.unwrap();
-            let ldc = n + 3;
-            let mut got = vec![7i32; m * ldc];
-            let conv = DirectConv { a: &a, za: &za, g: &g, img: &img, zb };
-            let ran = conv_sums(&conv, (oy0, oy1), &mut got, ldc);
-            prop_assert_eq!(ran, crate::isa().vnni());
-            if ran {
-                for i in 0..m {
-                    prop_assert_eq!(&got[i * ldc..i * ldc + n], &want[i * n..(i + 1) * n], "row {}", i);
-                }
+            let case = case.unwrap();
+            for padded in [false, true] {
+                with_padded(padded, || check_case(&case, m, zb))?;
             }
-            // requantized in the epilogue (a block of no columns has no
-            // rows to write into)
-            prop_assume!(n > 0);
-            // (the block is columns 2..2 + n of a wider matrix: nothing
-            // outside it is written)
-            let (frq, bytes) = requantized(&want, m, n, 1e-3);
-            let ld = n + 5;
-            let mut out = vec![7u8; (m + 1) * ld];
-            let ran = std::sync::atomic::AtomicBool::new(false);
-            crate::par::split_columns(&mut out, ld, &[0, 2, 2 + n, ld], 0, |i, mut blk| {
-                if i == 1 {
-                    let r = conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 1);
-                    ran.store(r, std::sync::atomic::Ordering::Relaxed);
-                }
-            });
-            if ran.load(std::sync::atomic::Ordering::Relaxed) {
-                prop_assert!(out[..ld].iter().all(|&v| v == 7), "row 0 is not the kernel's");
-                for i in 0..m {
-                    let row = &out[(i + 1) * ld..(i + 2) * ld];
-                    prop_assert_eq!(&row[2..2 + n], &bytes[i * n..(i + 1) * n], "row {}", i);
-                    prop_assert!(row[..2].iter().chain(&row[2 + n..]).all(|&v| v == 7), "row {} outside the block", i);
+        }
+    }
+
+    /// `f` on the padded width when `padded` (where the x86 kernels are),
+    /// else on the path the host takes.
+    fn with_padded<R>(padded: bool, f: impl FnOnce() -> R) -> R {
+        #[cfg(target_arch = "x86_64")]
+        return crate::vnni::with_padded(padded, f);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = padded;
+            f()
+        }
+    }
+
+    /// The sums and the requantized bytes of `case` (`m` output channels,
+    /// activation zero point `zb`) against im2col and the exact GEMM, where
+    /// the kernel runs; the sums into a wider matrix, the bytes into a
+    /// block of columns, nothing outside written.
+    fn check_case(case: &Case, m: usize, zb: i32) -> Result<(), TestCaseError> {
+        let Case {
+            g,
+            a,
+            za,
+            img,
+            rows: (oy0, oy1),
+            n,
+            want,
+        } = case;
+        let (oy0, oy1, n) = (*oy0, *oy1, *n);
+        let ldc = n + 3;
+        let mut got = vec![7i32; m * ldc];
+        let conv = DirectConv { a, za, g, img, zb };
+        let ran = conv_sums(&conv, (oy0, oy1), &mut got, ldc);
+        prop_assert_eq!(ran, crate::isa().vnni());
+        if ran {
+            for i in 0..m {
+                prop_assert_eq!(
+                    &got[i * ldc..i * ldc + n],
+                    &want[i * n..(i + 1) * n],
+                    "row {}",
+                    i
+                );
+                prop_assert!(
+                    got[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7),
+                    "row {} past n",
+                    i
+                );
+            }
+        }
+        // requantized in the epilogue (a block of no columns has no
+        // rows to write into)
+        if n == 0 {
+            return Ok(());
+        }
+        // (the block is columns 2..2 + n of a wider matrix: nothing
+        // outside it is written)
+        let (frq, bytes) = requantized(want, m, n, 1e-3);
+        let ld = n + 5;
+        let mut out = vec![7u8; (m + 1) * ld];
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        crate::par::split_columns(&mut out, ld, &[0, 2, 2 + n, ld], 0, |i, mut blk| {
+            if i == 1 {
+                let r = conv_requant(&conv, &frq, (oy0, oy1), &mut blk, 1);
+                ran.store(r, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        if ran.load(std::sync::atomic::Ordering::Relaxed) {
+            prop_assert!(
+                out[..ld].iter().all(|&v| v == 7),
+                "row 0 is not the kernel's"
+            );
+            for i in 0..m {
+                let row = &out[(i + 1) * ld..(i + 2) * ld];
+                prop_assert_eq!(&row[2..2 + n], &bytes[i * n..(i + 1) * n], "row {}", i);
+                prop_assert!(
+                    row[..2].iter().chain(&row[2 + n..]).all(|&v| v == 7),
+                    "row {} outside the block",
+                    i
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Layers whose reduction is long enough that the one to four output
+    /// positions past the last vector of 16 are computed apart (49 =
+    /// 3·16 + 1 positions of a 7 × 7 map, at stride 1 and 2, 65 = 4·16 +
+    /// 1 of a block of rows), with and without weight zero points, and
+    /// one without such columns: the sums and bytes of im2col and the
+    /// exact GEMM on the row-compact planes (checked to run, and the tail
+    /// with them) and on the padded width.
+    #[test]
+    fn long_reductions_with_columns_past_the_last_vector() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let layers = [
+            (64, (7, 7), 1, (0, 7), true, true),
+            (64, (14, 14), 2, (0, 7), false, true),
+            (48, (9, 13), 1, (2, 7), false, true),
+            (40, (14, 14), 1, (3, 14), true, false),
+        ];
+        for (i, &(c, hw, st, rows, symmetric, tail)) in layers.iter().enumerate() {
+            let case = case(
+                c,
+                hw,
+                (3, 3),
+                (1, 1, 1, 1),
+                st,
+                21,
+                symmetric,
+                37,
+                7 + i as u64,
+                rows,
+            )
+            .unwrap();
+            for padded in [false, true] {
+                #[cfg(target_arch = "x86_64")]
+                let runs = (
+                    crate::vnni::EXACT_RUNS.load(Relaxed),
+                    crate::vnni::TAIL_RUNS.load(Relaxed),
+                );
+                with_padded(padded, || check_case(&case, 21, 37)).unwrap();
+                #[cfg(target_arch = "x86_64")]
+                if crate::isa() == crate::Isa::Avx512Vnni && !padded {
+                    assert!(
+                        crate::vnni::EXACT_RUNS.load(Relaxed) > runs.0,
+                        "layer {i}: not on the compact planes"
+                    );
+                    if tail {
+                        assert!(
+                            crate::vnni::TAIL_RUNS.load(Relaxed) > runs.1,
+                            "layer {i}: no tail"
+                        );
+                    }
                 }
             }
         }

@@ -124,17 +124,24 @@ struct Call {
 
 /// Output rows per block of [`PreparedConv::blocked`]: the block's column
 /// matrix, its packed copy and its accumulators stay in the L2 cache (and
-/// the threads get equal shares, see [`row_block`]).
-fn block_rows(g: &ConvGeom) -> usize {
+/// the threads get equal shares, see [`row_block`]). A layer on the
+/// direct kernel's row-compact planes (`compact`,
+/// [`direct::exact_columns`]) has no column matrix: its planes hold at most
+/// `kdim` bytes an output position (`kw` of the `kh · kw` taps, for the
+/// block's rows and the `(kh − 1) / s` below), so its blocks are twice as
+/// tall, and fewer blocks leave fewer part-filled vectors (a 14 × 14 map in
+/// one block: 12 vectors of 16 and 4 positions, not 8 + 5 vectors).
+fn block_rows(g: &ConvGeom, compact: bool) -> usize {
     let ConvSizes { os, kdim, .. } = g.sizes();
     let rows = g.spatial.output.first().copied().unwrap_or(0);
     if os == 0 || rows == 0 {
         return 0;
     }
+    let col = if compact { kdim } else { 2 * kdim };
     row_block(
         rows,
         os / rows,
-        2 * kdim + 4 * g.c_out,
+        col + 4 * g.c_out,
         block_bytes(),
         MIN_BLOCK_COLS,
     )
@@ -327,12 +334,12 @@ impl PreparedConv {
         self.memo.get(
             x,
             &[],
-            |c| c.rb == block_rows(&c.g),
+            |c| c.rb == block_rows(&c.g, c.direct.is_some() && direct::exact_columns()),
             || {
                 let g = self.attrs.geometry(x, &self.w_shape)?;
-                let rb = block_rows(&g);
-                let (blocks, bounds) = row_blocks(&g.spatial, rb);
                 let direct = self.direct.as_ref().and_then(|_| direct_geom(&g));
+                let rb = block_rows(&g, direct.is_some() && direct::exact_columns());
+                let (blocks, bounds) = row_blocks(&g.spatial, rb);
                 Ok(Call {
                     y_shape: g.y_shape(),
                     g,
@@ -691,16 +698,17 @@ const DIRECT_MAX_STRIDE: usize = 2;
 
 /// The direct kernel's geometry of `g` ([`DirectGeom::new`]: two spatial
 /// axes, dilations 1, one stride, padding it can take) for a layer of one
-/// group whose rows are wide enough that the `(kw − 1) / s` extra columns
-/// the kernel computes per output row are at most a quarter of them
-/// (ResNet-50's 7 × 7 maps at stride 1, 2 in 7, measured slower than
-/// im2col; its 14 × 14 ones, 2 in 14, faster; at stride 2, 1 in 7 and
-/// faster); else `None` (im2col and the GEMM).
+/// group, where the kernel computes only the output positions
+/// ([`direct::exact_columns`]) or the rows are wide enough that the
+/// `(kw − 1) / s` extra columns it computes per output row are at most a
+/// quarter of them (ResNet-50's 7 × 7 maps at stride 1, 2 in 7, measured
+/// slower than im2col; its 14 × 14 ones, 2 in 14, faster; at stride 2, 1
+/// in 7 and faster); else `None` (im2col and the GEMM).
 fn direct_geom(g: &ConvGeom) -> Option<DirectGeom> {
     let s = &g.spatial;
     let step = s.strides.first().copied().unwrap_or(1).max(1);
     let extra = s.kernel.get(1).map_or(0, |k| k.saturating_sub(1) / step);
-    let wide = s.rank() == 2 && s.output[1] >= 4 * extra;
+    let wide = s.rank() == 2 && (direct::exact_columns() || s.output[1] >= 4 * extra);
     if g.group != 1 || !wide {
         return None;
     }

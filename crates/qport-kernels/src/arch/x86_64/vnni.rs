@@ -187,7 +187,8 @@ fn kernel() -> Option<Kernel<PackedI8>> {
 /// The buffers of [`x86::gemm`], [`x86::gemv`] and the direct
 /// convolution.
 struct Scratch {
-    /// `B` packed; the direct convolution's bytes on the padded width.
+    /// `B` packed; the direct convolution's bytes on the padded width, or
+    /// its row-compact planes.
     bp: Vec<u8>,
     /// `B`'s column sums.
     col_sum: Vec<i32>,
@@ -261,6 +262,135 @@ fn direct_on<O: x86::TileOut>(
     true
 }
 
+/// True where the direct kernel computes only the output's own columns
+/// ([`direct_exact_on`]; else [`direct_on`], on the padded width): the
+/// VNNI row (the AMX row reads the padded image as tiles in place).
+pub(crate) fn exact_columns() -> bool {
+    #[cfg(test)]
+    if PADDED.with(|p| p.get()) {
+        return false;
+    }
+    crate::isa() == crate::Isa::Avx512Vnni
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Set by [`with_padded`]: this thread's direct convolutions run on
+    /// the padded width.
+    static PADDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f` with this thread's direct convolutions on the padded width
+/// ([`direct_on`]) when `padded`, else as [`exact_columns`] says (tests
+/// hold the two paths to the same bits on one host).
+#[cfg(test)]
+pub(crate) fn with_padded<R>(padded: bool, f: impl FnOnce() -> R) -> R {
+    let before = PADDED.with(|p| p.replace(padded));
+    let r = f();
+    PADDED.with(|p| p.set(before));
+    r
+}
+
+/// How many blocks ran on the row-compact planes, and how many products
+/// left columns to the tail (tests check that the paths they mean to
+/// cover ran).
+#[cfg(test)]
+pub(crate) static EXACT_RUNS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+#[cfg(test)]
+pub(crate) static TAIL_RUNS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Output rows `oy0..oy1` of one image of a convolution (as
+/// [`direct_on`]) through `out`, which sees rows `0..a.m` and columns
+/// `0..(oy1 − oy0)·ow`: the output positions themselves, no padding
+/// column computed. The block's rows of the image's planes are first
+/// copied row-compact: per channel quad, row phase `a` (`0..s`) and
+/// kernel column `kj`, a plane of `ow` pixels a row whose row `y`, column
+/// `x` is the padded image's pixel `(s·(oy0 + y) + a, s·x + kj)` (read from
+/// phase `(a, kj mod s)` of the quad image, `kj / s` columns in). Tap
+/// `(ki, kj)` of output `(oy0 + y, x)` then reads that plane of row phase
+/// `ki mod s`, `ki / s` rows down, at position `y·ow + x`: every step's
+/// columns are the block's output positions side by side, which the GEMM
+/// tile reads as it reads a packed `B` ([`x86::direct_exact`]). `false`
+/// where the VNNI kernel cannot run; the caller checked
+/// [`exact_columns`].
+#[cfg(target_arch = "x86_64")]
+fn direct_exact_on<O: x86::TileOut>(
+    conv: &crate::int8::direct::DirectConv<'_>,
+    (oy0, oy1): (usize, usize),
+    out: O,
+) -> bool {
+    let crate::int8::direct::DirectConv { a, za, g, img, zb } = *conv;
+    if kernel().is_none() || a.k > MAX_K {
+        return false;
+    }
+    let (cq, s, ow, wp) = (g.quads(), g.stride, g.ow, g.padded_width());
+    assert!(a.kq == g.kh * g.kw * cq && za.len() >= a.m && oy1 <= g.oh);
+    assert!(img.len() >= g.image_len(), "the image's quads are short");
+    let n = (oy1 - oy0) * ow;
+    if a.m == 0 || n == 0 {
+        return true;
+    }
+    #[cfg(test)]
+    EXACT_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // rows of a compact plane: the block's and those the taps below reach
+    let rows = oy1 - oy0 + (g.kh - 1) / s;
+    // (each plane on a cache line)
+    let plane = (rows * ow * 4).next_multiple_of(64);
+    let planes = cq * s * g.kw;
+    // (a tile reads whole vectors of 64 columns: room past the last plane)
+    let len = planes * plane + n.next_multiple_of(64) * 4;
+    B_SCRATCH.with(|sc| {
+        let sc = &mut *sc.borrow_mut();
+        let Scratch {
+            bp,
+            offs,
+            col_sum,
+            xq,
+            ..
+        } = sc;
+        // (the planes start on cache lines)
+        let bp = crate::aligned::line_slice(bp, len);
+        for q in 0..cq {
+            for ra in 0..s {
+                for kj in 0..g.kw {
+                    let at = ((q * s + ra) * g.kw + kj) * plane;
+                    // phase (ra, kj mod s) of quad q, row oy0, column kj / s
+                    let src = g.step_offset((ra, kj), q, oy0);
+                    assert!(src + ((rows - 1) * wp + ow) * 4 <= img.len());
+                    // SAFETY: `kernel()` is `Some`, so the CPU has
+                    // AVX-512F and BW; the rows' runs lie inside `img`
+                    // (asserted) and inside the plane at `at` of `bp`
+                    // (`len` bytes).
+                    unsafe {
+                        x86::copy_runs(
+                            (img.as_ptr().add(src), wp * 4),
+                            (bp.as_mut_ptr().add(at), ow * 4),
+                            rows,
+                            ow * 4,
+                        )
+                    };
+                }
+            }
+        }
+        offs.clear();
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                offs.extend(
+                    (0..cq).map(|q| (((q * s + ki % s) * g.kw + kj) * plane) + ki / s * ow * 4),
+                );
+            }
+        }
+        // SAFETY: `kernel()` is `Some` only where the CPU has the
+        // features; `out` takes the a.m rows of the block's n columns (the
+        // caller's contract), and `direct_exact` checks that every step's
+        // columns lie inside `bp`.
+        unsafe { x86::direct_exact(a, (za, zb, g.k()), (bp, offs), n, &out, (col_sum, xq)) };
+    });
+    true
+}
+
 /// [`direct_on`] requantized by `rq` (one per row) into rows `row0..row0 +
 /// a.m` of the one-byte block `out`, whose columns are output positions
 /// `oy0·ow..oy1·ow`.
@@ -313,6 +443,16 @@ unsafe fn direct_requant_bytes(
 ) -> bool {
     let (m, g) = (conv.a.m, conv.g);
     let (wp, ow) = (g.padded_width(), g.ow);
+    if exact_columns() {
+        let out = x86::BytesOut {
+            // SAFETY: row row0 of the block lies inside it (the caller's
+            // contract).
+            out: crate::par::SendPtr(unsafe { ptr.add(row0 * ldo) }),
+            ldo,
+            rq,
+        };
+        return direct_exact_on(conv, rows, out);
+    }
     direct_on(
         conv,
         rows,
@@ -362,6 +502,13 @@ pub(crate) fn direct_sums(
     #[cfg(target_arch = "x86_64")]
     {
         let (wp, ow) = (g.padded_width(), g.ow);
+        if exact_columns() {
+            let out = x86::SumsOut {
+                c: crate::par::SendPtr(c.as_mut_ptr()),
+                ldc,
+            };
+            return direct_exact_on(conv, rows, out);
+        }
         direct_on(
             conv,
             rows,
@@ -1272,10 +1419,25 @@ mod x86 {
             steps: Packed { step: np * 4 },
             last: kq.saturating_sub(1) * np * 4,
         };
-        // the columns past the last full vector, when few and the
-        // reduction long, apart (a vector of 16 columns would hold mostly
-        // padding; they cost a sum across the lanes and a store per row,
-        // which a short reduction does not repay)
+        let (nm, tail) = tail_of(&b_rows, kq, n, xq);
+        // SAFETY: the caller's features and output contract; every step
+        // has np ≥ n columns in `bp`.
+        unsafe { compute(a, (za, zb, k), &b_rows, np, (nm, tail), col_sum, out) };
+    }
+
+    /// The columns of `b` (`n` of them, `kq` steps) past the last full
+    /// vector that the tiles leave to [`tail_rows`], when few and the
+    /// reduction long (a vector of 16 columns would hold mostly padding;
+    /// they cost a sum across the lanes and a store per row, which a
+    /// short reduction does not repay): the columns the tiles take, and
+    /// the tail, its quads side by side in `xq`, each padded with zeros to
+    /// a multiple of 16 steps.
+    fn tail_of<'x, S: Steps>(
+        b: &BRows<'_, S>,
+        kq: usize,
+        n: usize,
+        xq: &'x mut Vec<i32>,
+    ) -> (usize, Option<Tail<'x>>) {
         let r = n % L;
         let tail = if n > L && r <= TAIL_MAX && kq * (L - r) > 640 * r {
             r
@@ -1283,14 +1445,16 @@ mod x86 {
             0
         };
         let nm = n - tail;
-        // the tail columns' quads side by side, each padded with zeros
-        // to a multiple of 16 steps
+        #[cfg(test)]
+        if tail > 0 {
+            super::TAIL_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let kqp = kq.div_ceil(L) * L;
         xq.clear();
         xq.resize(tail * kqp, 0);
         for c in 0..tail {
             for t in 0..kq {
-                let q = &bp[t * np * 4 + (nm + c) * 4..][..4];
+                let q = &b.bytes[b.steps.at(t) + (nm + c) * 4..][..4];
                 xq[c * kqp + t] = i32::from_le_bytes([q[0], q[1], q[2], q[3]]);
             }
         }
@@ -1299,9 +1463,7 @@ mod x86 {
             kqp,
             w: tail,
         });
-        // SAFETY: the caller's features and output contract; every step
-        // has np ≥ n columns in `bp`.
-        unsafe { compute(a, (za, zb, k), &b_rows, np, (nm, tail), col_sum, out) };
+        (nm, tail)
     }
 
     /// The columns past the last full vector of 16 that [`gemm`] computes
@@ -1524,6 +1686,66 @@ mod x86 {
         }
         // SAFETY: the caller's features and output contract.
         unsafe { compute(a, (za, zb, k), &b, np, (n, None), col_sum, out) };
+    }
+
+    /// [`direct`] on the output's own columns: `B`'s step `t` is `bytes`
+    /// from `offs[t]`, its `n` columns side by side (the output positions
+    /// of the block, each step's row-compact plane: see
+    /// [`super::direct_exact_on`]), readable over `n` rounded up to a
+    /// multiple of `L · NV`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VNNI; `out` must take rows
+    /// `0..a.m`, columns `0..n`, and no one else may write there
+    /// meanwhile.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn direct_exact<O: TileOut>(
+        a: &PackedI8,
+        zp: (&[i32], i32, usize),
+        (bytes, offs): (&[u8], &[usize]),
+        n: usize,
+        out: &O,
+        (col_sum, xq): (&mut Vec<i32>, &mut Vec<i32>),
+    ) {
+        let np = n.div_ceil(L * NV) * L * NV;
+        let b = BRows::new(bytes, offs, a.kq, np);
+        let (nm, tail) = tail_of(&b, a.kq, n, xq);
+        // SAFETY: the caller's features and output contract; `BRows::new`
+        // checked that every step's np columns lie inside `bytes`.
+        unsafe { compute(a, zp, &b, np, (nm, tail), col_sum, out) };
+    }
+
+    /// Copies `rows` runs of `len` bytes, the `r`-th from `src + r·sstep`
+    /// to `dst + r·dstep` (64 bytes a move, the rest of a run by one
+    /// masked move).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and BW; every run lies inside its
+    /// buffer, and the two do not overlap.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn copy_runs(
+        (src, sstep): (*const u8, usize),
+        (dst, dstep): (*mut u8, usize),
+        rows: usize,
+        len: usize,
+    ) {
+        for r in 0..rows {
+            // SAFETY: bytes 0..len of run r of each buffer (the caller's
+            // contract).
+            unsafe {
+                let (s, d) = (src.add(r * sstep), dst.add(r * dstep));
+                let mut j = 0;
+                while j + 64 <= len {
+                    _mm512_storeu_si512(d.add(j).cast(), _mm512_loadu_si512(s.add(j).cast()));
+                    j += 64;
+                }
+                if j < len {
+                    let mask = u64::MAX >> (64 - (len - j));
+                    let v = _mm512_maskz_loadu_epi8(mask, s.add(j).cast());
+                    _mm512_mask_storeu_epi8(d.add(j).cast(), mask, v);
+                }
+            }
+        }
     }
 
     /// Columns past the last full vector of 16 that [`gemm`] computes
