@@ -591,6 +591,12 @@ mod x86 {
             if rows.iter().all(|r| r.is_some()) {
                 let [r0, r1, r2, r3] = rows.map(|r| r.unwrap_or(&[]));
                 let mut j = 0;
+                while j + 64 <= n {
+                    // SAFETY: j + 64 <= n for every row; dst has np * 4 >=
+                    // (j + 64) * 4 bytes; the caller's AVX-512F and BW.
+                    unsafe { quads64([r0, r1, r2, r3], j, dst.as_mut_ptr().add(j * 4)) };
+                    j += 64;
+                }
                 while j < full {
                     // SAFETY: j + 16 <= n for every row; dst has np * 4 >=
                     // (j + 16) * 4 bytes.
@@ -614,6 +620,43 @@ mod x86 {
                     }
                 }
             }
+        }
+    }
+
+    /// Columns `j..j + 64` of four rows of `B` as 64 quads (256 bytes at
+    /// `dst`, as four [`quads16`]): the bytes interleaved within each
+    /// 128-bit lane (pairs, then quads: lane `l` of the `q`-th vector
+    /// holds the quads of columns `j + 16l + 4q..`), then the 4 × 4 lanes
+    /// transposed so that each vector holds 16 consecutive columns.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and BW; each row holds columns
+    /// `j..j + 64`; `dst` takes 256 bytes.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn quads64(rows: [&[u8]; 4], j: usize, dst: *mut u8) {
+        debug_assert!(rows.iter().all(|r| r.len() >= j + 64));
+        // SAFETY: the caller's contract.
+        unsafe {
+            let ld = |r: &[u8]| _mm512_loadu_si512(r.as_ptr().add(j).cast());
+            let (a, b, c, d) = (ld(rows[0]), ld(rows[1]), ld(rows[2]), ld(rows[3]));
+            let (ab_lo, ab_hi) = (_mm512_unpacklo_epi8(a, b), _mm512_unpackhi_epi8(a, b));
+            let (cd_lo, cd_hi) = (_mm512_unpacklo_epi8(c, d), _mm512_unpackhi_epi8(c, d));
+            let q0 = _mm512_unpacklo_epi16(ab_lo, cd_lo);
+            let q1 = _mm512_unpackhi_epi16(ab_lo, cd_lo);
+            let q2 = _mm512_unpacklo_epi16(ab_hi, cd_hi);
+            let q3 = _mm512_unpackhi_epi16(ab_hi, cd_hi);
+            // [q0.0, q0.1, q1.0, q1.1], [q0.2, q0.3, q1.2, q1.3], and of q2, q3
+            let t0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(q0, q1);
+            let t1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(q0, q1);
+            let t2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(q2, q3);
+            let t3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(q2, q3);
+            let o = dst.cast::<__m512i>();
+            // columns 16l.. of vector l: lane l of q0, q1, q2, q3
+            _mm512_storeu_si512(o, _mm512_shuffle_i32x4::<0b10_00_10_00>(t0, t2));
+            _mm512_storeu_si512(o.add(1), _mm512_shuffle_i32x4::<0b11_01_11_01>(t0, t2));
+            _mm512_storeu_si512(o.add(2), _mm512_shuffle_i32x4::<0b10_00_10_00>(t1, t3));
+            _mm512_storeu_si512(o.add(3), _mm512_shuffle_i32x4::<0b11_01_11_01>(t1, t3));
         }
     }
 
