@@ -1394,9 +1394,9 @@ mod x86 {
     }
 
     /// The rows of `ow` bytes of `src` (rows of `wp ≥ ow`, the direct
-    /// convolution's output on the padded width) back to back at `dst`:
-    /// 64 bytes a step, the rest of a row by one masked move (a row of 7
-    /// to 56 positions is one load and one store, not a library call).
+    /// convolution's output on the padded width) back to back at `dst`
+    /// ([`copy_runs`]: a row of 7 to 56 positions is one masked load and
+    /// store, not a library call).
     ///
     /// # Safety
     /// The CPU must support AVX-512F and BW; `(src.len() / wp) · ow`
@@ -1404,23 +1404,9 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(super) unsafe fn drop_padding(src: &[u8], (wp, ow): (usize, usize), dst: *mut u8) {
         debug_assert!(ow <= wp);
-        for (y, r) in src.chunks_exact(wp).enumerate() {
-            let (mut j, o) = (0, y * ow);
-            // SAFETY: bytes j..j + 64 (or the masked rest) of row y lie in
-            // `src` (ow ≤ wp) and at dst + y·ow (the caller's contract).
-            unsafe {
-                while j + 64 <= ow {
-                    let v = _mm512_loadu_si512(r.as_ptr().add(j).cast());
-                    _mm512_storeu_si512(dst.add(o + j).cast(), v);
-                    j += 64;
-                }
-                if j < ow {
-                    let mask = u64::MAX >> (64 - (ow - j));
-                    let v = _mm512_maskz_loadu_epi8(mask, r.as_ptr().add(j).cast());
-                    _mm512_mask_storeu_epi8(dst.add(o + j).cast(), mask, v);
-                }
-            }
-        }
+        // SAFETY: row y's ow bytes lie in `src` (ow ≤ wp) and at dst +
+        // y·ow (the caller's contract); the caller's features.
+        unsafe { copy_runs((src.as_ptr(), wp), (dst, ow), src.len() / wp, ow) };
     }
 
     /// `(A − za)·(B − zb)` into `out` (every row and column `0..n`).
