@@ -21,6 +21,15 @@
 //! offset. So the same kernel runs on planes of `ow + (kw − 1) / s`
 //! columns, the last `(kw − 1) / s` of each row dropped.
 //!
+//! That is how the AMX row reads the planes (its tiles in place). On the
+//! VNNI row ([`exact_columns`]) each block of output rows is first copied
+//! into row-compact planes, per quad, row phase `a` and kernel column
+//! `j` a plane of `ow` pixels a row holding padded pixel `(s·y + a, s·x +
+//! j)`: tap `(i, j)` then reads the plane of row phase `i mod s`, `i / s`
+//! rows down, and every step's columns are the block's output positions
+//! side by side. No column is computed and dropped (at 14 × 14, 196
+//! positions instead of 224), for a copy of `s · kw` planes per quad.
+//!
 //! The sums are exact integers, whose value does not depend on the order
 //! of the reduction: [`conv_sums`] and [`conv_requant`] give the bits of
 //! im2col followed by [`crate::qgemm::gemm_u8s8`] (property tests hold them
