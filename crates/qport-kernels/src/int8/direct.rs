@@ -196,7 +196,10 @@ pub fn available() -> bool {
 /// [`quad_image`] in place, computing the `(kw − 1) / s` columns past
 /// each output row and dropping them).
 pub fn exact_columns() -> bool {
-    crate::vnni::exact_columns()
+    #[cfg(target_arch = "x86_64")]
+    return crate::vnni::exact_columns();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// The weights of `m` output channels (`[m][c][kh][kw]`, row-major) in the
@@ -784,6 +787,7 @@ mod tests {
     /// with them) and on the padded width.
     #[test]
     fn long_reductions_with_columns_past_the_last_vector() {
+        #[cfg(target_arch = "x86_64")]
         use std::sync::atomic::Ordering::Relaxed;
         let layers = [
             (64, (7, 7), 1, (0, 7), true, true),
