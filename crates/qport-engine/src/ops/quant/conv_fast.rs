@@ -334,11 +334,11 @@ impl PreparedConv {
         self.memo.get(
             x,
             &[],
-            |c| c.rb == block_rows(&c.g, c.direct.is_some() && direct::exact_columns()),
+            |c| c.rb == block_rows(&c.g, compact(&c.direct)),
             || {
                 let g = self.attrs.geometry(x, &self.w_shape)?;
                 let direct = self.direct.as_ref().and_then(|_| direct_geom(&g));
-                let rb = block_rows(&g, direct.is_some() && direct::exact_columns());
+                let rb = block_rows(&g, compact(&direct));
                 let (blocks, bounds) = row_blocks(&g.spatial, rb);
                 Ok(Call {
                     y_shape: g.y_shape(),
@@ -713,6 +713,12 @@ fn direct_geom(g: &ConvGeom) -> Option<DirectGeom> {
         return None;
     }
     DirectGeom::new(s, g.c_in)
+}
+
+/// True where a layer with the direct geometry `direct` runs on the
+/// direct kernel's row-compact planes ([`block_rows`]).
+fn compact(direct: &Option<DirectGeom>) -> bool {
+    direct.is_some() && direct::exact_columns()
 }
 
 /// The geometry of one image of `g`.
