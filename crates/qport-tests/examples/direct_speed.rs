@@ -1,14 +1,17 @@
 //! Speed of the direct INT8 convolution (`qport_kernels::int8::direct`)
 //! on ResNet-50's 3 × 3 layers of stride 1 and 2 and its 7 × 7 stem: the
-//! best of seven timings of the channel quads (`quad_image`) and of the
-//! sums of all output rows (`conv_sums`), in µs, and the layer's
-//! multiply-adds per ns.
+//! best of seven timings of the channel quads (`quad_image`), of the sums
+//! of all output rows from them (`conv_sums`) and of those sums from the
+//! image itself (`DirectImage::Planar`, where `reads_planar` holds), in
+//! µs, and the layer's multiply-adds per ns on each route.
 //!
 //! ```text
 //! cargo run --release -p qport-tests --example direct_speed
 //! ```
 use qport_kernels::im2col::ConvGeometry;
-use qport_kernels::int8::direct::{conv_sums, pack_weights, quad_image, DirectConv, DirectGeom};
+use qport_kernels::int8::direct::{
+    conv_sums, pack_weights, quad_image, reads_planar, DirectConv, DirectGeom, DirectImage,
+};
 use std::time::Instant;
 
 fn main() {
@@ -24,7 +27,7 @@ fn main() {
         (512, 512, 7, 3, 1),
     ];
     println!("isa {:?}", qport_kernels::isa());
-    println!("    m    c    H  k  s    quads µs     sums µs   MAC/ns");
+    println!("    m    c    H  k  s   quads µs    sums µs   MAC/ns   planar µs   MAC/ns");
     for (m, c, h, k, s) in layers {
         let p = k / 2;
         let o = (h + 2 * p - k) / s + 1;
@@ -55,11 +58,11 @@ fn main() {
             best * 1e6
         };
         let quads = best(&mut || quad_image(&x, &g, 3, &mut img));
-        let conv = DirectConv {
+        let mut conv = DirectConv {
             a: &a,
             za: &za,
             g: &g,
-            img: &img,
+            img: DirectImage::Quads(&img),
             zb: 3,
         };
         let sums = best(&mut || {
@@ -69,8 +72,15 @@ fn main() {
             );
         });
         let macs = (m * c * k * k * o * o) as f64;
+        let planar = if reads_planar(&g) {
+            conv.img = DirectImage::Planar(&x);
+            let t = best(&mut || assert!(conv_sums(&conv, (0, o), &mut out, o * o)));
+            format!("{t:9.1}   {:6.1}", macs / (t * 1e3))
+        } else {
+            "        -        -".to_string()
+        };
         println!(
-            "{m:5} {c:4} {h:4} {k:2} {s:2}   {quads:9.1}   {sums:9.1}   {:6.1}",
+            "{m:5} {c:4} {h:4} {k:2} {s:2}  {quads:9.1}  {sums:9.1}   {:6.1}   {planar}",
             macs / ((quads + sums) * 1e3)
         );
     }

@@ -29,6 +29,14 @@
 //! rows down, and every step's columns are the block's output positions
 //! side by side. No column is computed and dropped (at 14 × 14, 196
 //! positions instead of 224), for a copy of `s · kw` planes per quad.
+//! Where the CPU also has AVX-512 VBMI ([`reads_planar`]) those planes
+//! are gathered straight from the image itself ([`DirectImage::Planar`],
+//! `[c][h][w]` bytes): per row and 16 output pixels one byte permute per
+//! kernel column and pair of channels, and no quad image is made at all
+//! (on ResNet-50's stride-2 layers that image took about 100 µs of a
+//! 620 µs layer). The engine sends 1 × 1 kernels at stride 2 this way
+//! too: their one plane per quad is the strided pixels in quads, one pass
+//! where im2col and the packing of `B` are two.
 //!
 //! The sums are exact integers, whose value does not depend on the order
 //! of the reduction: [`conv_sums`] and [`conv_requant`] give the bits of
@@ -473,10 +481,38 @@ fn interleave(src: [&[u8]; 4], dst: &mut [u8]) {
     }
 }
 
+/// True where the direct kernel reads the image itself
+/// ([`DirectImage::Planar`]) for the geometry `g`: each block's
+/// row-compact planes are gathered straight from the `[c][h][w]` bytes,
+/// with no [`quad_image`] first. That is the VNNI row ([`exact_columns`])
+/// with AVX-512 VBMI (a byte permute across two registers gathers a row's
+/// taps) and a stride and kernel width whose 16 output pixels' taps lie
+/// in 64 image columns (`15·s + kw ≤ 64`: strides 1 to 3 with the kernels
+/// networks use). Elsewhere the kernel takes [`DirectImage::Quads`].
+pub fn reads_planar(g: &DirectGeom) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::vnni::reads_planar(g);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = g;
+        false
+    }
+}
+
+/// The image a direct convolution reads.
+#[derive(Clone, Copy, Debug)]
+pub enum DirectImage<'a> {
+    /// Its channel quads ([`quad_image`]).
+    Quads(&'a [u8]),
+    /// The image itself, `[c][h][w]` bytes (where [`reads_planar`] holds).
+    Planar(&'a [u8]),
+}
+
 /// The operands of one image's direct convolution: the weights `a`
 /// ([`pack_weights`] for `g`'s channels and kernel) with one zero point
-/// per output channel `za`, the geometry `g`, and the image's channel
-/// quads `img` ([`quad_image`]) with the activation zero point `zb`.
+/// per output channel `za`, the geometry `g`, and the image `img` (its
+/// channel quads, or the image itself where [`reads_planar`] says) with
+/// the activation zero point `zb`.
 #[derive(Clone, Copy)]
 pub struct DirectConv<'a> {
     /// The direct weights.
@@ -485,8 +521,8 @@ pub struct DirectConv<'a> {
     pub za: &'a [i32],
     /// The geometry.
     pub g: &'a DirectGeom,
-    /// The image's channel quads.
-    pub img: &'a [u8],
+    /// The image.
+    pub img: DirectImage<'a>,
     /// The activation zero point (the padding's value).
     pub zb: i32,
 }
@@ -497,7 +533,8 @@ pub struct DirectConv<'a> {
 /// im2col, [`crate::qgemm::gemm_u8s8`] and
 /// [`crate::int8::elementwise::requantize`]. Returns `false` (nothing
 /// written) where the dispatch row has no direct kernel (all but AVX-512
-/// VNNI, [`available`]) or `T` is not one byte.
+/// VNNI, [`available`]), `T` is not one byte, or the image is
+/// [`DirectImage::Planar`] where [`reads_planar`] does not hold.
 ///
 /// # Panics
 /// When the weights are not `g`'s, a slice is shorter than its shape
@@ -521,7 +558,7 @@ pub fn conv_requant<T: QInt>(
 /// [`conv_requant`]'s exact i32 sums instead, into `c` (`a.m` rows of
 /// stride `ldc`; columns `0..(oy1 − oy0)·ow` are positions `oy0·ow..`).
 /// Returns `false` (nothing written) where the dispatch row has no direct
-/// kernel.
+/// kernel or cannot read a [`DirectImage::Planar`] image.
 ///
 /// # Panics
 /// As [`conv_requant`].
@@ -588,6 +625,9 @@ mod tests {
         g: DirectGeom,
         a: PackedI8,
         za: Vec<i32>,
+        /// The image itself, `[c][h][w]`.
+        x: Vec<u8>,
+        /// Its channel quads.
         img: Vec<u8>,
         rows: (usize, usize),
         n: usize,
@@ -654,6 +694,7 @@ mod tests {
             g,
             a,
             za,
+            x,
             img,
             rows: (oy0, oy1),
             want,
@@ -691,8 +732,9 @@ mod tests {
             prop_assume!(case.is_some());
             let case = case.unwrap();
             for padded in [false, true] {
-                with_padded(padded, || check_case(&case, m, zb))?;
+                with_padded(padded, || check_case(&case, m, zb, false))?;
             }
+            check_case(&case, m, zb, true)?;
         }
     }
 
@@ -710,13 +752,15 @@ mod tests {
 
     /// The sums and the requantized bytes of `case` (`m` output channels,
     /// activation zero point `zb`) against im2col and the exact GEMM, where
-    /// the kernel runs; the sums into a wider matrix, the bytes into a
-    /// block of columns, nothing outside written.
-    fn check_case(case: &Case, m: usize, zb: i32) -> Result<(), TestCaseError> {
+    /// the kernel runs, from the image itself (`planar`: where
+    /// [`reads_planar`] holds) or its quads; the sums into a wider matrix,
+    /// the bytes into a block of columns, nothing outside written.
+    fn check_case(case: &Case, m: usize, zb: i32, planar: bool) -> Result<(), TestCaseError> {
         let Case {
             g,
             a,
             za,
+            x,
             img,
             rows: (oy0, oy1),
             n,
@@ -725,9 +769,14 @@ mod tests {
         let (oy0, oy1, n) = (*oy0, *oy1, *n);
         let ldc = n + 3;
         let mut got = vec![7i32; m * ldc];
+        let (img, runs) = if planar {
+            (DirectImage::Planar(x), reads_planar(g))
+        } else {
+            (DirectImage::Quads(img), crate::isa().vnni())
+        };
         let conv = DirectConv { a, za, g, img, zb };
         let ran = conv_sums(&conv, (oy0, oy1), &mut got, ldc);
-        prop_assert_eq!(ran, crate::isa().vnni());
+        prop_assert_eq!(ran, runs);
         if ran {
             for i in 0..m {
                 prop_assert_eq!(
@@ -794,6 +843,9 @@ mod tests {
             (64, (14, 14), 2, (0, 7), false, true),
             (48, (9, 13), 1, (2, 7), false, true),
             (40, (14, 14), 1, (3, 14), true, false),
+            // rows wider than a window of 64 columns, at strides 2 and 3
+            (7, (6, 150), 2, (0, 3), false, false),
+            (5, (7, 131), 3, (1, 3), true, false),
         ];
         for (i, &(c, hw, st, rows, symmetric, tail)) in layers.iter().enumerate() {
             let case = case(
@@ -809,13 +861,16 @@ mod tests {
                 rows,
             )
             .unwrap();
-            for padded in [false, true] {
+            // (on the padded width, on the compact planes from the quads,
+            // then from the image itself)
+            for (padded, planar) in [(true, false), (false, false), (false, true)] {
                 #[cfg(target_arch = "x86_64")]
                 let runs = (
                     crate::vnni::EXACT_RUNS.load(Relaxed),
                     crate::vnni::TAIL_RUNS.load(Relaxed),
+                    crate::vnni::PLANAR_RUNS.load(Relaxed),
                 );
-                with_padded(padded, || check_case(&case, 21, 37)).unwrap();
+                with_padded(padded, || check_case(&case, 21, 37, planar)).unwrap();
                 #[cfg(target_arch = "x86_64")]
                 if crate::isa() == crate::Isa::Avx512Vnni && !padded {
                     assert!(
@@ -826,6 +881,12 @@ mod tests {
                         assert!(
                             crate::vnni::TAIL_RUNS.load(Relaxed) > runs.1,
                             "layer {i}: no tail"
+                        );
+                    }
+                    if planar && crate::dispatch::has_vbmi() {
+                        assert!(
+                            crate::vnni::PLANAR_RUNS.load(Relaxed) > runs.2,
+                            "layer {i}: not from the planar image"
                         );
                     }
                 }
@@ -849,9 +910,9 @@ mod tests {
         ) {
             let case = case(c, (h, w), (kh, kw), pads, st, m, symmetric, zb, seed, rows);
             prop_assume!(case.as_ref().is_some_and(|c| c.n > 0));
-            let Case { g, a, za, img, rows: (oy0, oy1), n, want } = case.unwrap();
+            let Case { g, a, za, img, rows: (oy0, oy1), n, want, .. } = case.unwrap();
             let (frq, bytes) = requantized(&want, m, n, 1e-4);
-            let conv = DirectConv { a: &a, za: &za, g: &g, img: &img, zb };
+            let conv = DirectConv { a: &a, za: &za, g: &g, img: DirectImage::Quads(&img), zb };
             for isa in [crate::Isa::Amx, crate::Isa::Avx512Vnni] {
                 if !isa.supported() {
                     continue;
@@ -914,7 +975,8 @@ mod tests {
 
     /// A layer large enough to split: the same sums on 1, 2, 3 and 8
     /// intra-op threads (the quads' planes and the GEMM's rows or
-    /// columns divided between them).
+    /// columns divided between them), from the quads and from the image
+    /// itself.
     #[test]
     fn intra_op_threads_give_the_same_sums() {
         let _g = crate::test_lock();
@@ -927,7 +989,10 @@ mod tests {
             let a = pack_weights(&wt, m, g.c, (g.kh, g.kw));
             let want = reference(&x, &wt, &za, 11, m, (&geo, 37), (0, 23));
             let n = 23 * 29;
-            for t in [1, 2, 3, 8] {
+            for (t, planar) in [1, 2, 3, 8]
+                .into_iter()
+                .flat_map(|t| [(t, false), (t, true)])
+            {
                 crate::par::set_threads(t);
                 let mut img = vec![0u8; g.image_len()];
                 quad_image(&x, &g, 11, &mut img);
@@ -936,13 +1001,17 @@ mod tests {
                     a: &a,
                     za: &za,
                     g: &g,
-                    img: &img,
+                    img: if planar {
+                        DirectImage::Planar(&x)
+                    } else {
+                        DirectImage::Quads(&img)
+                    },
                     zb: 11,
                 };
                 let ran = conv_sums(&conv, (0, 23), &mut got, n);
                 crate::par::set_threads(1);
                 if ran {
-                    assert!(got == want, "{m} rows, {t} threads");
+                    assert!(got == want, "{m} rows, {t} threads, planar {planar}");
                 }
             }
         }

@@ -38,7 +38,7 @@ use qport_core::{DType, Tensor, TensorData};
 use qport_kernels::idepthwise::{depthwise_pairs, depthwise_pairs_requant, depthwise_plane};
 use qport_kernels::igemm::QInt;
 use qport_kernels::im2col::{im2col_par, ConvGeometry};
-use qport_kernels::int8::direct::{self, DirectGeom};
+use qport_kernels::int8::direct::{self, DirectGeom, DirectImage};
 use qport_kernels::int8::elementwise;
 use qport_kernels::int8::PackedI8;
 use qport_kernels::par::ColumnBlock;
@@ -76,9 +76,9 @@ pub(crate) struct PreparedConv {
     /// Per group, the weights packed for the integer GEMM kernels.
     packed: Vec<PackedI8>,
     /// A 2-D layer of one group, stride 1 or 2 and dilation 1 with a kernel
-    /// larger than 1 × 1: its weights in the order of the direct kernel
-    /// ([`direct::pack_weights`]), which reads the image in channel quads
-    /// instead of im2col where the host has it.
+    /// larger than 1 × 1, or 1 × 1 at stride 2: its weights in the order
+    /// of the direct kernel ([`direct::pack_weights`]), which reads the
+    /// image in channel quads instead of im2col where the host has it.
     direct: Option<PackedI8>,
     rq: Vec<Requantizer>,
     /// The requantizers as float forms, when every channel has one and no
@@ -273,14 +273,15 @@ impl PreparedConv {
         let sat_pairs = profile.accumulator == Accumulator::I16SatPairs;
         // (packed only where the host has the kernel: elsewhere it would
         // be a copy of the weights that never runs)
+        // (a 1 × 1 kernel at stride 2 too: from the image itself, see
+        // `direct_geom`, its planes are the strided pixels in quads, one
+        // pass where im2col and the packing of `B` are two)
+        let stride = attrs.window.uniform_stride();
         let direct = (direct::available()
             && group == 1
             && w_shape.len() == 4
-            && w_shape[2] * w_shape[3] > 1
-            && attrs
-                .window
-                .uniform_stride()
-                .is_some_and(|s| (1..=DIRECT_MAX_STRIDE).contains(&s))
+            && (w_shape[2] * w_shape[3] > 1 || stride.is_some_and(|s| s > 1))
+            && stride.is_some_and(|s| (1..=DIRECT_MAX_STRIDE).contains(&s))
             && !sat_pairs
             && w_shape[2] * w_shape[3] * w_shape[1].div_ceil(4) * 4 <= qport_kernels::int8::MAX_K)
             .then(|| direct::pack_weights(wv, c_out, w_shape[1], (w_shape[2], w_shape[3])));
@@ -442,7 +443,7 @@ impl PreparedConv {
         // (a vpdpbusd does 64 multiply-adds to an FMA's 16: count a
         // quarter of them against the hand-off cost, as the GEMM does)
         let work = g.c_out * kdim * os / 4;
-        let mut run = |img: Option<(&[u8], &DirectGeom)>| {
+        let mut run = |img: Option<(DirectImage<'_>, &DirectGeom)>| {
             qport_kernels::par::split_columns(out, os, &call.bounds, work, |i, mut o| {
                 SCRATCH.with(|s| {
                     let (acc, col) = &mut *s.borrow_mut();
@@ -451,6 +452,10 @@ impl PreparedConv {
             })
         };
         match (&call.direct, direct::available()) {
+            // each block's planes gathered from the image where it lies
+            (Some(dg), true) if direct::reads_planar(dg) => {
+                run(Some((DirectImage::Planar(&xn[..dg.c * dg.h * dg.w]), dg)))
+            }
             // the image in channel quads once, read by every block
             (Some(dg), true) => QUADS.with(|q| {
                 let q = &mut *q.borrow_mut();
@@ -458,7 +463,7 @@ impl PreparedConv {
                 // 64-byte rows of quads do not straddle two)
                 let q = qport_kernels::aligned::line_slice(q, dg.image_len());
                 direct::quad_image(xn, dg, xz.clamp(0, 255) as u8, q);
-                run(Some((&q[..], dg)))
+                run(Some((DirectImage::Quads(&q[..]), dg)))
             }),
             _ => run(None),
         }
@@ -475,7 +480,7 @@ impl PreparedConv {
         (r0, sub): &(usize, ConvGeometry),
         acc: &mut Vec<i32>,
         col: &mut Vec<u8>,
-        img: Option<(&[u8], &DirectGeom)>,
+        img: Option<(DirectImage<'_>, &DirectGeom)>,
         o: &mut ColumnBlock<'_, T>,
     ) {
         let ConvSizes {
@@ -703,7 +708,10 @@ const DIRECT_MAX_STRIDE: usize = 2;
 /// `(kw − 1) / s` extra columns it computes per output row are at most a
 /// quarter of them (ResNet-50's 7 × 7 maps at stride 1, 2 in 7, measured
 /// slower than im2col; its 14 × 14 ones, 2 in 14, faster; at stride 2, 1
-/// in 7 and faster); else `None` (im2col and the GEMM).
+/// in 7 and faster); else `None` (im2col and the GEMM). A 1 × 1 kernel
+/// (at stride 2) only where the kernel gathers its planes from the image
+/// itself ([`direct::reads_planar`]): from the quads, whose image holds
+/// all four phases, it would be no faster than im2col.
 fn direct_geom(g: &ConvGeom) -> Option<DirectGeom> {
     let s = &g.spatial;
     let step = s.strides.first().copied().unwrap_or(1).max(1);
@@ -712,7 +720,7 @@ fn direct_geom(g: &ConvGeom) -> Option<DirectGeom> {
     if g.group != 1 || !wide {
         return None;
     }
-    DirectGeom::new(s, g.c_in)
+    DirectGeom::new(s, g.c_in).filter(|d| d.kh * d.kw > 1 || direct::reads_planar(d))
 }
 
 /// True where a layer with the direct geometry `direct` runs on the
@@ -934,7 +942,7 @@ mod tests {
     fn prepared_equals_general() {
         // (x shape, w shape, group, strides, pads)
         type Case = ([usize; 4], [usize; 4], i64, [i64; 2], [i64; 4]);
-        let cases: [Case; 9] = [
+        let cases: [Case; 10] = [
             ([2, 8, 5, 6], [12, 8, 1, 1], 1, [1, 1], [0, 0, 0, 0]),
             // (stride 2: the direct kernel where the host has it)
             ([1, 6, 9, 7], [5, 6, 3, 3], 1, [2, 2], [1, 1, 1, 1]),
@@ -950,6 +958,9 @@ mod tests {
             // four, a 2 x 3 kernel)
             ([2, 6, 9, 11], [10, 6, 3, 3], 1, [1, 1], [1, 0, 2, 1]),
             ([1, 5, 8, 12], [7, 5, 2, 3], 1, [1, 1], [0, 1, 1, 0]),
+            // a pointwise layer at stride 2 (the direct kernel where it
+            // reads the image itself; the last column and row unread)
+            ([1, 9, 11, 13], [6, 9, 1, 1], 1, [2, 2], [0, 0, 0, 0]),
         ];
         let profiles = presets();
         let direct_before = DIRECT_RUNS.load(Ordering::Relaxed);
@@ -1047,6 +1058,25 @@ mod tests {
                     DIRECT_RUNS.load(Ordering::Relaxed) > case_before,
                     "the stride-2 layer did not run on the direct kernel"
                 );
+            }
+            // the pointwise stride-2 layer: the direct kernel where it
+            // reads the image itself
+            if n == 9 {
+                let geo = qport_kernels::im2col::ConvGeometry::new_2d(
+                    [11, 13],
+                    [1, 1],
+                    [6, 7],
+                    [2, 2],
+                    [1, 1],
+                    [0, 0],
+                );
+                let g = super::DirectGeom::new(&geo, 9).unwrap();
+                if qport_kernels::int8::direct::reads_planar(&g) {
+                    assert!(
+                        DIRECT_RUNS.load(Ordering::Relaxed) > case_before,
+                        "the pointwise stride-2 layer did not run on the direct kernel"
+                    );
+                }
             }
         }
         if qport_kernels::int8::direct::available() {

@@ -231,6 +231,9 @@ fn direct_on<O: x86::TileOut>(
     finish: impl FnOnce(&Scratch, usize),
 ) -> bool {
     let crate::int8::direct::DirectConv { a, za, g, img, zb } = *conv;
+    let crate::int8::direct::DirectImage::Quads(img) = img else {
+        return false;
+    };
     if kernel().is_none() || a.k > MAX_K {
         return false;
     }
@@ -291,6 +294,13 @@ pub(crate) fn with_padded<R>(padded: bool, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// True where [`direct_exact_on`] gathers the compact planes straight from
+/// the planar image ([`crate::int8::direct::reads_planar`]): the compact
+/// planes, VBMI, and the taps of 16 output pixels within 64 columns.
+pub(crate) fn reads_planar(g: &crate::int8::direct::DirectGeom) -> bool {
+    exact_columns() && crate::dispatch::has_vbmi() && 15 * g.stride + g.kw <= 64
+}
+
 /// How many blocks ran on the row-compact planes, and how many products
 /// left columns to the tail (tests check that the paths they mean to
 /// cover ran).
@@ -299,6 +309,10 @@ pub(crate) static EXACT_RUNS: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 #[cfg(test)]
 pub(crate) static TAIL_RUNS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+/// How many blocks gathered their compact planes from the planar image.
+#[cfg(test)]
+pub(crate) static PLANAR_RUNS: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 
 /// Output rows `oy0..oy1` of one image of a convolution (as
@@ -312,22 +326,35 @@ pub(crate) static TAIL_RUNS: std::sync::atomic::AtomicUsize =
 /// `(ki, kj)` of output `(oy0 + y, x)` then reads that plane of row phase
 /// `ki mod s`, `ki / s` rows down, at position `y·ow + x`: every step's
 /// columns are the block's output positions side by side, which the GEMM
-/// tile reads as it reads a packed `B` ([`x86::direct_exact`]). `false`
-/// where the VNNI kernel cannot run; the caller checked
-/// [`exact_columns`].
+/// tile reads as it reads a packed `B` ([`x86::direct_exact`]). The
+/// planes are copied from the image's quads, or gathered from the planar
+/// image ([`x86::planar_planes`]). `false` where the VNNI kernel cannot
+/// run or cannot read a planar image ([`reads_planar`]); the caller
+/// checked [`exact_columns`].
 #[cfg(target_arch = "x86_64")]
 fn direct_exact_on<O: x86::TileOut>(
     conv: &crate::int8::direct::DirectConv<'_>,
     (oy0, oy1): (usize, usize),
     out: O,
 ) -> bool {
+    use crate::int8::direct::DirectImage;
     let crate::int8::direct::DirectConv { a, za, g, img, zb } = *conv;
     if kernel().is_none() || a.k > MAX_K {
         return false;
     }
     let (cq, s, ow, wp) = (g.quads(), g.stride, g.ow, g.padded_width());
     assert!(a.kq == g.kh * g.kw * cq && za.len() >= a.m && oy1 <= g.oh);
-    assert!(img.len() >= g.image_len(), "the image's quads are short");
+    match img {
+        DirectImage::Quads(q) => {
+            assert!(q.len() >= g.image_len(), "the image's quads are short")
+        }
+        DirectImage::Planar(x) => {
+            if !reads_planar(g) {
+                return false;
+            }
+            assert!(x.len() >= g.c * g.h * g.w, "the image is short");
+        }
+    }
     let n = (oy1 - oy0) * ow;
     if a.m == 0 || n == 0 {
         return true;
@@ -352,26 +379,50 @@ fn direct_exact_on<O: x86::TileOut>(
         } = sc;
         // (the planes start on cache lines)
         let bp = crate::aligned::line_slice(bp, len);
-        for q in 0..cq {
-            for ra in 0..s {
-                for kj in 0..g.kw {
-                    let at = ((q * s + ra) * g.kw + kj) * plane;
-                    // phase (ra, kj mod s) of quad q, row oy0, column kj / s
-                    let src = g.step_offset((ra, kj), q, oy0);
-                    assert!(src + ((rows - 1) * wp + ow) * 4 <= img.len());
-                    // SAFETY: `kernel()` is `Some`, so the CPU has
-                    // AVX-512F and BW; the rows' runs lie inside `img`
-                    // (asserted) and inside the plane at `at` of `bp`
-                    // (`len` bytes).
-                    unsafe {
-                        x86::copy_runs(
-                            (img.as_ptr().add(src), wp * 4),
-                            (bp.as_mut_ptr().add(at), ow * 4),
-                            rows,
-                            ow * 4,
-                        )
-                    };
+        match img {
+            DirectImage::Quads(img) => {
+                for q in 0..cq {
+                    // (the row phases a tap reads: a 1 × 1 kernel at
+                    // stride 2 reads phase 0 alone)
+                    for ra in 0..s.min(g.kh) {
+                        for kj in 0..g.kw {
+                            let at = ((q * s + ra) * g.kw + kj) * plane;
+                            // phase (ra, kj mod s) of quad q, row oy0,
+                            // column kj / s
+                            let src = g.step_offset((ra, kj), q, oy0);
+                            assert!(src + ((rows - 1) * wp + ow) * 4 <= img.len());
+                            // SAFETY: `kernel()` is `Some`, so the CPU
+                            // has AVX-512F and BW; the rows' runs lie
+                            // inside `img` (asserted) and inside the
+                            // plane at `at` of `bp` (`len` bytes).
+                            unsafe {
+                                x86::copy_runs(
+                                    (img.as_ptr().add(src), wp * 4),
+                                    (bp.as_mut_ptr().add(at), ow * 4),
+                                    rows,
+                                    ow * 4,
+                                )
+                            };
+                        }
+                    }
                 }
+            }
+            DirectImage::Planar(x) => {
+                #[cfg(test)]
+                PLANAR_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // SAFETY: `reads_planar` held, so the CPU has AVX-512F,
+                // BW and VBMI and 15·s + kw ≤ 64; `x` holds the image
+                // (asserted); the planes of `rows` rows of `ow` pixels,
+                // `plane` bytes apart, lie inside `bp` (`len` bytes).
+                unsafe {
+                    x86::planar_planes(
+                        x,
+                        g,
+                        (oy0, rows),
+                        zb.clamp(0, 255) as u8,
+                        (bp.as_mut_ptr(), plane),
+                    )
+                };
             }
         }
         offs.clear();
@@ -443,7 +494,7 @@ unsafe fn direct_requant_bytes(
 ) -> bool {
     let (m, g) = (conv.a.m, conv.g);
     let (wp, ow) = (g.padded_width(), g.ow);
-    if exact_columns() {
+    if exact_columns() || matches!(conv.img, crate::int8::direct::DirectImage::Planar(_)) {
         let out = x86::BytesOut {
             // SAFETY: row row0 of the block lies inside it (the caller's
             // contract).
@@ -502,7 +553,7 @@ pub(crate) fn direct_sums(
     #[cfg(target_arch = "x86_64")]
     {
         let (wp, ow) = (g.padded_width(), g.ow);
-        if exact_columns() {
+        if exact_columns() || matches!(conv.img, crate::int8::direct::DirectImage::Planar(_)) {
             let out = x86::SumsOut {
                 c: crate::par::SendPtr(c.as_mut_ptr()),
                 ldc,
@@ -1772,6 +1823,117 @@ mod x86 {
                     let mask = u64::MAX >> (64 - (len - j));
                     let v = _mm512_maskz_loadu_epi8(mask, s.add(j).cast());
                     _mm512_mask_storeu_epi8(d.add(j).cast(), mask, v);
+                }
+            }
+        }
+    }
+
+    /// The row-compact planes of [`super::direct_exact_on`] for output
+    /// rows `oy0..` gathered from the image itself, `x` (`[c][h][w]`
+    /// bytes), with no quad image between: plane `(q, a, kj)` (at
+    /// `((q·s + a)·kw + kj)·plane` bytes of `bp`) holds, at row `y` and
+    /// column `x`, the padded image's pixel `(s·(oy0 + y) + a, s·x + kj)`
+    /// of the four channels of quad `q`, for `rows` rows of `ow` pixels
+    /// (the row phases `a < kh` that taps read):
+    /// `pad` outside the image for the true channels, zero for the missing
+    /// channels of the last quad (the bytes [`copy_runs`] takes from
+    /// [`crate::int8::direct::quad_image`]).
+    ///
+    /// Per plane row and 16 output pixels, each channel's 64 image columns
+    /// from `s·x0 − left` are loaded once (the columns outside the image
+    /// masked to `pad`); every kernel column's 16 pixels are then one
+    /// byte permute across two channels' registers (`vpermt2b`: pixel `p`,
+    /// channel `r` is column `s·p + kj` of channel `r`, `+ 64` for the odd
+    /// channel of a pair), the two pairs blended and stored, masked to the
+    /// row's pixels.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VBMI; `15·s + kw ≤ 64`; `x`
+    /// holds `c·h·w` bytes; the planes lie inside the buffer at `bp`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    pub(super) unsafe fn planar_planes(
+        x: &[u8],
+        g: &crate::int8::direct::DirectGeom,
+        (oy0, rows): (usize, usize),
+        pad: u8,
+        (bp, plane): (*mut u8, usize),
+    ) {
+        let (c, h, w, s, kw, ow) = (g.c, g.h, g.w, g.stride, g.kw, g.ow);
+        debug_assert!(15 * s + kw <= 64 && x.len() >= c * h * w);
+        // byte 4p + r: column s·p of channel r's window, in the first
+        // register of its pair (r even) or the second (r odd)
+        let base: [u8; 64] = std::array::from_fn(|i| ((i / 4) * s + (i % 2) * 64) as u8);
+        // SAFETY: 64 bytes.
+        let base = unsafe { _mm512_loadu_si512(base.as_ptr().cast()) };
+        // the bytes of channels 2 and 3 of each pixel
+        let odd_pair: __mmask64 = 0xcccc_cccc_cccc_cccc;
+        let padv = _mm512_set1_epi8(pad as i8);
+        let vectors = ow.div_ceil(L);
+        for q in 0..g.quads() {
+            let real = (c - 4 * q).min(4);
+            let mut border = [0u8; 4];
+            border[..real].fill(pad);
+            let border = _mm512_set1_epi32(i32::from_le_bytes(border));
+            // (the row phases a tap reads, `ki mod s` for `ki < kh`)
+            for a in 0..s.min(g.kh) {
+                for y in 0..rows {
+                    // the image row, `h` or more where it is padding
+                    let iy = (s * (oy0 + y) + a).wrapping_sub(g.top);
+                    for v in 0..vectors {
+                        let x0 = v * L;
+                        let px = (ow - x0).min(L);
+                        let store: __mmask64 = u64::MAX >> (64 - 4 * px);
+                        let at = (y * ow + x0) * 4;
+                        let dst = |kj: usize| {
+                            // SAFETY: the plane of (q, a, kj) lies inside
+                            // the buffer and row y's pixels x0.. inside it
+                            // (the caller's contract).
+                            unsafe { bp.add(((q * s + a) * kw + kj) * plane + at) }
+                        };
+                        if iy >= h {
+                            for kj in 0..kw {
+                                // SAFETY: as `dst`, for `px` pixels.
+                                unsafe { _mm512_mask_storeu_epi8(dst(kj).cast(), store, border) };
+                            }
+                            continue;
+                        }
+                        // the window's first image column, and its
+                        // columns inside the image: lo..hi
+                        let c0 = (s * x0) as isize - g.left as isize;
+                        let lo = (-c0).clamp(0, 64) as u32;
+                        let hi = (w as isize - c0).clamp(0, 64) as u32;
+                        let inside: __mmask64 = if hi > lo {
+                            (u64::MAX >> (64 - hi)) & (u64::MAX << lo)
+                        } else {
+                            0
+                        };
+                        let chan = |r: usize| {
+                            if r >= real {
+                                return _mm512_setzero_si512();
+                            }
+                            let row = ((4 * q + r) * h + iy) * w;
+                            // SAFETY: the masked bytes are columns lo..hi
+                            // of the row, inside `x` (the masked-off
+                            // bytes are not read: they fault on no
+                            // address).
+                            unsafe {
+                                _mm512_mask_loadu_epi8(
+                                    padv,
+                                    inside,
+                                    x.as_ptr().add(row).wrapping_offset(c0).cast(),
+                                )
+                            }
+                        };
+                        let (r0, r1, r2, r3) = (chan(0), chan(1), chan(2), chan(3));
+                        for kj in 0..kw {
+                            let idx = _mm512_add_epi8(base, _mm512_set1_epi8(kj as i8));
+                            let lo2 = _mm512_permutex2var_epi8(r0, idx, r1);
+                            let hi2 = _mm512_permutex2var_epi8(r2, idx, r3);
+                            let px4 = _mm512_mask_blend_epi8(odd_pair, lo2, hi2);
+                            // SAFETY: as `dst`, for `px` pixels.
+                            unsafe { _mm512_mask_storeu_epi8(dst(kj).cast(), store, px4) };
+                        }
+                    }
                 }
             }
         }
