@@ -457,6 +457,115 @@ pub(crate) fn lookup_loop(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
     }
 }
 
+/// `acc[i] = max(acc[i], src[i])` for every `i` of the shorter slice (a
+/// pooling window's rows and columns folded into its maximum): whole
+/// 64-byte vectors and one masked vector where the dispatch table has
+/// AVX-512 (a row of ResNet-50's pooled map, 56 or 112 bytes, is one or
+/// two), the plain loop compiled with AVX2, or the plain loop; the same
+/// values on every row (the maximum of two integers).
+///
+/// ```
+/// use qport_kernels::int8::elementwise::max_assign;
+/// let mut acc = [3u8, 200, 7];
+/// max_assign(&mut acc, &[5, 100, 7, 255]);
+/// assert_eq!(acc, [5, 200, 7]);
+/// let mut acc = [-3i8, 100];
+/// max_assign(&mut acc, &[-128, 101]);
+/// assert_eq!(acc, [-3, 101]);
+/// ```
+pub fn max_assign<T: QInt>(acc: &mut [T], src: &[T]) {
+    let n = acc.len().min(src.len());
+    let (acc, src) = (&mut acc[..n], &src[..n]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let isa = crate::isa();
+        if isa.avx512() {
+            // SAFETY: an AVX-512 row of the dispatch table has AVX-512F
+            // and BW (`dispatch::detect`); `n` elements of one byte each
+            // in both slices.
+            unsafe {
+                match (T::as_u8(src), T::as_i8(src)) {
+                    (Some(s), _) => {
+                        x86::max_bytes_avx512::<false>(bytes_mut(acc).as_mut_ptr(), s.as_ptr(), n)
+                    }
+                    (_, Some(s)) => x86::max_bytes_avx512::<true>(
+                        bytes_mut(acc).as_mut_ptr(),
+                        s.as_ptr().cast(),
+                        n,
+                    ),
+                    _ => max_assign_loop(acc, src),
+                }
+            }
+            return;
+        }
+        if isa.avx2() {
+            // SAFETY: the AVX2 rows and up have AVX2.
+            return unsafe { x86::max_assign_avx2(acc, src) };
+        }
+    }
+    max_assign_loop(acc, src)
+}
+
+/// The window maxima along one row, `out[o] = max(row[s·o + j] for j <
+/// k)` for every `o` of `out` (a pooling window's columns, the row already
+/// holding the maxima of its rows and the padding), for one-byte `T`
+/// where the dispatch table has AVX-512 and the stride `s` is 1 or 2: 64
+/// outputs a step at stride 1 (the `k` shifted vectors' maxima), 32 at
+/// stride 2 (pairs read as 16-bit words, whose low and high bytes are the
+/// even and odd columns). Returns `false`, nothing written, elsewhere:
+/// the caller takes its own loop (the maxima do not depend on the order
+/// they are taken in, so both give the same values).
+///
+/// ```
+/// use qport_kernels::int8::elementwise::window_max;
+/// let row = [1u8, 9, 3, 4, 8, 2, 7];
+/// let mut out = [0u8; 3];
+/// if window_max(&row, (3, 2), &mut out) {
+///     // windows 1 9 3, 3 4 8, 8 2 7
+///     assert_eq!(out, [9, 8, 8]);
+/// }
+/// ```
+///
+/// # Panics
+/// When `k` is 0, or `out` is not empty and `row` is shorter than
+/// `s·(out.len() − 1) + k`.
+pub fn window_max<T: QInt>(row: &[T], (k, s): (usize, usize), out: &mut [T]) -> bool {
+    let n = out.len();
+    assert!(k > 0, "an empty window");
+    assert!(
+        n == 0 || row.len() >= s * (n - 1) + k,
+        "a row of {} for {n} windows of {k} at stride {s}",
+        row.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx512() && (s == 1 || s == 2) {
+        // SAFETY: an AVX-512 row has AVX-512F and BW; `row` holds every
+        // column a window reads (asserted) and `out` `n` bytes (`T` is one
+        // byte: `QInt` is u8 and i8).
+        unsafe {
+            let (src, dst) = (bytes(row).as_ptr(), bytes_mut(out).as_mut_ptr());
+            match T::as_i8(row) {
+                Some(_) => x86::window_max_avx512::<true>((src, row.len()), (k, s), dst, n),
+                None => x86::window_max_avx512::<false>((src, row.len()), (k, s), dst, n),
+            }
+        }
+        return true;
+    }
+    let _ = (row, s);
+    false
+}
+
+/// The portable [`max_assign`] (on the widened values: `QInt` has no
+/// order of its own).
+#[inline(always)]
+pub(crate) fn max_assign_loop<T: QInt>(acc: &mut [T], src: &[T]) {
+    for (a, &s) in acc.iter_mut().zip(src) {
+        if s.widen() > a.widen() {
+            *a = s;
+        }
+    }
+}
+
 /// The bytes of a slice of one-byte [`QInt`]s.
 fn bytes<T: QInt>(s: &[T]) -> &[u8] {
     assert_eq!(std::mem::size_of::<T>(), 1);

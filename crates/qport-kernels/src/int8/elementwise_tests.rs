@@ -473,6 +473,84 @@ fn split_pairs_on_every_row_is_the_definition() {
     }
 }
 
+/// Every table row folds the maxima as the definition does, for u8 and
+/// i8 (values spanning the sign bit, where the two orders differ), over
+/// lengths around the 64-byte step, with `acc` longer and shorter than
+/// `src`: nothing past the shorter written.
+#[test]
+fn max_assign_on_every_row_is_the_definition() {
+    let a: Vec<u8> = (0..200u32).map(|i| (i * 73 % 256) as u8).collect();
+    let b: Vec<u8> = (0..200u32).map(|i| (i * 151 % 256) as u8).collect();
+    for isa in supported_isas() {
+        for len in [0usize, 1, 15, 56, 63, 64, 65, 112, 127, 128, 130] {
+            for (na, nb) in [(len, len), (len + 3, len), (len, len + 5)] {
+                let mut got = a[..na].to_vec();
+                with_isa(isa, || max_assign(&mut got, &b[..nb]));
+                for i in 0..na {
+                    let want = if i < nb { a[i].max(b[i]) } else { a[i] };
+                    assert_eq!(got[i], want, "{isa:?} u8 len {len} at {i}");
+                }
+                let mut gi: Vec<i8> = a[..na].iter().map(|&v| v as i8).collect();
+                let bi: Vec<i8> = b[..nb].iter().map(|&v| v as i8).collect();
+                with_isa(isa, || max_assign(&mut gi, &bi));
+                for i in 0..na {
+                    let want = if i < nb {
+                        (a[i] as i8).max(bi[i])
+                    } else {
+                        a[i] as i8
+                    };
+                    assert_eq!(gi[i], want, "{isa:?} i8 len {len} at {i}");
+                }
+            }
+        }
+    }
+}
+
+/// Where a row runs the window maxima (AVX-512 rows, stride 1 or 2) they
+/// are the definition's, for u8 and i8 (values across the sign bit), any
+/// kernel width 1 to 7, outputs around the 32- and 64-lane steps, rows
+/// exactly as long as the windows read and longer; nothing past the
+/// outputs is written. Elsewhere nothing is written at all.
+#[test]
+fn window_max_on_every_row_is_the_definition() {
+    let src: Vec<u8> = (0..440u32).map(|i| (i * 89 % 256) as u8).collect();
+    let mut ran = false;
+    for isa in supported_isas() {
+        for s in 1..=3usize {
+            for k in 1..=7usize {
+                for n in [1usize, 2, 31, 32, 33, 56, 63, 64, 65, 112, 130] {
+                    for extra in [0usize, 1, 40] {
+                        let row = &src[..s * (n - 1) + k + extra];
+                        let mut got = vec![0xa5u8; n + 3];
+                        let did = with_isa(isa, || window_max(row, (k, s), &mut got[..n]));
+                        let ri: Vec<i8> = row.iter().map(|&v| v as i8).collect();
+                        let mut gi = vec![0x5ai8; n + 3];
+                        let did_i = with_isa(isa, || window_max(&ri, (k, s), &mut gi[..n]));
+                        assert_eq!(did, did_i, "{isa:?} s {s}");
+                        assert!(got[n..].iter().all(|&v| v == 0xa5), "{isa:?} past n");
+                        assert!(gi[n..].iter().all(|&v| v == 0x5a), "{isa:?} past n, i8");
+                        if !did {
+                            assert!(got[..n].iter().all(|&v| v == 0xa5), "{isa:?} wrote");
+                            continue;
+                        }
+                        ran = true;
+                        for o in 0..n {
+                            let w = &row[s * o..s * o + k];
+                            let want = *w.iter().max().unwrap();
+                            assert_eq!(got[o], want, "{isa:?} u8 s {s} k {k} n {n} at {o}");
+                            let want = w.iter().map(|&v| v as i8).max().unwrap();
+                            assert_eq!(gi[o], want, "{isa:?} i8 s {s} k {k} n {n} at {o}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if crate::isa().avx512() {
+        assert!(ran, "the AVX-512 body never ran");
+    }
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
     /// The per-column requantization equals `Requantizer::apply` element by

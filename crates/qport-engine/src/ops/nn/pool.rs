@@ -476,8 +476,16 @@ fn max_only_into<T: MaxElem + Ord>(x: &[T], t: &Table, planes: usize, y: &mut [T
 /// maximum with the phase it reads, shifted. Maxima of a total order do
 /// not depend on the order they are taken in: the same values as
 /// [`max_only_into`].
-fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y: &mut [T]) {
-    rows_cols_into(x, rc, planes, y, T::LOWEST, Ord::max)
+fn max_rows_cols_into<T: MaxElem + Ord + qport_kernels::igemm::QInt>(
+    x: &[T],
+    rc: &RowsCols,
+    planes: usize,
+    y: &mut [T],
+) {
+    use qport_kernels::int8::elementwise::{max_assign, window_max};
+    // (row by row on the kernels' vectors)
+    let fold = |acc: &mut [T], src: &[T]| max_assign(acc, src);
+    rows_cols_into(x, rc, planes, y, T::LOWEST, (fold, window_max))
 }
 
 /// Float window maxima into `y`: each window's first tap, then every
@@ -485,16 +493,30 @@ fn max_rows_cols_into<T: MaxElem + Ord>(x: &[T], rc: &RowsCols, planes: usize, y
 /// columns in vectors ([`rows_cols_into`]) where that gives the same bits.
 fn max_f32_into(x: &[f32], call: &PoolCall, y: &mut [f32]) {
     match &call.rows_cols {
-        Some(rc) if rc.full && totally_ordered(x) => {
-            rows_cols_into(x, rc, call.planes, y, f32::NEG_INFINITY, |a, b| {
-                if b > a {
-                    b
-                } else {
-                    a
-                }
-            })
-        }
+        Some(rc) if rc.full && totally_ordered(x) => rows_cols_into(
+            x,
+            rc,
+            call.planes,
+            y,
+            f32::NEG_INFINITY,
+            (fold_max_f32, no_kernel),
+        ),
         _ => max_values_into(x, &call.table, call.planes, y),
+    }
+}
+
+/// No row kernel for [`rows_cols_into`] (its own column loop runs).
+fn no_kernel<T>(_: &[T], _: (usize, usize), _: &mut [T]) -> bool {
+    false
+}
+
+/// `acc[i]` replaced by `src[i]` where that compares greater (the fold of
+/// [`max_f32_into`]'s rows and columns).
+fn fold_max_f32(acc: &mut [f32], src: &[f32]) {
+    for (a, &b) in acc.iter_mut().zip(src) {
+        if b > *a {
+            *a = b;
+        }
     }
 }
 
@@ -511,8 +533,13 @@ fn totally_ordered(x: &[f32]) -> bool {
     })
 }
 
-/// The body of [`max_rows_cols_into`] for any maximum `mx` with identity
-/// `lowest`. For `f32` it is called only on [`totally_ordered`] input and
+/// The body of [`max_rows_cols_into`] for any maximum with identity
+/// `lowest`, which `fold(acc, src)` takes element by element into `acc`
+/// (over the shorter of the two). `row(prow, (kernel, stride), out)`
+/// may compute an output row's window maxima from its padded row of
+/// maxima at once (returning `true`, as
+/// [`qport_kernels::int8::elementwise::window_max`]); where it returns
+/// `false` the row's column phases and `fold` do. For `f32` it is called only on [`totally_ordered`] input and
 /// windows that each cover an input element ([`RowsCols::full`]), with
 /// `lowest` −∞: then every window's maximum is one of its taps, the value
 /// [`max_values_into`] gives.
@@ -522,7 +549,10 @@ fn rows_cols_into<T: Copy + Send + Sync + 'static>(
     planes: usize,
     y: &mut [T],
     lowest: T,
-    mx: impl Fn(T, T) -> T + Sync,
+    (fold, row): (
+        impl Fn(&mut [T], &[T]) + Sync,
+        impl Fn(&[T], (usize, usize), &mut [T]) -> bool + Sync,
+    ),
 ) {
     let [h, w] = rc.input;
     let (isz, ow, s) = (h * w, rc.out, rc.stride);
@@ -541,9 +571,10 @@ fn rows_cols_into<T: Copy + Send + Sync + 'static>(
                 let mid = &mut prow[rc.pad_begin..rc.pad_begin + w];
                 mid.fill(lowest);
                 for iy in rows.clone() {
-                    for (m, &v) in mid.iter_mut().zip(&plane[iy * w..(iy + 1) * w]) {
-                        *m = mx(*m, v);
-                    }
+                    fold(mid, &plane[iy * w..(iy + 1) * w]);
+                }
+                if row(prow, (rc.kernel, s), yr) {
+                    continue;
                 }
                 // phase b, element i: padded column i·s + b
                 let ph: &[T] = if s == 1 {
@@ -572,10 +603,7 @@ fn rows_cols_into<T: Copy + Send + Sync + 'static>(
                 yr.fill(lowest);
                 for j in 0..rc.kernel {
                     // output ox reads padded column ox·s + j
-                    let src = &ph[(j % s) * pq + j / s..][..ow];
-                    for (yo, &v) in yr.iter_mut().zip(src) {
-                        *yo = mx(*yo, v);
-                    }
+                    fold(yr, &ph[(j % s) * pq + j / s..][..ow]);
                 }
             }
         }
@@ -844,7 +872,8 @@ mod tests {
 
     /// The row-then-column maxima equal the windows' maxima over 2-D
     /// pools with padding (windows wholly in it included), strides,
-    /// `ceil_mode` and `SAME` padding, for u8 and i8.
+    /// `ceil_mode` and `SAME` padding, for u8 and i8 on every dispatch
+    /// row.
     #[test]
     fn rows_then_columns_equal_the_window_maxima() {
         use proptest::prelude::*;
@@ -884,15 +913,19 @@ mod tests {
                     let rc = RowsCols::new(&[h, w], &ws).unwrap();
                     let x = &xs[..3 * h * w];
                     let n = 3 * wy.out * wx.out;
-                    let (mut want, mut got) = (vec![7u8; n], vec![9u8; n]);
-                    max_only_into(x, &t, 3, &mut want);
-                    max_rows_cols_into(x, &rc, 3, &mut got);
-                    prop_assert_eq!(&got, &want);
-                    let xi: Vec<i8> = x.iter().map(|&v| v as i8).collect();
-                    let (mut want, mut got) = (vec![7i8; n], vec![9i8; n]);
-                    max_only_into(&xi, &t, 3, &mut want);
-                    max_rows_cols_into(&xi, &rc, 3, &mut got);
-                    prop_assert_eq!(&got, &want);
+                    // (on every dispatch row: the window kernel on the
+                    // AVX-512 ones, the column phases elsewhere)
+                    for isa in qport_kernels::dispatch::supported_isas() {
+                        let (mut want, mut got) = (vec![7u8; n], vec![9u8; n]);
+                        max_only_into(x, &t, 3, &mut want);
+                        qport_kernels::with_isa(isa, || max_rows_cols_into(x, &rc, 3, &mut got));
+                        prop_assert_eq!(&got, &want, "{:?}", isa);
+                        let xi: Vec<i8> = x.iter().map(|&v| v as i8).collect();
+                        let (mut want, mut got) = (vec![7i8; n], vec![9i8; n]);
+                        max_only_into(&xi, &t, 3, &mut want);
+                        qport_kernels::with_isa(isa, || max_rows_cols_into(&xi, &rc, 3, &mut got));
+                        prop_assert_eq!(&got, &want, "{:?}", isa);
+                    }
                     // f32 (with infinities) where every window covers the
                     // input: the same bits as the first-tap-first maxima
                     let xf: Vec<f32> = x
@@ -907,8 +940,14 @@ mod tests {
                     if rc.full {
                         let (mut want, mut got) = (vec![7.0f32; n], vec![9.0f32; n]);
                         max_values_into(&xf, &t, 3, &mut want);
-                        let mx = |a: f32, b: f32| if b > a { b } else { a };
-                        rows_cols_into(&xf, &rc, 3, &mut got, f32::NEG_INFINITY, mx);
+                        rows_cols_into(
+                            &xf,
+                            &rc,
+                            3,
+                            &mut got,
+                            f32::NEG_INFINITY,
+                            (fold_max_f32, no_kernel),
+                        );
                         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                         prop_assert_eq!(bits(&got), bits(&want));
                     } else {

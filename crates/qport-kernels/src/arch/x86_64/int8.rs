@@ -8,7 +8,7 @@ use super::simd::{Avx2, Avx512, Simd};
 use crate::igemm::QInt;
 use crate::int8::depthwise::{plane_taps, PlaneGeom};
 use crate::int8::elementwise::{
-    add_loop, dequantize_loop, quantize_loop, quantize_rounding_loop, AddParams,
+    add_loop, dequantize_loop, max_assign_loop, quantize_loop, quantize_rounding_loop, AddParams,
 };
 use qport_core::arith::Rounding;
 
@@ -25,9 +25,141 @@ recompiled! {
     /// [`dequantize_loop`] with AVX2.
     "avx2" fn dequantize_avx2<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32])
         = dequantize_loop;
+    /// [`max_assign_loop`] with AVX2.
+    "avx2" fn max_assign_avx2<T: QInt>(acc: &mut [T], src: &[T])
+        = max_assign_loop;
     /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;
+}
+
+/// [`crate::int8::elementwise::max_assign`] over `n` bytes, unsigned
+/// (`SIGNED` false, `u8`) or signed (`i8`): 64 a step, the rest in one
+/// masked step.
+///
+/// # Safety
+/// The CPU must support AVX-512F and BW; `n` bytes readable at `src` and
+/// writable at `acc`.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn max_bytes_avx512<const SIGNED: bool>(acc: *mut u8, src: *const u8, n: usize) {
+    use std::arch::x86_64::*;
+    let max = |a, b| {
+        if SIGNED {
+            _mm512_max_epi8(a, b)
+        } else {
+            _mm512_max_epu8(a, b)
+        }
+    };
+    let mut i = 0;
+    while i + 64 <= n {
+        // SAFETY: bytes i..i + 64 of both (the caller's contract).
+        unsafe {
+            let (a, b) = (
+                _mm512_loadu_si512(acc.add(i).cast()),
+                _mm512_loadu_si512(src.add(i).cast()),
+            );
+            _mm512_storeu_si512(acc.add(i).cast(), max(a, b));
+        }
+        i += 64;
+    }
+    if i < n {
+        let m: __mmask64 = u64::MAX >> (64 - (n - i));
+        // SAFETY: the masked bytes i..n of both (the caller's contract).
+        unsafe {
+            let (a, b) = (
+                _mm512_maskz_loadu_epi8(m, acc.add(i).cast()),
+                _mm512_maskz_loadu_epi8(m, src.add(i).cast()),
+            );
+            _mm512_mask_storeu_epi8(acc.add(i).cast(), m, max(a, b));
+        }
+    }
+}
+
+/// [`crate::int8::elementwise::window_max`] over bytes, unsigned (`SIGNED`
+/// false, `u8`) or signed: `out[o] = max(row[s·o + j] for j < k)` for `o <
+/// n`, at stride 1 (64 outputs a step) or 2 (32 a step: the row read as
+/// 16-bit words, each word's low byte column `2·o`, its high byte `2·o +
+/// 1`, extended to 16 bits and compared there). Every load is masked to
+/// the row's `len` bytes; the last step's outputs are stored masked.
+///
+/// # Safety
+/// The CPU must support AVX-512F and BW; `s` is 1 or 2, `k ≥ 1`; `len`
+/// bytes readable at `row`, at least `s·(n − 1) + k` of them when `n >
+/// 0`; `n` bytes writable at `out`.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn window_max_avx512<const SIGNED: bool>(
+    (row, len): (*const u8, usize),
+    (k, s): (usize, usize),
+    out: *mut u8,
+    n: usize,
+) {
+    use std::arch::x86_64::*;
+    // the first `b` lanes of 64 bytes (or 32 words)
+    let lanes = |b: usize| -> u64 { u64::MAX >> (64 - b.min(64)) };
+    // bytes `at..` of the row, those past its end zero
+    let load = |at: usize| {
+        // SAFETY: the mask keeps the read inside the row's `len` bytes
+        // (the caller's contract); `at < len` wherever it is called.
+        unsafe { _mm512_maskz_loadu_epi8(lanes(len - at), row.add(at).cast()) }
+    };
+    if s == 1 {
+        let max = |a, b| {
+            if SIGNED {
+                _mm512_max_epi8(a, b)
+            } else {
+                _mm512_max_epu8(a, b)
+            }
+        };
+        for x0 in (0..n).step_by(64) {
+            // (column x0 + j + 63 may lie past the row: masked)
+            let mut acc = load(x0);
+            for j in 1..k {
+                acc = max(acc, load(x0 + j));
+            }
+            // SAFETY: outputs x0..x0 + cnt are `out`'s (the caller's
+            // contract).
+            unsafe { _mm512_mask_storeu_epi8(out.add(x0).cast(), lanes(n - x0), acc) };
+        }
+        return;
+    }
+    debug_assert_eq!(s, 2);
+    let max = |a, b| {
+        if SIGNED {
+            _mm512_max_epi16(a, b)
+        } else {
+            _mm512_max_epu16(a, b)
+        }
+    };
+    // a word's low and high byte as 16-bit values
+    let low = |w| {
+        if SIGNED {
+            _mm512_srai_epi16::<8>(_mm512_slli_epi16::<8>(w))
+        } else {
+            _mm512_and_si512(w, _mm512_set1_epi16(0xff))
+        }
+    };
+    let high = |w| {
+        if SIGNED {
+            _mm512_srai_epi16::<8>(w)
+        } else {
+            _mm512_srli_epi16::<8>(w)
+        }
+    };
+    for x0 in (0..n).step_by(32) {
+        // column 2·o + j is byte j mod 2 of the word at 2·o + 2·(j / 2)
+        // (a byte a window never reads, past the row, loads as zero)
+        let mut acc = low(load(2 * x0));
+        for j in 1..k {
+            let w = load(2 * x0 + 2 * (j / 2));
+            acc = max(acc, if j % 2 == 0 { low(w) } else { high(w) });
+        }
+        let cnt = (n - x0).min(32);
+        // SAFETY: outputs x0..x0 + cnt are `out`'s (the caller's contract);
+        // each word's low byte is its value, in range.
+        unsafe {
+            _mm512_mask_cvtepi16_storeu_epi8(out.add(x0).cast(), lanes(cnt) as __mmask32, acc)
+        };
+    }
 }
 
 /// The whole 32-pair steps of [`crate::int8::elementwise::split_pairs`]
