@@ -1,6 +1,6 @@
 //! The blocks of the exact u8×s8 GEMM on AMX-INT8 tiles (`tdpbsud`), for
 //! the dispatch row [`crate::Isa::Amx`]: the VNNI kernel's operands and
-//! epilogue ([`crate::vnni`]), its 4 × 64 register tile replaced by a
+//! epilogue ([`crate::vnni`]), its 6 × 64 register tile replaced by a
 //! 32 × 32 block of four 16 × 16 accumulator tiles.
 //!
 //! `tdpbsud` multiplies *signed* bytes of its first operand, whose rows

@@ -599,8 +599,14 @@ mod x86 {
 
     /// Columns per vector.
     const L: usize = 16;
-    /// Rows per register tile.
-    const MR: usize = 4;
+    /// Rows per register tile: 6 rows of 4 vectors are 24 accumulators,
+    /// with the 4 vectors of `B` and the broadcast 29 of the 32 registers,
+    /// and each step's 4 loads of `B` serve 24 `vpdpbusd` (16 with 4
+    /// rows: where two run a cycle, as on Zen 5, the loads of `B` from L2
+    /// held a 4-row tile of a long reduction to ~340 multiply-adds a
+    /// nanosecond, 6 rows reach ~450). The last rows of a block (fewer
+    /// than 6) take strips of 4, 2 and 1.
+    const MR: usize = 6;
     /// Vectors (of 16 columns) per register tile.
     const NV: usize = 4;
 
@@ -2117,41 +2123,62 @@ mod x86 {
     ) {
         debug_assert!(c0 % (L * NV) == 0 && (c1 % (L * NV) == 0 || c1 == n) && c1 <= n);
         for j0 in (c0..c1).step_by(L * NV) {
-            let left = n - j0;
             // the tail with the last tiles of the output's columns
             let tail = tail.filter(|_| c1 == n && j0 + L * NV >= n);
             let mut i = r0;
             while i + MR <= r1 {
-                // SAFETY: features checked by the caller; every tile
-                // reads NV vectors inside B's padded row; the tail's
-                // columns are this block's (its last columns are).
-                unsafe {
-                    match left.div_ceil(L) {
-                        1 => tile::<MR, 1, O, S>(a, i, b, j0, n, corr, out),
-                        2 => tile::<MR, 2, O, S>(a, i, b, j0, n, corr, out),
-                        3 => tile::<MR, 3, O, S>(a, i, b, j0, n, corr, out),
-                        _ => tile::<MR, NV, O, S>(a, i, b, j0, n, corr, out),
-                    }
-                    if let Some(t) = tail {
-                        tails::<MR, O>(a, i, (t, n), corr, out);
-                    }
-                }
+                // SAFETY: features checked by the caller; every tile reads
+                // NV vectors inside B's padded row; the tail's columns are
+                // this block's (its last columns are).
+                unsafe { strip::<MR, O, S>(a, i, b, (j0, n), tail, corr, out) };
                 i += MR;
             }
-            while i < r1 {
+            // the last rows (fewer than MR) in strips of 4, 2 and 1
+            if i + 4 <= r1 {
                 // SAFETY: as above.
-                unsafe {
-                    match left.div_ceil(L) {
-                        1 => tile::<1, 1, O, S>(a, i, b, j0, n, corr, out),
-                        2 => tile::<1, 2, O, S>(a, i, b, j0, n, corr, out),
-                        3 => tile::<1, 3, O, S>(a, i, b, j0, n, corr, out),
-                        _ => tile::<1, NV, O, S>(a, i, b, j0, n, corr, out),
-                    }
-                    if let Some(t) = tail {
-                        tails::<1, O>(a, i, (t, n), corr, out);
-                    }
-                }
-                i += 1;
+                unsafe { strip::<4, O, S>(a, i, b, (j0, n), tail, corr, out) };
+                i += 4;
+            }
+            if i + 2 <= r1 {
+                // SAFETY: as above.
+                unsafe { strip::<2, O, S>(a, i, b, (j0, n), tail, corr, out) };
+                i += 2;
+            }
+            if i < r1 {
+                // SAFETY: as above.
+                unsafe { strip::<1, O, S>(a, i, b, (j0, n), tail, corr, out) };
+            }
+        }
+    }
+
+    /// The tile of rows `i0..i0 + R` and columns `j0..` (as many vectors
+    /// as the columns left, at most NV) and, with `tail`, the tail's
+    /// columns of those rows.
+    ///
+    /// # Safety
+    /// As [`tile`] and [`tails`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn strip<const R: usize, O: TileOut, S: Steps>(
+        a: &PackedI8,
+        i0: usize,
+        b: &BRows<'_, S>,
+        (j0, n): (usize, usize),
+        tail: Option<&Tail<'_>>,
+        corr: &Corr<'_>,
+        out: &O,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match (n - j0).div_ceil(L) {
+                1 => tile::<R, 1, O, S>(a, i0, b, j0, n, corr, out),
+                2 => tile::<R, 2, O, S>(a, i0, b, j0, n, corr, out),
+                3 => tile::<R, 3, O, S>(a, i0, b, j0, n, corr, out),
+                _ => tile::<R, NV, O, S>(a, i0, b, j0, n, corr, out),
+            }
+            if let Some(t) = tail {
+                tails::<R, O>(a, i0, (t, n), corr, out);
             }
         }
     }
@@ -2360,8 +2387,8 @@ mod tests {
     fn intra_op_threads_give_the_same_sums() {
         let _g = crate::test_lock();
         // above 4 x par::MIN_WORK, odd sizes; rows split between the
-        // threads, and (12 rows: 3 blocks of MR for up to 16 threads)
-        // panels of columns
+        // threads, and (12 rows: 2 blocks of MR, fewer than two a thread
+        // from 2 threads up) panels of columns
         for (m, k, n) in [(70, 600, 250), (12, 3000, 300)] {
             let a: Vec<i8> = (0..m * k).map(|i| (i * 37 % 256) as u8 as i8).collect();
             let b: Vec<u8> = (0..k * n).map(|i| (i * 101 % 256) as u8).collect();
