@@ -296,9 +296,8 @@ impl Lanes16 {
     #[inline]
     pub(crate) fn bounded(mut self, bound: i64) -> Lanes16 {
         match self.form {
-            FloatRequant::F32 { bias, .. } => {
-                self.no_overflow =
-                    bound.saturating_add(i64::from(bias).abs()) <= i64::from(i32::MAX);
+            FloatRequant::F32 { .. } => {
+                self.no_overflow = F32Row::of(&self.form, bound).is_some();
             }
             FloatRequant::F64 {
                 bias,
@@ -595,6 +594,75 @@ impl F32x16 {
         // (`max_ps(c, lo)` is `lo` for a NaN `c`, as `f32::max` is)
         let c = _mm512_min_ps(_mm512_max_ps(c, self.lo), self.hi);
         _mm512_add_epi32(_mm512_cvt_roundps_epi32::<RNE>(c), self.zero)
+    }
+}
+
+/// The f32 form of one row whose i32 bias addition cannot overflow for
+/// the sums it will see (the case [`Lanes16::bounded`] stores without the
+/// check), as scalars: the fused GEMM epilogue keeps one per row of a
+/// product instead of building a [`Lanes16`] for each register tile, and
+/// adds the bias with the row's zero-point term in one addition (a
+/// wrapping i32 sum is the same in any order).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct F32Row {
+    /// The form's i32 bias.
+    pub(crate) bias: i32,
+    m: f32,
+    lo: f32,
+    hi: f32,
+    zero: i32,
+}
+
+impl F32Row {
+    /// `f`'s constants where it is the f32 form and its bias added to any
+    /// sum in `[-bound, bound]` stays an i32, else `None`.
+    pub(crate) fn of(f: &FloatRequant, bound: i64) -> Option<F32Row> {
+        let &FloatRequant::F32 {
+            bias,
+            multiplier: m,
+            lo,
+            hi,
+            zero,
+        } = f
+        else {
+            return None;
+        };
+        let fits = bound.saturating_add(i64::from(bias).abs()) <= i64::from(i32::MAX);
+        fits.then_some(F32Row {
+            bias,
+            m,
+            lo,
+            hi,
+            zero,
+        })
+    }
+
+    /// The biased sums `s` requantized, zero point added: the operations
+    /// of [`Lanes16::store`] for this form after its bias addition.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn finish(&self, s: __m512i) -> __m512i {
+        F32x16 {
+            bias: ZERO_I,
+            m: _mm512_set1_ps(self.m),
+            lo: _mm512_set1_ps(self.lo),
+            hi: _mm512_set1_ps(self.hi),
+            zero: _mm512_set1_epi32(self.zero),
+        }
+        .finish(s)
+    }
+
+    /// The bytes of the first `lanes` (at most 16) of `r`, [`Self::finish`]'s
+    /// result, stored at `dst` by truncation, as [`Lanes16::store`] stores.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and BW; `lanes` bytes must be
+    /// writable at `dst`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    pub(crate) unsafe fn store(r: __m512i, dst: *mut u8, lanes: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { store16(dst, prefix(lanes), r) };
     }
 }
 

@@ -592,7 +592,7 @@ pub(crate) fn direct_sums(
 mod x86 {
     use super::PackedI8;
     use crate::arch::x86_64::amx;
-    use crate::arch::x86_64::requant::Lanes16;
+    use crate::arch::x86_64::requant::{F32Row, Lanes16};
     use crate::int8::packed::U8s8;
     use qport_core::arith::FloatRequant;
     use std::arch::x86_64::*;
@@ -879,6 +879,7 @@ mod x86 {
                         k,
                         col_sum: &col_sum[..],
                         b_dev,
+                        lean: None,
                     };
                     let src = BTiles { bytes: &*bp, kt };
                     let cols = (p0 * amx::CB, (p1 * amx::CB).min(n));
@@ -910,6 +911,7 @@ mod x86 {
             k,
             col_sum: &col_sum[..],
             b_dev,
+            lean: None,
         };
         // SAFETY: the caller's features, tiles and output; the packed
         // tiles hold every column tile of n (asserted by `rows_amx`).
@@ -1195,6 +1197,7 @@ mod x86 {
         out: &O,
     ) {
         let kq = a.kq;
+        let lean = corr.lean.map(|l| &l[i0..i0 + R]);
         let mut acc = [[_mm512_setzero_si512(); V]; R];
         // (raw pointers: bounds checked once here, not per step of `k`,
         // and nothing the compiler leaves out of line in the loop)
@@ -1212,6 +1215,15 @@ mod x86 {
             // SAFETY: step t's V · 64 bytes at column j0 lie inside the
             // bytes (no step starts past `last`, asserted above).
             let row = unsafe { b.bytes.as_ptr().add(b.steps.at(t) + j0 * 4) };
+            if S::PREFETCH && t + PF_AHEAD < kq {
+                let ahead = b
+                    .bytes
+                    .as_ptr()
+                    .wrapping_add(b.steps.at(t + PF_AHEAD) + j0 * 4);
+                for v in 0..V {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(v * 64).cast());
+                }
+            }
             let mut x = [_mm512_setzero_si512(); V];
             for (v, xv) in x.iter_mut().enumerate() {
                 // SAFETY: as above.
@@ -1224,6 +1236,23 @@ mod x86 {
                     acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x[v], w);
                 }
             }
+        }
+        if let Some(l) = lean {
+            // C + bias: the row's start added (no zero point in A)
+            for ((r, accr), (start, f)) in acc.iter().enumerate().zip(l) {
+                let start = _mm512_set1_epi32(*start);
+                for (v, &s) in accr.iter().enumerate() {
+                    let js = j0 + v * L;
+                    if js >= n {
+                        break;
+                    }
+                    let y = f.finish(_mm512_add_epi32(s, start));
+                    // SAFETY: columns js..js + cnt of row i0 + r are this
+                    // tile's (`out`'s contract), which gave `f`.
+                    unsafe { out.put_finished(i0 + r, js, y, (n - js).min(L)) };
+                }
+            }
+            return;
         }
         for (r, accr) in acc.iter().enumerate() {
             let i = i0 + r;
@@ -1259,6 +1288,12 @@ mod x86 {
         col_sum: &'a [i32],
         /// `max |B[p][j] − zb|` over the u8 range.
         b_dev: i64,
+        /// Where every row of the product has no zero point and an
+        /// [`F32Row`] ([`TileOut::f32_row`]): each row's, with its row
+        /// term and bias as one i32 (wrapping), so that a tile's epilogue
+        /// adds once, then scales, clamps and stores, and builds no
+        /// [`Lanes16`] per row.
+        lean: Option<&'a [(i32, F32Row)]>,
     }
 
     /// The part of a row's zero-point correction that does not depend on
@@ -1295,9 +1330,16 @@ mod x86 {
     /// direct convolution's offset of its tap and channel quad
     /// ([`Offsets`]); either way, column `j`'s four bytes follow at `4j`.
     pub(super) trait Steps: Sync {
+        /// Whether a tile prefetches the bytes of the step `PF_AHEAD` on
+        /// (where the steps jump about, which no hardware prefetcher
+        /// follows).
+        const PREFETCH: bool = false;
         /// Byte offset of step `t`'s column 0 (`t < kq`).
         fn at(&self, t: usize) -> usize;
     }
+
+    /// Steps ahead a tile prefetches ([`Steps::PREFETCH`]).
+    const PF_AHEAD: usize = 3;
 
     /// The packed `[kq][np][4]` layout of [`pack_b`].
     pub(super) struct Packed {
@@ -1316,6 +1358,7 @@ mod x86 {
     pub(super) struct Offsets<'a>(pub(super) &'a [usize]);
 
     impl Steps for Offsets<'_> {
+        const PREFETCH: bool = true;
         #[inline(always)]
         fn at(&self, t: usize) -> usize {
             // SAFETY: `BRows::new` checked that the table has a value for
@@ -1375,6 +1418,20 @@ mod x86 {
         /// The CPU must support AVX-512F and BW; no other thread writes
         /// those elements, which lie inside the output.
         unsafe fn put(&self, row: &Self::Row, i: usize, js: usize, y: __m512i, cnt: usize);
+        /// Row `i`'s requantization as an [`F32Row`] where its sums, in
+        /// `[-bound, bound]`, may take it (bytes out), else `None`.
+        fn f32_row(&self, _i: usize, _bound: i64) -> Option<F32Row> {
+            None
+        }
+        /// Stores the first `cnt` lanes of `r`, [`F32Row::finish`]'s
+        /// result, as row `i`, columns `js..js + cnt`: only for an output
+        /// whose [`Self::f32_row`] gave one.
+        ///
+        /// # Safety
+        /// As [`Self::put`].
+        unsafe fn put_finished(&self, _i: usize, _js: usize, _r: __m512i, _cnt: usize) {
+            unreachable!("an output without f32 rows stores no finished bytes")
+        }
         /// Stores row `i`'s vectors of columns `js..` for `js` in
         /// `(s0..s1).step_by(16)`, the first `c1 − js` lanes (at most 16)
         /// of each, `y(js)` giving each vector: [`Self::put`] for each.
@@ -1436,6 +1493,16 @@ mod x86 {
             // SAFETY: the bytes are inside the output and this thread's
             // (the caller's contract).
             unsafe { row.store(y, self.out.get().add(i * self.ldo + js), cnt) };
+        }
+        #[inline(always)]
+        fn f32_row(&self, i: usize, bound: i64) -> Option<F32Row> {
+            F32Row::of(&self.rq[i], bound)
+        }
+        #[inline(always)]
+        unsafe fn put_finished(&self, i: usize, js: usize, r: __m512i, cnt: usize) {
+            // SAFETY: the bytes are inside the output and this thread's
+            // (the caller's contract).
+            unsafe { F32Row::store(r, self.out.get().add(i * self.ldo + js), cnt) };
         }
         #[inline(always)]
         unsafe fn put_run(
@@ -1615,11 +1682,19 @@ mod x86 {
         }
         for (r, accr) in acc.iter().enumerate() {
             let i = i0 + r;
+            let mut four = [_mm512_setzero_si512(); 4];
+            four[..W].copy_from_slice(accr);
+            if let Some(&(start, f)) = corr.lean.map(|l| &l[i]) {
+                // C + bias: the row's start added (no zero point in A)
+                let y = f.finish(_mm512_add_epi32(lane_sums(four), _mm512_set1_epi32(start)));
+                // SAFETY: the caller's features and output contract, the
+                // output that gave `f`.
+                unsafe { out.put_finished(i, n, y, W) };
+                continue;
+            }
             let za = corr.za[i];
             // C = acc − zb·rowsum(i) − za(i)·colsum(j) + k·za(i)·zb
             let row_term = corr.row_term(a, i);
-            let mut four = [_mm512_setzero_si512(); 4];
-            four[..W].copy_from_slice(accr);
             let mut y = _mm512_add_epi32(lane_sums(four), _mm512_set1_epi32(row_term));
             if za != 0 {
                 // SAFETY: col_sum has n + 16 values (asserted).
@@ -1682,12 +1757,32 @@ mod x86 {
         // vpdpbusd does 64 multiply-adds to an FMA's 16: count a quarter of
         // the work against the hand-off cost.)
         let work = m * k * n / 4;
-        let c = &corr;
-        divide((m, MR), (n, L * NV), work, |rows_, cols| {
-            // SAFETY: the caller checked the CPU features and gave rows
-            // 0..m, columns 0..n to this call; these are this block's alone.
-            unsafe { rows(a, b, (n, tail.as_ref()), c, out, rows_, cols) };
+        LEAN_ROWS.with(|lean| {
+            let mut lean = lean.borrow_mut();
+            lean.clear();
+            let all = (0..m).all(|i| {
+                let f = out.f32_row(i, corr.bound(a, i)).filter(|_| corr.za[i] == 0);
+                f.inspect(|f| lean.push((corr.row_term(a, i).wrapping_add(f.bias), *f)))
+                    .is_some()
+            });
+            let c = &Corr {
+                lean: all.then_some(&lean[..]),
+                ..corr
+            };
+            divide((m, MR), (n, L * NV), work, |rows_, cols| {
+                // SAFETY: the caller checked the CPU features and gave rows
+                // 0..m, columns 0..n to this call; these are this block's
+                // alone.
+                unsafe { rows(a, b, (n, tail.as_ref()), c, out, rows_, cols) };
+            });
         });
+    }
+
+    thread_local! {
+        /// [`Corr::lean`]'s rows, kept from one product to the next (no
+        /// allocation once it has held the most rows).
+        static LEAN_ROWS: std::cell::RefCell<Vec<(i32, F32Row)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
     }
 
     /// The zero-point correction of `A` with the `B` of `b` (the steps
@@ -1733,6 +1828,7 @@ mod x86 {
             k,
             col_sum: &col_sum[..],
             b_dev,
+            lean: None,
         }
     }
 
