@@ -212,10 +212,11 @@ pub enum PairLayout {
 const CHANNELS_LAST_MAX_W: usize = 16;
 
 /// Output widths up to which the channels-last layout stays the pick
-/// where [`PairLayout::RowQuads`] could run: on MobileNetV2's 7 x 7
-/// outputs (7 of a vector's 16 columns used) channels-last took 0.15 ms
-/// to the row quads' 0.23 (`op_profile`); from 14 columns on the row
-/// quads were faster.
+/// where [`PairLayout::RowQuads`] could run, unless the row quads pack
+/// several output rows into a vector (every narrow map of the networks
+/// measured: there they took 0.55x–0.8x the channels-last time on
+/// MobileNetV2's and EfficientNet-Lite0's 7 × 7 outputs,
+/// `depthwise_speed`). Unpacked, 7 of a vector's 16 lanes would be used.
 #[cfg(target_arch = "x86_64")]
 const ROW_QUADS_MIN_OW: usize = 8;
 
@@ -224,9 +225,8 @@ const ROW_QUADS_MIN_OW: usize = 8;
 fn pick_layout(g: &crate::f32::depthwise::Geo, isa: crate::Isa) -> PairLayout {
     #[cfg(target_arch = "x86_64")]
     {
-        if row_quads_row(isa)
-            && g.ow > ROW_QUADS_MIN_OW
-            && crate::arch::x86_64::idepthwise::row_quads_fit(g)
+        use crate::arch::x86_64::idepthwise::{packed_rows, row_quads_fit};
+        if row_quads_row(isa) && (g.ow > ROW_QUADS_MIN_OW || packed_rows(g) > 1) && row_quads_fit(g)
         {
             return PairLayout::RowQuads;
         }
@@ -397,7 +397,8 @@ unsafe fn channels_last(a: &PairArgs, bufs: &mut PairBufs, out: ClOut) {
 /// (the AVX-512 rows, narrow maps) or in row quads (see [`PairLayout`]).
 /// Returns `false`, with nothing written, where it does not: other rows
 /// or geometries, forms of both variants (channels-last), centred weights
-/// outside i8 (row quads), a `T` wider than a byte, or where
+/// outside i8 where the row quads would run (on narrow maps the layer
+/// then runs channels-last), a `T` wider than a byte, or where
 /// [`depthwise_pairs`] returns `false`. The bytes are those of the sums
 /// of [`depthwise_pairs`] requantized.
 ///
@@ -418,7 +419,18 @@ pub fn depthwise_pairs_requant<T: QInt>(
     {
         // (the layout first: the engine asks for every chunk of every
         // depthwise layer, and most of those that decline are planes)
-        let picked = crate::f32::depthwise::Geo::new(geom).map(|g| pick_layout(&g, crate::isa()));
+        // (centred weights outside i8: channels-last where it could run)
+        let picked =
+            crate::f32::depthwise::Geo::new(geom).map(|g| match pick_layout(&g, crate::isa()) {
+                PairLayout::RowQuads if !i8_weights(w_centered) => {
+                    if g.w <= CHANNELS_LAST_MAX_W {
+                        PairLayout::ChannelsLast
+                    } else {
+                        PairLayout::Planes
+                    }
+                }
+                l => l,
+            });
         let one_variant = || {
             forms
                 .windows(2)
@@ -426,7 +438,7 @@ pub fn depthwise_pairs_requant<T: QInt>(
         };
         let fits = match picked {
             Some(PairLayout::ChannelsLast) => one_variant(),
-            Some(PairLayout::RowQuads) => i8_weights(w_centered),
+            Some(PairLayout::RowQuads) => true,
             _ => false,
         };
         if std::mem::size_of::<T>() != 1 || !fits {
@@ -1020,8 +1032,10 @@ mod tests {
 
     /// The row-quads body on the layers of MobileNetV2 and
     /// EfficientNet-Lite0 (3 x 3 and 5 x 5, strides 1 and 2, maps from
-    /// 7 to 112 wide), holding its sums to the direct definition, and
-    /// the count of its runs to the rows that have it.
+    /// 7 to 112 wide, narrow ones with output rows packed in a vector)
+    /// and on 7 x 7 and 9 x 9 kernels (more taps than one permute of
+    /// the weights takes), holding its sums to the direct definition,
+    /// and the count of its runs to the rows that have it.
     #[test]
     fn row_quads_match_the_direct_definition_on_network_layers() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -1040,6 +1054,9 @@ mod tests {
             (7, 3, 1),
             (7, 5, 1),
             (17, 3, 2),
+            (20, 7, 1),
+            (11, 9, 1),
+            (13, 9, 2),
         ] {
             let p = k / 2;
             let o = (hw + 2 * p - k) / s + 1;
@@ -1074,10 +1091,11 @@ mod tests {
                     }
                     #[cfg(target_arch = "x86_64")]
                     {
-                        let picked = layout.is_some() || o > ROW_QUADS_MIN_OW;
+                        // (every layer here: the narrow ones with rows
+                        // packed into a vector)
                         assert_eq!(
                             ROW_QUADS_RUNS.with(|r| r.get()) - before,
-                            usize::from(row_quads_row(isa) && picked),
+                            usize::from(row_quads_row(isa)),
                             "{isa} {layout:?} {hw}: the row-quads body runs where the row has it"
                         );
                     }
@@ -1173,11 +1191,16 @@ mod tests {
                     .collect();
                 let forms: Vec<FloatRequant> = rq.iter().map(|r| r.float_form().unwrap()).collect();
                 for isa in crate::dispatch::supported_isas() {
+                    // (row quads with i8 weights, else channels-last on
+                    // narrow maps)
                     let fused = match crate::f32::depthwise::Geo::new(&geom)
-                        .map(|g| pick_layout(&g, isa))
+                        .map(|g| (pick_layout(&g, isa), g.w))
                     {
-                        Some(PairLayout::ChannelsLast) => true,
-                        Some(PairLayout::RowQuads) => w.iter().all(|&v| i8::try_from(v).is_ok()),
+                        Some((PairLayout::ChannelsLast, _)) => true,
+                        Some((PairLayout::RowQuads, w_in)) => {
+                            w.iter().all(|&v| i8::try_from(v).is_ok())
+                                || w_in <= CHANNELS_LAST_MAX_W
+                        }
                         _ => false,
                     };
                     let case = (&x[..], xz, nch, &w[..], &geom);

@@ -5,7 +5,7 @@
 //! sum is exact, so each returns the portable body's sums.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use super::requant::{LaneForms, Lanes16};
+use super::requant::{F32Lanes, F32Row, LaneForms, Lanes16};
 use crate::int8::depthwise::{
     cl_pair_rows, fill_row_from, pairs_body, ClBufs, ClOut, PairArgs, PairBufs, PairVec,
 };
@@ -675,6 +675,56 @@ pub(crate) unsafe fn row_quads_vnni(a: &PairArgs, mut out: ClOut) {
     }
 }
 
+/// Where [`row_quads`] puts a channel's vectors of sums: stored as i32,
+/// or requantized into bytes (one implementation each, so that every
+/// channel body is compiled for its sink and its constants stay in
+/// registers).
+trait QuadSink {
+    /// Puts lanes `0..n` (`n ≤ 16`) of `v` at output position `at` of the
+    /// channel.
+    ///
+    /// # Safety
+    /// Positions `at..at + n` lie in the channel's output; the CPU has
+    /// AVX-512F and BW.
+    unsafe fn put(&self, at: usize, v: __m512i, n: usize);
+}
+
+/// The i32 sums of one channel, from `self.0` on.
+struct SumSink(*mut i32);
+
+impl QuadSink for SumSink {
+    #[inline(always)]
+    unsafe fn put(&self, at: usize, v: __m512i, n: usize) {
+        let lanes = (1u32 << n).wrapping_sub(1) as u16;
+        // SAFETY: the caller's position and features.
+        unsafe { _mm512_mask_storeu_epi32(self.0.add(at).cast(), lanes, v) }
+    }
+}
+
+/// The bytes of one channel (from `.0` on) requantized by the f32 form
+/// without overflow check, whose bias the channel's starting sums hold.
+struct LeanSink(*mut u8, F32Lanes);
+
+impl QuadSink for LeanSink {
+    #[inline(always)]
+    unsafe fn put(&self, at: usize, v: __m512i, n: usize) {
+        // SAFETY: the caller's position and features.
+        unsafe { F32Row::store(self.1.finish(v), self.0.add(at), n) }
+    }
+}
+
+/// The bytes of one channel (from `.0` on) requantized by its form in
+/// general.
+struct FormSink(*mut u8, Lanes16);
+
+impl QuadSink for FormSink {
+    #[inline(always)]
+    unsafe fn put(&self, at: usize, v: __m512i, n: usize) {
+        // SAFETY: the caller's position and features.
+        unsafe { self.1.store(v, self.0.add(at), n) }
+    }
+}
+
 /// [`row_quads_vnni`] with `NQ` quads of taps per kernel row (the
 /// quads' loops unrolled, so the sums stay in registers).
 ///
@@ -689,7 +739,6 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
     unsafe {
         let g = &a.g;
         let (is, ks, os) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
-        let nq = NQ;
         assert_eq!(g.kw.div_ceil(4), NQ);
         match out {
             ClOut::Sums(o) => assert!(o.len() >= a.channels * os),
@@ -712,56 +761,261 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
             // SAFETY: 64 bytes read from a 64-byte array.
             *v = _mm512_loadu_si512(bytes.as_ptr().cast());
         }
-        let zx = _mm512_set1_epi8(a.x_zero as u8 as i8);
-        let mut wq = [_mm512_setzero_si512(); ROW_QUADS_MAX];
-        for c in 0..a.channels {
-            let wc = &a.w[c * ks..(c + 1) * ks];
-            for ky in 0..g.kh {
-                for q in 0..nq {
-                    let mut quad = [0u8; 4];
-                    for (b, v) in quad.iter_mut().enumerate() {
-                        if 4 * q + b < g.kw {
-                            // an i8 (the caller's check)
-                            *v = wc[ky * g.kw + 4 * q + b] as i8 as u8;
-                        }
+        // byte 4·(ky·NQ + q) + b of a channel's quads: its weight
+        // ky·kw + 4q + b, or none (a zero byte) past the kernel's row
+        let mut slots = [u8::MAX; 4 * ROW_QUADS_MAX];
+        for ky in 0..g.kh {
+            for q in 0..NQ {
+                for b in 0..4 {
+                    if 4 * q + b < g.kw {
+                        slots[4 * (ky * NQ + q) + b] = (ky * g.kw + 4 * q + b) as u8;
                     }
-                    wq[ky * nq + q] = _mm512_set1_epi32(i32::from_le_bytes(quad));
                 }
             }
-            let start =
-                _mm512_set1_epi32(a.x_zero.wrapping_mul(wc.iter().sum::<i32>()).wrapping_neg());
-            let plane = a.x[c * is..].as_ptr();
-            // where channel c's sums go: i32 sums, or bytes requantized by
-            // its form
-            let (sums, bytes, form): (*mut i32, *mut u8, Option<Lanes16>) = match out {
-                ClOut::Sums(o) => (o[c * os..].as_mut_ptr(), std::ptr::null_mut(), None),
-                ClOut::Bytes { forms, out } => {
-                    (std::ptr::null_mut(), out[c * os..].as_mut_ptr(), {
-                        // |sum| ≤ Σ|w| · max |x − x_zero|: the f32 form's
-                        // bias addition is checked only where it could
-                        // overflow
-                        let dev = i64::from(a.x_zero.max(255 - a.x_zero));
-                        let bound = wc.iter().map(|&w| i64::from(w).abs()).sum::<i64>() * dev;
-                        Some(Lanes16::new(&forms[c]).bounded(bound))
-                    })
+        }
+        let nslots = 4 * g.kh * NQ;
+        // with at most 64 taps and 16 quads, a channel's quads come from
+        // one byte permute of its weights (VBMI; the caller's check that
+        // every weight is an i8)
+        let permuted = ks <= 64 && nslots <= 64;
+        let (pidx, pkeep) = {
+            let mut ix = [0u8; 64];
+            let mut keep = 0u64;
+            for (i, &s) in slots.iter().enumerate().take(nslots.min(64)) {
+                if s != u8::MAX {
+                    ix[i] = s;
+                    keep |= 1 << i;
+                }
+            }
+            (_mm512_loadu_si512(ix.as_ptr().cast()), keep)
+        };
+        // the rows whose every kernel row lies inside the image: their
+        // windows need no test
+        let oy_lo = g.pt.div_ceil(g.sh).min(g.oh);
+        let oy_hi = ((g.h - 1 + g.pt)
+            .checked_sub((g.kh - 1) * g.dh)
+            .map_or(0, |t| t / g.sh + 1))
+        .clamp(oy_lo, g.oh);
+        // narrow outputs: `pack` output rows a vector (see
+        // [`packed_rows`]); lane r·ow + l, byte b of quad q: the byte of
+        // tap 4q + b of output column l of the vector's row r, counted from
+        // the first byte of its first row's input row, or byte 63 (the zero
+        // point) where the tap lies in the padding or past the kernel
+        let pack = packed_rows(g);
+        let mut pidx_rows = [_mm512_setzero_si512(); NQ];
+        if pack > 1 {
+            for (q, v) in pidx_rows.iter_mut().enumerate() {
+                let mut bytes = [63u8; 64];
+                for (i, byte) in bytes.iter_mut().enumerate() {
+                    let (lane, tap) = (i / 4, 4 * q + i % 4);
+                    let (r, l) = (lane / g.ow, lane % g.ow);
+                    if r >= pack || tap >= g.kw {
+                        continue;
+                    }
+                    let col = (l * g.sw + tap * g.dw) as isize - g.pl as isize;
+                    if (0..g.w as isize).contains(&col) {
+                        *byte = (r * g.sh * g.w) as u8 + col as u8;
+                    }
+                }
+                // SAFETY: 64 bytes read from a 64-byte array.
+                *v = _mm512_loadu_si512(bytes.as_ptr().cast());
+            }
+        }
+        // the packed vectors' windows, the same in every channel: kernel
+        // row `ky` of the vector from output row `v·pack` at entry
+        // `v·kh + ky`, as its first byte's offset in the plane (its
+        // first row's input row) and the mask of its 63 bytes inside the
+        // plane (byte 63, the padding taps' byte, never loaded)
+        let mut wins = [(0isize, 0u64); PACKED_WINDOWS];
+        if pack > 1 {
+            let plane_len = is as isize;
+            let below = |b: isize| {
+                if b >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << b.max(0)) - 1
                 }
             };
-            // output position `at` of channel c gets lanes 0..n of `v`
-            macro_rules! put {
-                ($at:expr, $v:expr, $n:expr) => {{
-                    let (at, n): (usize, usize) = ($at, $n);
-                    match &form {
-                        // SAFETY: positions at..at + n of channel c lie in its
-                        // slice of the output (checked above).
-                        None => {
-                            let lanes = (1u32 << n).wrapping_sub(1) as u16;
-                            _mm512_mask_storeu_epi32(sums.add(at).cast(), lanes, $v)
-                        }
-                        // SAFETY: as above, n ≤ 16 lanes.
-                        Some(l) => l.store($v, bytes.add(at), n),
-                    }
-                }};
+            for (i, win) in wins.iter_mut().enumerate().take(g.oh.div_ceil(pack) * g.kh) {
+                let (oy, ky) = (i / g.kh * pack, i % g.kh);
+                let off = (oy * g.sh + ky * g.dh) as isize - g.pt as isize;
+                let off = off * g.w as isize;
+                *win = (off, below((plane_len - off).min(63)) & !below(-off));
             }
+        }
+        let zx = _mm512_set1_epi8(a.x_zero as u8 as i8);
+        // |sum| ≤ Σ|w| · max |x − x_zero|: the f32 form's bias addition is
+        // checked only where it could overflow
+        let dev = i64::from(a.x_zero.max(255 - a.x_zero));
+        // quad `ky·NQ + q` of the channel's weights as one i32 (broadcast
+        // by the multiply-adds from memory)
+        // the quads of a block of up to QUAD_BLOCK channels, quad
+        // `ky·NQ + q` of the block's channel j at `QUADS · j + ky·NQ + q`
+        // as an i32 (the multiply-adds broadcast it from memory), and
+        // each channel's Σ w: written for the whole block before its first
+        // channel runs, so that the loads find the stores done
+        const QUADS: usize = 16;
+        let mut wq = [0i32; QUAD_BLOCK * QUADS];
+        let mut wsums = [0i32; QUAD_BLOCK];
+        let mut wbig = [0i32; ROW_QUADS_MAX];
+        let mut c0 = 0;
+        while c0 < a.channels {
+            let nb = if permuted {
+                (a.channels - c0).min(QUAD_BLOCK)
+            } else {
+                1
+            };
+            for (j, wsum) in wsums.iter_mut().enumerate().take(nb) {
+                let wc = &a.w[(c0 + j) * ks..(c0 + j + 1) * ks];
+                *wsum = if permuted {
+                    // the weights as bytes (64 at most), permuted into quads
+                    let bytes = if ks <= 16 {
+                        let m = ((1u32 << ks) - 1) as u16;
+                        // SAFETY: the first ks lanes lie in wc.
+                        let v = _mm512_maskz_loadu_epi32(m, wc.as_ptr());
+                        _mm512_castsi128_si512(_mm512_cvtepi32_epi8(v))
+                    } else {
+                        let mut v = [_mm512_setzero_si512(); 4];
+                        for (k, vk) in v.iter_mut().enumerate() {
+                            let n = ks.saturating_sub(16 * k).min(16);
+                            let m = ((1u32 << n) - 1) as u16;
+                            // SAFETY: lanes 16k..16k + n lie in wc (none
+                            // where n is 0).
+                            *vk = _mm512_maskz_loadu_epi32(m, wc.as_ptr().wrapping_add(16 * k));
+                        }
+                        let lo = _mm256_set_m128i(
+                            _mm512_cvtepi32_epi8(v[1]),
+                            _mm512_cvtepi32_epi8(v[0]),
+                        );
+                        let hi = _mm256_set_m128i(
+                            _mm512_cvtepi32_epi8(v[3]),
+                            _mm512_cvtepi32_epi8(v[2]),
+                        );
+                        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+                    };
+                    let quads = _mm512_maskz_permutexvar_epi8(pkeep, pidx, bytes);
+                    // SAFETY: QUADS i32 written in channel j's of wq.
+                    _mm512_storeu_si512(wq.as_mut_ptr().add(QUADS * j).cast(), quads);
+                    // Σ w: each quad's bytes times one, summed
+                    _mm512_reduce_add_epi32(_mm512_dpbusd_epi32(
+                        _mm512_setzero_si512(),
+                        _mm512_set1_epi8(1),
+                        quads,
+                    ))
+                } else {
+                    for (k, w) in wbig.iter_mut().enumerate().take(g.kh * NQ) {
+                        let mut quad = [0u8; 4];
+                        for (b, v) in quad.iter_mut().enumerate() {
+                            let s = slots[4 * k + b];
+                            if s != u8::MAX {
+                                // an i8 (the caller's check)
+                                *v = wc[usize::from(s)] as i8 as u8;
+                            }
+                        }
+                        *w = i32::from_le_bytes(quad);
+                    }
+                    wc.iter().sum::<i32>()
+                };
+            }
+            for (j, &wsum) in wsums.iter().enumerate().take(nb) {
+                let c = c0 + j;
+                let wc = &a.w[c * ks..(c + 1) * ks];
+                let start = a.x_zero.wrapping_mul(wsum).wrapping_neg();
+                let ch = Channel {
+                    g,
+                    plane: a.x[c * is..].as_ptr(),
+                    zx,
+                    idx: if pack > 1 { &pidx_rows } else { &idx },
+                    wq: if permuted {
+                        &wq[QUADS * j..QUADS * (j + 1)]
+                    } else {
+                        &wbig[..]
+                    },
+                    rows: (oy_lo, oy_hi),
+                    pack,
+                    wins: &wins,
+                };
+                // channel c's sums: i32, or bytes requantized by its form
+                match out {
+                    ClOut::Sums(o) => {
+                        ch.run(start, &SumSink(o[c * os..].as_mut_ptr()));
+                    }
+                    ClOut::Bytes { forms, out } => {
+                        let dst = out[c * os..].as_mut_ptr();
+                        // a bound of every sum from |w| ≤ 128 first, Σ|w|
+                        // where that one is too wide for the lean form
+                        let exact = || wc.iter().map(|&w| i64::from(w).abs()).sum::<i64>() * dev;
+                        match F32Row::of(&forms[c], 128 * ks as i64 * dev)
+                            .or_else(|| F32Row::of(&forms[c], exact()))
+                        {
+                            Some(r) => ch.run(
+                                start.wrapping_add(r.bias),
+                                &LeanSink(dst, F32Lanes::new(&r)),
+                            ),
+                            None => ch.run(
+                                start,
+                                &FormSink(dst, Lanes16::new(&forms[c]).bounded(exact())),
+                            ),
+                        }
+                    }
+                }
+            }
+            c0 += nb;
+        }
+    }
+}
+
+/// Channels whose quads [`row_quads_vnni`] builds at once.
+const QUAD_BLOCK: usize = 16;
+
+/// One channel of [`row_quads`]: its plane, its weights' quads, the
+/// permute indices of the layer and its interior rows.
+struct Channel<'a, const NQ: usize> {
+    g: &'a crate::f32::depthwise::Geo,
+    /// The channel's first input byte.
+    plane: *const u8,
+    /// The input zero point in every byte.
+    zx: __m512i,
+    idx: &'a [__m512i; NQ],
+    /// Quad `ky·NQ + q`'s four weights, as an i32.
+    wq: &'a [i32],
+    /// The output rows `lo..hi` whose every kernel row lies inside the
+    /// image.
+    rows: (usize, usize),
+    /// Output rows a vector ([`packed_rows`]): above 1, `idx` are the
+    /// packed indices.
+    pack: usize,
+    /// The packed vectors' windows (see `row_quads`).
+    wins: &'a [(isize, u64); PACKED_WINDOWS],
+}
+
+impl<const NQ: usize> Channel<'_, NQ> {
+    /// Every output of the channel, its sums started at `start`, put in
+    /// `sink`.
+    ///
+    /// # Safety
+    /// As [`row_quads_vnni`]; `plane` holds the channel's `h · w` bytes,
+    /// `sink` its `oh · ow` outputs.
+    #[inline(always)]
+    #[allow(unused_assignments)] // (the last group's count of rows)
+    unsafe fn run<S: QuadSink>(&self, start: i32, sink: &S) {
+        // SAFETY: (whole body) the caller's features; each load as
+        // commented, each store in the channel's outputs.
+        #[allow(clippy::undocumented_unsafe_blocks)]
+        unsafe {
+            // (local copies: the stores through `sink` could alias
+            // anything behind a reference, and these stay in registers)
+            let (g, plane, zx, idx) = (*self.g, self.plane, self.zx, *self.idx);
+            let g = &g;
+            let wq = self.wq;
+            assert!(wq.len() >= g.kh * NQ);
+            // quad `k` in every lane
+            let quad = |k: usize| _mm512_set1_epi32(*wq.get_unchecked(k));
+            let start = _mm512_set1_epi32(start);
+            if self.pack > 1 {
+                return self.run_packed(start, sink);
+            }
+            let (lo_rows, hi_rows) = self.rows;
             let mut ox0 = 0;
             while ox0 < g.ow {
                 let n = (g.ow - ox0).min(16);
@@ -772,56 +1026,157 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
                 let below = |b: u32| if b >= 64 { u64::MAX } else { (1u64 << b) - 1 };
                 let mask = below(hi) & !below(lo);
                 // the kernel row `ky` of output row `oy`: the window of its
-                // input row (the zero point outside the image). A macro, not a
+                // input row (the zero point outside the image; `$inside`:
+                // the row is known to lie inside). A macro, not a
                 // closure, so that the load is inlined with the features.
                 macro_rules! window {
-                    ($oy:expr, $ky:expr) => {{
+                    ($oy:expr, $ky:expr, $inside:expr) => {{
                         let iy = ($oy * g.sh + $ky * g.dh) as isize - g.pt as isize;
-                        if iy >= 0 && (iy as usize) < g.h && mask != 0 {
+                        if $inside || (iy >= 0 && (iy as usize) < g.h) {
                             let p = plane.wrapping_offset(iy * g.w as isize + col0);
                             // SAFETY: the mask keeps the bytes of columns 0..w
                             // of row iy of this plane, inside `a.x`; masked
-                            // bytes are not read.
+                            // bytes are not read (nor faulted on).
                             _mm512_mask_loadu_epi8(zx, mask, p.cast())
                         } else {
                             zx
                         }
                     }};
                 }
-                // runs of ROWS output rows: independent sums in flight
+                // output rows oy..oy + N: N independent sums in flight;
+                // `$inside`: every kernel row of theirs in the image
                 let mut oy = 0;
-                while oy + ROWS <= g.oh {
-                    let mut acc = [start; ROWS];
-                    for ky in 0..g.kh {
-                        for (j, accj) in acc.iter_mut().enumerate() {
-                            let v = window!(oy + j, ky);
-                            for (q, iq) in idx.iter().enumerate() {
-                                let p = _mm512_permutexvar_epi8(*iq, v);
-                                *accj = _mm512_dpbusd_epi32(*accj, p, wq[ky * nq + q]);
+                macro_rules! group {
+                    ($n:literal, $inside:expr) => {{
+                        let mut acc = [start; $n];
+                        for ky in 0..g.kh {
+                            for (j, accj) in acc.iter_mut().enumerate() {
+                                let v = window!(oy + j, ky, $inside);
+                                for (q, iq) in idx.iter().enumerate() {
+                                    let p = _mm512_permutexvar_epi8(*iq, v);
+                                    *accj = _mm512_dpbusd_epi32(*accj, p, quad(ky * NQ + q));
+                                }
                             }
                         }
-                    }
-                    for (j, accj) in acc.iter().enumerate() {
-                        put!((oy + j) * g.ow + ox0, *accj, n);
-                    }
-                    oy += ROWS;
-                }
-                for oy in oy..g.oh {
-                    let mut acc = start;
-                    for ky in 0..g.kh {
-                        let v = window!(oy, ky);
-                        for (q, iq) in idx.iter().enumerate() {
-                            let p = _mm512_permutexvar_epi8(*iq, v);
-                            acc = _mm512_dpbusd_epi32(acc, p, wq[ky * nq + q]);
+                        for (j, accj) in acc.iter().enumerate() {
+                            sink.put((oy + j) * g.ow + ox0, *accj, n);
                         }
-                    }
-                    put!(oy * g.ow + ox0, acc, n);
+                        oy += $n;
+                    }};
+                }
+                // (the windows of groups that reach a border row tested)
+                macro_rules! any_group {
+                    ($n:literal) => {{
+                        let last: usize = oy + $n;
+                        if oy >= lo_rows && last <= hi_rows {
+                            group!($n, true)
+                        } else {
+                            group!($n, false)
+                        }
+                    }};
+                }
+                while oy + ROWS <= g.oh {
+                    any_group!(4);
+                }
+                match g.oh - oy {
+                    3 => any_group!(3),
+                    2 => any_group!(2),
+                    1 => any_group!(1),
+                    _ => {}
                 }
                 ox0 += n;
             }
         }
     }
 }
+
+impl<const NQ: usize> Channel<'_, NQ> {
+    /// [`Self::run`] with `pack` output rows a vector: one load a kernel
+    /// row from the input row of the vector's first output row, masked to
+    /// the plane (rows above or below it read as the zero point), the
+    /// taps of every packed row gathered by the packed indices.
+    ///
+    /// # Safety
+    /// As [`Self::run`].
+    #[inline(always)]
+    #[allow(unused_assignments)] // (the last group's count of vectors)
+    unsafe fn run_packed<S: QuadSink>(&self, start: __m512i, sink: &S) {
+        // SAFETY: (whole body) the caller's features; each load as
+        // commented, each store in the channel's outputs.
+        #[allow(clippy::undocumented_unsafe_blocks)]
+        unsafe {
+            let (g, plane, zx, idx) = (*self.g, self.plane, self.zx, *self.idx);
+            let g = &g;
+            let wq = self.wq;
+            assert!(wq.len() >= g.kh * NQ);
+            // quad `k` in every lane
+            let quad = |k: usize| _mm512_set1_epi32(*wq.get_unchecked(k));
+            let (pack, wins) = (self.pack, self.wins);
+            let (step, total) = (pack * g.ow, g.oh * g.ow);
+            let nvec = g.oh.div_ceil(pack);
+            assert!(nvec * g.kh <= wins.len());
+            // vectors v..v + N: N sums in flight
+            let mut v = 0;
+            macro_rules! group {
+                ($n:literal) => {{
+                    let mut acc = [start; $n];
+                    for ky in 0..g.kh {
+                        for (j, accj) in acc.iter_mut().enumerate() {
+                            // kernel row ky of vector v + j: its bytes inside
+                            // the plane, the zero point elsewhere
+                            let (off, mask) = *wins.get_unchecked((v + j) * g.kh + ky);
+                            // SAFETY: the mask keeps bytes inside the plane;
+                            // masked bytes are not read (nor faulted on).
+                            let x =
+                                _mm512_mask_loadu_epi8(zx, mask, plane.wrapping_offset(off).cast());
+                            for (q, iq) in idx.iter().enumerate() {
+                                let p = _mm512_permutexvar_epi8(*iq, x);
+                                *accj = _mm512_dpbusd_epi32(*accj, p, quad(ky * NQ + q));
+                            }
+                        }
+                    }
+                    for (j, accj) in acc.iter().enumerate() {
+                        let at = (v + j) * step;
+                        sink.put(at, *accj, step.min(total - at));
+                    }
+                    v += $n;
+                }};
+            }
+            while v + ROWS <= nvec {
+                group!(4);
+            }
+            match nvec - v {
+                3 => group!(3),
+                2 => group!(2),
+                1 => group!(1),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Output rows a vector of [`row_quads_vnni`] holds: on outputs at most 8
+/// columns wide, as many whole rows as 16 lanes take whose taps lie in
+/// the first 63 bytes from the first row's input row (the rows of a
+/// plane follow each other in memory; byte 63 is the padding's), else 1.
+/// (And 1 where the windows of its vectors would exceed
+/// [`PACKED_WINDOWS`].)
+pub(crate) fn packed_rows(g: &crate::f32::depthwise::Geo) -> usize {
+    if g.ow == 0 || g.ow > 8 || g.w > 63 {
+        return 1;
+    }
+    // the last byte a vector of r rows reads, from its first input row
+    let last =
+        |r: usize| (r - 1) * g.sh * g.w + ((g.ow - 1) * g.sw + (g.kw - 1) * g.dw).min(g.w - 1);
+    (2..=16 / g.ow)
+        .rev()
+        .find(|&r| last(r) < 63 && g.oh.div_ceil(r) * g.kh <= PACKED_WINDOWS)
+        .unwrap_or(1)
+}
+
+/// Most windows (vectors times kernel rows) of a layer whose rows
+/// [`row_quads_vnni`] packs.
+const PACKED_WINDOWS: usize = 128;
 
 /// Output rows whose sums [`row_quads_vnni`] keeps in flight at once.
 const ROWS: usize = 4;

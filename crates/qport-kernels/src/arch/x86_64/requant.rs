@@ -666,6 +666,33 @@ impl F32Row {
     }
 }
 
+/// An [`F32Row`]'s constants broadcast once, for a loop of many
+/// vectors of one row (the row-quad depthwise kernel's channel).
+#[derive(Clone, Copy)]
+pub(crate) struct F32Lanes(F32x16);
+
+impl F32Lanes {
+    /// `r`'s constants in 16 lanes.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn new(r: &F32Row) -> F32Lanes {
+        F32Lanes(F32x16 {
+            bias: ZERO_I,
+            m: _mm512_set1_ps(r.m),
+            lo: _mm512_set1_ps(r.lo),
+            hi: _mm512_set1_ps(r.hi),
+            zero: _mm512_set1_epi32(r.zero),
+        })
+    }
+
+    /// [`F32Row::finish`] of the biased sums `s`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn finish(&self, s: __m512i) -> __m512i {
+        self.0.finish(s)
+    }
+}
+
 /// All-zero vectors, as constants.
 // SAFETY: every bit pattern is a valid vector of integers or floats.
 const ZERO_I: __m512i = unsafe { std::mem::transmute([0u64; 8]) };
