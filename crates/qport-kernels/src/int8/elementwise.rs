@@ -93,6 +93,12 @@ pub fn quantize<T: QInt>(xs: &[f32], scale: f32, zero: i32) -> Vec<T> {
 /// ```
 pub fn quantize_into<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx512() {
+        // SAFETY: the dispatch table has an AVX-512 row only where the CPU
+        // has AVX-512F + BW (and AVX2 + FMA: every x86-64 row).
+        return unsafe { x86::quantize_avx512(xs, scale, zero, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if crate::isa().avx2() {
         // SAFETY: the dispatch table has an x86-64 row only where the CPU
         // has AVX2 + FMA (`dispatch::detect`).

@@ -997,7 +997,7 @@ impl<const NQ: usize> Channel<'_, NQ> {
     /// As [`row_quads_vnni`]; `plane` holds the channel's `h · w` bytes,
     /// `sink` its `oh · ow` outputs.
     #[inline(always)]
-    #[allow(unused_assignments)] // (the last group's count of rows)
+    #[allow(unused_assignments)] // (the last group's count of rows or vectors)
     unsafe fn run<S: QuadSink>(&self, start: i32, sink: &S) {
         // SAFETY: (whole body) the caller's features; each load as
         // commented, each store in the channel's outputs.
@@ -1013,7 +1013,55 @@ impl<const NQ: usize> Channel<'_, NQ> {
             let quad = |k: usize| _mm512_set1_epi32(*wq.get_unchecked(k));
             let start = _mm512_set1_epi32(start);
             if self.pack > 1 {
-                return self.run_packed(start, sink);
+                // `pack` output rows a vector: one load a kernel row from
+                // the input row of the vector's first output row, masked to
+                // the plane (rows above or below it read as the zero
+                // point), the taps of every packed row gathered by the
+                // packed indices
+                let (pack, wins) = (self.pack, self.wins);
+                let (step, total) = (pack * g.ow, g.oh * g.ow);
+                let nvec = g.oh.div_ceil(pack);
+                assert!(nvec * g.kh <= wins.len());
+                // vectors v..v + N: N sums in flight
+                let mut v = 0;
+                macro_rules! group {
+                    ($n:literal) => {{
+                        let mut acc = [start; $n];
+                        for ky in 0..g.kh {
+                            for (j, accj) in acc.iter_mut().enumerate() {
+                                // kernel row ky of vector v + j: its bytes inside
+                                // the plane, the zero point elsewhere
+                                let (off, mask) = *wins.get_unchecked((v + j) * g.kh + ky);
+                                // SAFETY: the mask keeps bytes inside the plane;
+                                // masked bytes are not read (nor faulted on).
+                                let x = _mm512_mask_loadu_epi8(
+                                    zx,
+                                    mask,
+                                    plane.wrapping_offset(off).cast(),
+                                );
+                                for (q, iq) in idx.iter().enumerate() {
+                                    let p = _mm512_permutexvar_epi8(*iq, x);
+                                    *accj = _mm512_dpbusd_epi32(*accj, p, quad(ky * NQ + q));
+                                }
+                            }
+                        }
+                        for (j, accj) in acc.iter().enumerate() {
+                            let at = (v + j) * step;
+                            sink.put(at, *accj, step.min(total - at));
+                        }
+                        v += $n;
+                    }};
+                }
+                while v + ROWS <= nvec {
+                    group!(4);
+                }
+                match nvec - v {
+                    3 => group!(3),
+                    2 => group!(2),
+                    1 => group!(1),
+                    _ => {}
+                }
+                return;
             }
             let (lo_rows, hi_rows) = self.rows;
             let mut ox0 = 0;
@@ -1085,71 +1133,6 @@ impl<const NQ: usize> Channel<'_, NQ> {
                     _ => {}
                 }
                 ox0 += n;
-            }
-        }
-    }
-}
-
-impl<const NQ: usize> Channel<'_, NQ> {
-    /// [`Self::run`] with `pack` output rows a vector: one load a kernel
-    /// row from the input row of the vector's first output row, masked to
-    /// the plane (rows above or below it read as the zero point), the
-    /// taps of every packed row gathered by the packed indices.
-    ///
-    /// # Safety
-    /// As [`Self::run`].
-    #[inline(always)]
-    #[allow(unused_assignments)] // (the last group's count of vectors)
-    unsafe fn run_packed<S: QuadSink>(&self, start: __m512i, sink: &S) {
-        // SAFETY: (whole body) the caller's features; each load as
-        // commented, each store in the channel's outputs.
-        #[allow(clippy::undocumented_unsafe_blocks)]
-        unsafe {
-            let (g, plane, zx, idx) = (*self.g, self.plane, self.zx, *self.idx);
-            let g = &g;
-            let wq = self.wq;
-            assert!(wq.len() >= g.kh * NQ);
-            // quad `k` in every lane
-            let quad = |k: usize| _mm512_set1_epi32(*wq.get_unchecked(k));
-            let (pack, wins) = (self.pack, self.wins);
-            let (step, total) = (pack * g.ow, g.oh * g.ow);
-            let nvec = g.oh.div_ceil(pack);
-            assert!(nvec * g.kh <= wins.len());
-            // vectors v..v + N: N sums in flight
-            let mut v = 0;
-            macro_rules! group {
-                ($n:literal) => {{
-                    let mut acc = [start; $n];
-                    for ky in 0..g.kh {
-                        for (j, accj) in acc.iter_mut().enumerate() {
-                            // kernel row ky of vector v + j: its bytes inside
-                            // the plane, the zero point elsewhere
-                            let (off, mask) = *wins.get_unchecked((v + j) * g.kh + ky);
-                            // SAFETY: the mask keeps bytes inside the plane;
-                            // masked bytes are not read (nor faulted on).
-                            let x =
-                                _mm512_mask_loadu_epi8(zx, mask, plane.wrapping_offset(off).cast());
-                            for (q, iq) in idx.iter().enumerate() {
-                                let p = _mm512_permutexvar_epi8(*iq, x);
-                                *accj = _mm512_dpbusd_epi32(*accj, p, quad(ky * NQ + q));
-                            }
-                        }
-                    }
-                    for (j, accj) in acc.iter().enumerate() {
-                        let at = (v + j) * step;
-                        sink.put(at, *accj, step.min(total - at));
-                    }
-                    v += $n;
-                }};
-            }
-            while v + ROWS <= nvec {
-                group!(4);
-            }
-            match nvec - v {
-                3 => group!(3),
-                2 => group!(2),
-                1 => group!(1),
-                _ => {}
             }
         }
     }

@@ -18,6 +18,10 @@ recompiled! {
     /// [`quantize_loop`] with AVX2.
     "avx2" fn quantize_avx2<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T])
         = quantize_loop;
+    /// [`quantize_loop`] with AVX-512 (16 lanes: the divisions, which
+    /// bound it, take half the steps of AVX2's).
+    "avx512f,avx512bw,avx2,fma" fn quantize_avx512<T: QInt>(xs: &[f32], scale: f32, zero: i32, out: &mut [T])
+        = quantize_loop;
     /// [`quantize_rounding_loop`] with AVX2.
     "avx2" fn quantize_rounding_avx2<T: QInt>(
         xs: &[f32], scale: f32, zero: i32, mode: Rounding, out: &mut [T],
