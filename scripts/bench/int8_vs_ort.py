@@ -45,7 +45,12 @@ result, absolute times move.
 --threads T means the same on both sides: T intra-op threads for ONE
 inference (onnxruntime's intra_op_num_threads; qport hands a convolution's
 row blocks, or a one-block layer's im2col and GEMM, and its pooling,
-requantization and large elementwise steps to T threads).
+requantization and large elementwise steps to T threads). With T > 1 each
+round first measures how fast one CPU takes back cache lines the other has
+read (cross_core_probe: a 320 KiB buffer rewritten on CPU 0 after CPU 1 read
+it, GB/s); the report prints it per round beside the round medians, since
+on a virtual machine that rate changes from minute to minute with where the
+host places the vCPUs, and multi-threaded INT8 times follow it.
 
     .venv/bin/python scripts/bench/int8_vs_ort.py [--models effnet,mobilenetv2,resnet50]
         [--threads 1] [--runs 20] [--warmup 3] [--rounds 4] [--out target/bench/int8_vs_ort.json]
@@ -61,6 +66,7 @@ import os
 import platform
 import statistics
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -141,6 +147,52 @@ def prepare(key, n_calib):
 
 
 # ---------------------------------------------------------------- timing
+
+
+def cross_core_probe(kib=320, reps=200):
+    """GB/s at which a thread pinned to one CPU rewrites a buffer that a
+    thread pinned to another CPU has just read (every cache line is then
+    taken back from the other core), from the median rewrite of 200, the
+    better of two tries; None on one CPU. On the 2-vCPU guests measured, 40-70 GB/s when the two vCPUs sat
+    near each other, 8-12 GB/s at other times: multi-threaded INT8
+    inference, whose layers hand every activation between the cores,
+    scales much less in the second state."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    n = kib * 1024
+    buf, src, sink = np.zeros(n, np.uint8), np.ones(n, np.uint8), np.empty(n, np.uint8)
+
+    def once():
+        turn = [threading.Event(), threading.Event()]
+        spent = []
+
+        def reader():
+            os.sched_setaffinity(0, {cpus[1]})
+            for _ in range(reps):
+                turn[1].wait()
+                turn[1].clear()
+                np.copyto(sink, buf)
+                turn[0].set()
+
+        th = threading.Thread(target=reader)
+        th.start()
+        old = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {cpus[0]})
+        try:
+            for _ in range(reps):
+                t = time.perf_counter()
+                np.copyto(buf, src)
+                spent.append(time.perf_counter() - t)
+                turn[1].set()
+                turn[0].wait()
+                turn[0].clear()
+        finally:
+            th.join()
+            os.sched_setaffinity(0, old)
+        return n / statistics.median(spent) / 1e9
+
+    return max(once(), once())
 
 
 def ort_session(path, threads):
@@ -233,9 +285,12 @@ def bench_model(key, a, exe):
                 "ort_s8s8": ort_session(s8s8, a.threads)}
     per_round = max(1, math.ceil(a.runs / a.rounds))
     rounds = {k: [] for k in list(sessions) + ["qport_fp32"] + [f"qport_{p}" for p in PROFILES]}
+    probes = []
     last = None
     for r in range(a.rounds):
         t0 = time.time()
+        # the cores' hand-off rate of this round (multi-threaded runs)
+        probes.append(cross_core_probe() if a.threads > 1 else None)
         for k, s in sessions.items():
             if r == 0:
                 ort_block(s, x, a.warmup)
@@ -274,6 +329,7 @@ def bench_model(key, a, exe):
         "peak_rss_bytes": rss,
         "peak_rss_ratios": rss_ratios,
         "samples_per_variant": a.rounds * per_round,
+        "cross_core_write_gbs_per_round": probes,
     }
 
 
@@ -301,6 +357,13 @@ def print_table(results, threads):
     for k, r in results.items():
         print(f"{k:12s}" + "".join(f"{r['ratios'][c]:12.2f}" for c, _ in RCOLS)
               + f"  {r['qport_fastest_int8_profile']}")
+    if threads > 1:
+        print("\nper round: cross-core write GB/s (cross_core_probe) and round medians, ms")
+        print(f"{'model':12s}{'round':>6s}{'GB/s':>8s}" + "".join(f"{h:>14s}" for _, h in COLS))
+        for k, r in results.items():
+            for i, g in enumerate(r["cross_core_write_gbs_per_round"]):
+                print(f"{k:12s}{i + 1:6d}{g:8.1f}"
+                      + "".join(f"{r['latency'][c]['round_medians_ms'][i]:14.2f}" for c, _ in COLS))
     print("\npeak RSS, MiB (each in a fresh process; the ORT rows include the python,"
           " numpy and onnxruntime baseline of the import-only row)")
     print(f"{'model':12s}{'ORT import':>12s}{'ORT FP32':>12s}{'ORT u8s8':>12s}{'qp FP32':>12s}"

