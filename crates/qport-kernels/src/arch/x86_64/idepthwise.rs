@@ -5,7 +5,7 @@
 //! sum is exact, so each returns the portable body's sums.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use super::requant::{F32Lanes, F32Row, LaneForms, Lanes16};
+use super::requant::{F32Lanes, F32Row, F64Lanes, LaneForms, Lanes16};
 use crate::int8::depthwise::{
     cl_pair_rows, fill_row_from, pairs_body, ClBufs, ClOut, PairArgs, PairBufs, PairVec,
 };
@@ -713,6 +713,19 @@ impl QuadSink for LeanSink {
     }
 }
 
+/// The bytes of one channel (from `.0` on) requantized by the f64 form
+/// in i32 and f64 lanes ([`F64Lanes`]), whose bias the channel's starting
+/// sums hold.
+struct LeanF64Sink(*mut u8, F64Lanes);
+
+impl QuadSink for LeanF64Sink {
+    #[inline(always)]
+    unsafe fn put(&self, at: usize, v: __m512i, n: usize) {
+        // SAFETY: the caller's position and features.
+        unsafe { F32Row::store(self.1.finish(v), self.0.add(at), n) }
+    }
+}
+
 /// The bytes of one channel (from `.0` on) requantized by its form in
 /// general.
 struct FormSink(*mut u8, Lanes16);
@@ -945,17 +958,23 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
                         // a bound of every sum from |w| ≤ 128 first, Σ|w|
                         // where that one is too wide for the lean form
                         let exact = || wc.iter().map(|&w| i64::from(w).abs()).sum::<i64>() * dev;
-                        match F32Row::of(&forms[c], 128 * ks as i64 * dev)
-                            .or_else(|| F32Row::of(&forms[c], exact()))
+                        let wide = 128 * ks as i64 * dev;
+                        if let Some(r) =
+                            F32Row::of(&forms[c], wide).or_else(|| F32Row::of(&forms[c], exact()))
                         {
-                            Some(r) => ch.run(
+                            ch.run(
                                 start.wrapping_add(r.bias),
                                 &LeanSink(dst, F32Lanes::new(&r)),
-                            ),
-                            None => ch.run(
+                            )
+                        } else if let Some(r) = F64Lanes::of(&forms[c], wide)
+                            .or_else(|| F64Lanes::of(&forms[c], exact()))
+                        {
+                            ch.run(start.wrapping_add(r.bias), &LeanF64Sink(dst, r))
+                        } else {
+                            ch.run(
                                 start,
                                 &FormSink(dst, Lanes16::new(&forms[c]).bounded(exact())),
-                            ),
+                            )
                         }
                     }
                 }

@@ -693,6 +693,55 @@ impl F32Lanes {
     }
 }
 
+/// The f64 form of one row whose sums take [`F64Int::run`] (the bound
+/// [`F64Int::fits`]), its bias left to the caller's sums: the row-quad
+/// depthwise kernel starts each channel's sums from its bias, as with
+/// [`F32Row`], and finishes them with these constants, the operations of
+/// [`Lanes16::store`] for this form after its bias addition.
+#[derive(Clone, Copy)]
+pub(crate) struct F64Lanes {
+    /// The form's i32 bias.
+    pub(crate) bias: i32,
+    int: F64Int,
+}
+
+impl F64Lanes {
+    /// `f`'s constants where it is the f64 form and every sum in
+    /// `[-bound, bound]` takes [`F64Int::run`], else `None`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn of(f: &FloatRequant, bound: i64) -> Option<F64Lanes> {
+        let &FloatRequant::F64 {
+            bias,
+            multiplier,
+            lo,
+            hi,
+            zero,
+        } = f
+        else {
+            return None;
+        };
+        let m = _mm512_set1_pd(multiplier);
+        F64Int::fits(bound, bias, multiplier, lo, hi).then(|| F64Lanes {
+            bias,
+            int: F64Int {
+                bias: ZERO_I,
+                m: [m, m],
+                zero: _mm512_set1_epi32(zero),
+                qmin: _mm512_set1_epi32(lo as i32 + zero),
+                qmax: _mm512_set1_epi32(hi as i32 + zero),
+            },
+        })
+    }
+
+    /// The biased sums `s` requantized, zero point added and clamped.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn finish(&self, s: __m512i) -> __m512i {
+        self.int.run(s)
+    }
+}
+
 /// All-zero vectors, as constants.
 // SAFETY: every bit pattern is a valid vector of integers or floats.
 const ZERO_I: __m512i = unsafe { std::mem::transmute([0u64; 8]) };
