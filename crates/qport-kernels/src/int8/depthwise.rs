@@ -214,7 +214,7 @@ const CHANNELS_LAST_MAX_W: usize = 16;
 /// Output widths up to which the channels-last layout stays the pick
 /// where [`PairLayout::RowQuads`] could run, unless the row quads pack
 /// several output rows into a vector (every narrow map of the networks
-/// measured: there they took 0.55x–0.8x the channels-last time on
+/// measured: there they took 0.5x–0.8x the channels-last time on
 /// MobileNetV2's and EfficientNet-Lite0's 7 × 7 outputs,
 /// `depthwise_speed`). Unpacked, 7 of a vector's 16 lanes would be used.
 #[cfg(target_arch = "x86_64")]
@@ -235,6 +235,32 @@ fn pick_layout(g: &crate::f32::depthwise::Geo, isa: crate::Isa) -> PairLayout {
         }
     }
     PairLayout::Planes
+}
+
+/// The layout that runs `g`, whose centred weights are `w`, on `isa`:
+/// `want` (a caller's choice or [`pick_layout`]'s), except that row quads
+/// where the dispatch row, the geometry or the weights do not take them
+/// run channels-last on narrow maps of the AVX-512 rows, else planes.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn runnable_layout(
+    g: &crate::f32::depthwise::Geo,
+    isa: crate::Isa,
+    w: &[i32],
+    want: PairLayout,
+) -> PairLayout {
+    #[cfg(target_arch = "x86_64")]
+    if want == PairLayout::RowQuads
+        && !(row_quads_row(isa)
+            && crate::arch::x86_64::idepthwise::row_quads_fit(g)
+            && i8_weights(w))
+    {
+        return if isa.avx512() && g.w <= CHANNELS_LAST_MAX_W {
+            PairLayout::ChannelsLast
+        } else {
+            PairLayout::Planes
+        };
+    }
+    want
 }
 
 /// Whether [`PairLayout::RowQuads`] may run on `isa`: a VNNI row of the
@@ -273,23 +299,15 @@ pub(crate) fn pairs_as(
         #[cfg(target_arch = "x86_64")]
         {
             let isa = crate::isa();
-            let mut layout = force.unwrap_or_else(|| pick_layout(&a.g, isa));
+            let want = force.unwrap_or_else(|| pick_layout(&a.g, isa));
+            let layout = runnable_layout(&a.g, isa, a.w, want);
             if layout == PairLayout::RowQuads {
-                use crate::arch::x86_64::idepthwise::{row_quads_fit, row_quads_vnni};
-                if row_quads_row(isa) && row_quads_fit(&a.g) && i8_weights(a.w) {
-                    #[cfg(test)]
-                    ROW_QUADS_RUNS.with(|r| r.set(r.get() + 1));
-                    // SAFETY: a VNNI row with VBMI (`row_quads_row`), the
-                    // geometry and weights it takes, `a` checked by
-                    // `operands`.
-                    unsafe { row_quads_vnni(&a, ClOut::Sums(out)) };
-                    return;
-                }
-                layout = if a.g.w <= CHANNELS_LAST_MAX_W {
-                    PairLayout::ChannelsLast
-                } else {
-                    PairLayout::Planes
-                };
+                #[cfg(test)]
+                ROW_QUADS_RUNS.with(|r| r.set(r.get() + 1));
+                // SAFETY: a VNNI row with VBMI, the geometry and weights
+                // it takes (`runnable_layout`), `a` checked by `operands`.
+                unsafe { crate::arch::x86_64::idepthwise::row_quads_vnni(&a, ClOut::Sums(out)) };
+                return;
             }
             // SAFETY: each body runs only on the dispatch row that
             // guarantees its features (`dispatch::detect`): AVX-512F + BW
@@ -419,18 +437,9 @@ pub fn depthwise_pairs_requant<T: QInt>(
     {
         // (the layout first: the engine asks for every chunk of every
         // depthwise layer, and most of those that decline are planes)
-        // (centred weights outside i8: channels-last where it could run)
-        let picked =
-            crate::f32::depthwise::Geo::new(geom).map(|g| match pick_layout(&g, crate::isa()) {
-                PairLayout::RowQuads if !i8_weights(w_centered) => {
-                    if g.w <= CHANNELS_LAST_MAX_W {
-                        PairLayout::ChannelsLast
-                    } else {
-                        PairLayout::Planes
-                    }
-                }
-                l => l,
-            });
+        let isa = crate::isa();
+        let picked = crate::f32::depthwise::Geo::new(geom)
+            .map(|g| runnable_layout(&g, isa, w_centered, pick_layout(&g, isa)));
         let one_variant = || {
             forms
                 .windows(2)
@@ -460,9 +469,8 @@ pub fn depthwise_pairs_requant<T: QInt>(
         if picked == Some(PairLayout::RowQuads) {
             #[cfg(test)]
             ROW_QUADS_RUNS.with(|r| r.set(r.get() + 1));
-            // SAFETY: picked on a VNNI row with VBMI for a geometry it
-            // takes (`pick_layout`), the weights checked above, `a` by
-            // `operands`.
+            // SAFETY: a VNNI row with VBMI, the geometry and weights it
+            // takes (`runnable_layout`), `a` checked by `operands`.
             unsafe {
                 crate::arch::x86_64::idepthwise::row_quads_vnni(
                     &a,
@@ -473,7 +481,7 @@ pub fn depthwise_pairs_requant<T: QInt>(
         }
         PAIR_BUFS.with(|p| {
             // SAFETY: the channels-last layout is picked on AVX-512 rows
-            // only (`pick_layout`), which have F + BW.
+            // only (`pick_layout`, `runnable_layout`), which have F + BW.
             unsafe { channels_last(&a, &mut p.borrow_mut(), ClOut::Bytes { forms, out: bytes }) }
         });
         true

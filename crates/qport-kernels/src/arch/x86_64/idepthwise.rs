@@ -701,24 +701,38 @@ impl QuadSink for SumSink {
     }
 }
 
-/// The bytes of one channel (from `.0` on) requantized by the f32 form
-/// without overflow check, whose bias the channel's starting sums hold.
-struct LeanSink(*mut u8, F32Lanes);
+/// A form whose constants finish a channel's sums that already hold its
+/// bias: [`F32Lanes`] (the f32 form without overflow check) and
+/// [`F64Lanes`] (the f64 form in i32 and f64 lanes).
+trait LeanForm {
+    /// The biased sums `s` requantized, before the byte store.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    unsafe fn finish(&self, s: __m512i) -> __m512i;
+}
 
-impl QuadSink for LeanSink {
+impl LeanForm for F32Lanes {
     #[inline(always)]
-    unsafe fn put(&self, at: usize, v: __m512i, n: usize) {
-        // SAFETY: the caller's position and features.
-        unsafe { F32Row::store(self.1.finish(v), self.0.add(at), n) }
+    unsafe fn finish(&self, s: __m512i) -> __m512i {
+        // SAFETY: the caller's features.
+        unsafe { F32Lanes::finish(self, s) }
     }
 }
 
-/// The bytes of one channel (from `.0` on) requantized by the f64 form
-/// in i32 and f64 lanes ([`F64Lanes`]), whose bias the channel's starting
-/// sums hold.
-struct LeanF64Sink(*mut u8, F64Lanes);
+impl LeanForm for F64Lanes {
+    #[inline(always)]
+    unsafe fn finish(&self, s: __m512i) -> __m512i {
+        // SAFETY: the caller's features.
+        unsafe { F64Lanes::finish(self, s) }
+    }
+}
 
-impl QuadSink for LeanF64Sink {
+/// The bytes of one channel (from `.0` on) requantized by a lean form,
+/// whose bias the channel's starting sums hold.
+struct LeanSink<F>(*mut u8, F);
+
+impl<F: LeanForm> QuadSink for LeanSink<F> {
     #[inline(always)]
     unsafe fn put(&self, at: usize, v: __m512i, n: usize) {
         // SAFETY: the caller's position and features.
@@ -760,20 +774,6 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
             }
         }
         assert!(a.x.len() >= a.channels * is && a.w.len() >= a.channels * ks);
-        // lane l, byte b of quad q: the input byte of tap 4q + b of output
-        // column l, counted from the window's first byte (taps past the
-        // kernel read column l's first, times a zero weight)
-        let mut idx = [_mm512_setzero_si512(); NQ];
-        for (q, v) in idx.iter_mut().enumerate() {
-            let mut bytes = [0u8; 64];
-            for (i, byte) in bytes.iter_mut().enumerate() {
-                let (l, tap) = (i / 4, 4 * q + i % 4);
-                let t = if tap < g.kw { tap } else { 0 };
-                *byte = (l * g.sw + t * g.dw) as u8;
-            }
-            // SAFETY: 64 bytes read from a 64-byte array.
-            *v = _mm512_loadu_si512(bytes.as_ptr().cast());
-        }
         // byte 4·(ky·NQ + q) + b of a channel's quads: its weight
         // ky·kw + 4q + b, or none (a zero byte) past the kernel's row
         let mut slots = [u8::MAX; 4 * ROW_QUADS_MAX];
@@ -809,30 +809,36 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
             .checked_sub((g.kh - 1) * g.dh)
             .map_or(0, |t| t / g.sh + 1))
         .clamp(oy_lo, g.oh);
-        // narrow outputs: `pack` output rows a vector (see
-        // [`packed_rows`]); lane r·ow + l, byte b of quad q: the byte of
-        // tap 4q + b of output column l of the vector's row r, counted from
-        // the first byte of its first row's input row, or byte 63 (the zero
-        // point) where the tap lies in the padding or past the kernel
+        // the byte permutes of a vector's taps. Unpacked: lane l, byte b
+        // of quad q, the input byte of tap 4q + b of output column l,
+        // counted from the window's first byte (taps past the kernel read
+        // column l's first, times a zero weight). Narrow outputs, `pack`
+        // output rows a vector (see [`packed_rows`]): lane r·ow + l, the
+        // byte of tap 4q + b of output column l of the vector's row r,
+        // counted from the first byte of its first row's input row, or
+        // byte 63 (the zero point) where the tap lies in the padding or
+        // past the kernel.
         let pack = packed_rows(g);
-        let mut pidx_rows = [_mm512_setzero_si512(); NQ];
-        if pack > 1 {
-            for (q, v) in pidx_rows.iter_mut().enumerate() {
-                let mut bytes = [63u8; 64];
-                for (i, byte) in bytes.iter_mut().enumerate() {
-                    let (lane, tap) = (i / 4, 4 * q + i % 4);
+        let mut idx = [_mm512_setzero_si512(); NQ];
+        for (q, v) in idx.iter_mut().enumerate() {
+            let mut bytes = [0u8; 64];
+            for (i, byte) in bytes.iter_mut().enumerate() {
+                let (lane, tap) = (i / 4, 4 * q + i % 4);
+                *byte = if pack == 1 {
+                    let t = if tap < g.kw { tap } else { 0 };
+                    (lane * g.sw + t * g.dw) as u8
+                } else {
                     let (r, l) = (lane / g.ow, lane % g.ow);
-                    if r >= pack || tap >= g.kw {
-                        continue;
-                    }
                     let col = (l * g.sw + tap * g.dw) as isize - g.pl as isize;
-                    if (0..g.w as isize).contains(&col) {
-                        *byte = (r * g.sh * g.w) as u8 + col as u8;
+                    if r < pack && tap < g.kw && (0..g.w as isize).contains(&col) {
+                        (r * g.sh * g.w) as u8 + col as u8
+                    } else {
+                        63
                     }
-                }
-                // SAFETY: 64 bytes read from a 64-byte array.
-                *v = _mm512_loadu_si512(bytes.as_ptr().cast());
+                };
             }
+            // SAFETY: 64 bytes read from a 64-byte array.
+            *v = _mm512_loadu_si512(bytes.as_ptr().cast());
         }
         // the packed vectors' windows, the same in every channel: kernel
         // row `ky` of the vector from output row `v·pack` at entry
@@ -860,8 +866,6 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
         // |sum| ≤ Σ|w| · max |x − x_zero|: the f32 form's bias addition is
         // checked only where it could overflow
         let dev = i64::from(a.x_zero.max(255 - a.x_zero));
-        // quad `ky·NQ + q` of the channel's weights as one i32 (broadcast
-        // by the multiply-adds from memory)
         // the quads of a block of up to QUAD_BLOCK channels, quad
         // `ky·NQ + q` of the block's channel j at `QUADS · j + ky·NQ + q`
         // as an i32 (the multiply-adds broadcast it from memory), and
@@ -938,7 +942,7 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
                     g,
                     plane: a.x[c * is..].as_ptr(),
                     zx,
-                    idx: if pack > 1 { &pidx_rows } else { &idx },
+                    idx: &idx,
                     wq: if permuted {
                         &wq[QUADS * j..QUADS * (j + 1)]
                     } else {
@@ -969,7 +973,7 @@ unsafe fn row_quads<const NQ: usize>(a: &PairArgs, out: &mut ClOut) {
                         } else if let Some(r) = F64Lanes::of(&forms[c], wide)
                             .or_else(|| F64Lanes::of(&forms[c], exact()))
                         {
-                            ch.run(start.wrapping_add(r.bias), &LeanF64Sink(dst, r))
+                            ch.run(start.wrapping_add(r.bias), &LeanSink(dst, r))
                         } else {
                             ch.run(
                                 start,
@@ -1002,7 +1006,7 @@ struct Channel<'a, const NQ: usize> {
     /// image.
     rows: (usize, usize),
     /// Output rows a vector ([`packed_rows`]): above 1, `idx` are the
-    /// packed indices.
+    /// packed permutes.
     pack: usize,
     /// The packed vectors' windows (see `row_quads`).
     wins: &'a [(isize, u64); PACKED_WINDOWS],
@@ -1031,6 +1035,24 @@ impl<const NQ: usize> Channel<'_, NQ> {
             // quad `k` in every lane
             let quad = |k: usize| _mm512_set1_epi32(*wq.get_unchecked(k));
             let start = _mm512_set1_epi32(start);
+            // N sums from `start`, kernel row `$ky` of sum `$j` read by
+            // `$window` (a macro, not a closure, so that the loads are
+            // inlined with the features)
+            macro_rules! sums {
+                ($n:literal, |$j:ident, $ky:ident| $window:expr) => {{
+                    let mut acc = [start; $n];
+                    for $ky in 0..g.kh {
+                        for ($j, accj) in acc.iter_mut().enumerate() {
+                            let x = $window;
+                            for (q, iq) in idx.iter().enumerate() {
+                                let p = _mm512_permutexvar_epi8(*iq, x);
+                                *accj = _mm512_dpbusd_epi32(*accj, p, quad($ky * NQ + q));
+                            }
+                        }
+                    }
+                    acc
+                }};
+            }
             if self.pack > 1 {
                 // `pack` output rows a vector: one load a kernel row from
                 // the input row of the vector's first output row, masked to
@@ -1045,25 +1067,14 @@ impl<const NQ: usize> Channel<'_, NQ> {
                 let mut v = 0;
                 macro_rules! group {
                     ($n:literal) => {{
-                        let mut acc = [start; $n];
-                        for ky in 0..g.kh {
-                            for (j, accj) in acc.iter_mut().enumerate() {
-                                // kernel row ky of vector v + j: its bytes inside
-                                // the plane, the zero point elsewhere
-                                let (off, mask) = *wins.get_unchecked((v + j) * g.kh + ky);
-                                // SAFETY: the mask keeps bytes inside the plane;
-                                // masked bytes are not read (nor faulted on).
-                                let x = _mm512_mask_loadu_epi8(
-                                    zx,
-                                    mask,
-                                    plane.wrapping_offset(off).cast(),
-                                );
-                                for (q, iq) in idx.iter().enumerate() {
-                                    let p = _mm512_permutexvar_epi8(*iq, x);
-                                    *accj = _mm512_dpbusd_epi32(*accj, p, quad(ky * NQ + q));
-                                }
-                            }
-                        }
+                        let acc = sums!($n, |j, ky| {
+                            // kernel row ky of vector v + j: its bytes inside
+                            // the plane, the zero point elsewhere
+                            let (off, mask) = *wins.get_unchecked((v + j) * g.kh + ky);
+                            // SAFETY: the mask keeps bytes inside the plane;
+                            // masked bytes are not read (nor faulted on).
+                            _mm512_mask_loadu_epi8(zx, mask, plane.wrapping_offset(off).cast())
+                        });
                         for (j, accj) in acc.iter().enumerate() {
                             let at = (v + j) * step;
                             sink.put(at, *accj, step.min(total - at));
@@ -1115,16 +1126,7 @@ impl<const NQ: usize> Channel<'_, NQ> {
                 let mut oy = 0;
                 macro_rules! group {
                     ($n:literal, $inside:expr) => {{
-                        let mut acc = [start; $n];
-                        for ky in 0..g.kh {
-                            for (j, accj) in acc.iter_mut().enumerate() {
-                                let v = window!(oy + j, ky, $inside);
-                                for (q, iq) in idx.iter().enumerate() {
-                                    let p = _mm512_permutexvar_epi8(*iq, v);
-                                    *accj = _mm512_dpbusd_epi32(*accj, p, quad(ky * NQ + q));
-                                }
-                            }
-                        }
+                        let acc = sums!($n, |j, ky| window!(oy + j, ky, $inside));
                         for (j, accj) in acc.iter().enumerate() {
                             sink.put((oy + j) * g.ow + ox0, *accj, n);
                         }
