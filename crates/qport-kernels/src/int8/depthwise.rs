@@ -129,13 +129,13 @@ pub const PAIRS_MAX_TAPS: usize = 33_025;
 /// covers two kernel rows of a tap column, so a 3×3 kernel takes 6 vector
 /// operations per vector of outputs. Every product and every partial sum
 /// is an exact integer, so every path returns the same sums as
-/// [`depthwise_plane`]. On the AVX-512 rows a layer whose input is at
-/// most 16 columns wide runs channels-last instead
-/// ([`PairLayout::ChannelsLast`]): the same products and sums, a vector
-/// of 16 channels per output position. On the VNNI rows of a CPU with
-/// VBMI, a layer with i8 centred weights whose output is more than 8
-/// columns wide runs [`PairLayout::RowQuads`]: no plane of pairs, the
-/// same sums.
+/// [`depthwise_plane`]. On the VNNI rows of a CPU with VBMI, a layer with
+/// i8 centred weights whose output is more than 8 columns wide, or narrow
+/// enough that several output rows fill one vector, runs
+/// [`PairLayout::RowQuads`]: no plane of pairs, the same sums. Elsewhere
+/// on the AVX-512 rows a layer whose input is at most 16 columns wide
+/// runs channels-last ([`PairLayout::ChannelsLast`]): the same products
+/// and sums, a vector of 16 channels per output position.
 ///
 /// Returns `false` (nothing written) when a centred weight is outside
 /// `[−255, 255]`, the kernel has more than [`PAIRS_MAX_TAPS`] taps, or the
@@ -196,19 +196,21 @@ pub enum PairLayout {
     /// mostly empty and each channel's own set-up dominates.
     ChannelsLast,
     /// One channel at a time straight from its bytes, no plane of pairs:
-    /// 16 output columns per vector, each kernel row's taps in quads of
-    /// bytes that a byte permute gathers from one load of the input row,
-    /// multiplied by `vpdpbusd`. The AVX-512 VNNI rows on CPUs with VBMI,
-    /// where the centred weights are i8 and the taps of 16 output columns
-    /// lie within 64 bytes of a row (`15·sw + (kw − 1)·dw < 64`).
+    /// 16 output columns per vector (on outputs at most 8 wide, several
+    /// whole output rows), each kernel row's taps in quads of bytes that a
+    /// byte permute gathers from one load of the input row, multiplied by
+    /// `vpdpbusd`. The AVX-512 VNNI rows on CPUs with VBMI, where the
+    /// centred weights are i8 and the taps of 16 output columns lie within
+    /// 64 bytes of a row (`15·sw + (kw − 1)·dw < 64`).
     RowQuads,
 }
 
 /// Input widths up to which the AVX-512 rows run a layer channels-last
-/// ([`PairLayout::ChannelsLast`]), measured on MobileNetV2's and
-/// EfficientNet-Lite0's depthwise layers (`depthwise_speed` and
-/// `op_profile`): 7 × 7 and 14 × 14 maps, and the stride-2 layers that
-/// read 14 × 14 ones (not those that read 28 × 28 maps).
+/// ([`PairLayout::ChannelsLast`]) where the row quads do not, measured on
+/// MobileNetV2's and EfficientNet-Lite0's depthwise layers
+/// (`depthwise_speed` and `op_profile`, before the row quads took them):
+/// 7 × 7 and 14 × 14 maps, and the stride-2 layers that read 14 × 14 ones
+/// (not those that read 28 × 28 maps).
 const CHANNELS_LAST_MAX_W: usize = 16;
 
 /// Output widths up to which the channels-last layout stays the pick
