@@ -325,6 +325,12 @@ fn execute(
     }
 }
 
+/// The extension's blocks of 1 KiB and more (its tensors among them)
+/// start on a cache line, as in the `qport` binary
+/// ([`qport_kernels::aligned::LineAligned`]).
+#[global_allocator]
+static ALLOC: qport_kernels::aligned::LineAligned = qport_kernels::aligned::LineAligned;
+
 /// The extension module.
 #[pymodule]
 fn _qport(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -15,6 +15,10 @@ use qport_kernels::idepthwise::{depthwise_pairs, depthwise_pairs_in, PairLayout}
 use qport_kernels::im2col::ConvGeometry;
 use std::time::Instant;
 
+/// Activations start on a cache line, as in the `qport` binary.
+#[global_allocator]
+static ALLOC: qport_kernels::aligned::LineAligned = qport_kernels::aligned::LineAligned;
+
 fn main() {
     // (channels, input side, kernel side, stride)
     let layers = [

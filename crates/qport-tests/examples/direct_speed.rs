@@ -14,6 +14,10 @@ use qport_kernels::int8::direct::{
 };
 use std::time::Instant;
 
+/// Activations start on a cache line, as in the `qport` binary.
+#[global_allocator]
+static ALLOC: qport_kernels::aligned::LineAligned = qport_kernels::aligned::LineAligned;
+
 fn main() {
     // (output channels, input channels, input side, kernel side, stride)
     let layers = [

@@ -61,6 +61,10 @@ fn quantized(raw: &qport_onnx::Model) -> qport_onnx::Model {
     q.exported.model
 }
 
+/// Activations start on a cache line, as in the `qport` binary.
+#[global_allocator]
+static ALLOC: qport_kernels::aligned::LineAligned = qport_kernels::aligned::LineAligned;
+
 fn main() {
     let n: usize = std::env::args()
         .nth(1)

@@ -15,6 +15,10 @@ use qport_engine::{IntegerPlan, Plan};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+/// Activations start on a cache line, as in the `qport` binary.
+#[global_allocator]
+static ALLOC: qport_kernels::aligned::LineAligned = qport_kernels::aligned::LineAligned;
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let by_node = match args.iter().position(|a| a == "--by-node") {

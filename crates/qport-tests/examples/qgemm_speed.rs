@@ -18,6 +18,10 @@
 use qport_kernels::int8::PackedI8;
 use qport_kernels::qgemm::gemm_u8s8;
 use std::time::Instant;
+/// Activations start on a cache line, as in the `qport` binary.
+#[global_allocator]
+static ALLOC: qport_kernels::aligned::LineAligned = qport_kernels::aligned::LineAligned;
+
 fn main() {
     if let Some(t) = std::env::var("QPORT_BENCH_THREADS")
         .ok()
