@@ -10,6 +10,8 @@
 //!   operators and run under an integer-arithmetic profile.
 //! - [`ops`]: the operator registry ([`ops::registry`]) and the operator
 //!   implementations, one builder per ONNX op type.
+//! - [`LineAligned`]: the global allocator a program that runs plans
+//!   installs to have its activations start on a cache line.
 #![deny(missing_docs)]
 
 mod buffers;
@@ -27,3 +29,4 @@ pub use lower::{lower_qdq, Coverage, FloatGroup, Lowered, MacCount};
 pub use ops::{BuildCtx, Op, OpBuilder, Registry};
 pub use optimize::fold_batch_norms;
 pub use plan::{unsupported_ops, Plan, PlanOptions, Session};
+pub use qport_kernels::aligned::LineAligned;
