@@ -13,6 +13,9 @@
 //!   planar image directly;
 //! - a `MaxPool` (without indices) whose input exists blocked runs
 //!   blocked;
+//! - a `GlobalAveragePool` whose input exists blocked reads it blocked
+//!   and writes its planar output (a classifier's pooling needs no
+//!   conversion of the last feature map);
 //! - any other node, or a graph output, reading a value that exists only
 //!   blocked gets a `qport:ToPlanar` step before it (once per value).
 //!
@@ -44,6 +47,11 @@ pub(crate) enum LayoutStep {
     ToBlocked,
     /// A MaxPool (no indices) from blocked to blocked.
     MaxPool,
+    /// A GlobalAveragePool from blocked to planar `[N, C, 1, ...]`.
+    GlobalAverage {
+        /// The real channel count.
+        channels: usize,
+    },
     /// Blocked to `[N, channels, H, W]`.
     ToPlanar {
         /// The real channel count.
@@ -131,6 +139,19 @@ pub(crate) fn block(rw: Rewritten, graph_outputs: &[String]) -> Rewritten {
                 let mut node = p.node;
                 node.inputs[0] = xb;
                 st.push_blocked(node, c, None, false, LayoutStep::MaxPool);
+                continue;
+            }
+        }
+        if p.blocked.is_none() && p.node.is_onnx("GlobalAveragePool") && p.node.outputs.len() == 1 {
+            if let Some((xb, c)) = st.blocked.get(&p.node.inputs[0]).cloned() {
+                let mut node = p.node;
+                node.inputs[0] = xb;
+                st.out.push(PlannedNode {
+                    node,
+                    act: None,
+                    residual: false,
+                    blocked: Some(LayoutStep::GlobalAverage { channels: c }),
+                });
                 continue;
             }
         }
@@ -274,7 +295,8 @@ mod tests {
 
     /// A stem on 3 planar channels with a ReLU, a max pool, a residual
     /// block, a depthwise layer with a Clip, a pointwise projection to the
-    /// output `y`, and a Sigmoid reading the residual block's output (a
+    /// output `y`, a global average of the depthwise layer's output (`g`,
+    /// read blocked: no conversion), and a Sigmoid reading the residual block's output (a
     /// value both blocked convolutions and a planar node read) as a second
     /// output `s`.
     fn chain() -> Model {
@@ -308,9 +330,11 @@ mod tests {
             .node(dw)
             .op("Clip", ["d", "lo", "hi"], ["dc"])
             .node(conv(&["dc", "w3"], "y", &[]))
+            .op("GlobalAveragePool", ["dc"], ["g"])
             .op("Sigmoid", ["r2"], ["s"])
             .output("y", DType::F32, &[1, 7, 5, 5])
             .output("s", DType::F32, &[1, 20, 5, 5])
+            .output("g", DType::F32, &[1, 20, 1, 1])
             .build()
     }
 
@@ -355,15 +379,24 @@ mod tests {
                 "Conv [blocked]",
                 "Conv [blocked]",
                 "Conv [blocked]",
+                "GlobalAveragePool",
                 "qport:ToPlanar",
                 "Sigmoid",
                 "qport:ToPlanar",
             ]
         } else {
-            &["Conv", "MaxPool", "Conv", "Conv", "Conv", "Sigmoid"]
+            &[
+                "Conv",
+                "MaxPool",
+                "Conv",
+                "Conv",
+                "Conv",
+                "GlobalAveragePool",
+                "Sigmoid",
+            ]
         };
         assert_eq!(steps, expected);
-        assert_eq!(got.len(), 2);
+        assert_eq!(got.len(), 3);
         for ((gn, g), (wn, w)) in got.iter().zip(&want) {
             assert_eq!((gn, g.shape()), (wn, w.shape()));
             let (g, w) = (g.to_f32_vec().unwrap(), w.to_f32_vec().unwrap());

@@ -322,6 +322,88 @@ pub fn to_planar(x: &[f32], n: usize, c: usize, plane: usize, out: &mut [f32]) {
     }
 }
 
+/// Each channel's mean over its plane, from blocked input to planar
+/// output: `x` holds `n` images of `c` channels blocked (`plane` pixels
+/// each), `out` the `n * c` means (a `GlobalAveragePool`'s `[N, C, 1,
+/// 1]`). Each mean is the planar operator's: the channel's values
+/// widened to `f64` and summed in pixel order from `-0.0` (as
+/// `Iterator::sum` does), divided by `plane` in `f64`, rounded to `f32`;
+/// the same bits on every dispatch row (a block of channels per vector).
+/// Splits the images over the intra-op threads.
+///
+/// # Panics
+/// Panics when a length does not match or `plane` is 0.
+///
+/// ```
+/// use qport_kernels::nchwc::{blocked_len, global_average, to_blocked};
+/// let x: Vec<f32> = (0..3 * 4).map(|i| i as f32).collect(); // 3 channels of 4
+/// let mut b = vec![0.0; blocked_len(1, 3, 4)];
+/// to_blocked(&x, 1, 3, 4, &mut b);
+/// let mut y = [0.0f32; 3];
+/// global_average(&b, 1, 3, 4, &mut y);
+/// assert_eq!(y, [1.5, 5.5, 9.5]);
+/// ```
+pub fn global_average(x: &[f32], n: usize, c: usize, plane: usize, out: &mut [f32]) {
+    assert!(plane > 0, "nchwc::global_average: an empty plane");
+    assert_eq!(
+        x.len(),
+        blocked_len(n, c, plane),
+        "nchwc::global_average: input size"
+    );
+    assert_eq!(out.len(), n * c, "nchwc::global_average: output size");
+    if c == 0 {
+        return;
+    }
+    let lvl = level();
+    let image = blocked_len(1, c, plane);
+    let work = x.len() * crate::par::STREAM_COST;
+    crate::par::split_mut(out, c, work, |start, part| {
+        let x = &x[start / c * image..][..part.len() / c * image];
+        global_average_at(lvl, x, c, plane, part)
+    });
+}
+
+/// The images of [`global_average`] whose means are `out` (whole images,
+/// the first at the start of `x`), at `lvl` (the CPU must support it): the
+/// portable loop, or the same loop compiled with AVX2 or AVX-512.
+pub(crate) fn global_average_at(lvl: Level, x: &[f32], c: usize, plane: usize, out: &mut [f32]) {
+    match lvl {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller chose a level this CPU supports.
+        Level::Avx512 => unsafe {
+            crate::arch::x86_64::nchwc::global_average_avx512(x, c, plane, out)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Level::Avx2 => unsafe { crate::arch::x86_64::nchwc::global_average_avx2(x, c, plane, out) },
+        _ => global_average_loop(x, c, plane, out),
+    }
+}
+
+/// The loop of [`global_average_at`] (inlined into each compiled copy):
+/// a block's sixteen sums side by side, each in pixel order.
+#[inline(always)]
+pub(crate) fn global_average_loop(x: &[f32], c: usize, plane: usize, out: &mut [f32]) {
+    let cb = blocks(c);
+    let div = plane as f64;
+    for (img, y) in out.chunks_mut(c).enumerate() {
+        for b in 0..cb {
+            let src = &x[(img * cb + b) * plane * BLOCK..][..plane * BLOCK];
+            let (pixels, _) = src.as_chunks::<BLOCK>();
+            let mut acc = [-0.0f64; BLOCK];
+            for px in pixels {
+                for (a, &v) in acc.iter_mut().zip(px) {
+                    *a += f64::from(v);
+                }
+            }
+            let real = (c - b * BLOCK).min(BLOCK);
+            for (yv, a) in y[b * BLOCK..][..real].iter_mut().zip(&acc) {
+                *yv = (*a / div) as f32;
+            }
+        }
+    }
+}
+
 /// Window maxima over blocked planes: `planes` planes of `in_plane`
 /// pixels (sixteen channels each) in `x`, `out` holding `planes` planes of
 /// `starts.len() - 1` outputs. Output `o` of a plane is the maximum of the
@@ -1308,6 +1390,55 @@ mod tests {
             }
         }
         assert!(y[5].is_nan() && !y[6].is_nan());
+    }
+
+    /// Each mean is the planar operator's `f64` sum in pixel order from
+    /// `-0.0` (an all-negative-zero channel stays `-0.0`), on every level,
+    /// for channels that fill the last block or not, over several images
+    /// (split over two threads or not).
+    #[test]
+    fn global_average_is_the_planar_mean() {
+        let _g = crate::test_lock();
+        let mut rng = Rng(5);
+        for (n, c, plane) in [(1, 16, 49), (2, 40, 7), (3, 5, 1), (2, 1280, 9)] {
+            let mut x = rng.vec(n * c * plane);
+            // channel 1 of image 0: negative zeros; channel 2: values
+            // whose f32 sum would round differently
+            x[plane..2 * plane].fill(-0.0);
+            for (i, v) in x[2 * plane..3 * plane].iter_mut().enumerate() {
+                *v = if i % 2 == 0 { 1e8 } else { 1.0 + i as f32 };
+            }
+            let want: Vec<f32> = x
+                .chunks(plane)
+                .map(|ch| (ch.iter().map(|&v| f64::from(v)).sum::<f64>() / plane as f64) as f32)
+                .collect();
+            assert!(want[1].is_sign_negative() && want[1] == 0.0);
+            let mut b = vec![f32::NAN; blocked_len(n, c, plane)];
+            to_blocked(&x, n, c, plane, &mut b);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            for threads in [1, 2] {
+                crate::par::set_threads(threads);
+                let before = crate::par::parallel_splits();
+                let mut y = vec![f32::NAN; n * c];
+                global_average(&b, n, c, plane, &mut y);
+                crate::par::set_threads(1);
+                if threads == 2 && c == 1280 {
+                    assert!(crate::par::parallel_splits() > before, "no split");
+                }
+                assert_eq!(
+                    bits(&y),
+                    bits(&want),
+                    "{n} x {c} x {plane}, {threads} threads"
+                );
+            }
+            for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+                if supported(lvl) {
+                    let mut y = vec![f32::NAN; n * c];
+                    global_average_at(lvl, &b, c, plane, &mut y);
+                    assert_eq!(bits(&y), bits(&want), "{lvl:?} {n} x {c} x {plane}");
+                }
+            }
+        }
     }
 
     #[test]

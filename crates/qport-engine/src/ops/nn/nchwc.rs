@@ -1,6 +1,7 @@
 //! The steps of the blocked channel layout a plan chooses for float
 //! convolutions ([`crate::layout`]): the Conv on blocked activations
-//! ([`qport_kernels::nchwc::conv`]) and the two conversions.
+//! ([`qport_kernels::nchwc::conv`]), its max pooling, the global average
+//! pooling that reads it, and the two conversions.
 //!
 //! A blocked value is an `f32` tensor `[N, ceil(C / 16), H, W, 16]`; the
 //! real channel count `C` is the producing Conv's (or the converted
@@ -28,6 +29,7 @@ pub(crate) fn build(
     match kind {
         LayoutStep::ToBlocked => Ok(Box::new(ToBlocked)),
         LayoutStep::ToPlanar { channels } => Ok(Box::new(ToPlanar { channels })),
+        LayoutStep::GlobalAverage { channels } => Ok(Box::new(GlobalAverageBlocked { channels })),
         LayoutStep::MaxPool => {
             let attrs = WindowAttrs::parse(ctx.node)?;
             if attrs.kernel_shape.is_none() {
@@ -348,6 +350,49 @@ impl Op for ToPlanar {
         let xv = x.as_slice::<f32>()?;
         let y = reuse_output::<f32>(outputs, 0, shape.get())?;
         nchwc::to_planar(xv, n, c, plane, y);
+        Ok(())
+    }
+}
+
+/// A GlobalAveragePool over a blocked input, written planar `[N, C, 1,
+/// ...]`: the planar operator's means, bit for bit
+/// ([`qport_kernels::nchwc::global_average`]).
+struct GlobalAverageBlocked {
+    channels: usize,
+}
+
+impl Op for GlobalAverageBlocked {
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
+        eval_one(self, inputs)
+    }
+
+    fn eval_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        outputs: &mut [Option<Tensor>],
+    ) -> OpResult<()> {
+        let x = input(inputs, 0)?;
+        let s = x.shape();
+        let c = self.channels;
+        if x.dtype() != DType::F32 || s.len() < 4 || s[1] != blocks(c) || s[s.len() - 1] != BLOCK {
+            return Err(OpError::invalid(format!(
+                "a blocked GlobalAveragePool reads a blocked f32 tensor of {c} channels, not {:?} {s:?}",
+                x.dtype()
+            )));
+        }
+        let plane = s[2..s.len() - 1].iter().product::<usize>();
+        if plane == 0 {
+            return Err(OpError::invalid(format!(
+                "input 0 (X) has shape {s:?} with an empty spatial extent"
+            )));
+        }
+        let mut shape = Dims::default();
+        shape.push(s[0]);
+        shape.push(c);
+        s[2..s.len() - 1].iter().for_each(|_| shape.push(1));
+        let xv = x.as_slice::<f32>()?;
+        let y = reuse_output::<f32>(outputs, 0, shape.get())?;
+        nchwc::global_average(xv, s[0], c, plane, y);
         Ok(())
     }
 }

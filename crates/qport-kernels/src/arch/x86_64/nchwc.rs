@@ -15,7 +15,9 @@
 #![allow(unsafe_op_in_unsafe_fn)]
 
 use super::simd::{Avx2, Avx512, Simd};
-use crate::f32::nchwc::{max_pool_loop, tap_len, Args, Residual, Shape, BLOCK};
+use crate::f32::nchwc::{
+    global_average_loop, max_pool_loop, tap_len, Args, Residual, Shape, BLOCK,
+};
 use std::ops::Range;
 
 recompiled! {
@@ -27,6 +29,13 @@ recompiled! {
     "avx2" fn max_pool_avx2(
         x: &[f32], in_plane: usize, starts: &[usize], offsets: &[usize], out: &mut [f32],
     ) = max_pool_loop;
+    /// [`global_average_loop`] with AVX-512F (a block's sums in two
+    /// vectors of `f64`).
+    "avx512f" fn global_average_avx512(x: &[f32], c: usize, plane: usize, out: &mut [f32]) =
+        global_average_loop;
+    /// [`global_average_loop`] with AVX2 (a block's sums in four vectors).
+    "avx2" fn global_average_avx2(x: &[f32], c: usize, plane: usize, out: &mut [f32]) =
+        global_average_loop;
 }
 
 /// The AVX-512 body (16 lanes: a block is one vector; 4 x 6 tiles).
