@@ -25,8 +25,15 @@
 //! The SIMD paths run a panel of outputs per vector (16 or 8 rows of `W`,
 //! transposed in registers a block of 16 or 8 columns at a time); the
 //! panels are split over the intra-op threads ([`crate::par`]).
+//!
+//! A constant `W` packed once ([`PackedA`], panels of 32 or 24 rows, each
+//! column of a panel contiguous) runs [`gemv_packed`] instead: the same
+//! order per output, no transposes, four panels' sums in flight, the
+//! weights read as one stream per panel (the speed of memory for a
+//! classifier that does not fit the cache).
 
 use crate::dispatch::{level, Level};
+use crate::pgemm::PackedA;
 
 /// `y[j] = alpha · (W_j · x) + beta · y[j]` for every row `W_j = w[j ·
 /// ldw..][..x.len()]`, the sum over `k` in blocks of `k_block` (all in one
@@ -106,6 +113,88 @@ pub(crate) fn gemv_at(
     }
 }
 
+/// [`gemv_rows`] with `W` packed once: `y[j] = alpha · (W_j · x) + beta ·
+/// y[j]` for the `w.rows()` rows of the `w.rows() x w.cols()` matrix `W`,
+/// each output summed in the order of the module docs (blocks of
+/// `k_block`, all in one when 0), the bits of [`gemv_rows`] on the same
+/// matrix. The panels run on the level `w` was packed for (the portable
+/// loop under [`crate::force_generic`]) and are split over the intra-op
+/// threads.
+///
+/// # Panics
+/// If `x` does not hold `w.cols()` elements or `y` `w.rows()`.
+///
+/// ```
+/// use qport_kernels::f32::gemv::gemv_packed;
+/// use qport_kernels::pgemm::PackedA;
+/// let w = PackedA::new(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3); // rows [1 2 3], [4 5 6]
+/// let mut y = [10.0f32, 20.0];
+/// gemv_packed(&[1.0, 0.0, -1.0], &w, 2.0, 1.0, 0, &mut y);
+/// assert_eq!(y, [2.0 * -2.0 + 10.0, 2.0 * -2.0 + 20.0]);
+/// ```
+pub fn gemv_packed(x: &[f32], w: &PackedA, alpha: f32, beta: f32, k_block: usize, y: &mut [f32]) {
+    let (n, k) = (w.rows(), w.cols());
+    assert_eq!(
+        x.len(),
+        k,
+        "gemv_packed: x has {} elements, W {k} columns",
+        x.len()
+    );
+    assert_eq!(
+        y.len(),
+        n,
+        "gemv_packed: y has {} elements, W {n} rows",
+        y.len()
+    );
+    if n == 0 {
+        return;
+    }
+    let o = Order {
+        alpha,
+        beta,
+        k_block: if k_block == 0 { k.max(1) } else { k_block },
+    };
+    if k == 0 {
+        for yj in y.iter_mut() {
+            *yj = o.start(*yj);
+        }
+        return;
+    }
+    let generic = crate::force_generic() || w.mt == 0;
+    // whole groups of panels per thread (one panel per part on the
+    // portable loop)
+    let align = if generic { 16 } else { w.mt * PANELS };
+    crate::par::split_mut(y, align, n * k.max(1), |j0, part| {
+        if generic {
+            for (j, yj) in (j0..).zip(part.iter_mut()) {
+                *yj = o.output_by(x, |p| w.at_ip(j, p), *yj);
+            }
+            return;
+        }
+        match w.level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `w` was packed for AVX-512 panels on this CPU (or
+            // one capped to it); `part` holds outputs j0.. of whole
+            // groups of panels (or the last, partial one), whose panels
+            // `w` holds.
+            Level::Avx512 => unsafe { x86::avx512_packed(&o, x, w, j0, part) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above, for AVX2 panels.
+            Level::Avx2 => unsafe { x86::avx2_packed(&o, x, w, j0, part) },
+            _ => {
+                for (j, yj) in (j0..).zip(part.iter_mut()) {
+                    *yj = o.output_by(x, |p| w.at_ip(j, p), *yj);
+                }
+            }
+        }
+    });
+}
+
+/// Panels of a packed `W` whose sums one pass keeps in flight (8 vectors
+/// of AVX-512, 12 of AVX2: enough independent chains to hide the
+/// latency of the fused multiply-adds).
+const PANELS: usize = 4;
+
 /// The scalars and the block of one product.
 #[derive(Clone, Copy)]
 struct Order {
@@ -119,23 +208,33 @@ impl Order {
     /// value `y` (ignored when `beta` is 0): the portable reference every
     /// SIMD path matches bit for bit.
     fn output(&self, x: &[f32], w: &[f32], y: f32) -> f32 {
+        self.output_by(x, |p| w[p], y)
+    }
+
+    /// [`Order::output`] with `W_j[p]` given by `w(p)`.
+    #[inline(always)]
+    fn output_by(&self, x: &[f32], w: impl Fn(usize) -> f32, y: f32) -> f32 {
         let mut y = self.start(y);
-        for (b, (xb, wb)) in x
-            .chunks(self.k_block)
-            .zip(w.chunks(self.k_block))
-            .enumerate()
-        {
+        for (b, b0) in (0..x.len()).step_by(self.k_block).enumerate() {
+            let b1 = (b0 + self.k_block).min(x.len());
             let mut s = 0.0f32;
-            for (&a, &c) in xb.iter().zip(wb) {
-                s = a.mul_add(c, s);
+            for (p, &xp) in (b0..b1).zip(&x[b0..b1]) {
+                s = xp.mul_add(w(p), s);
             }
-            y = if b == 0 && self.beta == 0.0 {
-                s * self.alpha
-            } else {
-                s.mul_add(self.alpha, y)
-            };
+            y = self.finish(b, s, y);
         }
         y
+    }
+
+    /// The output after block `b` with the block's sum `s`, from `y` (the
+    /// value after the blocks before, or [`Order::start`]'s).
+    #[inline(always)]
+    fn finish(&self, b: usize, s: f32, y: f32) -> f32 {
+        if b == 0 && self.beta == 0.0 {
+            s * self.alpha
+        } else {
+            s.mul_add(self.alpha, y)
+        }
     }
 
     /// The value the blocks add to: `y`, `beta · y`, or 0 (`beta` 0).
@@ -153,7 +252,7 @@ impl Order {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::Order;
+    use super::{Order, PackedA, PANELS};
     use crate::arch::x86_64::simd::{Avx2, Avx512, Simd};
 
     /// The AVX-512 body: panels of 16 outputs.
@@ -175,6 +274,123 @@ mod x86 {
     pub(super) unsafe fn avx2(o: &Order, x: &[f32], w: *const f32, ldw: usize, y: &mut [f32]) {
         // SAFETY: forwarded contract.
         unsafe { body::<Avx2>(o, x, w, ldw, y) }
+    }
+
+    /// The AVX-512 body over a packed `W`: panels of 32 outputs, two
+    /// vectors each.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `w` packed in panels of 32 rows;
+    /// `y` its outputs `j0..j0 + y.len()`, `j0` a multiple of 32.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512_packed(
+        o: &Order,
+        x: &[f32],
+        w: &PackedA,
+        j0: usize,
+        y: &mut [f32],
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { packed::<Avx512, 2>(o, x, w, j0, y) }
+    }
+
+    /// The AVX2 body over a packed `W`: panels of 24 outputs, three
+    /// vectors each.
+    ///
+    /// # Safety
+    /// As [`avx512_packed`], with AVX2 + FMA and panels of 24 rows.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2_packed(o: &Order, x: &[f32], w: &PackedA, j0: usize, y: &mut [f32]) {
+        // SAFETY: forwarded contract.
+        unsafe { packed::<Avx2, 3>(o, x, w, j0, y) }
+    }
+
+    /// Outputs `j0..j0 + y.len()` of a packed `W` of panels of `V`
+    /// vectors: [`PANELS`] panels at a time (then one at a time), each
+    /// block of `k` (nonzero) a chain of fused multiply-adds per lane from
+    /// zero, then [`Order::finish`] on the outputs in memory.
+    #[inline(always)]
+    unsafe fn packed<S: Simd, const V: usize>(
+        o: &Order,
+        x: &[f32],
+        w: &PackedA,
+        j0: usize,
+        y: &mut [f32],
+    ) {
+        debug_assert_eq!(w.mt, V * S::LANES);
+        let mut j = 0;
+        while j < y.len() {
+            let left = (y.len() - j).div_ceil(w.mt);
+            // SAFETY: (both) the panels of outputs j0 + j.. are in `w`,
+            // their outputs in `y` from j.
+            j += unsafe {
+                if left >= PANELS {
+                    group::<S, V, PANELS>(o, x, w, j0 + j, &mut y[j..])
+                } else {
+                    group::<S, V, 1>(o, x, w, j0 + j, &mut y[j..])
+                }
+            };
+        }
+    }
+
+    /// `P` panels from output `j` (a multiple of the panel height) of `W`,
+    /// written to the start of `y` (clipped to its length); returns the
+    /// outputs written.
+    #[inline(always)]
+    unsafe fn group<S: Simd, const V: usize, const P: usize>(
+        o: &Order,
+        x: &[f32],
+        w: &PackedA,
+        j: usize,
+        y: &mut [f32],
+    ) -> usize {
+        let (k, mt, l) = (x.len(), w.mt, S::LANES);
+        let outs = (mt * P).min(y.len());
+        // SAFETY: (whole block) panel j / mt + i holds columns 0..k at
+        // ((j / mt + i) * k + p) * mt: the loads read columns below k of
+        // panels that exist (the caller's contract), and `y` below `outs`.
+        unsafe {
+            let base = w.panels.as_ptr().add(j / mt * k * mt);
+            let alpha = S::splat(o.alpha);
+            let mut b0 = 0;
+            let mut b = 0;
+            while b0 < k {
+                let b1 = (b0 + o.k_block).min(k);
+                let mut acc = [[S::zero(); V]; P];
+                for p in b0..b1 {
+                    let xv = S::splat(*x.get_unchecked(p));
+                    for (i, acci) in acc.iter_mut().enumerate() {
+                        let pp = base.add((i * k + p) * mt);
+                        for (v, a) in acci.iter_mut().enumerate() {
+                            *a = S::fma(xv, S::load(pp.add(v * l)), *a);
+                        }
+                    }
+                }
+                for (t, a) in acc.iter().flatten().enumerate() {
+                    let lo = t * l;
+                    if lo >= outs {
+                        break;
+                    }
+                    let cnt = (outs - lo).min(l);
+                    let yp = y.as_mut_ptr().add(lo);
+                    let v = if b == 0 && o.beta == 0.0 {
+                        S::mul(*a, alpha)
+                    } else {
+                        let prev = S::load_n(yp, cnt);
+                        let prev = if b == 0 && o.beta != 1.0 {
+                            S::mul(prev, S::splat(o.beta))
+                        } else {
+                            prev
+                        };
+                        S::fma(*a, alpha, prev)
+                    };
+                    S::store_n(yp, v, cnt);
+                }
+                b0 = b1;
+                b += 1;
+            }
+        }
+        outs
     }
 
     /// Panels of `S::LANES` outputs (the last one partial), each a vector
@@ -326,6 +542,70 @@ mod tests {
                         "{:?} row {}: {} vs {}", lvl, j, got[j], want[j]);
                 }
             }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// A `W` packed for any level gives the reference's bits on that
+        /// level (whole groups of four panels, single panels and a
+        /// partial one), and on the portable loop.
+        #[test]
+        fn packed_matches_the_reference(
+            n in 1usize..300, k in 0usize..80, k_block in 1usize..70,
+            alpha in -2.0f32..2.0, beta in prop_oneof![Just(0.0f32), Just(1.0f32), -2.0f32..2.0],
+            seed: u64,
+        ) {
+            let x = values(k, seed);
+            let w = values(n * k, seed ^ 0x9e37_79b9);
+            let y0 = values(n, seed ^ 7);
+            let o = Order { alpha, beta, k_block };
+            let want: Vec<u32> = (0..n)
+                .map(|j| o.output(&x, &w[j * k..][..k], y0[j]).to_bits())
+                .collect();
+            for lvl in [Level::Generic, Level::Avx2, Level::Avx512] {
+                if !supported(lvl) {
+                    continue;
+                }
+                let packed = PackedA::at(lvl, &w, n, k);
+                let mut got = y0.clone();
+                gemv_packed(&x, &packed, alpha, beta, k_block, &mut got);
+                let got: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                prop_assert_eq!(&got, &want, "{:?}", lvl);
+                let mut portable = y0.clone();
+                crate::with_generic_kernels(|| {
+                    gemv_packed(&x, &packed, alpha, beta, k_block, &mut portable)
+                });
+                let portable: Vec<u32> = portable.iter().map(|v| v.to_bits()).collect();
+                prop_assert_eq!(&portable, &want, "{:?} portable", lvl);
+            }
+        }
+    }
+
+    /// The packed product splits over threads (whole groups of panels)
+    /// with the one-thread bits, equal to the unpacked product's.
+    #[test]
+    fn packed_splits_with_the_same_bits() {
+        let _g = crate::test_lock();
+        let (n, k) = (1000, 1280);
+        let x = values(k, 3);
+        let w = values(n * k, 5);
+        let mut want = vec![0.25f32; n];
+        gemv_rows(&x, &w, k, 1.0, 1.0, 256, &mut want);
+        let packed = PackedA::new(&w, n, k);
+        for threads in [1, 2] {
+            crate::par::set_threads(threads);
+            let before = crate::par::parallel_splits();
+            let mut y = vec![0.25f32; n];
+            gemv_packed(&x, &packed, 1.0, 1.0, 256, &mut y);
+            let split = crate::par::parallel_splits() > before;
+            crate::par::set_threads(1);
+            assert!(threads == 1 || split, "no split");
+            assert_eq!(
+                y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{threads} threads"
+            );
         }
     }
 

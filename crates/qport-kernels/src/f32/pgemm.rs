@@ -97,8 +97,8 @@ pub struct PackedA {
     /// `m` are zero. Empty at the generic level.
     pub(crate) panels: Vec<f32>,
     /// Rows per panel (0 when not packed in panels).
-    mt: usize,
-    level: Level,
+    pub(crate) mt: usize,
+    pub(crate) level: Level,
     /// Address of the slice packed (see [`PackedA::is_packing_of`]).
     source: usize,
 }
@@ -144,7 +144,7 @@ impl PackedA {
     }
 
     /// Element `(i, p)`.
-    fn at_ip(&self, i: usize, p: usize) -> f32 {
+    pub(crate) fn at_ip(&self, i: usize, p: usize) -> f32 {
         if self.panels.is_empty() {
             self.rows[i * self.k + p]
         } else {

@@ -11,7 +11,8 @@ use crate::ops::{eval_fallback, input, opt_input, reuse_output, BuildCtx, Op, Re
 use qport_core::shape::{broadcast_index_map, broadcast_shapes, checked_numel};
 use qport_core::{DType, Element, Tensor};
 use qport_kernels::gemm::{gemm, gemm_k_block, GemmScalar, MatRef, ORT_PACKED_K_BLOCK};
-use qport_kernels::pgemm::ort_k_block;
+use qport_kernels::pgemm::{ort_k_block, PackedA};
+use std::sync::OnceLock;
 
 pub(crate) fn register(r: &mut Registry) {
     r.register_all("", &[("Gemm", build_gemm), ("MatMul", build_matmul)]);
@@ -29,24 +30,55 @@ struct Gemm {
     /// when `B` is computed, a dequantized weight included (onnxruntime
     /// does not fold `DequantizeLinear`).
     packed_k_block: Option<usize>,
+    /// A constant `f32` `B` with `transB = 1` (a classifier's weights),
+    /// held packed instead of passed: see [`PackedB`].
+    packed: Option<PackedB>,
+}
+
+/// A Gemm's constant `B` (`[N, K]`, `transB = 1`) packed once in panels
+/// ([`PackedA`]): a one-row product reads it there
+/// ([`qport_kernels::f32::gemv::gemv_packed`], the bits of the unpacked
+/// one-row path at the speed of one stream per panel); a product of more
+/// rows unpacks it the first time into `rows` and runs the unpacked GEMM
+/// from then on, as before the packing.
+struct PackedB {
+    w: PackedA,
+    rows: OnceLock<Vec<f32>>,
 }
 
 fn build_gemm(ctx: &BuildCtx) -> OpResult<Box<dyn Op>> {
     let n = ctx.node;
+    let trans_b = n.attr_int("transB", 0)? != 0;
+    let packed = match ctx.const_input(1) {
+        Some(b) if trans_b && b.dtype() == DType::F32 && b.rank() == 2 => {
+            let (rows, cols) = (b.shape()[0], b.shape()[1]);
+            Some(PackedB {
+                w: PackedA::new(b.as_slice::<f32>()?, rows, cols),
+                rows: OnceLock::new(),
+            })
+        }
+        _ => None,
+    };
     Ok(Box::new(Gemm {
         alpha: n.attr_float("alpha", 1.0)?,
         beta: n.attr_float("beta", 1.0)?,
         trans_a: n.attr_int("transA", 0)? != 0,
-        trans_b: n.attr_int("transB", 0)? != 0,
+        trans_b,
         packed_k_block: ctx.graph_constant(1).map(|_| ORT_PACKED_K_BLOCK),
+        packed,
     }))
 }
 
 impl Op for Gemm {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> OpResult<Vec<Tensor>> {
         let a = input(inputs, 0)?;
-        let b = input(inputs, 1)?;
         let c = opt_input(inputs, 2);
+        if self.packed.is_some() {
+            let mut out = vec![None];
+            self.eval_into(inputs, &mut out)?;
+            return Ok(out.into_iter().flatten().collect());
+        }
+        let b = input(inputs, 1)?;
         with_real!(a.dtype(), "input 0 (A)", T => self.run::<T>(a, b, c))
     }
 
@@ -58,27 +90,41 @@ impl Op for Gemm {
         outputs: &mut [Option<Tensor>],
     ) -> OpResult<()> {
         let a = input(inputs, 0)?;
+        if let Some(p) = &self.packed {
+            if a.dtype() != DType::F32 {
+                return Err(OpError::invalid(format!(
+                    "input 0 (A) is {:?} but input 1 (B), a constant, is f32",
+                    a.dtype()
+                )));
+            }
+            let (m, n, _) = self.dims(a.shape(), &[p.w.rows(), p.w.cols()])?;
+            let y = reuse_output::<f32>(outputs, 0, &[m, n])?;
+            return self.compute_packed(a, p, opt_input(inputs, 2), y);
+        }
         if a.dtype() != DType::F32 {
             return eval_fallback(self, inputs, outputs);
         }
         let b = input(inputs, 1)?;
-        let (m, n, _) = self.dims(a, b)?;
+        let (m, n, _) = self.dims(a.shape(), b.shape())?;
         let y = reuse_output::<f32>(outputs, 0, &[m, n])?;
         self.compute::<f32>(a, b, opt_input(inputs, 2), y)
+    }
+
+    fn holds_input(&self, i: usize) -> bool {
+        i == 1 && self.packed.is_some()
     }
 }
 
 impl Gemm {
     fn run<T: Real>(&self, a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> OpResult<Vec<Tensor>> {
-        let (m, n, _) = self.dims(a, b)?;
+        let (m, n, _) = self.dims(a.shape(), b.shape())?;
         let mut y = vec![T::ZERO; checked_numel(&[m, n])?];
         self.compute::<T>(a, b, c, &mut y)?;
         Ok(vec![real_tensor(vec![m, n], y, a.dtype())?])
     }
 
     /// `(M, N, K)` of `op(A) [M, K] x op(B) [K, N]`, checked.
-    fn dims(&self, a: &Tensor, b: &Tensor) -> OpResult<(usize, usize, usize)> {
-        let (ash, bsh) = (a.shape(), b.shape());
+    fn dims(&self, ash: &[usize], bsh: &[usize]) -> OpResult<(usize, usize, usize)> {
         if ash.len() != 2 || bsh.len() != 2 {
             return Err(OpError::invalid(format!(
                 "inputs A {ash:?} and B {bsh:?} must both be matrices"
@@ -104,6 +150,53 @@ impl Gemm {
         Ok((m, n, k))
     }
 
+    /// Fills `y [M, N]` with `C` broadcast (when `C` is given and `beta`
+    /// is nonzero) and returns the `beta` of the product that follows (0
+    /// when there is no `C` to add).
+    fn start_from_c<T: Real>(
+        &self,
+        c: Option<&Tensor>,
+        m: usize,
+        n: usize,
+        y: &mut [T],
+    ) -> OpResult<T> {
+        let Some(c) = c.filter(|_| self.beta != 0.0) else {
+            return Ok(T::ZERO);
+        };
+        let cs = c.shape();
+        let fits = |d: usize, to: usize| d == 1 || d == to;
+        let ok = match cs {
+            [] => true,
+            [j] => fits(*j, n),
+            [i, j] => fits(*i, m) && fits(*j, n),
+            _ => false,
+        };
+        if !ok {
+            return Err(OpError::invalid(format!(
+                "input 2 (C) of shape {cs:?} does not broadcast to [{m}, {n}]"
+            )));
+        }
+        let cv = read_real::<T>(c, "input 2 (C)")?;
+        // C as [rows, cols] (each 1 or the output's), broadcast
+        let (cr, cc) = match cs {
+            [] => (1, 1),
+            [j] => (1, *j),
+            [i, j] => (*i, *j),
+            _ => unreachable!("rank checked above"),
+        };
+        if n > 0 {
+            for (i, row) in y.chunks_exact_mut(n).enumerate() {
+                let src = &cv[if cr == 1 { 0 } else { i * cc }..][..cc];
+                if cc == 1 {
+                    row.fill(src[0]);
+                } else {
+                    row.copy_from_slice(src);
+                }
+            }
+        }
+        Ok(T::from_f64(self.beta as f64))
+    }
+
     /// `y [M, N] = alpha * op(A) x op(B) + beta * C` (every element of `y`
     /// written).
     fn compute<T: Real>(
@@ -113,55 +206,56 @@ impl Gemm {
         c: Option<&Tensor>,
         y: &mut [T],
     ) -> OpResult<()> {
-        let (m, n, k) = self.dims(a, b)?;
-        let (ash, bsh) = (a.shape(), b.shape());
-        let mut beta = T::ZERO;
-        if let Some(c) = c {
-            if self.beta != 0.0 {
-                let cs = c.shape();
-                let fits = |d: usize, to: usize| d == 1 || d == to;
-                let ok = match cs {
-                    [] => true,
-                    [j] => fits(*j, n),
-                    [i, j] => fits(*i, m) && fits(*j, n),
-                    _ => false,
-                };
-                if !ok {
-                    return Err(OpError::invalid(format!(
-                        "input 2 (C) of shape {cs:?} does not broadcast to [{m}, {n}]"
-                    )));
-                }
-                let cv = read_real::<T>(c, "input 2 (C)")?;
-                // C as [rows, cols] (each 1 or the output's), broadcast
-                let (cr, cc) = match cs {
-                    [] => (1, 1),
-                    [j] => (1, *j),
-                    [i, j] => (*i, *j),
-                    _ => unreachable!("rank checked above"),
-                };
-                if n > 0 {
-                    for (i, row) in y.chunks_exact_mut(n).enumerate() {
-                        let src = &cv[if cr == 1 { 0 } else { i * cc }..][..cc];
-                        if cc == 1 {
-                            row.fill(src[0]);
-                        } else {
-                            row.copy_from_slice(src);
-                        }
-                    }
-                }
-                beta = T::from_f64(self.beta as f64);
-            }
-        }
-        let av = read_real::<T>(a, "input 0 (A)")?;
+        let (m, n, k) = self.dims(a.shape(), b.shape())?;
+        let beta = self.start_from_c(c, m, n, y)?;
         let bv = read_real::<T>(b, "input 1 (B)")?;
+        self.product(a, &bv, b.shape()[1], beta, (m, n, k), y)
+    }
+
+    /// [`Gemm::compute`] with `B` held packed (`f32`, `transB = 1`).
+    fn compute_packed(
+        &self,
+        a: &Tensor,
+        p: &PackedB,
+        c: Option<&Tensor>,
+        y: &mut [f32],
+    ) -> OpResult<()> {
+        let (m, n, k) = self.dims(a.shape(), &[p.w.rows(), p.w.cols()])?;
+        let beta = self.start_from_c(c, m, n, y)?;
+        let k_block = self.packed_k_block.unwrap_or_else(|| ort_k_block(n, k));
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        if m == 1 {
+            // one row of A (a column when transposed): k contiguous values
+            let av = a.as_slice::<f32>()?;
+            qport_kernels::f32::gemv::gemv_packed(&av[..k], &p.w, self.alpha, beta, k_block, y);
+            return Ok(());
+        }
+        let rows = p.rows.get_or_init(|| p.w.row_major().into_owned());
+        self.product(a, rows, k, beta, (m, n, k), y)
+    }
+
+    /// `y = alpha * op(A) x op(B) + beta * y` with `B`'s elements `bv`
+    /// (row length `ldb`).
+    fn product<T: Real>(
+        &self,
+        a: &Tensor,
+        bv: &[T],
+        ldb: usize,
+        beta: T,
+        (m, n, k): (usize, usize, usize),
+        y: &mut [T],
+    ) -> OpResult<()> {
+        let av = read_real::<T>(a, "input 0 (A)")?;
         let a_ref = MatRef {
             data: &av,
-            ld: ash[1],
+            ld: a.shape()[1],
             trans: self.trans_a,
         };
         let b_ref = MatRef {
-            data: &bv,
-            ld: bsh[1],
+            data: bv,
+            ld: ldb,
             trans: self.trans_b,
         };
         let alpha = T::from_f64(self.alpha as f64);
@@ -347,5 +441,61 @@ mod tests {
         let b = Tensor::from_vec(vec![2], vec![1i64, 1]).unwrap();
         assert_eq!(matmul(&a, &b).unwrap().as_slice::<i64>().unwrap(), &[3, 7]);
         assert!(matmul(&t(&[2, 3], vec![0.; 6]), &t(&[2, 3], vec![0.; 6])).is_err());
+    }
+
+    /// A Gemm whose constant `B` (`transB = 1`) the plan hands to the
+    /// operator packed gives the bits of the product over the unpacked
+    /// weights in onnxruntime's blocks for a constant `B` (what it ran
+    /// before the packing), for one row (the packed one-row product) and
+    /// for three (the weights unpacked once), with `C`, `alpha` and
+    /// `beta`; the plan keeps no copy of the weights.
+    #[test]
+    fn a_packed_constant_b_gives_the_unpacked_bits() {
+        use crate::Plan;
+        use qport_onnx::graph::ModelBuilder;
+        use qport_onnx::model::{Attribute, Node};
+        let (n, k) = (70, 600);
+        let val = |i: usize, s: usize| ((i * 7919 + s) % 1013) as f32 / 1013.0 - 0.5;
+        let w: Vec<f32> = (0..n * k).map(|i| val(i, 1)).collect();
+        let c: Vec<f32> = (0..n).map(|i| val(i, 2)).collect();
+        for m in [1usize, 3] {
+            let x: Vec<f32> = (0..m * k).map(|i| val(i, 3) * 4.0).collect();
+            let model = ModelBuilder::new(13)
+                .input("x", DType::F32, &[m, k])
+                .initializer("w", t(&[n, k], w.clone()))
+                .initializer("c", t(&[n], c.clone()))
+                .node(
+                    Node::new("fc", "Gemm", ["x", "w", "c"], ["y"])
+                        .with_attr("transB", Attribute::Int(1))
+                        .with_attr("alpha", Attribute::Float(0.75))
+                        .with_attr("beta", Attribute::Float(1.5)),
+                )
+                .output("y", DType::F32, &[m, n])
+                .build();
+            let plan = Plan::new(&model).unwrap();
+            assert!(
+                plan.constants.iter().all(|(_, t)| t.shape() != [n, k]),
+                "the plan kept the weights"
+            );
+            let mut want: Vec<f32> = (0..m).flat_map(|_| c.iter().copied()).collect();
+            gemm_k_block(
+                m,
+                n,
+                k,
+                0.75,
+                MatRef::new(&x, k),
+                MatRef::transposed(&w, k),
+                1.5,
+                &mut want,
+                n,
+                ORT_PACKED_K_BLOCK,
+            );
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            for run in 0..2 {
+                let got = plan.run(vec![("x".into(), t(&[m, k], x.clone()))]).unwrap();
+                let got = got[0].1.as_slice::<f32>().unwrap();
+                assert_eq!(bits(got), bits(&want), "{m} rows, run {run}");
+            }
+        }
     }
 }
