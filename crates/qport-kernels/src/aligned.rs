@@ -73,61 +73,166 @@ pub const LINE_FROM: usize = 1024;
 /// ```
 pub struct LineAligned;
 
+/// Bytes a [`LineAligned`] block takes beyond the size asked for: room to
+/// move the start to a line boundary and to keep, just before it, how far
+/// it moved.
+const HEAD: usize = LINE + std::mem::size_of::<usize>();
+
 impl LineAligned {
-    /// The layout requested from the system allocator for `l`: `l` with
-    /// a cache line's alignment when it is at least [`LINE_FROM`] bytes
-    /// and aligned to less, else `l`.
+    /// Whether a request of layout `l` is moved to a line boundary (at
+    /// least [`LINE_FROM`] bytes, aligned to at most 16).
     #[inline]
-    fn widen(l: Layout) -> Layout {
-        if l.size() >= LINE_FROM && l.align() < LINE {
-            Layout::from_size_align(l.size(), LINE).unwrap_or(l)
-        } else {
-            l
+    fn lined(l: Layout) -> bool {
+        l.size() >= LINE_FROM && l.align() <= 16
+    }
+
+    /// The system block behind a lined request of `size` bytes aligned to
+    /// `align`.
+    #[inline]
+    fn raw_layout(size: usize, align: usize) -> Option<Layout> {
+        Layout::from_size_align(size.checked_add(HEAD)?, align).ok()
+    }
+
+    /// The line boundary in the system block at `raw` (null stays null),
+    /// with its distance from `raw` written just before it.
+    ///
+    /// # Safety
+    /// `raw` is null or the start of a block of at least `HEAD` bytes.
+    #[inline]
+    unsafe fn place(raw: *mut u8) -> *mut u8 {
+        if raw.is_null() {
+            return raw;
         }
+        let q = Self::boundary(raw);
+        // SAFETY: forwarded contract.
+        unsafe { Self::mark(raw, q) };
+        q
+    }
+
+    /// The first line boundary at least one word past `raw` (less than
+    /// `HEAD` bytes past it).
+    #[inline]
+    fn boundary(raw: *mut u8) -> *mut u8 {
+        let word = std::mem::size_of::<usize>();
+        let off = (raw as usize + word).next_multiple_of(LINE) - raw as usize;
+        raw.wrapping_add(off)
+    }
+
+    /// Writes the distance of `q` from `raw` just before `q`.
+    ///
+    /// # Safety
+    /// `q` is [`LineAligned::boundary`] of `raw`, the start of a block of
+    /// at least `HEAD` bytes.
+    #[inline]
+    unsafe fn mark(raw: *mut u8, q: *mut u8) {
+        let word = std::mem::size_of::<usize>();
+        // SAFETY: word <= q - raw < HEAD: the word before the boundary
+        // lies in the block, aligned (the boundary is).
+        unsafe { (q.sub(word) as *mut usize).write(q as usize - raw as usize) }
+    }
+
+    /// The system block of the lined block at `q`.
+    ///
+    /// # Safety
+    /// `q` came from [`LineAligned::place`].
+    #[inline]
+    unsafe fn raw(q: *mut u8) -> *mut u8 {
+        let word = std::mem::size_of::<usize>();
+        // SAFETY: `place` wrote the distance just before `q`.
+        unsafe { q.sub((q.sub(word) as *const usize).read()) }
     }
 }
 
-// SAFETY: every method forwards to the system allocator with the layout
-// `widen` gives, which depends only on the layout the caller passes and
-// is at least as aligned, so a block is freed or grown with the layout it
-// was allocated with.
+// SAFETY: a lined request (`lined`) gets a system block of `HEAD` more
+// bytes, returned from its first line boundary past one word, the
+// distance kept in that word; it is freed and grown through that distance
+// with the layout it was allocated with. Every other request goes to the
+// system allocator unchanged.
 unsafe impl GlobalAlloc for LineAligned {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        // SAFETY: forwarded contract (a nonzero size, kept by `widen`).
-        unsafe { System.alloc(Self::widen(l)) }
+        if !Self::lined(l) {
+            // SAFETY: forwarded contract.
+            return unsafe { System.alloc(l) };
+        }
+        match Self::raw_layout(l.size(), l.align()) {
+            // SAFETY: a nonzero size; the block holds size + HEAD bytes.
+            Some(r) => unsafe { Self::place(System.alloc(r)) },
+            None => std::ptr::null_mut(),
+        }
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(Self::widen(l)) }
+        if !Self::lined(l) {
+            // SAFETY: forwarded contract.
+            return unsafe { System.alloc_zeroed(l) };
+        }
+        match Self::raw_layout(l.size(), l.align()) {
+            // SAFETY: as in `alloc`; the whole block is zeroed, so is the
+            // part handed out.
+            Some(r) => unsafe { Self::place(System.alloc_zeroed(r)) },
+            None => std::ptr::null_mut(),
+        }
     }
 
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` came from this allocator with `l`, so from the
-        // system allocator with `widen(l)`.
-        unsafe { System.dealloc(p, Self::widen(l)) }
+        if !Self::lined(l) {
+            // SAFETY: `p` came from the system allocator with `l`.
+            return unsafe { System.dealloc(p, l) };
+        }
+        // SAFETY: `p` came from `place` over a block of this layout (it
+        // was valid when allocated, so it is now).
+        unsafe {
+            let r = Layout::from_size_align_unchecked(l.size() + HEAD, l.align());
+            System.dealloc(Self::raw(p), r)
+        }
     }
 
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
-        let old = Self::widen(l);
         // SAFETY: the caller guarantees that `new_size` with `l`'s
         // alignment is a valid layout.
-        let new = Self::widen(unsafe { Layout::from_size_align_unchecked(new_size, l.align()) });
-        if old.align() == new.align() {
-            // SAFETY: `p` was allocated with `old`; the new block keeps its
-            // alignment.
-            return unsafe { System.realloc(p, old, new_size) };
-        }
-        // the block crosses LINE_FROM: a new one, the contents copied
-        // SAFETY: a nonzero size; the copy stays within both blocks, and
-        // `p` is freed with the layout it was allocated with.
-        unsafe {
-            let q = System.alloc(new);
-            if !q.is_null() {
-                std::ptr::copy_nonoverlapping(p, q, l.size().min(new_size));
-                System.dealloc(p, old);
+        let nl = unsafe { Layout::from_size_align_unchecked(new_size, l.align()) };
+        match (Self::lined(l), Self::lined(nl)) {
+            // SAFETY: `p` came from the system allocator with `l`.
+            (false, false) => unsafe { System.realloc(p, l, new_size) },
+            (true, true) => {
+                let Some(_) = Self::raw_layout(new_size, l.align()) else {
+                    return std::ptr::null_mut();
+                };
+                // SAFETY: `p` came from `place` over a block of `l.size() +
+                // HEAD` bytes; the system keeps the block's bytes up to the
+                // smaller size, so the data sits at the old distance from
+                // the new block's start, and moves (within the block) to
+                // the new boundary.
+                unsafe {
+                    let raw = Self::raw(p);
+                    let old_off = p as usize - raw as usize;
+                    let r = Layout::from_size_align_unchecked(l.size() + HEAD, l.align());
+                    let nraw = System.realloc(raw, r, new_size + HEAD);
+                    if nraw.is_null() {
+                        return nraw;
+                    }
+                    // the data first, then the distance (its word may lie
+                    // where the data was)
+                    let data = nraw.add(old_off);
+                    let q = Self::boundary(nraw);
+                    if q != data {
+                        std::ptr::copy(data, q, l.size().min(new_size));
+                    }
+                    Self::mark(nraw, q);
+                    q
+                }
             }
-            q
+            // across LINE_FROM: a new block, the contents copied
+            // SAFETY: the new block holds `new_size` bytes, the old one
+            // `l.size()`; `p` is freed with the layout it has.
+            _ => unsafe {
+                let q = self.alloc(nl);
+                if !q.is_null() {
+                    std::ptr::copy_nonoverlapping(p, q, l.size().min(new_size));
+                    self.dealloc(p, l);
+                }
+                q
+            },
         }
     }
 }
@@ -173,7 +278,19 @@ mod tests {
             let p = a.realloc(p, big, 50_000);
             assert_eq!(p as usize % LINE, 0);
             assert!((0..100).all(|i| *p.add(i) == i as u8));
-            let p = a.realloc(p, Layout::from_size_align(50_000, 8).unwrap(), 64);
+            for i in 0..5000 {
+                *p.add(i) = (i % 251) as u8;
+            }
+            let p = a.realloc(p, Layout::from_size_align(50_000, 8).unwrap(), 2000);
+            assert_eq!(p as usize % LINE, 0);
+            assert!((0..2000).all(|i| *p.add(i) == (i % 251) as u8));
+            let p = a.realloc(p, Layout::from_size_align(2000, 8).unwrap(), 9000);
+            assert_eq!(p as usize % LINE, 0);
+            assert!((0..2000).all(|i| *p.add(i) == (i % 251) as u8));
+            for i in 0..100 {
+                *p.add(i) = i as u8;
+            }
+            let p = a.realloc(p, Layout::from_size_align(9000, 8).unwrap(), 64);
             assert!((0..64).all(|i| *p.add(i) == i as u8));
             a.dealloc(p, Layout::from_size_align(64, 8).unwrap());
             // an alignment above a line's is kept
