@@ -20,8 +20,10 @@
 //!   blocked gets a `qport:ToPlanar` step before it (once per value).
 //!
 //! So a network of convolutions with fused activations and residual Adds
-//! (ResNet, MobileNet, EfficientNet) converts once after its stem's
-//! pooling (if any) and once before its classifier. Other nodes are
+//! (ResNet, MobileNet, EfficientNet) reads its planar image in the stem,
+//! stays blocked through the stem's pooling and every block, and leaves
+//! the layout in its global average pooling: no conversion step at all (a
+//! head of another kind converts once before it). Other nodes are
 //! untouched; their values keep their names and layout. A blocked
 //! convolution sums in another order than the planar one (see
 //! [`qport_kernels::nchwc`]): the results differ in rounding, within the
