@@ -260,29 +260,59 @@ pub fn to_blocked(x: &[f32], n: usize, c: usize, plane: usize, out: &mut [f32]) 
         blocked_len(n, c, plane),
         "nchwc::to_blocked: output size"
     );
+    to_blocked_at(level(), x, n, c, plane, out)
+}
+
+/// [`to_blocked`] at `lvl` (the CPU must support it): on AVX-512 and AVX2
+/// a block of a vector's width of pixels and channels transposed in
+/// registers at a time; the same values on every level.
+pub(crate) fn to_blocked_at(
+    lvl: Level,
+    x: &[f32],
+    n: usize,
+    c: usize,
+    plane: usize,
+    out: &mut [f32],
+) {
     let cb = blocks(c);
     for img in 0..n {
         for b in 0..cb {
             let dst = &mut out[(img * cb + b) * plane * BLOCK..][..plane * BLOCK];
             let real = (c - b * BLOCK).min(BLOCK);
-            if real < BLOCK {
-                dst.fill(0.0);
-            }
-            let src = &x[(img * c + b * BLOCK) * plane..];
-            // a few pixels at a time, every channel of the block: the
-            // sixteen source rows are read in step, each output line
-            // written whole
-            const P: usize = 8;
-            let mut p0 = 0;
-            while p0 < plane {
-                let p1 = (p0 + P).min(plane);
-                for ci in 0..real {
-                    let row = &src[ci * plane..];
-                    for p in p0..p1 {
-                        dst[p * BLOCK + ci] = row[p];
+            let src = &x[(img * c + b * BLOCK) * plane..][..real * plane];
+            match lvl {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the caller chose a level this CPU supports;
+                // `src` holds `real` rows of `plane`, `dst` `plane` pixels
+                // of a block.
+                Level::Avx512 => unsafe {
+                    crate::arch::x86_64::nchwc::to_blocked_avx512(src, plane, real, dst)
+                },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as above.
+                Level::Avx2 => unsafe {
+                    crate::arch::x86_64::nchwc::to_blocked_avx2(src, plane, real, dst)
+                },
+                _ => {
+                    if real < BLOCK {
+                        dst.fill(0.0);
+                    }
+                    // a few pixels at a time, every channel of the block:
+                    // the sixteen source rows are read in step, each
+                    // output line written whole
+                    const P: usize = 8;
+                    let mut p0 = 0;
+                    while p0 < plane {
+                        let p1 = (p0 + P).min(plane);
+                        for ci in 0..real {
+                            let row = &src[ci * plane..];
+                            for p in p0..p1 {
+                                dst[p * BLOCK + ci] = row[p];
+                            }
+                        }
+                        p0 = p1;
                     }
                 }
-                p0 = p1;
             }
         }
     }
@@ -300,23 +330,52 @@ pub fn to_planar(x: &[f32], n: usize, c: usize, plane: usize, out: &mut [f32]) {
         "nchwc::to_planar: input size"
     );
     assert_eq!(out.len(), n * c * plane, "nchwc::to_planar: output size");
+    to_planar_at(level(), x, n, c, plane, out)
+}
+
+/// [`to_planar`] at `lvl` (the CPU must support it), as
+/// [`to_blocked_at`].
+pub(crate) fn to_planar_at(
+    lvl: Level,
+    x: &[f32],
+    n: usize,
+    c: usize,
+    plane: usize,
+    out: &mut [f32],
+) {
     let cb = blocks(c);
     for img in 0..n {
         for b in 0..cb {
             let src = &x[(img * cb + b) * plane * BLOCK..][..plane * BLOCK];
             let real = (c - b * BLOCK).min(BLOCK);
-            let dst = &mut out[(img * c + b * BLOCK) * plane..];
-            const P: usize = 8;
-            let mut p0 = 0;
-            while p0 < plane {
-                let p1 = (p0 + P).min(plane);
-                for ci in 0..real {
-                    let row = &mut dst[ci * plane..];
-                    for p in p0..p1 {
-                        row[p] = src[p * BLOCK + ci];
+            let dst = &mut out[(img * c + b * BLOCK) * plane..][..real * plane];
+            match lvl {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the caller chose a level this CPU supports;
+                // `src` holds `plane` pixels of a block, `dst` `real` rows
+                // of `plane`.
+                Level::Avx512 => unsafe {
+                    crate::arch::x86_64::nchwc::to_planar_avx512(src, plane, real, dst)
+                },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as above.
+                Level::Avx2 => unsafe {
+                    crate::arch::x86_64::nchwc::to_planar_avx2(src, plane, real, dst)
+                },
+                _ => {
+                    const P: usize = 8;
+                    let mut p0 = 0;
+                    while p0 < plane {
+                        let p1 = (p0 + P).min(plane);
+                        for ci in 0..real {
+                            let row = &mut dst[ci * plane..];
+                            for p in p0..p1 {
+                                row[p] = src[p * BLOCK + ci];
+                            }
+                        }
+                        p0 = p1;
                     }
                 }
-                p0 = p1;
             }
         }
     }
@@ -1441,13 +1500,28 @@ mod tests {
         }
     }
 
+    /// Both conversions put every value where the layout says (padding
+    /// channels +0.0) on every level, for planes of whole vectors and not,
+    /// and channels that fill the last block or not.
     #[test]
     fn conversions_round_trip() {
         let mut rng = Rng(7);
-        for (n, c, plane) in [(1, 3, 5), (2, 16, 9), (2, 40, 33)] {
+        let cases = [
+            (1, 3, 5),
+            (2, 16, 9),
+            (2, 40, 33),
+            (1, 32, 64),
+            (2, 21, 50),
+            (1, 1, 17),
+        ];
+        for ((n, c, plane), lvl) in cases
+            .into_iter()
+            .flat_map(|k| [Level::Generic, Level::Avx2, Level::Avx512].map(|l| (k, l)))
+            .filter(|&(_, l)| supported(l))
+        {
             let x = rng.vec(n * c * plane);
             let mut b = vec![f32::NAN; blocked_len(n, c, plane)];
-            to_blocked(&x, n, c, plane, &mut b);
+            to_blocked_at(lvl, &x, n, c, plane, &mut b);
             let cb = blocks(c);
             for img in 0..n {
                 for ch in 0..cb * BLOCK {
@@ -1462,9 +1536,9 @@ mod tests {
                     }
                 }
             }
-            let mut y = vec![0.0; x.len()];
-            to_planar(&b, n, c, plane, &mut y);
-            assert_eq!(x, y);
+            let mut y = vec![f32::NAN; x.len()];
+            to_planar_at(lvl, &b, n, c, plane, &mut y);
+            assert_eq!(x, y, "{lvl:?} {n} x {c} x {plane}");
         }
     }
 }

@@ -57,6 +57,109 @@ pub(crate) unsafe fn avx2(a: &Args, out: *mut f32, items: Range<usize>) {
     body::<Avx2, 2, 4>(a, out, items)
 }
 
+/// [`crate::f32::nchwc::to_blocked`] of one block with AVX-512F.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `src` holds `real` (at most 16) rows
+/// of `plane`, `dst` `plane * 16` elements.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn to_blocked_avx512(src: &[f32], plane: usize, real: usize, dst: &mut [f32]) {
+    to_blocked_block::<Avx512>(src, plane, real, dst)
+}
+
+/// [`crate::f32::nchwc::to_blocked`] of one block with AVX2.
+///
+/// # Safety
+/// As [`to_blocked_avx512`], with AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn to_blocked_avx2(src: &[f32], plane: usize, real: usize, dst: &mut [f32]) {
+    to_blocked_block::<Avx2>(src, plane, real, dst)
+}
+
+/// [`crate::f32::nchwc::to_planar`] of one block with AVX-512F.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `src` holds `plane * 16` elements,
+/// `dst` `real` (at most 16) rows of `plane`.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn to_planar_avx512(src: &[f32], plane: usize, real: usize, dst: &mut [f32]) {
+    to_planar_block::<Avx512>(src, plane, real, dst)
+}
+
+/// [`crate::f32::nchwc::to_planar`] of one block with AVX2.
+///
+/// # Safety
+/// As [`to_planar_avx512`], with AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn to_planar_avx2(src: &[f32], plane: usize, real: usize, dst: &mut [f32]) {
+    to_planar_block::<Avx2>(src, plane, real, dst)
+}
+
+/// One block to blocked: per group of `S::LANES` channels, `S::LANES`
+/// pixels at a time loaded from the channels' rows (zero for padding
+/// channels), transposed, stored as pixels; the last pixels one by one.
+#[inline(always)]
+unsafe fn to_blocked_block<S: Simd>(src: &[f32], plane: usize, real: usize, dst: &mut [f32]) {
+    let l = S::LANES;
+    let full = plane / l * l;
+    assert!(real <= BLOCK && src.len() >= real * plane && dst.len() >= plane * BLOCK);
+    for c0 in (0..BLOCK).step_by(l) {
+        let mut p0 = 0;
+        while p0 < full {
+            let mut v = [S::zero(); 16];
+            for (t, vt) in v.iter_mut().enumerate().take(l) {
+                if c0 + t < real {
+                    // SAFETY: row c0 + t < real, pixels p0..p0 + l <= plane.
+                    *vt = S::load(src.as_ptr().add((c0 + t) * plane + p0));
+                }
+            }
+            S::transpose(&mut v);
+            for (i, vi) in v.iter().enumerate().take(l) {
+                // SAFETY: pixel p0 + i < plane, lanes c0..c0 + l <= 16.
+                S::store(dst.as_mut_ptr().add((p0 + i) * BLOCK + c0), *vi);
+            }
+            p0 += l;
+        }
+        for p in full..plane {
+            for ci in c0..c0 + l {
+                dst[p * BLOCK + ci] = if ci < real { src[ci * plane + p] } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// One block to planar: per group of `S::LANES` channels with a real
+/// one, `S::LANES` pixels at a time loaded, transposed, stored as the
+/// real channels' rows; the last pixels one by one.
+#[inline(always)]
+unsafe fn to_planar_block<S: Simd>(src: &[f32], plane: usize, real: usize, dst: &mut [f32]) {
+    let l = S::LANES;
+    let full = plane / l * l;
+    assert!(real <= BLOCK && src.len() >= plane * BLOCK && dst.len() >= real * plane);
+    for c0 in (0..real).step_by(l) {
+        let rows = (real - c0).min(l);
+        let mut p0 = 0;
+        while p0 < full {
+            let mut v = [S::zero(); 16];
+            for (i, vi) in v.iter_mut().enumerate().take(l) {
+                // SAFETY: pixel p0 + i < plane, lanes c0..c0 + l <= 16.
+                *vi = S::load(src.as_ptr().add((p0 + i) * BLOCK + c0));
+            }
+            S::transpose(&mut v);
+            for (t, vt) in v.iter().enumerate().take(rows) {
+                // SAFETY: row c0 + t < real, pixels p0..p0 + l <= plane.
+                S::store(dst.as_mut_ptr().add((c0 + t) * plane + p0), *vt);
+            }
+            p0 += l;
+        }
+        for p in full..plane {
+            for ci in c0..c0 + rows {
+                dst[ci * plane + p] = src[p * BLOCK + ci];
+            }
+        }
+    }
+}
+
 /// Bytes of the weights one pass over a band reads (a batch of input
 /// channel blocks for the group's filters): they stay in L1 while the
 /// band's tiles run, the partial sums going to the output in between.
