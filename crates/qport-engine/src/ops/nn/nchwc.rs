@@ -333,16 +333,9 @@ impl Op for ToPlanar {
         outputs: &mut [Option<Tensor>],
     ) -> OpResult<()> {
         let x = input(inputs, 0)?;
-        let s = x.shape();
         let c = self.channels;
-        if x.dtype() != DType::F32 || s.len() < 4 || s[1] != blocks(c) || s[s.len() - 1] != BLOCK {
-            return Err(OpError::invalid(format!(
-                "converts a blocked f32 tensor of {c} channels, not {:?} {s:?}",
-                x.dtype()
-            )));
-        }
+        let (s, plane) = blocked_input(x, c, "converts")?;
         let n = s[0];
-        let plane = s[2..s.len() - 1].iter().product::<usize>();
         let mut shape = Dims::default();
         shape.push(n);
         shape.push(c);
@@ -352,6 +345,20 @@ impl Op for ToPlanar {
         nchwc::to_planar(xv, n, c, plane, y);
         Ok(())
     }
+}
+
+/// The shape of `x`, a blocked `f32` tensor `[N, ceil(c / 16), D..., 16]`
+/// of `c` channels, and its pixels per plane; else an error that starts
+/// with `what` (what the step does with it).
+fn blocked_input<'a>(x: &'a Tensor, c: usize, what: &str) -> OpResult<(&'a [usize], usize)> {
+    let s = x.shape();
+    if x.dtype() != DType::F32 || s.len() < 4 || s[1] != blocks(c) || s[s.len() - 1] != BLOCK {
+        return Err(OpError::invalid(format!(
+            "{what} a blocked f32 tensor of {c} channels, not {:?} {s:?}",
+            x.dtype()
+        )));
+    }
+    Ok((s, s[2..s.len() - 1].iter().product()))
 }
 
 /// A GlobalAveragePool over a blocked input, written planar `[N, C, 1,
@@ -372,15 +379,8 @@ impl Op for GlobalAverageBlocked {
         outputs: &mut [Option<Tensor>],
     ) -> OpResult<()> {
         let x = input(inputs, 0)?;
-        let s = x.shape();
         let c = self.channels;
-        if x.dtype() != DType::F32 || s.len() < 4 || s[1] != blocks(c) || s[s.len() - 1] != BLOCK {
-            return Err(OpError::invalid(format!(
-                "a blocked GlobalAveragePool reads a blocked f32 tensor of {c} channels, not {:?} {s:?}",
-                x.dtype()
-            )));
-        }
-        let plane = s[2..s.len() - 1].iter().product::<usize>();
+        let (s, plane) = blocked_input(x, c, "a blocked GlobalAveragePool reads")?;
         if plane == 0 {
             return Err(OpError::invalid(format!(
                 "input 0 (X) has shape {s:?} with an empty spatial extent"
