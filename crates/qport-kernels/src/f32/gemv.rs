@@ -160,31 +160,31 @@ pub fn gemv_packed(x: &[f32], w: &PackedA, alpha: f32, beta: f32, k_block: usize
         }
         return;
     }
-    let generic = crate::force_generic() || w.mt == 0;
-    // whole groups of panels per thread (one panel per part on the
-    // portable loop)
-    let align = if generic { 16 } else { w.mt * PANELS };
-    crate::par::split_mut(y, align, n * k.max(1), |j0, part| {
-        if generic {
+    // the portable loop where `w` holds plain rows or generic kernels are
+    // forced, else the level `w` was packed for
+    let lvl = if crate::force_generic() || w.mt == 0 {
+        Level::Generic
+    } else {
+        w.level
+    };
+    // whole groups of panels per thread
+    let align = if lvl == Level::Generic {
+        16
+    } else {
+        w.mt * PANELS
+    };
+    crate::par::split_mut(y, align, n * k, |j0, part| match lvl {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `w` was packed for AVX-512 panels on this CPU (or one
+        // capped to it); `part` holds outputs j0.. of whole groups of
+        // panels (or the last, partial one), whose panels `w` holds.
+        Level::Avx512 => unsafe { x86::avx512_packed(&o, x, w, j0, part) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, for AVX2 panels.
+        Level::Avx2 => unsafe { x86::avx2_packed(&o, x, w, j0, part) },
+        _ => {
             for (j, yj) in (j0..).zip(part.iter_mut()) {
                 *yj = o.output_by(x, |p| w.at_ip(j, p), *yj);
-            }
-            return;
-        }
-        match w.level {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `w` was packed for AVX-512 panels on this CPU (or
-            // one capped to it); `part` holds outputs j0.. of whole
-            // groups of panels (or the last, partial one), whose panels
-            // `w` holds.
-            Level::Avx512 => unsafe { x86::avx512_packed(&o, x, w, j0, part) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above, for AVX2 panels.
-            Level::Avx2 => unsafe { x86::avx2_packed(&o, x, w, j0, part) },
-            _ => {
-                for (j, yj) in (j0..).zip(part.iter_mut()) {
-                    *yj = o.output_by(x, |p| w.at_ip(j, p), *yj);
-                }
             }
         }
     });
