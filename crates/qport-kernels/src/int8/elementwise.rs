@@ -467,7 +467,8 @@ pub(crate) fn lookup_loop(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
 /// pooling window's rows and columns folded into its maximum): whole
 /// 64-byte vectors and one masked vector where the dispatch table has
 /// AVX-512 (a row of ResNet-50's pooled map, 56 or 112 bytes, is one or
-/// two), the plain loop compiled with AVX2, or the plain loop; the same
+/// two), 32-byte vectors and the last bytes one by one with AVX2, or the
+/// plain loop; the same
 /// values on every row (the maximum of two integers).
 ///
 /// ```
@@ -505,8 +506,17 @@ pub fn max_assign<T: QInt>(acc: &mut [T], src: &[T]) {
             return;
         }
         if isa.avx2() {
-            // SAFETY: the AVX2 rows and up have AVX2.
-            return unsafe { x86::max_assign_avx2(acc, src) };
+            // SAFETY: the AVX2 rows and up have AVX2; `n` elements of one
+            // byte each in both slices.
+            unsafe {
+                let a = bytes_mut(acc).as_mut_ptr();
+                match (T::as_u8(src), T::as_i8(src)) {
+                    (Some(s), _) => x86::max_bytes_avx2::<false>(a, s.as_ptr(), n),
+                    (_, Some(s)) => x86::max_bytes_avx2::<true>(a, s.as_ptr().cast(), n),
+                    _ => max_assign_loop(acc, src),
+                }
+            }
+            return;
         }
     }
     max_assign_loop(acc, src)
@@ -515,10 +525,12 @@ pub fn max_assign<T: QInt>(acc: &mut [T], src: &[T]) {
 /// The window maxima along one row, `out[o] = max(row[s·o + j] for j <
 /// k)` for every `o` of `out` (a pooling window's columns, the row already
 /// holding the maxima of its rows and the padding), for one-byte `T`
-/// where the dispatch table has AVX-512 and the stride `s` is 1 or 2: 64
-/// outputs a step at stride 1 (the `k` shifted vectors' maxima), 32 at
-/// stride 2 (pairs read as 16-bit words, whose low and high bytes are the
-/// even and odd columns). Returns `false`, nothing written, elsewhere:
+/// where the dispatch table has AVX2 or AVX-512 and the stride `s` is 1
+/// or 2: with AVX-512, 64 outputs a step at stride 1 (the `k` shifted
+/// vectors' maxima), 32 at stride 2 (pairs read as 16-bit words, whose
+/// low and high bytes are the even and odd columns); with AVX2, 32 a step
+/// either way (rows of fewer than 32 outputs one by one). Returns
+/// `false`, nothing written, elsewhere:
 /// the caller takes its own loop (the maxima do not depend on the order
 /// they are taken in, so both give the same values).
 ///
@@ -553,6 +565,19 @@ pub fn window_max<T: QInt>(row: &[T], (k, s): (usize, usize), out: &mut [T]) -> 
             match T::as_i8(row) {
                 Some(_) => x86::window_max_avx512::<true>((src, row.len()), (k, s), dst, n),
                 None => x86::window_max_avx512::<false>((src, row.len()), (k, s), dst, n),
+            }
+        }
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa().avx2() && (s == 1 || s == 2) {
+        // SAFETY: the AVX2 rows and up have AVX2; `row` holds every column
+        // a window reads (asserted) and `out` `n` bytes (`T` is one byte).
+        unsafe {
+            let (src, dst) = (bytes(row).as_ptr(), bytes_mut(out).as_mut_ptr());
+            match T::as_i8(row) {
+                Some(_) => x86::window_max_avx2::<true>((src, row.len()), (k, s), dst, n),
+                None => x86::window_max_avx2::<false>((src, row.len()), (k, s), dst, n),
             }
         }
         return true;

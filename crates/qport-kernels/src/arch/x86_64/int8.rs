@@ -8,7 +8,7 @@ use super::simd::{Avx2, Avx512, Simd};
 use crate::igemm::QInt;
 use crate::int8::depthwise::{plane_taps, PlaneGeom};
 use crate::int8::elementwise::{
-    add_loop, dequantize_loop, max_assign_loop, quantize_loop, quantize_rounding_loop, AddParams,
+    add_loop, dequantize_loop, quantize_loop, quantize_rounding_loop, AddParams,
 };
 use qport_core::arith::Rounding;
 
@@ -29,9 +29,6 @@ recompiled! {
     /// [`dequantize_loop`] with AVX2.
     "avx2" fn dequantize_avx2<T: QInt>(xs: &[T], scale: f32, zero: i32, out: &mut [f32])
         = dequantize_loop;
-    /// [`max_assign_loop`] with AVX2.
-    "avx2" fn max_assign_avx2<T: QInt>(acc: &mut [T], src: &[T])
-        = max_assign_loop;
     /// The exact depthwise tap loop ([`plane_taps`]) with AVX2.
     "avx2" fn plane_taps_avx2(plane: &[i32], w: &[i32], g: &PlaneGeom, out: &mut [i32])
         = plane_taps;
@@ -163,6 +160,178 @@ pub(crate) unsafe fn window_max_avx512<const SIGNED: bool>(
         unsafe {
             _mm512_mask_cvtepi16_storeu_epi8(out.add(x0).cast(), lanes(cnt) as __mmask32, acc)
         };
+    }
+}
+
+/// [`crate::int8::elementwise::max_assign`] over `n` bytes with AVX2,
+/// unsigned (`SIGNED` false, `u8`) or signed (`i8`): 32 a step, the last
+/// step moved back to end at `n` (the bytes it takes again are already
+/// the maxima: taking the maximum again changes nothing); fewer than 32
+/// bytes in 16-byte halves the same way, fewer than 16 one by one without
+/// branches.
+///
+/// # Safety
+/// The CPU must support AVX2; `n` bytes readable at `src` and writable at
+/// `acc`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn max_bytes_avx2<const SIGNED: bool>(acc: *mut u8, src: *const u8, n: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: bytes i..i + 32 ≤ n of both (the caller's contract).
+    let step32 = |i: usize| unsafe {
+        let (a, b) = (
+            _mm256_loadu_si256(acc.add(i).cast()),
+            _mm256_loadu_si256(src.add(i).cast()),
+        );
+        let m = if SIGNED {
+            _mm256_max_epi8(a, b)
+        } else {
+            _mm256_max_epu8(a, b)
+        };
+        _mm256_storeu_si256(acc.add(i).cast(), m);
+    };
+    // SAFETY: bytes i..i + 16 ≤ n of both (the caller's contract).
+    let step16 = |i: usize| unsafe {
+        let (a, b) = (
+            _mm_loadu_si128(acc.add(i).cast()),
+            _mm_loadu_si128(src.add(i).cast()),
+        );
+        let m = if SIGNED {
+            _mm_max_epi8(a, b)
+        } else {
+            _mm_max_epu8(a, b)
+        };
+        _mm_storeu_si128(acc.add(i).cast(), m);
+    };
+    if n >= 32 {
+        let mut i = 0;
+        while i + 32 <= n {
+            step32(i);
+            i += 32;
+        }
+        if i < n {
+            step32(n - 32);
+        }
+    } else if n >= 16 {
+        step16(0);
+        step16(n - 16);
+    } else {
+        for i in 0..n {
+            // SAFETY: byte i < n of both (the caller's contract).
+            unsafe {
+                let (a, b) = (*acc.add(i), *src.add(i));
+                *acc.add(i) = if SIGNED {
+                    (a as i8).max(b as i8) as u8
+                } else {
+                    a.max(b)
+                };
+            }
+        }
+    }
+}
+
+/// [`crate::int8::elementwise::window_max`] over bytes with AVX2,
+/// unsigned (`SIGNED` false, `u8`) or signed: `out[o] = max(row[s·o + j]
+/// for j < k)` for `o < n`, at stride 1 (32 outputs a step: the `k`
+/// shifted vectors' maxima) or 2 (32 a step in two halves of 16: the row
+/// read as 16-bit words, column `2·o` the low byte of the word at `2·o`,
+/// column `2·o + j` for `j ≥ 1` the high byte of the word at `2·o + j −
+/// 1`, so that no load passes the row's last column a window reads;
+/// packed back to bytes). No load is masked: the last step is moved back
+/// to end at `n` (its outputs overlap the step before and get the same
+/// values). Outputs fewer than 32, and stride 2 with `k` 1, run one by
+/// one.
+///
+/// # Safety
+/// The CPU must support AVX2; `s` is 1 or 2, `k ≥ 1`; `len ≥ s·(n − 1) +
+/// k` bytes readable at `row` (when `n > 0`) and `n` writable at `out`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn window_max_avx2<const SIGNED: bool>(
+    (row, len): (*const u8, usize),
+    (k, s): (usize, usize),
+    out: *mut u8,
+    n: usize,
+) {
+    use std::arch::x86_64::*;
+    debug_assert!((s == 1 || s == 2) && k >= 1 && (n == 0 || len >= s * (n - 1) + k));
+    let _ = len;
+    if n < 32 || (s == 2 && k == 1) {
+        for o in 0..n {
+            // SAFETY: columns s·o + j < s·(n − 1) + k ≤ len (the caller's
+            // contract); output o < n.
+            unsafe {
+                let mut m = *row.add(s * o);
+                for j in 1..k {
+                    let v = *row.add(s * o + j);
+                    let gt = if SIGNED { (v as i8) > (m as i8) } else { v > m };
+                    if gt {
+                        m = v;
+                    }
+                }
+                *out.add(o) = m;
+            }
+        }
+        return;
+    }
+    // the steps' first outputs: every 32, the last ending at n
+    let starts = (0..n - 32).step_by(32).chain(std::iter::once(n - 32));
+    if s == 1 {
+        for x0 in starts {
+            // SAFETY: bytes x0 + j .. x0 + j + 32 ≤ n − 1 + k ≤ len (x0 ≤ n −
+            // 32, j < k); outputs x0..x0 + 32 ≤ n.
+            unsafe {
+                let mut acc = _mm256_loadu_si256(row.add(x0).cast());
+                for j in 1..k {
+                    let v = _mm256_loadu_si256(row.add(x0 + j).cast());
+                    acc = if SIGNED {
+                        _mm256_max_epi8(acc, v)
+                    } else {
+                        _mm256_max_epu8(acc, v)
+                    };
+                }
+                _mm256_storeu_si256(out.add(x0).cast(), acc);
+            }
+        }
+        return;
+    }
+    let low = |w| {
+        if SIGNED {
+            _mm256_srai_epi16::<8>(_mm256_slli_epi16::<8>(w))
+        } else {
+            _mm256_and_si256(w, _mm256_set1_epi16(0xff))
+        }
+    };
+    let high = |w| {
+        if SIGNED {
+            _mm256_srai_epi16::<8>(w)
+        } else {
+            _mm256_srli_epi16::<8>(w)
+        }
+    };
+    // the maxima of outputs o0..o0 + 16 as 16-bit values
+    let half = |o0: usize| {
+        // SAFETY: the word at 2·o0 reads bytes up to 2·(o0 + 15) + 1 ≤
+        // 2·(n − 1) + k − 1 < len (k ≥ 2); the word at 2·o0 + j − 1 up to
+        // 2·(o0 + 15) + j ≤ 2·(n − 1) + k − 1.
+        unsafe {
+            let mut acc = low(_mm256_loadu_si256(row.add(2 * o0).cast()));
+            for j in 1..k {
+                let v = high(_mm256_loadu_si256(row.add(2 * o0 + j - 1).cast()));
+                acc = _mm256_max_epi16(acc, v);
+            }
+            acc
+        }
+    };
+    for x0 in starts {
+        let (a, b) = (half(x0), half(x0 + 16));
+        // (packing works per 128-bit lane: the quarters come out a0 b0 a1
+        // b1, put back as a0 a1 b0 b1; every value is in the byte's range)
+        let p = if SIGNED {
+            _mm256_packs_epi16(a, b)
+        } else {
+            _mm256_packus_epi16(a, b)
+        };
+        // SAFETY: outputs x0..x0 + 32 ≤ n.
+        unsafe { _mm256_storeu_si256(out.add(x0).cast(), _mm256_permute4x64_epi64::<0xd8>(p)) };
     }
 }
 
