@@ -22,6 +22,10 @@
 //! C[i][j] = Σ_p A[i][p]·B[p][j] − zb·Σ_p A[i][p] − za(i)·Σ_p B[p][j] + k·za(i)·zb
 //! ```
 //!
+//! A packed `A` times a `B` of at most four columns (a classifier head at
+//! batch 1) runs a matrix-vector kernel instead, on `A` as given, its
+//! bytes widened as they are loaded, the columns widened once.
+//!
 //! `gemm_requant_packed` (behind [`crate::qgemm::gemm_u8s8_requant`])
 //! requantizes the sums in the epilogue instead of
 //! storing them (the same bytes as the two passes).
@@ -85,7 +89,13 @@ pub fn gemm_packed(
     let dims = (a.m, a.k, n);
     #[cfg(target_arch = "x86_64")]
     let kernel = available().then_some(|o: U8s8<'_, PackedI8>, c: &mut [i32], ldc| {
-        let (m, k, _) = o.dims;
+        let (m, k, n) = o.dims;
+        if n <= x86::GEMV_MAX_N {
+            // SAFETY: `available()` checked that the CPU supports AVX2;
+            // `run_u8s8` checked that `c` holds the m rows of n columns,
+            // `ldc` apart.
+            return unsafe { x86::gemv(o, c, ldc) };
+        }
         let ap =
             o.a.pairs
                 .get_or_init(|| x86::pack_a(o.a.as_slice(), (m, k)).0);
@@ -315,6 +325,162 @@ mod x86 {
         unsafe { store_corrected((m, k, n), &corr, (micro, k2 * PR * 2), out) };
     }
 
+    /// Columns of `B` up to which [`gemv`] runs instead of the GEMM
+    /// (whose register tile spans 8 columns at least: one column, a
+    /// classifier head at batch 1, used one lane in 8; MobileNetV2's
+    /// 1000 × 1280 head took 0.31 ms).
+    pub(super) const GEMV_MAX_N: usize = 4;
+
+    /// `(A − za)·(B − zb)` into `C` (row stride `ldc`) for a `B` of at
+    /// most [`GEMV_MAX_N`] columns, from `A` as given (row-major i8): the
+    /// columns widened to int16 once, then per group of rows 16 values of
+    /// each row widened as they are loaded and multiplied into pairs of
+    /// products by `vpmaddwd` with each column (exact: a pair's sum is at
+    /// most `2 · 128 · 255` in magnitude), the last `k mod 16` one by one;
+    /// the same zero-point correction as the GEMM's, wrapping. The exact
+    /// sums, as every kernel's. Groups of rows go to the intra-op threads.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `c` holds `m` rows of stride `ldc ≥ n`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn gemv(o: U8s8<'_, crate::int8::PackedI8>, c: &mut [i32], ldc: usize) {
+        let (m, k, n) = o.dims;
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(n <= GEMV_MAX_N && (k == 0 || o.b.len() >= (k - 1) * o.ldb + n));
+        assert!(c.len() >= (m - 1) * ldc + n && ldc >= n);
+        let k16 = k.div_ceil(16) * 16;
+        GEMV_X.with(|xw| {
+            let mut xw = xw.borrow_mut();
+            // the columns widened, column j at j·k16, zero padded
+            xw.clear();
+            xw.resize(n * k16, 0);
+            let mut col_sum = [0i32; GEMV_MAX_N];
+            for p in 0..k {
+                for (j, cs) in col_sum.iter_mut().enumerate().take(n) {
+                    let v = o.b[p * o.ldb + j];
+                    *cs += i32::from(v);
+                    xw[j * k16 + p] = i16::from(v);
+                }
+            }
+            let cp = crate::par::SendPtr(c.as_mut_ptr());
+            let (xw, a) = (&xw[..], o.a);
+            let emit = |i: usize, j: usize, sum: i32| {
+                // C = S − za·Σ_p B − zb·(Σ_p A − k·za), all wrapping
+                let za = o.za[i];
+                let ri = a.row_sum[i].wrapping_sub((k as i32).wrapping_mul(za));
+                let v = sum
+                    .wrapping_sub(za.wrapping_mul(col_sum[j]))
+                    .wrapping_sub(o.zb.wrapping_mul(ri));
+                // SAFETY: row i < m, column j < n ≤ ldc (asserted); each
+                // row written by the one thread that has its group.
+                unsafe { *cp.get().add(i * ldc + j) = v };
+            };
+            let groups = |rows: usize, f: &(dyn Fn(usize) + Sync)| {
+                crate::par::split(m.div_ceil(rows), 1, m * k * n, |g0, g1| {
+                    (g0..g1).for_each(f)
+                })
+            };
+            // SAFETY: this function runs with AVX2; `xw` holds n·k16
+            // values, the rows of `A` m·k; each group starts below m.
+            unsafe {
+                match n {
+                    1 => groups(4, &|g| gemv_rows::<1, 4>(a, (xw, k16), g * 4, &emit)),
+                    2 => groups(4, &|g| gemv_rows::<2, 4>(a, (xw, k16), g * 4, &emit)),
+                    3 => groups(2, &|g| gemv_rows::<3, 2>(a, (xw, k16), g * 2, &emit)),
+                    _ => groups(2, &|g| gemv_rows::<4, 2>(a, (xw, k16), g * 2, &emit)),
+                }
+            }
+        });
+    }
+
+    /// Bytes ahead in each row of `A` that [`gemv_rows`] prefetches, a
+    /// line per 64 bytes read. A classifier's weights come from memory
+    /// (the rest of the network evicted them): MobileNetV2's head took
+    /// 0.14 ms without, 0.065–0.072 with 1024 bytes ahead (256: 0.069–0.077).
+    const GEMV_AHEAD: usize = 1024;
+
+    thread_local! {
+        /// [`gemv`]'s widened columns.
+        static GEMV_X: std::cell::RefCell<Vec<i16>> = std::cell::RefCell::default();
+    }
+
+    /// Rows `i0..i0 + R` (those below `m`) of [`gemv`]'s raw sums `Σ_p
+    /// A[i][p]·B[p][j]` for its `C` columns, handed to `emit(i, j, sum)`.
+    /// `xw` holds the columns widened, `k16` apart.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `xw` holds `C · k16` values, `k16 ≥ k`
+    /// a multiple of 16.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn gemv_rows<const C: usize, const R: usize>(
+        a: &crate::int8::PackedI8,
+        (xw, k16): (&[i16], usize),
+        i0: usize,
+        emit: &impl Fn(usize, usize, i32),
+    ) {
+        let (m, k) = (a.m, a.k);
+        let given = a.as_slice();
+        let rows = R.min(m - i0);
+        if rows < R {
+            // the last rows one at a time
+            for i in i0..m {
+                // SAFETY: forwarded contract.
+                unsafe { gemv_rows::<C, 1>(a, (xw, k16), i, emit) };
+            }
+            return;
+        }
+        debug_assert!(xw.len() >= C * k16 && given.len() >= (i0 + R) * k);
+        let mut acc = [[_mm256_setzero_si256(); C]; R];
+        let full = k / 16 * 16;
+        let mut p = 0;
+        while p < full {
+            let mut x = [_mm256_setzero_si256(); C];
+            for (j, xj) in x.iter_mut().enumerate() {
+                // SAFETY: values j·k16 + p .. + 16 ≤ C·k16 of `xw`.
+                *xj = unsafe { _mm256_loadu_si256(xw.as_ptr().add(j * k16 + p).cast()) };
+            }
+            for (r, accr) in acc.iter_mut().enumerate() {
+                if p % 64 == 0 {
+                    // (a prefetch reads nothing and cannot fault past the
+                    // end)
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        given
+                            .as_ptr()
+                            .wrapping_add((i0 + r) * k + p + GEMV_AHEAD)
+                            .cast(),
+                    );
+                }
+                // SAFETY: bytes p..p + 16 ≤ k of row i0 + r < m.
+                let av = unsafe {
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                        given.as_ptr().add((i0 + r) * k + p).cast(),
+                    ))
+                };
+                for (s, &xj) in accr.iter_mut().zip(&x) {
+                    *s = _mm256_add_epi32(*s, _mm256_madd_epi16(av, xj));
+                }
+            }
+            p += 16;
+        }
+        for (r, accr) in acc.iter().enumerate() {
+            let i = i0 + r;
+            let row = &given[i * k..(i + 1) * k];
+            for (j, &s) in accr.iter().enumerate() {
+                let h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+                let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b01_00_11_10>(h));
+                let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b10_11_00_01>(h));
+                let mut sum = _mm_cvtsi128_si32(h);
+                for (q, &v) in row.iter().enumerate().skip(full) {
+                    sum = sum.wrapping_add(i32::from(v) * i32::from(xw[j * k16 + q]));
+                }
+                emit(i, j, sum);
+            }
+        }
+    }
+
     /// `MR` rows of packed `A` (`ap`: `[k2][MR]` int16 pairs) times one
     /// packed panel of `B` (`bp`: `[k2][NR][2]` int16): the exact sums,
     /// `MR × NR` i32 as `V` vectors per row, of which the first `W` are
@@ -451,6 +617,37 @@ mod tests {
         }
     }
 
+    /// [`gemm_packed`] through its entry's signature (packing `A` first).
+    fn packed(
+        a: &[i8],
+        za: &[i32],
+        b: &[u8],
+        zb: i32,
+        (m, k, n): (usize, usize, usize),
+        c: &mut [i32],
+        ldc: usize,
+    ) -> bool {
+        gemm_packed(&PackedI8::new(a, m, k), za, b, zb, n, c, ldc)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// A packed `A` times a `B` of few columns (the matrix-vector
+        /// kernel up to `GEMV_MAX_N`, the GEMM past it): the exact sums,
+        /// row counts around its groups of 2 and 4, `k` around its steps
+        /// of 16, extreme values likely.
+        #[test]
+        fn packed_few_columns_match_the_exact_reference(
+            m in 1usize..11, k in 0usize..70, n in 1usize..6, pad in 0usize..3,
+            a in proptest::collection::vec(prop_oneof![Just(-128i8), Just(127i8), any::<i8>()], 10 * 69),
+            b in proptest::collection::vec(prop_oneof![Just(255u8), Just(0u8), any::<u8>()], 69 * 5),
+            za in proptest::collection::vec(-128i32..128, 10), zb in 0i32..256,
+        ) {
+            let ran = check(packed, (&a[..m * k], &za[..m]), (&b[..k * n], zb), (m, k, n), n + pad);
+            prop_assert_eq!(ran, available());
+        }
+    }
+
     /// The row blocks split between intra-op threads: the exact sums for
     /// every thread count.
     #[test]
@@ -463,8 +660,12 @@ mod tests {
         for t in [2, 3, 8] {
             crate::par::set_threads(t);
             let ran = check(gemm_u8s8, (&a, &za), (&b, 9), (m, k, n), n);
+            // and the matrix-vector kernel's groups of rows, one column
+            // and three
+            let gemv = [1, 3].map(|n| check(packed, (&a, &za), (&b[..k * n], 9), (m, k, n), n));
             crate::par::set_threads(1);
             assert_eq!(ran, available(), "{t} threads");
+            assert_eq!(gemv, [available(); 2], "{t} threads");
         }
     }
 
