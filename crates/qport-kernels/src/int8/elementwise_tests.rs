@@ -381,7 +381,8 @@ proptest::proptest! {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
     /// Every row of the dispatch table (the VBMI byte permutes where the
-    /// CPU has them) looks each element up in its channel's row, for u8
+    /// CPU has them, AVX2 gathers on the other x86 rows) looks each
+    /// element up in its channel's row, for u8
     /// and i8 inputs and outputs, over planes shorter and longer than a
     /// vector, every byte value and several images.
     #[test]

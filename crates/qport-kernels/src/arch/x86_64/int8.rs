@@ -403,6 +403,54 @@ pub(crate) unsafe fn lookup_vbmi(x: &[u8], flip: u8, row: &[u8; 256], out: &mut 
     }
 }
 
+/// [`crate::int8::elementwise::lookup_loop`] with AVX2 gathers: the row
+/// copied into a 260-byte buffer (so that a 4-byte read at any index
+/// stays inside it), then 32 bytes a step, each index `x ^ flip` widened
+/// to 32 bits and its entry gathered as the low byte of a 4-byte read,
+/// packed back to bytes; the last bytes by the plain loop. The same
+/// bytes.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn lookup_avx2(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let n = x.len().min(out.len());
+    let mut padded = [0u8; 260];
+    padded[..256].copy_from_slice(row);
+    let base = padded.as_ptr().cast::<i32>();
+    let f = _mm256_set1_epi32(i32::from(flip));
+    let lowb = _mm256_set1_epi32(0xff);
+    let mut i = 0;
+    while i + 32 <= n {
+        // SAFETY: bytes i..i + 32 of `x` and `out` (i + 32 ≤ n); each
+        // gather reads 4 bytes at an index below 256 of the 260-byte
+        // buffer.
+        unsafe {
+            let v = _mm256_loadu_si256(x.as_ptr().add(i).cast());
+            let lo = _mm256_castsi256_si128(v);
+            let hi = _mm256_extracti128_si256::<1>(v);
+            let g = |q: __m128i| {
+                let idx = _mm256_xor_si256(_mm256_cvtepu8_epi32(q), f);
+                _mm256_and_si256(_mm256_i32gather_epi32::<1>(base, idx), lowb)
+            };
+            let (a, b) = (g(lo), g(_mm_srli_si128::<8>(lo)));
+            let (c, d) = (g(hi), g(_mm_srli_si128::<8>(hi)));
+            // (packing works per 128-bit lane: the words come out a0 b0 a1
+            // b1 and c0 d0 c1 d1, the bytes a0 b0 c0 d0 a1 b1 c1 d1, put
+            // back in order by a lane permute)
+            let ab = _mm256_packus_epi32(a, b);
+            let cd = _mm256_packus_epi32(c, d);
+            let bytes = _mm256_packus_epi16(ab, cd);
+            let ordered =
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), ordered);
+        }
+        i += 32;
+    }
+    crate::int8::elementwise::lookup_loop(&x[i..n], flip, row, &mut out[i..n]);
+}
+
 /// [`add_loop`] with AVX-512: 64 pairs per step, the same fused
 /// multiply-adds (`fma(a, r_ac, fma(b, r_bc, fixed))`) in 16-lane
 /// quarters, the clamp as `max` then `min` with the NaN going to `lo` as
