@@ -407,8 +407,8 @@ pub(crate) unsafe fn lookup_vbmi(x: &[u8], flip: u8, row: &[u8; 256], out: &mut 
 /// copied into a 260-byte buffer (so that a 4-byte read at any index
 /// stays inside it), then 32 bytes a step, each index `x ^ flip` widened
 /// to 32 bits and its entry gathered as the low byte of a 4-byte read,
-/// packed back to bytes; the last bytes by the plain loop. The same
-/// bytes.
+/// packed back to bytes; the last bytes, and planes shorter than a step,
+/// by the plain loop. The same bytes.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -416,6 +416,10 @@ pub(crate) unsafe fn lookup_vbmi(x: &[u8], flip: u8, row: &[u8; 256], out: &mut 
 pub(crate) unsafe fn lookup_avx2(x: &[u8], flip: u8, row: &[u8; 256], out: &mut [u8]) {
     use std::arch::x86_64::*;
     let n = x.len().min(out.len());
+    if n < 32 {
+        // (no whole step: the row's copy would be wasted)
+        return crate::int8::elementwise::lookup_loop(x, flip, row, out);
+    }
     let mut padded = [0u8; 260];
     padded[..256].copy_from_slice(row);
     let base = padded.as_ptr().cast::<i32>();
